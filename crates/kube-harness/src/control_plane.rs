@@ -1,0 +1,404 @@
+//! One etcd + kube-apiserver pair on loopback.
+//!
+//! Processes are started under a small `sh` supervisor whose standard input is a pipe held by
+//! the test process. When that pipe closes — [`ControlPlane`] dropped, the test binary exiting
+//! normally, panicking, aborting or being killed — the supervisor kills both processes and
+//! removes the data directory. No orphan survives the test run, without any signal handling
+//! or unsafe code in the test process.
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::pki::Pki;
+use crate::{Error, binaries};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+const START_ATTEMPTS: usize = 3;
+
+/// A running, private Kubernetes control plane (etcd + kube-apiserver, RBAC on).
+///
+/// Dropping it stops both processes and deletes their data.
+#[derive(Debug)]
+pub struct ControlPlane {
+    supervisor: Child,
+    stdin: Option<ChildStdin>,
+    dir: PathBuf,
+    server_url: String,
+    ca_pem: String,
+    admin_cert_pem: String,
+    admin_key_pem: String,
+}
+
+static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+
+impl ControlPlane {
+    /// Start a private control plane and wait until `/readyz` answers `ok` and the
+    /// `kube-system` namespace exists.
+    pub async fn start() -> Result<ControlPlane, Error> {
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let plane = Self::spawn()?;
+            match plane.wait_ready().await {
+                Ok(()) => return Ok(plane),
+                // A port taken between picking and binding is the only retryable failure.
+                Err(err) if err.to_string().contains("address already in use") => last = Some(err),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::SharedFailed("no start attempt was made".into())))
+    }
+
+    /// The control plane shared by every test of the current test binary, started on first use.
+    ///
+    /// Safe to call from any thread or async runtime; build clients with
+    /// [`ControlPlane::client`] inside each test's own runtime.
+    pub fn shared() -> Result<&'static ControlPlane, Error> {
+        let result = SHARED.get_or_init(|| {
+            std::thread::spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("could not build a runtime: {e}"))?;
+                runtime
+                    .block_on(ControlPlane::start())
+                    .map_err(|e| e.to_string())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the start thread panicked".to_owned()))
+        });
+        result
+            .as_ref()
+            .map_err(|msg| Error::SharedFailed(msg.clone()))
+    }
+
+    /// `https://127.0.0.1:PORT`
+    pub fn server_url(&self) -> &str {
+        &self.server_url
+    }
+
+    /// PEM of the CA that signed the apiserver's serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Directory holding this control plane's data, certificates and logs.
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A self-contained kubeconfig with cluster-admin (`system:masters`) credentials.
+    pub fn kubeconfig_yaml(&self) -> String {
+        self.kubeconfig_with_user(&format!(
+            "client-certificate-data: {}\n    client-key-data: {}",
+            b64(&self.admin_cert_pem),
+            b64(&self.admin_key_pem)
+        ))
+    }
+
+    /// Write [`Self::kubeconfig_yaml`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), Error> {
+        std::fs::write(path, self.kubeconfig_yaml())
+            .map_err(Error::io(format!("write kubeconfig {}", path.display())))
+    }
+
+    /// A cluster-admin client. Build it inside the runtime that uses it.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        client_from_yaml(&self.kubeconfig_yaml()).await
+    }
+
+    /// A client that authenticates as ServiceAccount `namespace/name` with a freshly requested
+    /// token (the namespace and account are created when missing). It has exactly the
+    /// permissions RBAC grants that account, which lets tests prove shipped RBAC rules.
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube::Client, Error> {
+        let token = self.service_account_token(namespace, name).await?;
+        client_from_yaml(&self.service_account_kubeconfig_yaml(&token)).await
+    }
+
+    /// A kubeconfig that authenticates with the given bearer token.
+    pub fn service_account_kubeconfig_yaml(&self, token: &str) -> String {
+        self.kubeconfig_with_user(&format!("token: {token}"))
+    }
+
+    /// Request a one-hour token for ServiceAccount `namespace/name`, creating both if missing.
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, Error> {
+        let admin = self.client().await?;
+        ensure_namespace(&admin, namespace).await?;
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin, namespace);
+        let mut account = ServiceAccount::default();
+        account.metadata.name = Some(name.to_owned());
+        match accounts.create(&PostParams::default(), &account).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => {
+                return Err(Error::kube(format!(
+                    "creating ServiceAccount {namespace}/{name}"
+                ))(e));
+            }
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            },
+            ..TokenRequest::default()
+        };
+        let issued = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .map_err(Error::kube(format!(
+                "requesting a token for {namespace}/{name}"
+            )))?;
+        issued
+            .status
+            .map(|s| s.token)
+            .ok_or_else(|| Error::Kubeconfig("TokenRequest returned no status".into()))
+    }
+
+    fn kubeconfig_with_user(&self, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: harness-user\n  user:\n    {user}\ncontexts:\n- name: harness\n  context:\n    cluster: harness\n    user: harness-user\n    namespace: default\ncurrent-context: harness\n",
+            server = self.server_url,
+            ca = b64(&self.ca_pem),
+        )
+    }
+
+    fn spawn() -> Result<ControlPlane, Error> {
+        let apiserver = binaries::kube_apiserver()?;
+        let etcd = binaries::etcd()?;
+        let dir = tempfile::Builder::new()
+            .prefix("kube-harness-")
+            .tempdir()
+            .map_err(Error::io("create a temporary directory"))?
+            // The supervisor owns removal from here on (it outlives panics and aborts).
+            .keep();
+        let pki = Pki::generate()?;
+        for (file, pem) in [
+            ("ca.crt", &pki.ca_cert),
+            ("apiserver.crt", &pki.serving_cert),
+            ("apiserver.key", &pki.serving_key),
+            ("sa.key", &pki.service_account_key),
+            ("sa.pub", &pki.service_account_public_key),
+        ] {
+            std::fs::write(dir.join(file), pem).map_err(Error::io(format!("write {file}")))?;
+        }
+
+        let etcd_client = free_port()?;
+        let etcd_peer = free_port()?;
+        let secure = free_port()?;
+        let d = |name: &str| dir.join(name).display().to_string();
+        let etcd_cmd = command_line(
+            &etcd,
+            &[
+                "--name=harness".to_owned(),
+                format!("--data-dir={}", d("etcd-data")),
+                format!("--listen-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--advertise-client-urls=http://127.0.0.1:{etcd_client}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}"),
+                format!("--initial-cluster=harness=http://127.0.0.1:{etcd_peer}"),
+                "--log-level=warn".to_owned(),
+            ],
+        );
+        let apiserver_cmd = command_line(
+            &apiserver,
+            &[
+                format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
+                "--bind-address=127.0.0.1".to_owned(),
+                "--advertise-address=127.0.0.1".to_owned(),
+                format!("--secure-port={secure}"),
+                "--insecure-port=0".to_owned(),
+                format!("--cert-dir={}", d("certs")),
+                format!("--tls-cert-file={}", d("apiserver.crt")),
+                format!("--tls-private-key-file={}", d("apiserver.key")),
+                format!("--client-ca-file={}", d("ca.crt")),
+                "--authorization-mode=RBAC".to_owned(),
+                format!("--service-account-key-file={}", d("sa.pub")),
+                format!("--service-account-signing-key-file={}", d("sa.key")),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+                "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+                "--enable-priority-and-fairness=false".to_owned(),
+                "--profiling=false".to_owned(),
+                "--logtostderr=true".to_owned(),
+                "--v=0".to_owned(),
+            ],
+        );
+        let script = format!(
+            "#!/bin/sh\n\
+             # Supervises one test control plane; stops it when stdin closes.\n\
+             {etcd_cmd} >'{dir}/etcd.log' 2>&1 &\n\
+             etcd=$!\n\
+             {apiserver_cmd} >'{dir}/kube-apiserver.log' 2>&1 &\n\
+             api=$!\n\
+             echo $api >'{dir}/kube-apiserver.pid'\n\
+             echo $etcd >'{dir}/etcd.pid'\n\
+             cat >/dev/null\n\
+             kill -9 $api $etcd 2>/dev/null\n\
+             wait $api $etcd 2>/dev/null\n\
+             if [ -z \"${{KUBE_HARNESS_KEEP:-}}\" ]; then rm -rf '{dir}'; fi\n",
+            dir = dir.display(),
+        );
+        let script_path = dir.join("supervise.sh");
+        std::fs::write(&script_path, script).map_err(Error::io("write the supervisor script"))?;
+        let mut supervisor = Command::new("sh")
+            .arg(&script_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(Error::io("start the control-plane supervisor"))?;
+        let stdin = supervisor.stdin.take();
+        Ok(ControlPlane {
+            supervisor,
+            stdin,
+            dir,
+            server_url: format!("https://127.0.0.1:{secure}"),
+            ca_pem: pki.ca_cert,
+            admin_cert_pem: pki.admin_cert,
+            admin_key_pem: pki.admin_key,
+        })
+    }
+
+    async fn wait_ready(&self) -> Result<(), Error> {
+        let started = Instant::now();
+        let mut last_error = String::from("not tried yet");
+        let client = self.client().await?;
+        while started.elapsed() < READY_TIMEOUT {
+            let request = http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+            match client.request_text(request).await {
+                Ok(body) if body.trim() == "ok" => {
+                    let namespaces: Api<Namespace> = Api::all(client.clone());
+                    match namespaces.get_opt("kube-system").await {
+                        Ok(Some(_)) => return Ok(()),
+                        Ok(None) => last_error = "namespace kube-system not created yet".into(),
+                        Err(e) => last_error = e.to_string(),
+                    }
+                }
+                Ok(body) => last_error = format!("/readyz answered {body:?}"),
+                Err(e) => last_error = e.to_string(),
+            }
+            if self
+                .log_tail("kube-apiserver.log")
+                .contains("address already in use")
+            {
+                last_error = "address already in use".into();
+                break;
+            }
+            if let Some(dead) = ["kube-apiserver", "etcd"]
+                .into_iter()
+                .find(|p| self.exited(p))
+            {
+                last_error = format!("{dead} exited");
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(Error::NotReady {
+            seconds: READY_TIMEOUT.as_secs(),
+            last_error,
+            apiserver_log: self.log_tail("kube-apiserver.log"),
+            etcd_log: self.log_tail("etcd.log"),
+        })
+    }
+
+    /// Whether the supervised process `name` has exited (it stays a zombie until the
+    /// supervisor reaps it, so its /proc entry tells).
+    fn exited(&self, name: &str) -> bool {
+        let Ok(pid) = std::fs::read_to_string(self.dir.join(format!("{name}.pid"))) else {
+            return false; // not started yet
+        };
+        match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+            Err(_) => true,
+        }
+    }
+
+    fn log_tail(&self, file: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = stdin.flush();
+        }
+        // Closing stdin told the supervisor to stop; wait for it so nothing outlives us.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match self.supervisor.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() > deadline => {
+                    let _ = self.supervisor.kill();
+                    let _ = self.supervisor.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+async fn client_from_yaml(yaml: &str) -> Result<kube::Client, Error> {
+    let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    kube::Client::try_from(config).map_err(Error::kube("building a client"))
+}
+
+/// Create `namespace` unless it exists.
+pub async fn ensure_namespace(client: &kube::Client, namespace: &str) -> Result<(), Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(namespace.to_owned());
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(Error::kube(format!("creating namespace {namespace}"))(e)),
+    }
+}
+
+fn free_port() -> Result<u16, Error> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::io("pick a free port"))?;
+    let port = listener
+        .local_addr()
+        .map_err(Error::io("read a bound port"))?
+        .port();
+    Ok(port)
+}
+
+fn command_line(binary: &Path, args: &[String]) -> String {
+    std::iter::once(binary.display().to_string())
+        .chain(args.iter().cloned())
+        .map(|part| format!("'{}'", part.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn b64(text: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
