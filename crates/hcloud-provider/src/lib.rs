@@ -1,1 +1,139 @@
-//! placeholder
+//! Hetzner Cloud implementation of the provider-neutral `cloud-provider` traits.
+//!
+//! Instances (InstancesV2) are implemented for cloud servers: providerIDs `hcloud://ID` (and the
+//! Robot forms `hrobot://N` / legacy `hcloud://bm-N`, which are parsed and reported as not
+//! handled yet, never deleted), lookup by providerID then by node name, labels, addresses and
+//! shutdown state as the official Hetzner CCM reports them. Every lookup goes through one
+//! shared [`ServerCache`], which keeps the API cost of bursts and periodic refreshes at one
+//! paginated listing.
+
+mod config;
+mod instances;
+mod metadata;
+mod provider_id;
+mod server_cache;
+
+use std::sync::Arc;
+
+pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
+pub use instances::{HcloudInstances, server_key};
+pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
+pub use provider_id::{ParseProviderIdError, ProviderId};
+pub use server_cache::{CacheMetrics, ServerCache, ServerKey};
+
+use cloud_provider::{CloudProvider, Instances};
+use prometheus_client::registry::Registry;
+
+/// The provider name, used as the providerID scheme.
+pub const PROVIDER_NAME: &str = "hcloud";
+
+/// Errors while setting the provider up.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `HCLOUD_NETWORK` names a network that does not exist.
+    #[error("HCLOUD_NETWORK: network {0} not found")]
+    NetworkNotFound(String),
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What was attempted.
+        action: String,
+        /// The cause.
+        #[source]
+        source: hcloud_api::Error,
+    },
+}
+
+/// What the provider needs besides an API client.
+#[derive(Clone, Debug, Default)]
+pub struct ProviderSettings {
+    /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
+    pub address_family: AddressFamily,
+    /// `HCLOUD_NETWORK`.
+    pub network: Option<NetworkRef>,
+    /// `HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`.
+    pub zone_label_enabled: bool,
+    /// `HCLOUD_SERVER_CACHE_MODE`, `HCLOUD_SERVER_CACHE_MAX_AGE`.
+    pub cache: CacheConfig,
+}
+
+/// The Hetzner Cloud provider.
+#[derive(Clone, Debug)]
+pub struct HcloudProvider {
+    instances: Arc<HcloudInstances>,
+    network_id: Option<i64>,
+}
+
+impl HcloudProvider {
+    /// Build the provider, resolving `HCLOUD_NETWORK` to its ID (one API call when set).
+    pub async fn new(
+        client: hcloud_api::Client,
+        settings: ProviderSettings,
+    ) -> Result<Self, Error> {
+        let network_id = match &settings.network {
+            None => None,
+            Some(reference) => Some(resolve_network(&client, reference).await?),
+        };
+        let config = InstancesConfig {
+            address_family: settings.address_family,
+            network_id,
+            zone_label_enabled: settings.zone_label_enabled,
+            cache: settings.cache.clone(),
+        };
+        let cache = ServerCache::new(client, settings.cache);
+        Ok(Self {
+            instances: Arc::new(HcloudInstances::new(cache, config)),
+            network_id,
+        })
+    }
+
+    /// The resolved `HCLOUD_NETWORK`.
+    pub fn network_id(&self) -> Option<i64> {
+        self.network_id
+    }
+
+    /// The instances implementation (with its shared cache).
+    pub fn hcloud_instances(&self) -> &Arc<HcloudInstances> {
+        &self.instances
+    }
+
+    /// Register the provider's metrics.
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.instances.register_metrics(registry);
+    }
+}
+
+async fn resolve_network(
+    client: &hcloud_api::Client,
+    reference: &NetworkRef,
+) -> Result<i64, Error> {
+    match reference {
+        NetworkRef::Id(id) => match client.networks().get(*id).await {
+            Ok(network) => Ok(network.id),
+            Err(err) if err.is_not_found() => Err(Error::NetworkNotFound(format!("with ID {id}"))),
+            Err(source) => Err(Error::Api {
+                action: format!("HCLOUD_NETWORK: reading network {id}"),
+                source,
+            }),
+        },
+        NetworkRef::Name(name) => match client.networks().get_by_name(name).await {
+            Ok(Some(network)) => Ok(network.id),
+            Ok(None) => Err(Error::NetworkNotFound(format!("named {name:?}"))),
+            Err(source) => Err(Error::Api {
+                action: format!("HCLOUD_NETWORK: looking up network {name:?}"),
+                source,
+            }),
+        },
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudProvider for HcloudProvider {
+    fn provider_name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    fn instances(&self) -> Option<Arc<dyn Instances>> {
+        Some(self.instances.clone())
+    }
+}

@@ -1,0 +1,165 @@
+//! Settings of the Hetzner instances implementation (filled from `HCLOUD_*` by the binary).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`: which public addresses become ExternalIPs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddressFamily {
+    /// Public IPv4 only (default).
+    #[default]
+    Ipv4,
+    /// The first address of the public IPv6 /64 only.
+    Ipv6,
+    /// Both.
+    DualStack,
+}
+
+impl AddressFamily {
+    pub(crate) fn includes_ipv4(self) -> bool {
+        matches!(self, Self::Ipv4 | Self::DualStack)
+    }
+
+    pub(crate) fn includes_ipv6(self) -> bool {
+        matches!(self, Self::Ipv6 | Self::DualStack)
+    }
+}
+
+impl FromStr for AddressFamily {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ipv4" => Ok(Self::Ipv4),
+            "ipv6" => Ok(Self::Ipv6),
+            "dualstack" => Ok(Self::DualStack),
+            other => Err(format!(
+                "{other:?} is not an address family (expected ipv4, ipv6 or dualstack)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for AddressFamily {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Ipv4 => "ipv4",
+            Self::Ipv6 => "ipv6",
+            Self::DualStack => "dualstack",
+        })
+    }
+}
+
+/// `HCLOUD_SERVER_CACHE_MODE`: how server lookups are cached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    /// One paginated listing of all servers answers every lookup within the max age (default).
+    #[default]
+    All,
+    /// Each server is fetched on its own (by ID or name) and kept for the max age.
+    One,
+    /// Every lookup asks the API.
+    Off,
+}
+
+impl FromStr for CacheMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "all" => Ok(Self::All),
+            "one" => Ok(Self::One),
+            "off" => Ok(Self::Off),
+            other => Err(format!(
+                "{other:?} is not a cache mode (expected all, one or off)"
+            )),
+        }
+    }
+}
+
+/// How the shared server cache behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Caching strategy.
+    pub mode: CacheMode,
+    /// How long a listing (or a single server) answers lookups (`HCLOUD_SERVER_CACHE_MAX_AGE`).
+    pub max_age: Duration,
+    /// How long a server that was not found stays "not found" before the next refresh may look
+    /// for it again. Keeps retries of a missing server from re-listing everything.
+    pub miss_ttl: Duration,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            mode: CacheMode::All,
+            max_age: Duration::from_secs(60),
+            miss_ttl: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A network given by name or ID (`HCLOUD_NETWORK`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NetworkRef {
+    /// Numeric ID.
+    Id(i64),
+    /// Network name.
+    Name(String),
+}
+
+impl NetworkRef {
+    /// A value that parses as a positive integer is an ID, anything else a name.
+    pub fn parse(value: &str) -> NetworkRef {
+        match value.parse::<i64>() {
+            Ok(id) if id > 0 => NetworkRef::Id(id),
+            _ => NetworkRef::Name(value.to_owned()),
+        }
+    }
+}
+
+/// Settings of the instances capability, after the network was resolved to its ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstancesConfig {
+    /// Which public addresses are reported.
+    pub address_family: AddressFamily,
+    /// The network whose private IP becomes the InternalIP.
+    pub network_id: Option<i64>,
+    /// Whether the zone label is set (`HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`).
+    pub zone_label_enabled: bool,
+    /// Server cache behaviour.
+    pub cache: CacheConfig,
+}
+
+impl Default for InstancesConfig {
+    fn default() -> Self {
+        Self {
+            address_family: AddressFamily::Ipv4,
+            network_id: None,
+            zone_label_enabled: true,
+            cache: CacheConfig::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_families_modes_and_network_references() {
+        assert_eq!("dualstack".parse(), Ok(AddressFamily::DualStack));
+        assert!(
+            "IPv4"
+                .parse::<AddressFamily>()
+                .unwrap_err()
+                .contains("\"IPv4\"")
+        );
+        assert_eq!("one".parse(), Ok(CacheMode::One));
+        assert!("some".parse::<CacheMode>().is_err());
+        assert_eq!(NetworkRef::parse("123"), NetworkRef::Id(123));
+        assert_eq!(NetworkRef::parse("k8s"), NetworkRef::Name("k8s".into()));
+        assert_eq!(NetworkRef::parse("0"), NetworkRef::Name("0".into()));
+    }
+}

@@ -1,0 +1,272 @@
+//! One cache of servers shared by every instance lookup of the process.
+//!
+//! In [`CacheMode::All`] the cache is filled by listing all servers (50 per page). Lookups wait
+//! on one lock, so a burst of lookups within the max age costs at most one refresh, and a
+//! lookup that misses a fresh listing triggers a refresh only when no refresh happened since
+//! the miss was last recorded: a server that is not found is remembered for
+//! [`CacheConfig::miss_ttl`], so retries for a missing server do not re-list everything.
+//!
+//! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
+//! directly for the one server before the lifecycle controller may delete a Node.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hcloud_api::models::Server;
+use hcloud_api::{Client, ListServersParams};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tokio::sync::Mutex;
+
+use crate::config::{CacheConfig, CacheMode};
+
+/// A listing younger than this answers misses without another refresh.
+const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How a server is looked up.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ServerKey {
+    /// By server ID (from the providerID).
+    Id(i64),
+    /// By server name (== Node name).
+    Name(String),
+}
+
+impl std::fmt::Display for ServerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Id(id) => write!(f, "server {id}"),
+            Self::Name(name) => write!(f, "server named {name:?}"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    result: &'static str,
+}
+
+/// Counters of cache outcomes (`cloud_controller_manager_server_cache_requests_total{result}`).
+#[derive(Clone, Debug, Default)]
+pub struct CacheMetrics {
+    requests: Family<CacheLabels, Counter>,
+}
+
+impl CacheMetrics {
+    /// Register into `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "cloud_controller_manager_server_cache_requests",
+            "Server lookups by outcome: hit, miss (remembered or after a refresh), refresh",
+            self.requests.clone(),
+        );
+    }
+
+    fn count(&self, result: &'static str) {
+        self.requests.get_or_create(&CacheLabels { result }).inc();
+    }
+
+    /// Current value of one outcome counter (for tests and benchmarks).
+    pub fn value(&self, result: &'static str) -> u64 {
+        self.requests.get_or_create(&CacheLabels { result }).get()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Listing {
+    by_id: HashMap<i64, Arc<Server>>,
+    by_name: HashMap<String, i64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    listing: Option<(Instant, Listing)>,
+    /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
+    singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
+    /// When a key was last found missing from a listing.
+    misses: HashMap<ServerKey, Instant>,
+}
+
+/// The shared server cache. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ServerCache {
+    client: Client,
+    config: CacheConfig,
+    state: Arc<Mutex<State>>,
+    metrics: CacheMetrics,
+}
+
+impl ServerCache {
+    /// A cache over `client`.
+    pub fn new(client: Client, config: CacheConfig) -> Self {
+        Self {
+            client,
+            config,
+            state: Arc::default(),
+            metrics: CacheMetrics::default(),
+        }
+    }
+
+    /// The cache's counters.
+    pub fn metrics(&self) -> &CacheMetrics {
+        &self.metrics
+    }
+
+    /// Find a server. `Ok(None)` means "not found by this lookup", which may be stale by up to
+    /// the cache's max age: never treat it as proof that the server is gone.
+    pub async fn get(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+        match self.config.mode {
+            CacheMode::All => self.get_from_listing(key).await,
+            CacheMode::One => self.get_single(key).await,
+            CacheMode::Off => {
+                self.metrics.count("uncached");
+                self.fetch(key).await
+            }
+        }
+    }
+
+    /// Whether the server exists, confirmed freshly: a server in a listing younger than the
+    /// max age exists; otherwise the API is asked directly for this one server (by ID, or a
+    /// name-filtered list), so a server created after the last listing is never reported gone.
+    pub async fn confirm_exists(&self, key: &ServerKey) -> Result<bool, hcloud_api::Error> {
+        if self.config.mode == CacheMode::All {
+            let state = self.state.lock().await;
+            if let Some((at, listing)) = &state.listing
+                && at.elapsed() < self.config.max_age
+                && lookup(listing, key).is_some()
+            {
+                self.metrics.count("hit");
+                return Ok(true);
+            }
+        }
+        self.metrics.count("confirm");
+        let found = self.fetch(key).await?;
+        if let Some(server) = &found {
+            let mut state = self.state.lock().await;
+            state.misses.remove(key);
+            state.misses.remove(&ServerKey::Id(server.id));
+        }
+        Ok(found.is_some())
+    }
+
+    async fn get_from_listing(
+        &self,
+        key: &ServerKey,
+    ) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+        let requested_at = Instant::now();
+        // Holding the lock across the refresh makes concurrent lookups wait for one listing.
+        let mut state = self.state.lock().await;
+        let fresh = state
+            .listing
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < self.config.max_age)
+            .map(|(at, listing)| (*at, lookup(listing, key)));
+        if let Some((listed_at, found)) = fresh {
+            if let Some(server) = found {
+                self.metrics.count("hit");
+                return Ok(Some(server));
+            }
+            // Missing from a fresh listing. Re-listing only helps for a server created after
+            // it, so skip the refresh when the listing was made while this lookup waited (a
+            // burst), is younger than the minimum refresh interval, or the key was missed
+            // recently.
+            let recently_missed = state
+                .misses
+                .get(key)
+                .is_some_and(|at| at.elapsed() < self.config.miss_ttl);
+            if listed_at >= requested_at
+                || listed_at.elapsed() < MIN_REFRESH_INTERVAL
+                || recently_missed
+            {
+                self.metrics.count("miss");
+                state.misses.entry(key.clone()).or_insert(listed_at);
+                return Ok(None);
+            }
+        }
+        self.metrics.count("refresh");
+        let servers = self
+            .client
+            .servers()
+            .list_all(&ListServersParams::default())
+            .await?;
+        let mut listing = Listing::default();
+        for server in servers {
+            listing.by_name.insert(server.name.clone(), server.id);
+            listing.by_id.insert(server.id, Arc::new(server));
+        }
+        let found = lookup(&listing, key);
+        let now = Instant::now();
+        state.listing = Some((now, listing));
+        state
+            .misses
+            .retain(|_, at| at.elapsed() < self.config.miss_ttl);
+        if found.is_none() {
+            self.metrics.count("miss");
+            state.misses.insert(key.clone(), now);
+        } else {
+            state.misses.remove(key);
+        }
+        Ok(found)
+    }
+
+    async fn get_single(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+        {
+            let state = self.state.lock().await;
+            if let Some((at, server)) = state.singles.get(key) {
+                let ttl = if server.is_some() {
+                    self.config.max_age
+                } else {
+                    self.config.miss_ttl
+                };
+                if at.elapsed() < ttl {
+                    self.metrics
+                        .count(if server.is_some() { "hit" } else { "miss" });
+                    return Ok(server.clone());
+                }
+            }
+        }
+        self.metrics.count("refresh");
+        let found = self.fetch(key).await?;
+        self.state
+            .lock()
+            .await
+            .singles
+            .insert(key.clone(), (Instant::now(), found.clone()));
+        Ok(found)
+    }
+
+    /// Ask the API for one server, bypassing every cache.
+    async fn fetch(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+        match key {
+            ServerKey::Id(id) => match self.client.servers().get(*id).await {
+                Ok(server) => Ok(Some(Arc::new(server))),
+                Err(err) if err.is_not_found() => Ok(None),
+                Err(err) => Err(err),
+            },
+            ServerKey::Name(name) => {
+                Ok(self.client.servers().get_by_name(name).await?.map(Arc::new))
+            }
+        }
+    }
+
+    /// Age of the current listing, if any (for tests and diagnostics).
+    pub async fn listing_age(&self) -> Option<Duration> {
+        self.state
+            .lock()
+            .await
+            .listing
+            .as_ref()
+            .map(|(at, _)| at.elapsed())
+    }
+}
+
+fn lookup(listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
+    let id = match key {
+        ServerKey::Id(id) => *id,
+        ServerKey::Name(name) => *listing.by_name.get(name)?,
+    };
+    listing.by_id.get(&id).cloned()
+}

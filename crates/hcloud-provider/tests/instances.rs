@@ -1,0 +1,381 @@
+//! The Hetzner instances implementation against the simulator: lookups, metadata, the shared
+//! cache's request cost, and that cloud failures are never read as "server gone".
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use cloud_provider::{CloudProvider as _, Error};
+use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
+use hcloud_provider::{
+    AddressFamily, CacheConfig, CacheMode, HcloudProvider, NetworkRef, PROVIDED_BY_LABEL,
+    ProviderSettings,
+};
+use hcloud_sim::{Fault, NetworkSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
+
+fn client(sim: &Simulator) -> Client {
+    let mut config = ClientConfig::new(Token::new(sim.token())).with_endpoint(sim.base_url());
+    config.retry = RetryConfig {
+        max_tries: 2,
+        base: Duration::from_millis(5),
+        cap: Duration::from_millis(10),
+        jitter: false,
+    };
+    config.request_timeout = Duration::from_secs(2);
+    Client::new(config).unwrap()
+}
+
+fn node(name: &str, provider_id: Option<&str>) -> Node {
+    Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            provider_id: provider_id.map(str::to_owned),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn settings() -> ProviderSettings {
+    ProviderSettings {
+        zone_label_enabled: true,
+        ..ProviderSettings::default()
+    }
+}
+
+async fn provider(sim: &Simulator, settings: ProviderSettings) -> HcloudProvider {
+    HcloudProvider::new(client(sim), settings).await.unwrap()
+}
+
+async fn seed(sim: &Simulator, seed: ServerSeed) -> i64 {
+    sim.admin().create_server(seed).await.unwrap()["id"]
+        .as_i64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn metadata_by_provider_id_and_by_name() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let id = seed(
+        &sim,
+        ServerSeed {
+            server_type: "cpx22".into(),
+            location: "nbg1".into(),
+            networks: vec![network.into()],
+            ..ServerSeed::new("worker-1")
+        },
+    )
+    .await;
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            network: Some(NetworkRef::Name("k8s".into())),
+            address_family: AddressFamily::DualStack,
+            ..settings()
+        },
+    )
+    .await;
+    assert_eq!(p.network_id(), Some(network));
+    let instances = p.instances().unwrap();
+
+    let by_name = instances
+        .instance_metadata(&node("worker-1", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_name.provider_id, format!("hcloud://{id}"));
+    assert_eq!(by_name.instance_type, "cpx22");
+    assert_eq!(by_name.region, "nbg1");
+    assert_eq!(by_name.zone, "nbg1-dc3");
+    assert_eq!(by_name.additional_labels[PROVIDED_BY_LABEL], "cloud");
+    let types: Vec<&str> = by_name
+        .node_addresses
+        .iter()
+        .map(|a| a.type_.as_str())
+        .collect();
+    assert_eq!(
+        types,
+        ["Hostname", "ExternalIP", "ExternalIP", "InternalIP"]
+    );
+    assert!(by_name.node_addresses[3].address.starts_with("10.0.0."));
+    assert!(by_name.node_addresses[2].address.ends_with("::1"));
+
+    // A Node named differently but carrying the providerID is found by ID.
+    let by_id = instances
+        .instance_metadata(&node("renamed", Some(&format!("hcloud://{id}"))))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_id, by_name);
+}
+
+#[tokio::test]
+async fn unknown_network_is_a_startup_error_naming_the_variable() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let err = HcloudProvider::new(
+        client(&sim),
+        ProviderSettings {
+            network: Some(NetworkRef::Name("nope".into())),
+            ..settings()
+        },
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("HCLOUD_NETWORK") && err.contains("nope"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_burst_of_lookups_costs_one_listing() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    for i in 0..40 {
+        seed(&sim, ServerSeed::new(format!("burst-{i}"))).await;
+    }
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+
+    let lookups = (0..40).map(|i| {
+        let instances = instances.clone();
+        async move {
+            instances
+                .instance_metadata(&node(&format!("burst-{i}"), None))
+                .await
+        }
+    });
+    let results = futures::future::join_all(lookups).await;
+    assert!(results.iter().all(|r| matches!(r, Ok(Some(_)))));
+    // And the same again, e.g. the periodic address refresh: answered from the cache.
+    for i in 0..40 {
+        instances
+            .instance_metadata(&node(&format!("burst-{i}"), None))
+            .await
+            .unwrap();
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&1), "{counts:?}");
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_missing_server_is_remembered_instead_of_relisting() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    seed(&sim, ServerSeed::new("present")).await;
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+
+    for _ in 0..10 {
+        let err = instances
+            .instance_metadata(&node("absent", None))
+            .await
+            .unwrap_err();
+        assert!(err.is_instance_not_found(), "{err}");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&1), "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_server_created_after_the_listing_is_found_once_the_miss_expires() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                miss_ttl: Duration::from_millis(100),
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    assert!(
+        instances
+            .instance_metadata(&node("late", None))
+            .await
+            .unwrap_err()
+            .is_instance_not_found()
+    );
+    seed(&sim, ServerSeed::new("late")).await;
+    // Within the minimum refresh interval the miss stands; after it, a refresh finds it.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let found = instances
+        .instance_metadata(&node("late", None))
+        .await
+        .unwrap();
+    assert!(found.is_some());
+}
+
+#[tokio::test]
+async fn existence_is_confirmed_directly_never_from_a_stale_miss() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let kept = seed(&sim, ServerSeed::new("kept")).await;
+    let doomed = seed(&sim, ServerSeed::new("doomed")).await;
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    let kept_node = node("kept", Some(&format!("hcloud://{kept}")));
+    let doomed_node = node("doomed", Some(&format!("hcloud://{doomed}")));
+
+    // Fill the cache, then create a server the listing does not know.
+    instances.instance_metadata(&kept_node).await.unwrap();
+    let young = seed(&sim, ServerSeed::new("young")).await;
+    let young_node = node("young", Some(&format!("hcloud://{young}")));
+    assert!(instances.instance_exists(&young_node).await.unwrap());
+    assert!(
+        instances
+            .instance_exists(&node("young", None))
+            .await
+            .unwrap()
+    );
+
+    sim.admin().delete_server(doomed).await.unwrap();
+    // The cached listing still has the server; a deletion shows up at the latest after the
+    // cache's max age. A direct check (cache off) sees it at once.
+    let direct = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                mode: CacheMode::Off,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let direct = direct.instances().unwrap();
+    // Deletion through the simulator completes after its action delay.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while direct.instance_exists(&doomed_node).await.unwrap() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server was never deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!direct.instance_exists(&node("doomed", None)).await.unwrap());
+    assert!(direct.instance_exists(&kept_node).await.unwrap());
+}
+
+#[tokio::test]
+async fn cloud_failures_are_errors_not_absence() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                mode: CacheMode::Off,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    let missing = node("gone", Some("hcloud://987654"));
+    for (status, code) in [
+        (503, "unavailable"),
+        (500, "server_error"),
+        (401, "unauthorized"),
+        (429, "rate_limit_exceeded"),
+    ] {
+        sim.admin()
+            .inject_fault(Fault::new("*").status(status).code(code).count(10))
+            .await
+            .unwrap();
+        let result = instances.instance_exists(&missing).await;
+        assert!(
+            matches!(result, Err(Error::Api { .. })),
+            "{status}: {result:?}"
+        );
+        sim.admin().clear_faults().await.unwrap();
+    }
+    sim.admin()
+        .inject_fault(Fault::new("*").latency(Duration::from_secs(5)).count(10))
+        .await
+        .unwrap();
+    let result = instances.instance_exists(&missing).await;
+    assert!(
+        matches!(result, Err(Error::Api { .. })),
+        "timeout: {result:?}"
+    );
+    sim.admin().clear_faults().await.unwrap();
+    // Without faults, the API says the server does not exist.
+    assert!(!instances.instance_exists(&missing).await.unwrap());
+}
+
+#[tokio::test]
+async fn robot_and_foreign_provider_ids_are_errors_never_absence() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    for id in ["hrobot://123", "hcloud://bm-123"] {
+        let err = instances
+            .instance_exists(&node("dedicated", Some(id)))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("Robot"), "{err}");
+        assert!(
+            instances
+                .instance_metadata(&node("dedicated", Some(id)))
+                .await
+                .is_err()
+        );
+    }
+    let err = instances
+        .instance_exists(&node("elsewhere", Some("aws:///i-1")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidInput(ref m) if m.contains("aws:///i-1")),
+        "{err}"
+    );
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.values().sum::<u64>(),
+        0,
+        "no API call for unusable providerIDs"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_follows_the_server_status() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(
+        &sim,
+        ServerSeed {
+            status: "off".into(),
+            ..ServerSeed::new("sleepy")
+        },
+    )
+    .await;
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                mode: CacheMode::Off,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    let n = node("sleepy", Some(&format!("hcloud://{id}")));
+    assert!(instances.instance_shutdown(&n).await.unwrap());
+    sim.admin().set_server_status(id, "running").await.unwrap();
+    assert!(!instances.instance_shutdown(&n).await.unwrap());
+}
