@@ -40,6 +40,7 @@ need_pkgs=()
 command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
 command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
+command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
 if [[ ! -x "$BIN_DIR/kube-apiserver" ]]; then
     command -v go >/dev/null 2>&1 || need_pkgs+=(golang-go)
     command -v make >/dev/null 2>&1 || need_pkgs+=(make)

@@ -1,1 +1,65 @@
-//! placeholder
+//! Provider-neutral cloud-controller-manager framework.
+//!
+//! Laid out like `k8s.io/cloud-provider`: [`provider`] holds the contract a cloud implements,
+//! [`node`] the cloud node controller, [`nodelifecycle`] the cloud node lifecycle controller.
+//! [`cache`] is the shared Node reflector the binary starts before leader election,
+//! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics.
+//!
+//! Leadership gates writes, not reads. A binary wires it like this:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use cloud_provider::*;
+//! # use tokio_util::sync::CancellationToken;
+//! # async fn wire(
+//! #     client: kube::Client,
+//! #     provider: Arc<dyn CloudProvider>,
+//! #     registry: &mut prometheus_client::registry::Registry,
+//! #     lease_won: impl std::future::Future<Output = ()>,
+//! # ) {
+//! let shutdown = CancellationToken::new();
+//! // From process start, on standbys too: the shared Node cache; `nodes.is_ready()` feeds /readyz.
+//! let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
+//! let metrics = Metrics::new();
+//! metrics.register(registry);
+//!
+//! lease_won.await; // losing the lease later must end the process
+//! provider.initialize(client.clone(), shutdown.clone()).await.ok();
+//! if let Some(instances) = provider.instances() {
+//!     let node = NodeController::new(
+//!         client.clone(),
+//!         nodes.clone(),
+//!         instances.clone(),
+//!         metrics.clone(),
+//!         NodeControllerConfig::default(),
+//!     );
+//!     let lifecycle = NodeLifecycleController::new(
+//!         client.clone(),
+//!         nodes.clone(),
+//!         instances,
+//!         metrics.clone(),
+//!         NodeLifecycleControllerConfig::default(),
+//!     );
+//!     tokio::spawn(node.run(shutdown.clone()));
+//!     tokio::spawn(lifecycle.run(shutdown.clone()));
+//! }
+//! # }
+//! ```
+
+pub mod cache;
+pub mod events;
+pub mod metrics;
+pub mod node;
+pub mod nodelifecycle;
+pub mod provider;
+pub mod well_known;
+pub mod workqueue;
+
+pub use cache::{NodeCache, NodeChange, NodeReflector};
+pub use events::{EventRecorder, EventType};
+pub use metrics::Metrics;
+pub use node::{NodeController, NodeControllerConfig};
+pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
+pub use provider::{
+    CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, Route, Routes,
+};

@@ -1,0 +1,334 @@
+//! A small recorder of core/v1 `Event`s, the kind every apiserver since 1.0 accepts.
+//!
+//! Cluster-scoped objects (Nodes) get their events in namespace `default` with an involved
+//! object that has no namespace, as the Go recorder does; namespaced objects get them in their
+//! own namespace. Identical events (same object, type, reason and message) are aggregated by
+//! bumping `count` and `lastTimestamp` of the event already written.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, Resource};
+
+/// Namespace for events about cluster-scoped objects.
+pub const CLUSTER_SCOPED_EVENT_NAMESPACE: &str = "default";
+/// Longest message written; longer ones are cut.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+const DEDUP_CAPACITY: usize = 4096;
+
+/// `Normal` or `Warning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+impl EventType {
+    /// The API string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "Normal",
+            Self::Warning => "Warning",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct DedupKey {
+    namespace: String,
+    kind: String,
+    name: String,
+    uid: String,
+    type_: EventType,
+    reason: String,
+    message: String,
+}
+
+#[derive(Clone, Debug)]
+struct Written {
+    event_name: String,
+    count: i32,
+}
+
+#[derive(Debug, Default)]
+struct DedupCache {
+    entries: HashMap<DedupKey, Written>,
+    order: VecDeque<DedupKey>,
+}
+
+impl DedupCache {
+    fn remember(&mut self, key: DedupKey, written: Written) {
+        if self.entries.insert(key.clone(), written).is_none() {
+            self.order.push_back(key);
+        }
+        while self.order.len() > DEDUP_CAPACITY {
+            if let Some(oldest) = self.order.pop_front() {
+                self.entries.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// Writes core/v1 Events on behalf of one component (e.g. `cloud-node-controller`).
+#[derive(Clone)]
+pub struct EventRecorder {
+    client: Client,
+    component: String,
+    host: Option<String>,
+    cache: Arc<Mutex<DedupCache>>,
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder")
+            .field("component", &self.component)
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Cut `message` to at most [`MAX_MESSAGE_BYTES`] bytes on a character boundary.
+pub fn truncate_message(message: &str) -> &str {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}
+
+/// The error and all its sources joined with `": "`.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// A reference to `obj` as an event's involved object.
+pub fn object_reference<K>(obj: &K) -> ObjectReference
+where
+    K: Resource<DynamicType = ()>,
+{
+    let meta = obj.meta();
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+impl EventRecorder {
+    /// A recorder whose events carry `source.component = component`.
+    pub fn new(client: Client, component: impl Into<String>) -> Self {
+        Self {
+            client,
+            component: component.into(),
+            host: None,
+            cache: Arc::default(),
+        }
+    }
+
+    /// Also set `source.host`.
+    #[must_use]
+    pub fn with_host(mut self, host: impl Into<String>) -> Self {
+        self.host = Some(host.into());
+        self
+    }
+
+    /// The component written into `source.component`.
+    pub fn component(&self) -> &str {
+        &self.component
+    }
+
+    /// Record an event about `obj`. Failures are logged, never returned: events are best effort.
+    pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, message: &str)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        self.publish_for(object_reference(obj), type_, reason, message)
+            .await;
+    }
+
+    /// Record an event about the object `involved` refers to.
+    pub async fn publish_for(
+        &self,
+        involved: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        if let Err(err) = self.try_publish(involved, type_, reason, message).await {
+            tracing::warn!(
+                reason,
+                error = %error_chain(&err),
+                "failed to record event"
+            );
+        }
+    }
+
+    /// Record an event, returning the API error if neither an update nor a create worked.
+    pub async fn try_publish(
+        &self,
+        involved: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let message = truncate_message(message);
+        let namespace = involved
+            .namespace
+            .clone()
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or_else(|| CLUSTER_SCOPED_EVENT_NAMESPACE.to_owned());
+        let key = DedupKey {
+            namespace: namespace.clone(),
+            kind: involved.kind.clone().unwrap_or_default(),
+            name: involved.name.clone().unwrap_or_default(),
+            uid: involved.uid.clone().unwrap_or_default(),
+            type_,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let now = Time(Timestamp::now());
+
+        let previous = self.lock_cache().entries.get(&key).cloned();
+        if let Some(previous) = previous {
+            let count = previous.count.saturating_add(1);
+            let patch = serde_json::json!({ "count": count, "lastTimestamp": now });
+            match api
+                .patch(
+                    &previous.event_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => {
+                    self.lock_cache().remember(
+                        key,
+                        Written {
+                            event_name: previous.event_name,
+                            count,
+                        },
+                    );
+                    return Ok(());
+                }
+                Err(err) => {
+                    tracing::debug!(error = %err, "could not update aggregated event, creating a new one");
+                }
+            }
+        }
+
+        let object_name = involved.name.clone().unwrap_or_else(|| "unknown".into());
+        let event_name = format!("{object_name}.{:x}", now.0.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(event_name.clone()),
+                namespace: Some(namespace),
+                ..ObjectMeta::default()
+            },
+            involved_object: involved,
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            type_: Some(type_.as_str().to_owned()),
+            source: Some(EventSource {
+                component: Some(self.component.clone()),
+                host: self.host.clone(),
+            }),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            reporting_component: Some(self.component.clone()),
+            reporting_instance: self.host.clone(),
+            ..Event::default()
+        };
+        api.create(&PostParams::default(), &event).await?;
+        self.lock_cache().remember(
+            key,
+            Written {
+                event_name,
+                count: 1,
+            },
+        );
+        Ok(())
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, DedupCache> {
+        // A poisoned cache only loses aggregation; keep using it.
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_respects_char_boundaries() {
+        assert_eq!(truncate_message("short"), "short");
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let cut = truncate_message(&long);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES);
+        assert_eq!(cut.len(), MAX_MESSAGE_BYTES);
+        let odd = format!("x{}", "é".repeat(MAX_MESSAGE_BYTES));
+        assert_eq!(truncate_message(&odd).len(), MAX_MESSAGE_BYTES - 1);
+    }
+
+    #[test]
+    fn error_chain_joins_sources_once() {
+        let inner =
+            crate::provider::Error::api("get server", std::io::Error::other("connection reset"));
+        assert_eq!(
+            error_chain(&inner),
+            "cloud API call failed: get server: connection reset"
+        );
+    }
+
+    #[test]
+    fn dedup_cache_is_bounded() {
+        let mut cache = DedupCache::default();
+        for i in 0..(DEDUP_CAPACITY + 10) {
+            let key = DedupKey {
+                namespace: "default".into(),
+                kind: "Node".into(),
+                name: format!("n{i}"),
+                uid: String::new(),
+                type_: EventType::Normal,
+                reason: "Synced".into(),
+                message: String::new(),
+            };
+            cache.remember(
+                key,
+                Written {
+                    event_name: format!("e{i}"),
+                    count: 1,
+                },
+            );
+        }
+        assert_eq!(cache.entries.len(), DEDUP_CAPACITY);
+        assert_eq!(cache.order.len(), DEDUP_CAPACITY);
+    }
+}

@@ -1,0 +1,549 @@
+//! I/O of the cloud node controller; every decision lives in [`super::decisions`] and
+//! [`super::addresses`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::addresses::{NodeIpError, desired_addresses};
+use super::decisions::{
+    InitError, InitPlan, SkippedLabel, is_uninitialized, plan_initialization, reconcile_labels,
+};
+use crate::cache::{NodeCache, NodeChange};
+use crate::events::{EventRecorder, EventType, error_chain};
+use crate::metrics::Metrics;
+use crate::provider::{self, InstanceMetadata, Instances};
+use crate::workqueue::{Backoff, WorkQueue};
+
+/// Event source component.
+pub const COMPONENT: &str = "cloud-node-controller";
+/// Controller label of node syncs in metrics.
+pub const CONTROLLER: &str = "cloud-node";
+/// Controller label of the periodic address refresh in metrics.
+pub const ADDRESS_CONTROLLER: &str = "cloud-node-addresses";
+
+const UPDATE_RETRIES: u32 = 20;
+const UPDATE_RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// Settings of the cloud node controller.
+#[derive(Clone, Debug)]
+pub struct NodeControllerConfig {
+    /// `--concurrent-node-syncs` (default 1).
+    pub workers: usize,
+    /// `--concurrent-node-status-updates`; 0 means the same as `workers`.
+    pub status_update_workers: usize,
+    /// `--node-status-update-frequency` (default 5 min).
+    pub node_status_update_frequency: Duration,
+    /// Per-node retry backoff after failures.
+    pub backoff: Backoff,
+}
+
+impl Default for NodeControllerConfig {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            status_update_workers: 0,
+            node_status_update_frequency: Duration::from_secs(300),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// Why a node sync failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSyncError {
+    /// The cloud provider could not say what the instance is.
+    #[error("failed to get instance metadata")]
+    Metadata(#[source] provider::Error),
+    /// The metadata cannot initialize the Node.
+    #[error("failed to initialize node")]
+    Init(#[source] InitError),
+    /// The provided node IP does not fit the cloud addresses.
+    #[error("failed to reconcile node addresses")]
+    Addresses(#[source] NodeIpError),
+    /// A Kubernetes API call failed.
+    #[error("failed to update node")]
+    Kube(#[source] kube::Error),
+}
+
+impl NodeSyncError {
+    /// A short, stable label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Metadata(err) => err.metric_label(),
+            Self::Init(InitError::MissingProviderId) => "missing_provider_id",
+            Self::Init(InitError::NodeIp(_)) | Self::Addresses(_) => "provided_node_ip",
+            Self::Kube(_) => "kube_api",
+        }
+    }
+
+    /// The reason of the Warning event.
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            Self::Metadata(_) => "InstanceLookupFailed",
+            _ => "SyncFailed",
+        }
+    }
+}
+
+/// The JSON merge patch that applies `plan` with an optimistic lock on `resource_version`.
+pub fn initialization_patch(resource_version: Option<&str>, plan: &InitPlan) -> serde_json::Value {
+    let mut metadata = serde_json::Map::new();
+    if let Some(rv) = resource_version {
+        metadata.insert("resourceVersion".into(), rv.into());
+    }
+    if !plan.labels.is_empty() {
+        metadata.insert("labels".into(), serde_json::json!(plan.labels));
+    }
+    let mut spec = serde_json::Map::new();
+    if let Some(id) = &plan.provider_id {
+        spec.insert("providerID".into(), id.clone().into());
+    }
+    let taints = if plan.taints.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::json!(plan.taints)
+    };
+    spec.insert("taints".into(), taints);
+    serde_json::json!({ "metadata": metadata, "spec": spec })
+}
+
+/// The status merge patch replacing `status.addresses` as a whole (a JSON merge patch replaces
+/// lists; a strategic merge would merge them by type).
+pub fn addresses_patch(addresses: &[NodeAddress]) -> serde_json::Value {
+    serde_json::json!({ "status": { "addresses": addresses } })
+}
+
+fn seconds_since_creation(node: &Node) -> Option<f64> {
+    let created = node.metadata.creation_timestamp.as_ref()?;
+    let elapsed = Timestamp::now().duration_since(created.0).as_secs_f64();
+    Some(elapsed.max(0.0))
+}
+
+fn is_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_conflict())
+}
+
+struct Inner {
+    nodes: Api<Node>,
+    cache: NodeCache,
+    instances: Arc<dyn Instances>,
+    recorder: EventRecorder,
+    metrics: Metrics,
+    config: NodeControllerConfig,
+    queue: WorkQueue<String>,
+}
+
+/// The cloud node controller. Build it when leadership is won, then [`NodeController::run`] it.
+pub struct NodeController {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NodeController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeController")
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeController {
+    /// A controller writing through `client` and reading `cache`.
+    pub fn new(
+        client: Client,
+        cache: NodeCache,
+        instances: Arc<dyn Instances>,
+        metrics: Metrics,
+        config: NodeControllerConfig,
+    ) -> Self {
+        let recorder = EventRecorder::new(client.clone(), COMPONENT);
+        Self::with_recorder(client, cache, instances, recorder, metrics, config)
+    }
+
+    /// Like [`NodeController::new`] with a recorder of your own.
+    pub fn with_recorder(
+        client: Client,
+        cache: NodeCache,
+        instances: Arc<dyn Instances>,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        config: NodeControllerConfig,
+    ) -> Self {
+        let queue = WorkQueue::new(config.backoff);
+        Self {
+            inner: Arc::new(Inner {
+                nodes: Api::all(client),
+                cache,
+                instances,
+                recorder,
+                metrics,
+                config,
+                queue,
+            }),
+        }
+    }
+
+    /// Run until `shutdown` is cancelled. Waits for the cache to sync first.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let inner = self.inner;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = inner.cache.wait_until_ready() => {}
+        }
+        let changes = inner.cache.subscribe();
+        for node in inner.cache.list() {
+            if let Some(name) = node.metadata.name.clone() {
+                inner.queue.add(name);
+            }
+        }
+        tracing::info!(controller = CONTROLLER, "starting");
+        let mut tasks = JoinSet::new();
+        tasks.spawn(feed(inner.clone(), changes, shutdown.clone()));
+        for _ in 0..inner.config.workers.max(1) {
+            tasks.spawn(worker(inner.clone(), shutdown.clone()));
+        }
+        tasks.spawn(address_loop(inner.clone(), shutdown.clone()));
+        shutdown.cancelled().await;
+        inner.queue.shut_down();
+        while tasks.join_next().await.is_some() {}
+        tracing::info!(controller = CONTROLLER, "stopped");
+    }
+}
+
+async fn feed(
+    inner: Arc<Inner>,
+    mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return,
+            change = changes.recv() => change,
+        };
+        match change {
+            Ok(NodeChange::Applied { new, .. }) => {
+                if let Some(name) = new.metadata.name.clone() {
+                    inner.queue.add(name);
+                }
+            }
+            Ok(NodeChange::Deleted(_)) => {}
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
+                for node in inner.cache.list() {
+                    if let Some(name) = node.metadata.name.clone() {
+                        inner.queue.add(name);
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn worker(inner: Arc<Inner>, shutdown: CancellationToken) {
+    loop {
+        let next = tokio::select! {
+            () = shutdown.cancelled() => return,
+            next = inner.queue.get() => next,
+        };
+        let Some(name) = next else { return };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = process(&inner, &name) => {}
+        }
+        inner.queue.done(&name);
+    }
+}
+
+async fn process(inner: &Inner, name: &str) {
+    let _timer = inner.metrics.reconcile_timer(CONTROLLER);
+    match inner.sync_node(name).await {
+        Ok(()) => inner.queue.forget(&name.to_owned()),
+        Err(err) => {
+            inner.metrics.record_error(CONTROLLER, err.metric_label());
+            let delay = inner.queue.add_rate_limited(name.to_owned());
+            let chain = error_chain(&err);
+            tracing::warn!(node = name, error = %chain, retry_in = ?delay, "node sync failed");
+            if let Some(node) = inner.cache.get(name) {
+                inner
+                    .recorder
+                    .publish(
+                        node.as_ref(),
+                        EventType::Warning,
+                        err.event_reason(),
+                        &chain,
+                    )
+                    .await;
+            }
+        }
+    }
+}
+
+impl Inner {
+    async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {
+        let Some(node) = self.cache.get(name) else {
+            return Ok(());
+        };
+        if !is_uninitialized(&node) {
+            return self.reconcile_labels(&node).await;
+        }
+        let metadata = self
+            .instances
+            .instance_metadata(&node)
+            .await
+            .map_err(NodeSyncError::Metadata)?;
+        let Some(metadata) = metadata else {
+            tracing::info!(
+                node = name,
+                "cloud provider has no metadata yet; leaving node tainted"
+            );
+            return Ok(());
+        };
+        let Some(updated) = self.initialize(&node, &metadata).await? else {
+            tracing::debug!(node = name, "node was initialized concurrently");
+            return Ok(());
+        };
+        if let Some(seconds) = seconds_since_creation(&updated) {
+            self.metrics.observe_taint_removal_delay(seconds);
+        }
+        if let Err(err) = self.update_addresses(&updated, &metadata).await {
+            tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
+        }
+        tracing::info!(node = name, "node initialized");
+        self.recorder
+            .publish(
+                &updated,
+                EventType::Normal,
+                "Synced",
+                "Node synced successfully",
+            )
+            .await;
+        if let Some(seconds) = seconds_since_creation(&updated) {
+            self.metrics.observe_initial_sync_delay(seconds);
+        }
+        Ok(())
+    }
+
+    /// Apply the initialization; `None` when someone else initialized the Node meanwhile.
+    async fn initialize(
+        &self,
+        node: &Node,
+        metadata: &InstanceMetadata,
+    ) -> Result<Option<Node>, NodeSyncError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let mut current = node.clone();
+        let mut attempt = 1;
+        loop {
+            let plan = plan_initialization(&current, metadata).map_err(NodeSyncError::Init)?;
+            for skipped in &plan.skipped_labels {
+                match skipped {
+                    SkippedLabel::ReservedDomain(key) => {
+                        tracing::warn!(
+                            node = name,
+                            key,
+                            "ignoring additional label in a reserved domain"
+                        );
+                    }
+                    SkippedLabel::Conflict {
+                        key,
+                        existing,
+                        wanted,
+                    } => {
+                        tracing::warn!(
+                            node = name,
+                            key,
+                            existing,
+                            wanted,
+                            "not overwriting existing label"
+                        );
+                    }
+                }
+            }
+            let patch = initialization_patch(current.metadata.resource_version.as_deref(), &plan);
+            match self
+                .nodes
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(updated) => return Ok(Some(updated)),
+                Err(err) if is_conflict(&err) && attempt < UPDATE_RETRIES => {
+                    attempt += 1;
+                    let jitter = rand::random_range(0..=UPDATE_RETRY_DELAY.as_millis() as u64);
+                    tokio::time::sleep(UPDATE_RETRY_DELAY + Duration::from_millis(jitter)).await;
+                    current = self.nodes.get(name).await.map_err(NodeSyncError::Kube)?;
+                    if !is_uninitialized(&current) {
+                        return Ok(None);
+                    }
+                }
+                Err(err) => return Err(NodeSyncError::Kube(err)),
+            }
+        }
+    }
+
+    /// Write the addresses the cloud reports, if they differ. Returns whether it wrote.
+    async fn update_addresses(
+        &self,
+        node: &Node,
+        metadata: &InstanceMetadata,
+    ) -> Result<bool, NodeSyncError> {
+        let Some(addresses) =
+            desired_addresses(node, &metadata.node_addresses).map_err(NodeSyncError::Addresses)?
+        else {
+            return Ok(false);
+        };
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        self.nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&addresses_patch(&addresses)),
+            )
+            .await
+            .map_err(NodeSyncError::Kube)?;
+        tracing::info!(node = name, ?addresses, "updated node addresses");
+        Ok(true)
+    }
+
+    async fn reconcile_labels(&self, node: &Node) -> Result<(), NodeSyncError> {
+        let labels = reconcile_labels(node);
+        if labels.is_empty() {
+            return Ok(());
+        }
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let patch = serde_json::json!({ "metadata": { "labels": labels } });
+        self.nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(NodeSyncError::Kube)?;
+        tracing::info!(
+            node = name,
+            ?labels,
+            "reconciled GA labels from beta labels"
+        );
+        Ok(())
+    }
+
+    async fn refresh_addresses(&self, node: Arc<Node>) {
+        let _timer = self.metrics.reconcile_timer(ADDRESS_CONTROLLER);
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let result = match self.instances.instance_metadata(&node).await {
+            Ok(Some(metadata)) => self.update_addresses(&node, &metadata).await.map(|_| ()),
+            Ok(None) => Ok(()),
+            Err(err) => Err(NodeSyncError::Metadata(err)),
+        };
+        let Err(err) = result else { return };
+        self.metrics
+            .record_error(ADDRESS_CONTROLLER, err.metric_label());
+        let chain = error_chain(&err);
+        tracing::warn!(node = name, error = %chain, "periodic address update failed");
+        // A provided-node-ip mismatch after initialization only logs; other failures are
+        // also reported on the Node.
+        if !matches!(err, NodeSyncError::Addresses(_)) {
+            self.recorder
+                .publish(
+                    node.as_ref(),
+                    EventType::Warning,
+                    err.event_reason(),
+                    &chain,
+                )
+                .await;
+        }
+    }
+}
+
+async fn address_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
+    let mut ticker = tokio::time::interval(inner.config.node_status_update_frequency);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let workers = match inner.config.status_update_workers {
+        0 => inner.config.workers.max(1),
+        n => n,
+    };
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let nodes: Vec<Arc<Node>> = inner
+            .cache
+            .list()
+            .into_iter()
+            .filter(|n| !is_uninitialized(n))
+            .collect();
+        let pass = futures::stream::iter(nodes)
+            .for_each_concurrent(workers, |node| inner.refresh_addresses(node));
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = pass => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::test_support::{addr, taint};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn initialization_patch_shapes() {
+        let plan = InitPlan {
+            provider_id: Some("cloud://1".into()),
+            labels: BTreeMap::from([("a".to_owned(), "b".to_owned())]),
+            skipped_labels: vec![],
+            taints: vec![],
+        };
+        assert_eq!(
+            initialization_patch(Some("42"), &plan),
+            serde_json::json!({
+                "metadata": { "resourceVersion": "42", "labels": { "a": "b" } },
+                "spec": { "providerID": "cloud://1", "taints": null }
+            })
+        );
+        let keep = InitPlan {
+            provider_id: None,
+            labels: BTreeMap::new(),
+            skipped_labels: vec![],
+            taints: vec![taint("other", "NoExecute")],
+        };
+        assert_eq!(
+            initialization_patch(None, &keep),
+            serde_json::json!({
+                "metadata": {},
+                "spec": { "taints": [ { "key": "other", "effect": "NoExecute" } ] }
+            })
+        );
+    }
+
+    #[test]
+    fn addresses_patch_sends_the_whole_list() {
+        assert_eq!(
+            addresses_patch(&[addr("InternalIP", "10.0.0.2"), addr("Hostname", "n")]),
+            serde_json::json!({ "status": { "addresses": [
+                { "type": "InternalIP", "address": "10.0.0.2" },
+                { "type": "Hostname", "address": "n" }
+            ] } })
+        );
+    }
+
+    #[test]
+    fn error_labels_and_reasons() {
+        let metadata = NodeSyncError::Metadata(provider::Error::api_msg("down"));
+        assert_eq!(metadata.metric_label(), "cloud_api");
+        assert_eq!(metadata.event_reason(), "InstanceLookupFailed");
+        let init = NodeSyncError::Init(InitError::MissingProviderId);
+        assert_eq!(init.metric_label(), "missing_provider_id");
+        assert_eq!(init.event_reason(), "SyncFailed");
+        assert_eq!(
+            error_chain(&metadata),
+            "failed to get instance metadata: cloud API call failed: down"
+        );
+    }
+}

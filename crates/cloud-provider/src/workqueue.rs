@@ -1,0 +1,287 @@
+//! A small work queue with the semantics controllers rely on (as in client-go):
+//! a key is queued at most once, never processed by two workers at a time (a key added while
+//! it is processed is queued again when [`WorkQueue::done`] is called), may be added after a
+//! delay, and has a per-key failure count that drives exponential backoff.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Per-key exponential backoff: `base * 2^failures`, capped at `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// Upper bound.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    /// client-go's default controller limiter: 5 ms → 1000 s.
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+        }
+    }
+}
+
+impl Backoff {
+    /// Delay before retry number `failures` (0-based).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 2u32.checked_pow(failures).unwrap_or(u32::MAX);
+        self.base
+            .checked_mul(factor)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+#[derive(Debug)]
+struct State<K> {
+    queue: VecDeque<K>,
+    dirty: HashSet<K>,
+    processing: HashSet<K>,
+    waiting: HashMap<K, Instant>,
+    failures: HashMap<K, u32>,
+    shut_down: bool,
+}
+
+/// The queue. Share it behind an `Arc`.
+#[derive(Debug)]
+pub struct WorkQueue<K> {
+    state: Mutex<State<K>>,
+    notify: Notify,
+    backoff: Backoff,
+}
+
+impl<K: Clone + Eq + Hash> WorkQueue<K> {
+    /// An empty queue using `backoff` for [`WorkQueue::add_rate_limited`].
+    pub fn new(backoff: Backoff) -> Self {
+        Self {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                waiting: HashMap::new(),
+                failures: HashMap::new(),
+                shut_down: false,
+            }),
+            notify: Notify::new(),
+            backoff,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn add_locked(state: &mut State<K>, key: K) -> bool {
+        if state.shut_down || state.dirty.contains(&key) {
+            return false;
+        }
+        state.dirty.insert(key.clone());
+        if !state.processing.contains(&key) {
+            state.queue.push_back(key);
+            return true;
+        }
+        false
+    }
+
+    /// Queue `key` now.
+    pub fn add(&self, key: K) {
+        let queued = Self::add_locked(&mut self.lock(), key);
+        if queued {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Queue `key` after `delay` (the earliest pending deadline wins).
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let deadline = Instant::now() + delay;
+        {
+            let mut state = self.lock();
+            if state.shut_down {
+                return;
+            }
+            let entry = state.waiting.entry(key).or_insert(deadline);
+            if deadline < *entry {
+                *entry = deadline;
+            }
+        }
+        // Wake a waiting worker so it recomputes its sleep.
+        self.notify.notify_one();
+    }
+
+    /// Queue `key` after its backoff delay and count a failure. Returns the delay.
+    pub fn add_rate_limited(&self, key: K) -> Duration {
+        let delay = {
+            let mut state = self.lock();
+            let failures = state.failures.entry(key.clone()).or_insert(0);
+            let delay = self.backoff.delay(*failures);
+            *failures = failures.saturating_add(1);
+            delay
+        };
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Reset the failure count of `key`.
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Failures counted for `key` since the last [`WorkQueue::forget`].
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Next key to process; `None` once shut down. Call [`WorkQueue::done`] afterwards.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.notify.notified();
+            let next_deadline = {
+                let mut state = self.lock();
+                let now = Instant::now();
+                let due: Vec<K> = state
+                    .waiting
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for key in due {
+                    state.waiting.remove(&key);
+                    Self::add_locked(&mut state, key);
+                }
+                if let Some(key) = state.queue.pop_front() {
+                    state.dirty.remove(&key);
+                    state.processing.insert(key.clone());
+                    return Some(key);
+                }
+                if state.shut_down {
+                    return None;
+                }
+                state.waiting.values().min().copied()
+            };
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Mark `key` processed; it is queued again if it was added meanwhile.
+    pub fn done(&self, key: &K) {
+        let requeued = {
+            let mut state = self.lock();
+            state.processing.remove(key);
+            if state.dirty.contains(key) && !state.shut_down {
+                state.queue.push_back(key.clone());
+                true
+            } else {
+                false
+            }
+        };
+        if requeued {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Stop handing out keys; waiting workers get `None`.
+    pub fn shut_down(&self) {
+        self.lock().shut_down = true;
+        self.notify.notify_waiters();
+    }
+
+    /// Number of keys ready now.
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Whether no key is ready now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let b = Backoff {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1),
+        };
+        assert_eq!(b.delay(0), Duration::from_millis(5));
+        assert_eq!(b.delay(1), Duration::from_millis(10));
+        assert_eq!(b.delay(3), Duration::from_millis(40));
+        assert_eq!(b.delay(20), Duration::from_secs(1));
+        assert_eq!(b.delay(200), Duration::from_secs(1));
+    }
+
+    #[tokio::test]
+    async fn keys_are_deduplicated_and_requeued_after_done() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.get().await, Some("a"));
+        // Added while processing: not handed out twice at once.
+        q.add("a");
+        assert_eq!(q.get().await, Some("b"));
+        assert!(q.is_empty());
+        q.done(&"a");
+        assert_eq!(q.get().await, Some("a"));
+        q.done(&"a");
+        q.done(&"b");
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_and_rate_limited_keys_arrive_in_deadline_order() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        });
+        q.add_after("late", Duration::from_secs(5));
+        assert_eq!(q.add_rate_limited("x"), Duration::from_millis(100));
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("x"));
+        assert!(start.elapsed() >= Duration::from_millis(100));
+        q.done(&"x");
+        assert_eq!(q.add_rate_limited("x"), Duration::from_millis(200));
+        assert_eq!(q.num_requeues(&"x"), 2);
+        q.forget(&"x");
+        assert_eq!(q.num_requeues(&"x"), 0);
+        assert_eq!(q.get().await, Some("x"));
+        q.done(&"x");
+        assert_eq!(q.get().await, Some("late"));
+        assert!(start.elapsed() >= Duration::from_secs(5));
+    }
+
+    #[tokio::test]
+    async fn shut_down_releases_waiters() {
+        let q = std::sync::Arc::new(WorkQueue::<String>::new(Backoff::default()));
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await }
+        });
+        tokio::task::yield_now().await;
+        q.shut_down();
+        assert_eq!(waiter.await.unwrap(), None);
+    }
+}

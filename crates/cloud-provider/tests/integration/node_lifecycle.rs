@@ -1,0 +1,187 @@
+use std::time::Duration;
+
+use cloud_provider::nodelifecycle::{
+    CONTROLLER, NodeLifecycleController, NodeLifecycleControllerConfig,
+};
+use cloud_provider::well_known::TAINT_SHUTDOWN;
+
+use crate::Env;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+const PERIOD: Duration = Duration::from_millis(200);
+
+fn start_controller(env: &Env) {
+    let controller = NodeLifecycleController::new(
+        env.client.clone(),
+        env.cache.clone(),
+        env.fake.clone(),
+        env.metrics.clone(),
+        NodeLifecycleControllerConfig {
+            node_monitor_period: PERIOD,
+        },
+    );
+    tokio::spawn(controller.run(env.shutdown.clone()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
+    let env = Env::start().await;
+    let gone = "gone-node";
+    let erring = "erring-node";
+    let not_found_err = "not-found-err-node";
+    let ready = "ready-node";
+    env.fake.set_exists(gone, Answer::Ok(false));
+    env.fake
+        .set_exists(erring, Answer::Err("503 from the cloud".into()));
+    env.fake.set_exists(not_found_err, Answer::NotFound);
+    env.fake.set_exists(ready, Answer::Ok(false));
+    let gone_node = NodeBuilder::kubelet(gone)
+        .ready("False")
+        .create(&env.client)
+        .await;
+    NodeBuilder::kubelet(erring)
+        .untainted()
+        .ready("Unknown")
+        .create(&env.client)
+        .await;
+    // A missing Ready condition counts as Unknown; an InstanceNotFound *error* still is an
+    // error, not a confirmation.
+    NodeBuilder::kubelet(not_found_err)
+        .create(&env.client)
+        .await;
+    let ready_node = NodeBuilder::kubelet(ready)
+        .untainted()
+        .ready("True")
+        .create(&env.client)
+        .await;
+    env.wait_cached(&ready_node).await;
+    start_controller(&env);
+
+    eventually("node deleted", WAIT, || async {
+        get_node(&env.client, gone).await.is_none().then_some(())
+    })
+    .await;
+    let deleting = events_with_reason(&env.client, gone, "DeletingNode").await;
+    assert_eq!(deleting.len(), 1, "{deleting:?}");
+    assert_eq!(deleting[0].type_.as_deref(), Some("Normal"));
+    assert_eq!(deleting[0].involved_object.uid, gone_node.metadata.uid);
+    assert_eq!(
+        deleting[0]
+            .source
+            .as_ref()
+            .and_then(|s| s.component.as_deref()),
+        Some("cloud-node-lifecycle-controller")
+    );
+
+    // Many periods of errors: the node stays, with a Warning carrying the cause.
+    eventually("ten failed checks", WAIT, || async {
+        (env.fake.calls(Call::Exists, erring).len() >= 10).then_some(())
+    })
+    .await;
+    assert!(get_node(&env.client, erring).await.is_some());
+    let warnings = events_with_reason(&env.client, erring, "InstanceLookupFailed").await;
+    assert_eq!(
+        warnings.len(),
+        1,
+        "identical events are aggregated: {warnings:?}"
+    );
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        warnings[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("503 from the cloud")
+    );
+    let count = eventually("aggregated count", WAIT, || async {
+        let count = events_with_reason(&env.client, erring, "InstanceLookupFailed")
+            .await
+            .first()
+            .and_then(|e| e.count)?;
+        (count >= 3).then_some(count)
+    })
+    .await;
+    assert!(count >= 3);
+    assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 10);
+
+    assert!(get_node(&env.client, not_found_err).await.is_some());
+    assert!(!env.fake.calls(Call::Exists, not_found_err).is_empty());
+
+    // Ready nodes are never asked, even though the fake would say "gone".
+    assert!(env.fake.calls(Call::Exists, ready).is_empty());
+    assert!(get_node(&env.client, ready).await.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_taint_is_added_when_off_and_removed_when_ready() {
+    let env = Env::start().await;
+    let name = "stopped-node";
+    let failing = "shutdown-error-node";
+    env.fake.set_shutdown(name, Answer::Ok(true));
+    env.fake
+        .set_shutdown(failing, Answer::Err("shutdown lookup failed".into()));
+    NodeBuilder::kubelet(name)
+        .untainted()
+        .ready("Unknown")
+        .create(&env.client)
+        .await;
+    NodeBuilder::kubelet(failing)
+        .untainted()
+        .ready("False")
+        .create(&env.client)
+        .await;
+    start_controller(&env);
+
+    let node = eventually("shutdown taint", WAIT, || async {
+        get_node(&env.client, name)
+            .await
+            .filter(|n| has_taint(n, TAINT_SHUTDOWN))
+    })
+    .await;
+    let taint = taints(&node)
+        .into_iter()
+        .find(|t| t.key == TAINT_SHUTDOWN)
+        .unwrap();
+    assert_eq!(taint.effect, "NoSchedule");
+    assert_eq!(taint.value, None);
+
+    // Running again but not yet Ready: the taint stays.
+    env.fake.set_shutdown(name, Answer::Ok(false));
+    let calls = env.fake.calls(Call::Shutdown, name).len();
+    eventually("more checks", WAIT, || async {
+        (env.fake.calls(Call::Shutdown, name).len() >= calls + 3).then_some(())
+    })
+    .await;
+    assert!(has_taint(
+        &get_node(&env.client, name).await.unwrap(),
+        TAINT_SHUTDOWN
+    ));
+
+    set_ready(&env.client, name, "True").await;
+    eventually("taint removed", WAIT, || async {
+        get_node(&env.client, name)
+            .await
+            .filter(|n| !has_taint(n, TAINT_SHUTDOWN))
+    })
+    .await;
+    let exists_calls = env.fake.calls(Call::Exists, name).len();
+    tokio::time::sleep(PERIOD * 4).await;
+    assert_eq!(env.fake.calls(Call::Exists, name).len(), exists_calls);
+
+    // A failing shutdown check changes nothing and is reported.
+    let warning = eventually("shutdown failure event", WAIT, || async {
+        events_with_reason(&env.client, failing, "InstanceLookupFailed")
+            .await
+            .pop()
+    })
+    .await;
+    assert!(
+        warning
+            .message
+            .unwrap_or_default()
+            .contains("shutdown lookup failed")
+    );
+    let node = get_node(&env.client, failing).await.unwrap();
+    assert!(!has_taint(&node, TAINT_SHUTDOWN));
+}

@@ -1,0 +1,115 @@
+//! A stand-in for the kubelets of the sandbox's servers.
+//!
+//! Registration is what a kubelet with `--cloud-provider=external` does on first start: a Node
+//! with the `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint and only a
+//! Hostname address. Then, every two seconds, the `Ready` condition follows the server's state
+//! in the simulator: `True` while it runs, `Unknown` otherwise (a stopped kubelet posts
+//! nothing, and Kubernetes marks the Node Unknown).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hcloud_sim::AdminClient;
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// Keep the named Nodes registered and their readiness in line with the simulator, forever.
+pub async fn run(client: kube::Client, admin: AdminClient, names: Vec<String>) {
+    let nodes: Api<Node> = Api::all(client);
+    loop {
+        let servers = server_statuses(&admin).await;
+        let mut names = names.clone();
+        // Servers created later through the admin API join the cluster too.
+        names.extend(
+            servers
+                .keys()
+                .filter(|n| !names.contains(n))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        for name in &names {
+            let running = servers.get(name).is_some_and(|s| s == "running");
+            if let Err(err) = sync(&nodes, name, running).await {
+                tracing::warn!(node = %name, error = %err, "kubelet stand-in");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+async fn server_statuses(admin: &AdminClient) -> BTreeMap<String, String> {
+    let Ok(state) = admin.state().await else {
+        return BTreeMap::new();
+    };
+    state["servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| {
+            Some((
+                s["name"].as_str()?.to_owned(),
+                s["status"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+async fn sync(nodes: &Api<Node>, name: &str, running: bool) -> Result<(), kube::Error> {
+    let exists = nodes.get_opt(name).await?.is_some();
+    if !exists {
+        if !running {
+            return Ok(());
+        }
+        register(nodes, name).await?;
+    }
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let (status, reason) = if running {
+        ("True", "KubeletReady")
+    } else {
+        ("Unknown", "NodeStatusUnknown")
+    };
+    let mut patch = json!({"status": {"conditions": [{
+        "type": "Ready", "status": status, "reason": reason,
+        "message": format!("sandbox kubelet stand-in: server {}", if running { "running" } else { "not running" }),
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    if !exists {
+        patch["status"]["addresses"] = json!([{"type": "Hostname", "address": name}]);
+    }
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(BTreeMap::from([
+                ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: "node.cloudprovider.kubernetes.io/uninitialized".to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                time_added: None,
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    };
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(err) => Err(err),
+    }
+}

@@ -1,0 +1,237 @@
+//! The local sandbox: a private Kubernetes control plane, the Hetzner Cloud simulator seeded
+//! with a network and three servers, `hcloud-ccm` running against both, and three Nodes
+//! registered the way kubelets with `--cloud-provider=external` register them.
+//!
+//! A small kubelet stand-in keeps each Node's `Ready` condition in line with its server in the
+//! simulator (running ⇒ Ready, otherwise Unknown) and re-registers a Node when a server of
+//! that name runs again, so the whole node lifecycle can be tried from a terminal.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod kubelet;
+mod table;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use kube_harness::ControlPlane;
+
+/// Servers of the sandbox: (name, server type, location).
+const SERVERS: [(&str, &str, &str); 3] = [
+    ("sandbox-worker-1", "cpx22", "fsn1"),
+    ("sandbox-worker-2", "cpx32", "nbg1"),
+    ("sandbox-worker-3", "cax21", "hel1"),
+];
+const NETWORK: &str = "sandbox";
+const TOKEN: &str = "sandbox-token-0000000000000000000000000000000000000000000000000000";
+
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Exit after the Nodes are initialized and printed, instead of running until Ctrl-C.
+    #[arg(long)]
+    exit_after_demo: bool,
+    /// Directory for the kubeconfig and the CCM's log.
+    #[arg(long, default_value = "target/sandbox")]
+    workdir: PathBuf,
+    /// Address the simulator listens on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    sim_listen: std::net::SocketAddr,
+    /// The hcloud-ccm binary (default: next to this one).
+    #[arg(long)]
+    ccm_binary: Option<PathBuf>,
+    /// How long to wait for the Nodes to be initialized.
+    #[arg(long, default_value = "120")]
+    timeout_seconds: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    std::fs::create_dir_all(&args.workdir)
+        .with_context(|| format!("creating {}", args.workdir.display()))?;
+    let workdir = args.workdir.canonicalize()?;
+
+    step("starting etcd + kube-apiserver (Kubernetes 1.20.2)");
+    let plane = ControlPlane::start()
+        .await
+        .context("starting the control plane")?;
+    let kubeconfig = workdir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig)?;
+    let client = plane.client().await?;
+
+    step("starting the Hetzner Cloud simulator");
+    let sim = Simulator::start_on(SimConfig::default().token(TOKEN), args.sim_listen)
+        .await
+        .context("starting the simulator")?;
+    let admin = sim.admin();
+    let network = admin
+        .create_network(
+            NetworkSeed::new(NETWORK, "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"),
+        )
+        .await?;
+    for (name, server_type, location) in SERVERS {
+        admin
+            .create_server(ServerSeed {
+                server_type: server_type.into(),
+                location: location.into(),
+                networks: vec![network.into()],
+                ..ServerSeed::new(name)
+            })
+            .await
+            .with_context(|| format!("seeding server {name}"))?;
+    }
+
+    step("starting hcloud-ccm");
+    let ccm_binary = match args.ccm_binary {
+        Some(path) => path,
+        None => std::env::current_exe()?
+            .parent()
+            .context("locating the hcloud-ccm binary")?
+            .join("hcloud-ccm"),
+    };
+    if !ccm_binary.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build -p hcloud-ccm) or pass --ccm-binary",
+            ccm_binary.display()
+        );
+    }
+    let metrics_port = free_port()?;
+    let log_path = workdir.join("hcloud-ccm.log");
+    let log = std::fs::File::create(&log_path)?;
+    let mut ccm = tokio::process::Command::new(&ccm_binary)
+        .args([
+            "--cloud-provider=hcloud",
+            "--allow-untagged-cloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--secure-port=0",
+            "--configure-cloud-routes=false",
+        ])
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_NETWORK", NETWORK)
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", ccm_binary.display()))?;
+
+    step("registering 3 Nodes like kubelets with --cloud-provider=external");
+    let names: Vec<String> = SERVERS.iter().map(|(n, _, _)| (*n).to_owned()).collect();
+    let kubelets = tokio::spawn(kubelet::run(client.clone(), admin.clone(), names.clone()));
+
+    step("waiting for hcloud-ccm to initialize them");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = ccm.try_wait()? {
+            bail!(
+                "hcloud-ccm exited with {status} before the Nodes were initialized; its log:\n{}",
+                tail(&log_path)
+            );
+        }
+        let listed = nodes.list(&ListParams::default()).await?.items;
+        if names.iter().all(|name| {
+            listed
+                .iter()
+                .any(|n| n.metadata.name.as_deref() == Some(name) && table::initialized(n))
+        }) {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(args.timeout_seconds) {
+            bail!(
+                "the Nodes were not initialized within {} s; hcloud-ccm's log:\n{}",
+                args.timeout_seconds,
+                tail(&log_path)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "\nInitialized in {:.1} s:\n",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "{}",
+        table::render(&nodes.list(&ListParams::default()).await?.items)
+    );
+
+    let admin_url = sim.admin_url();
+    println!(
+        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
+         Change the cloud through the simulator's admin API ({admin_url}):\n  \
+         curl -s {admin_url}/state | jq '.servers[] | {{id, name, status}}'\n  \
+         curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \
+         curl -s -X DELETE {admin_url}/servers/ID                                       # Node is deleted\n  \
+         curl -s -X POST {admin_url}/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-worker-4\"}}'\n\n\
+         hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
+        kubeconfig = kubeconfig.display(),
+        api = sim.base_url(),
+        log = log_path.display(),
+    );
+
+    if args.exit_after_demo {
+        step("demo done, stopping everything");
+    } else {
+        println!("Running until Ctrl-C.");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => step("Ctrl-C: stopping everything"),
+            status = ccm.wait() => eprintln!("hcloud-ccm exited with {status:?}; stopping"),
+        }
+    }
+    kubelets.abort();
+    terminate(&mut ccm).await;
+    drop(plane);
+    sim.shutdown().await;
+    Ok(())
+}
+
+fn step(message: &str) {
+    eprintln!("==> {message}");
+}
+
+/// SIGTERM first (the CCM releases its lease), SIGKILL after 10 s.
+async fn terminate(child: &mut tokio::process::Child) {
+    if let Some(pid) = child.id() {
+        let _ = tokio::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status()
+            .await;
+        if tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn tail(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
