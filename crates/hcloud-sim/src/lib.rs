@@ -1,1 +1,195 @@
-//! placeholder
+//! A local Hetzner Cloud API server with real semantics: in-memory servers, networks, load
+//! balancers, certificates and actions; rate limiting; fault injection; an admin API.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hcloud_sim::Error> {
+//! use hcloud_sim::{ServerSeed, SimConfig, Simulator};
+//! let sim = Simulator::start(SimConfig::default()).await?;
+//! sim.admin().create_server(ServerSeed::new("node-1").label("role", "worker")).await?;
+//! println!("HCLOUD_ENDPOINT={} HCLOUD_TOKEN={}", sim.base_url(), sim.token());
+//! # Ok(()) }
+//! ```
+
+pub mod admin;
+pub mod admin_client;
+pub mod app;
+pub mod catalog;
+pub mod error;
+pub mod faults;
+pub mod input;
+pub mod ipalloc;
+pub mod label_selector;
+pub mod model;
+pub mod pagination;
+pub mod ratelimit;
+pub mod render;
+pub mod routes;
+pub mod seed;
+pub mod world;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use admin_client::{AdminClient, TargetRef, install_crypto_provider};
+pub use error::{ApiError, Error};
+pub use faults::Fault;
+pub use ratelimit::RateLimitConfig;
+pub use seed::{NetworkRef, NetworkSeed, RouteSeed, SeedFile, ServerSeed, SubnetSeed};
+
+/// Configuration of a simulator.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The bearer token the API accepts.
+    pub token: String,
+    /// How long actions run before they finish.
+    pub action_delay: Duration,
+    /// Rate limit of the public API.
+    pub rate_limit: RateLimitConfig,
+    /// Resources to create at start.
+    pub seed: Option<SeedFile>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            token: "test-token".to_string(),
+            action_delay: Duration::from_millis(50),
+            rate_limit: RateLimitConfig::default(),
+            seed: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets the token.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = token.into();
+        self
+    }
+    /// Sets the action delay.
+    pub fn action_delay(mut self, delay: Duration) -> Self {
+        self.action_delay = delay;
+        self
+    }
+    /// Sets the rate limit.
+    pub fn rate_limit(mut self, rate_limit: RateLimitConfig) -> Self {
+        self.rate_limit = rate_limit;
+        self
+    }
+    /// A token bucket of `capacity`, refilled `refill_per_second` per second.
+    pub fn rate_limit_bucket(self, capacity: u32, refill_per_second: f64) -> Self {
+        self.rate_limit(RateLimitConfig::Bucket {
+            capacity,
+            refill_per_second,
+        })
+    }
+    /// Turns the rate limit off.
+    pub fn rate_limit_off(self) -> Self {
+        self.rate_limit(RateLimitConfig::Off)
+    }
+    /// Sets the seed.
+    pub fn seed(mut self, seed: SeedFile) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+}
+
+/// A running simulator. Dropping it stops the server.
+#[derive(Debug)]
+pub struct Simulator {
+    addr: SocketAddr,
+    token: String,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    admin: AdminClient,
+}
+
+impl Simulator {
+    /// Starts on a free loopback port (127.0.0.1:0).
+    pub async fn start(config: SimConfig) -> Result<Simulator, Error> {
+        Simulator::start_on(config, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Starts on the given address.
+    pub async fn start_on(config: SimConfig, addr: SocketAddr) -> Result<Simulator, Error> {
+        install_crypto_provider();
+        let mut world = world::World::new(config.action_delay);
+        if let Some(seed) = &config.seed {
+            seed::apply(&mut world, seed).map_err(|e| Error::Seed(e.message))?;
+        }
+        let app = Arc::new(app::App::new(
+            world,
+            config.token.clone(),
+            config.rate_limit,
+        ));
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let router = app::router(app);
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+                let _ = rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "simulator server failed");
+            }
+        });
+        let admin = AdminClient::new(format!("http://{addr}/_admin"))?;
+        Ok(Simulator {
+            addr,
+            token: config.token,
+            shutdown: Some(tx),
+            task,
+            admin,
+        })
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL of the public API, e.g. `http://127.0.0.1:PORT/v1` (what `HCLOUD_ENDPOINT`
+    /// is set to).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Base URL of the admin API, e.g. `http://127.0.0.1:PORT/_admin`.
+    pub fn admin_url(&self) -> String {
+        format!("http://{}/_admin", self.addr)
+    }
+
+    /// The token the API accepts.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A client of the admin API.
+    pub fn admin(&self) -> AdminClient {
+        self.admin.clone()
+    }
+
+    /// Stops the server and waits for it to finish.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
+        let _ = task.await;
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.task.abort();
+    }
+}

@@ -1,0 +1,264 @@
+//! The admin API (`/_admin`, no authentication): seeding, status changes, health, faults,
+//! delays, counters and a state dump. Not rate limited and not counted.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::app::{App, lock};
+use crate::error::{ApiError, ApiResult};
+use crate::faults::Fault;
+use crate::model::TargetKind;
+use crate::ratelimit::RateLimitConfig;
+use crate::render;
+use crate::routes::servers::STATUSES;
+use crate::seed::{NetworkSeed, SeedFile, ServerSeed, apply, apply_network, apply_server};
+
+/// Admin routes (mounted under `/_admin`).
+pub fn admin_routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/networks", post(create_network))
+        .route("/servers", post(create_server))
+        .route("/servers/{id}", axum::routing::delete(delete_server))
+        .route("/servers/{id}/status", post(set_server_status))
+        .route(
+            "/load_balancers/{id}/target_health",
+            post(set_target_health),
+        )
+        .route("/seed", post(seed))
+        .route(
+            "/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
+        .route("/action_delay", get(get_action_delay).put(set_action_delay))
+        .route("/rate_limit", put(set_rate_limit))
+        .route(
+            "/request_counts",
+            get(request_counts).delete(reset_request_counts),
+        )
+        .route("/state", get(state))
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::new("invalid_input", format!("invalid admin request: {e}")))
+}
+
+fn respond(r: ApiResult<Response>) -> Response {
+    r.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn ok_json(status: StatusCode, v: Value) -> ApiResult<Response> {
+    Ok((status, axum::Json(v)).into_response())
+}
+
+async fn create_network(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: NetworkSeed = parse(&body)?;
+        let mut w = app.world();
+        let id = apply_network(&mut w, &seed)?;
+        let n = w.network(id)?;
+        ok_json(
+            StatusCode::CREATED,
+            json!({"network": render::network(&w, n)}),
+        )
+    })())
+}
+
+async fn create_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: ServerSeed = parse(&body)?;
+        let mut w = app.world();
+        let id = apply_server(&mut w, &seed)?;
+        let s = w.server(id)?;
+        ok_json(
+            StatusCode::CREATED,
+            json!({"server": render::server(&w, s)}),
+        )
+    })())
+}
+
+async fn seed(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: SeedFile = parse(&body)?;
+        let mut w = app.world();
+        apply(&mut w, &seed)?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct StatusBody {
+    status: String,
+}
+
+async fn set_server_status(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+    body: Bytes,
+) -> Response {
+    respond((|| {
+        let b: StatusBody = parse(&body)?;
+        if !STATUSES.contains(&b.status.as_str()) {
+            return Err(ApiError::field("status", "unknown server status"));
+        }
+        let mut w = app.world();
+        w.server(id)?;
+        if let Some(s) = w.servers.get_mut(&id) {
+            s.status = b.status;
+        }
+        let s = w.server(id)?;
+        ok_json(StatusCode::OK, json!({"server": render::server(&w, s)}))
+    })())
+}
+
+async fn delete_server(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Response {
+    respond((|| {
+        let mut w = app.world();
+        w.server(id)?;
+        w.remove_server(id);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct HealthBody {
+    target: HealthTarget,
+    listen_port: Option<u16>,
+    status: String,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum HealthTarget {
+    Server { server: IdRef },
+    Ip { ip: IpRef },
+}
+
+#[derive(Deserialize)]
+struct IdRef {
+    id: i64,
+}
+
+#[derive(Deserialize)]
+struct IpRef {
+    ip: String,
+}
+
+async fn set_target_health(
+    State(app): State<Arc<App>>,
+    Path(id): Path<i64>,
+    body: Bytes,
+) -> Response {
+    respond((|| {
+        let b: HealthBody = parse(&body)?;
+        if !["healthy", "unhealthy", "unknown"].contains(&b.status.as_str()) {
+            return Err(ApiError::field(
+                "status",
+                "Must be healthy, unhealthy or unknown.",
+            ));
+        }
+        let key = match b.target {
+            HealthTarget::Server { server } => TargetKind::Server(server.id),
+            HealthTarget::Ip { ip } => TargetKind::Ip(ip.ip),
+        };
+        let mut w = app.world();
+        let lb = w.load_balancer(id)?;
+        let ports: Vec<u16> = match b.listen_port {
+            Some(p) => {
+                if !lb.services.iter().any(|s| s.listen_port == p) {
+                    return Err(ApiError::not_found("service"));
+                }
+                vec![p]
+            }
+            None => lb.services.iter().map(|s| s.listen_port).collect(),
+        };
+        for p in ports {
+            w.health.insert((id, key.clone(), p), b.status.clone());
+        }
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn list_faults(State(app): State<Arc<App>>) -> Response {
+    let faults = lock(&app.faults).rules().to_vec();
+    axum::Json(json!({"faults": faults})).into_response()
+}
+
+async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let f: Fault = parse(&body)?;
+        if f.path.is_empty() {
+            return Err(ApiError::field("path", "Missing data for required field."));
+        }
+        lock(&app.faults).add(f);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn clear_faults(State(app): State<Arc<App>>) -> Response {
+    lock(&app.faults).clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[derive(Deserialize)]
+struct DelayBody {
+    ms: u64,
+}
+
+async fn get_action_delay(State(app): State<Arc<App>>) -> Response {
+    let ms = app.world().action_delay.as_millis() as u64;
+    axum::Json(json!({"ms": ms})).into_response()
+}
+
+async fn set_action_delay(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let b: DelayBody = parse(&body)?;
+        app.world().action_delay = Duration::from_millis(b.ms);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let cfg: RateLimitConfig = parse(&body)?;
+        lock(&app.limiter).reconfigure(cfg);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn request_counts(State(app): State<Arc<App>>) -> Response {
+    let counts = lock(&app.counts).clone();
+    axum::Json(json!({"counts": counts})).into_response()
+}
+
+async fn reset_request_counts(State(app): State<Arc<App>>) -> Response {
+    lock(&app.counts).clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn state(State(app): State<Arc<App>>) -> Response {
+    let w = app.world();
+    let dump = json!({
+        "servers": w.servers.values().map(|s| render::server(&w, s)).collect::<Vec<_>>(),
+        "networks": w.networks.values().map(|n| render::network(&w, n)).collect::<Vec<_>>(),
+        "load_balancers": w.load_balancers.values()
+            .map(|lb| render::load_balancer(&w, lb)).collect::<Vec<_>>(),
+        "certificates": w.certificates.values()
+            .map(|c| render::certificate(&w, c)).collect::<Vec<_>>(),
+        "actions": w.actions.values().map(render::action).collect::<Vec<_>>(),
+        "running_actions": w.running_actions(),
+        "action_delay_ms": w.action_delay.as_millis() as u64,
+    });
+    drop(w);
+    axum::Json(dump).into_response()
+}

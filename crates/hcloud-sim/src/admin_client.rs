@@ -1,0 +1,195 @@
+//! A typed async client of the admin API.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::Error;
+use crate::faults::Fault;
+use crate::ratelimit::RateLimitConfig;
+use crate::seed::{NetworkSeed, SeedFile, ServerSeed};
+
+/// A load balancer target as the admin health call names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetRef {
+    /// A server (also a server matched by a label selector target).
+    Server(i64),
+    /// An IP target.
+    Ip(String),
+}
+
+impl TargetRef {
+    fn to_json(&self) -> Value {
+        match self {
+            TargetRef::Server(id) => json!({"type": "server", "server": {"id": id}}),
+            TargetRef::Ip(ip) => json!({"type": "ip", "ip": {"ip": ip}}),
+        }
+    }
+}
+
+/// Client of `/_admin`.
+#[derive(Debug, Clone)]
+pub struct AdminClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// Installs the ring crypto provider for rustls if none is installed (reqwest needs one to
+/// build a client, even for plain HTTP). Safe to call many times.
+pub fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race against another installer is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+impl AdminClient {
+    /// A client for the admin API at `admin_url` (e.g. `http://127.0.0.1:PORT/_admin`).
+    pub fn new(admin_url: impl Into<String>) -> Result<AdminClient, Error> {
+        install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(AdminClient {
+            http,
+            base: admin_url.into().trim_end_matches('/').to_string(),
+        })
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Option<Value>, Error> {
+        let resp = req.send().await?;
+        let status = resp.status();
+        let bytes = resp.bytes().await?;
+        if !status.is_success() {
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            return Err(Error::Api {
+                status: status.as_u16(),
+                code: v["error"]["code"].as_str().unwrap_or("unknown").to_string(),
+                message: v["error"]["message"].as_str().unwrap_or("").to_string(),
+            });
+        }
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(serde_json::from_slice(&bytes)?))
+    }
+
+    async fn post<T: Serialize + ?Sized>(&self, path: &str, body: &T) -> Result<Value, Error> {
+        let v = self
+            .send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await?;
+        Ok(v.unwrap_or(Value::Null))
+    }
+
+    /// Creates a network; returns its ID.
+    pub async fn create_network(&self, seed: NetworkSeed) -> Result<i64, Error> {
+        let v = self.post("/networks", &seed).await?;
+        v["network"]["id"].as_i64().ok_or_else(|| Error::Api {
+            status: 500,
+            code: "server_error".into(),
+            message: "no network ID in answer".into(),
+        })
+    }
+
+    /// Creates a server (no action, status as given); returns it as the API shows it.
+    pub async fn create_server(&self, seed: ServerSeed) -> Result<Value, Error> {
+        let v = self.post("/servers", &seed).await?;
+        Ok(v["server"].clone())
+    }
+
+    /// Applies a whole seed.
+    pub async fn seed(&self, seed: &SeedFile) -> Result<(), Error> {
+        self.post("/seed", seed).await.map(|_| ())
+    }
+
+    /// Sets a server's status (`off`, `running`, ...) immediately.
+    pub async fn set_server_status(&self, id: i64, status: &str) -> Result<(), Error> {
+        self.post(&format!("/servers/{id}/status"), &json!({"status": status}))
+            .await
+            .map(|_| ())
+    }
+
+    /// Deletes a server immediately, as a user would in the console (ignores locks and
+    /// protection, removes it from load balancer targets and networks).
+    pub async fn delete_server(&self, id: i64) -> Result<(), Error> {
+        self.send(self.http.delete(format!("{}/servers/{id}", self.base)))
+            .await
+            .map(|_| ())
+    }
+
+    /// Sets the health a target reports for one service (`Some(port)`) or all services.
+    pub async fn set_target_health(
+        &self,
+        lb_id: i64,
+        target: TargetRef,
+        listen_port: Option<u16>,
+        status: &str,
+    ) -> Result<(), Error> {
+        let body =
+            json!({"target": target.to_json(), "listen_port": listen_port, "status": status});
+        self.post(&format!("/load_balancers/{lb_id}/target_health"), &body)
+            .await
+            .map(|_| ())
+    }
+
+    /// Adds a fault rule.
+    pub async fn inject_fault(&self, fault: Fault) -> Result<(), Error> {
+        self.post("/faults", &fault).await.map(|_| ())
+    }
+
+    /// Removes every fault rule.
+    pub async fn clear_faults(&self) -> Result<(), Error> {
+        self.send(self.http.delete(format!("{}/faults", self.base)))
+            .await
+            .map(|_| ())
+    }
+
+    /// Sets how long new actions run.
+    pub async fn set_action_delay(&self, delay: Duration) -> Result<(), Error> {
+        let ms = delay.as_millis() as u64;
+        self.send(
+            self.http
+                .put(format!("{}/action_delay", self.base))
+                .json(&json!({"ms": ms})),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Replaces the rate limit (and refills the bucket).
+    pub async fn set_rate_limit(&self, config: RateLimitConfig) -> Result<(), Error> {
+        self.send(
+            self.http
+                .put(format!("{}/rate_limit", self.base))
+                .json(&config),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Requests per "METHOD /route/template" of the public API.
+    pub async fn request_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/request_counts", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v["counts"].clone())?)
+    }
+
+    /// Resets the request counters.
+    pub async fn reset_request_counts(&self) -> Result<(), Error> {
+        self.send(self.http.delete(format!("{}/request_counts", self.base)))
+            .await
+            .map(|_| ())
+    }
+
+    /// The whole state as JSON.
+    pub async fn state(&self) -> Result<Value, Error> {
+        Ok(self
+            .send(self.http.get(format!("{}/state", self.base)))
+            .await?
+            .unwrap_or(Value::Null))
+    }
+}

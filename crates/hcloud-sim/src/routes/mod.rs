@@ -1,0 +1,152 @@
+//! Public API routes (`/v1`), one module per resource.
+
+pub mod actions;
+pub mod catalog;
+pub mod certificates;
+pub mod lb_parts;
+pub mod load_balancers;
+pub mod networks;
+pub mod servers;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::Value;
+
+use crate::app::{App, Req, h};
+use crate::error::{ApiError, ApiResult};
+use crate::label_selector::Selector;
+use crate::model::Labels;
+use crate::pagination::{PageInfo, Sortable, page_request, paginate, sort_items, sort_keys};
+
+/// All `/v1` routes.
+pub fn api_routes() -> Router<Arc<App>> {
+    let mut router = Router::new();
+    for kind in ["servers", "networks", "load_balancers", "certificates"] {
+        router = router
+            .route(&format!("/{kind}/actions"), get(h(actions::list_for_kind)))
+            .route(
+                &format!("/{kind}/actions/{{id}}"),
+                get(h(actions::get_for_kind)),
+            )
+            .route(
+                &format!("/{kind}/{{id}}/actions"),
+                get(h(actions::list_for_resource)),
+            );
+    }
+    router
+        // Catalog.
+        .route("/locations", get(h(catalog::list_locations)))
+        .route("/locations/{id}", get(h(catalog::get_location)))
+        .route("/server_types", get(h(catalog::list_server_types)))
+        .route("/server_types/{id}", get(h(catalog::get_server_type)))
+        .route("/load_balancer_types", get(h(catalog::list_lb_types)))
+        .route("/load_balancer_types/{id}", get(h(catalog::get_lb_type)))
+        .route("/images", get(h(catalog::list_images)))
+        .route("/images/{id}", get(h(catalog::get_image)))
+        .route("/datacenters", get(h(catalog::datacenters_gone)))
+        .route("/datacenters/{id}", get(h(catalog::datacenters_gone)))
+        // Actions.
+        .route("/actions", get(h(actions::list)))
+        .route("/actions/{id}", get(h(actions::get)))
+        // Servers.
+        .route("/servers", get(h(servers::list)).post(h(servers::create)))
+        .route(
+            "/servers/{id}",
+            get(h(servers::get))
+                .put(h(servers::update))
+                .delete(h(servers::delete)),
+        )
+        .route(
+            "/servers/{id}/actions/{action}",
+            post(h(servers::action)).get(h(actions::get_for_resource)),
+        )
+        // Networks.
+        .route(
+            "/networks",
+            get(h(networks::list)).post(h(networks::create)),
+        )
+        .route(
+            "/networks/{id}",
+            get(h(networks::get))
+                .put(h(networks::update))
+                .delete(h(networks::delete)),
+        )
+        .route(
+            "/networks/{id}/actions/{action}",
+            post(h(networks::action)).get(h(actions::get_for_resource)),
+        )
+        // Load balancers.
+        .route(
+            "/load_balancers",
+            get(h(load_balancers::list)).post(h(load_balancers::create)),
+        )
+        .route(
+            "/load_balancers/{id}",
+            get(h(load_balancers::get))
+                .put(h(load_balancers::update))
+                .delete(h(load_balancers::delete)),
+        )
+        .route(
+            "/load_balancers/{id}/actions/{action}",
+            post(h(load_balancers::action)).get(h(actions::get_for_resource)),
+        )
+        // Certificates.
+        .route(
+            "/certificates",
+            get(h(certificates::list)).post(h(certificates::create)),
+        )
+        .route(
+            "/certificates/{id}",
+            get(h(certificates::get))
+                .put(h(certificates::update))
+                .delete(h(certificates::delete)),
+        )
+        .route(
+            "/certificates/{id}/actions/{action}",
+            post(h(certificates::action)).get(h(actions::get_for_resource)),
+        )
+}
+
+/// `label_selector` query parameter.
+pub fn selector_param(req: &Req) -> ApiResult<Option<Selector>> {
+    req.query
+        .get("label_selector")
+        .map(|s| Selector::parse(s).map_err(|e| ApiError::field("label_selector", e)))
+        .transpose()
+}
+
+/// Sorts and paginates, then renders.
+pub fn page_of<T: Sortable>(
+    req: &Req,
+    mut items: Vec<&T>,
+    render: impl Fn(&T) -> Value,
+) -> ApiResult<(Vec<Value>, PageInfo)> {
+    let keys = sort_keys(&req.query)?;
+    let page = page_request(&req.query)?;
+    sort_items(&mut items, &keys);
+    let (items, info) = paginate(items, page);
+    Ok((items.into_iter().map(render).collect(), info))
+}
+
+/// Whether a resource passes `name` and `label_selector` filters.
+pub fn passes(name: &str, labels: &Labels, req: &Req, sel: Option<&Selector>) -> bool {
+    req.query.get("name").is_none_or(|n| n == name) && sel.is_none_or(|s| s.matches(labels))
+}
+
+/// 409 `uniqueness_error`.
+pub fn not_unique(field: &str) -> ApiError {
+    let mut e = ApiError::new("uniqueness_error", format!("{field} is already used"));
+    e.details = serde_json::json!({"fields": [{"name": field}]});
+    e
+}
+
+/// Validates a resource name (non-empty, at most 128 characters).
+pub fn check_name(input: &mut crate::input::Input, name: &Option<String>) {
+    if let Some(n) = name
+        && (n.trim().is_empty() || n.len() > 128)
+    {
+        input.error("name", "Must be between 1 and 128 characters.");
+    }
+}
