@@ -1,1 +1,145 @@
-//! placeholder
+//! A thin client for the Hetzner Cloud API, covering what a cloud controller manager needs:
+//! servers, networks and routes, load balancers and their types, certificates, locations and
+//! actions.
+//!
+//! - Lenient models: unknown fields are ignored, unknown enum values kept as `Unknown(String)`.
+//! - Typed errors: [`Error::Api`] carries status, [`ErrorCode`], message and details;
+//!   [`Error::is_not_found`] is true only for a 404 `not_found`.
+//! - Retries with the official client's policy (see [`RetryConfig`]), waiting for the API's
+//!   bucket after `RateLimit-Remaining: 0`.
+//! - One client-side request budget shared by every clone of a [`Client`] (default 3000
+//!   requests per hour, burst 100; see [`RateLimitConfig`]).
+//! - Metrics with the official CCM's names (see [`Metrics`]).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hcloud_api::Error> {
+//! use hcloud_api::{Client, ClientConfig, ListServersParams};
+//! let client = Client::new(ClientConfig::from_env()?)?;
+//! let servers = client.servers().list_all(&ListServersParams::default()).await?;
+//! # let _ = servers; Ok(()) }
+//! ```
+
+mod macros;
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod models;
+pub mod pagination;
+pub mod ratelimit;
+pub mod retry;
+mod transport;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use api::{
+    ActionRef, ActionsApi, CertificatesApi, ListCertificatesParams, ListParams, ListServersParams,
+    LoadBalancerTypesApi, LoadBalancersApi, LocationsApi, NetworksApi, ServersApi,
+};
+pub use config::{ClientConfig, DEFAULT_ENDPOINT, RateLimitConfig, RetryConfig, Token, USER_AGENT};
+pub use error::{
+    ActionError, ApiError, ConfigError, DecodeError, Error, ErrorCode, ErrorDetails, FieldError,
+    TransportError,
+};
+pub use metrics::Metrics;
+pub use models::*;
+pub use pagination::{ListMeta, Page, Pagination};
+pub use ratelimit::RequestBudget;
+
+use transport::Transport;
+
+/// The API client. Cloning is cheap; clones share the connection pool, the request budget,
+/// the view of the API's rate-limit bucket and the metrics.
+#[derive(Debug, Clone)]
+pub struct Client {
+    transport: Arc<Transport>,
+    poll_interval: Duration,
+}
+
+impl Client {
+    /// Builds a client. Installs the `ring` rustls crypto provider as process default if
+    /// none is installed yet.
+    pub fn new(config: ClientConfig) -> Result<Client, Error> {
+        let transport = Transport::new(&config)?;
+        Ok(Client {
+            transport: Arc::new(transport),
+            poll_interval: config.poll_interval,
+        })
+    }
+
+    /// Builds a client from `HCLOUD_TOKEN`/`HCLOUD_TOKEN_FILE` and `HCLOUD_ENDPOINT`.
+    pub fn from_env() -> Result<Client, Error> {
+        Client::new(ClientConfig::from_env()?)
+    }
+
+    /// Servers.
+    pub fn servers(&self) -> ServersApi<'_> {
+        ServersApi { client: self }
+    }
+
+    /// Private networks and routes.
+    pub fn networks(&self) -> NetworksApi<'_> {
+        NetworksApi { client: self }
+    }
+
+    /// Load balancers.
+    pub fn load_balancers(&self) -> LoadBalancersApi<'_> {
+        LoadBalancersApi { client: self }
+    }
+
+    /// Load balancer types.
+    pub fn load_balancer_types(&self) -> LoadBalancerTypesApi<'_> {
+        LoadBalancerTypesApi { client: self }
+    }
+
+    /// Certificates.
+    pub fn certificates(&self) -> CertificatesApi<'_> {
+        CertificatesApi { client: self }
+    }
+
+    /// Locations.
+    pub fn locations(&self) -> LocationsApi<'_> {
+        LocationsApi { client: self }
+    }
+
+    /// Actions and the action waiter.
+    pub fn actions(&self) -> ActionsApi<'_> {
+        ActionsApi { client: self }
+    }
+
+    /// The metrics this client records into.
+    pub fn metrics(&self) -> &Metrics {
+        self.transport.metrics()
+    }
+
+    /// Registers this client's metrics in `registry`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.transport.metrics().register(registry);
+    }
+
+    /// The client-side request budget (shared by all clones).
+    pub fn budget(&self) -> &RequestBudget {
+        self.transport.budget()
+    }
+
+    /// Remaining budget of the API's bucket as last reported.
+    pub fn rate_limit_remaining(&self) -> Option<u64> {
+        self.transport.bucket().remaining()
+    }
+
+    /// The endpoint, e.g. `https://api.hetzner.cloud/v1`.
+    pub fn endpoint(&self) -> &str {
+        self.transport.endpoint()
+    }
+
+    /// Poll interval of the action waiter.
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    pub(crate) fn transport(&self) -> &Transport {
+        &self.transport
+    }
+}

@@ -1,0 +1,69 @@
+//! One accessor per resource, borrowed from a [`crate::Client`].
+
+pub mod actions;
+pub mod certificates;
+pub mod load_balancer_types;
+pub mod load_balancers;
+pub mod locations;
+pub mod networks;
+pub mod params;
+pub mod servers;
+
+pub use actions::{ActionRef, ActionsApi};
+pub use certificates::CertificatesApi;
+pub use load_balancer_types::LoadBalancerTypesApi;
+pub use load_balancers::LoadBalancersApi;
+pub use locations::LocationsApi;
+pub use networks::NetworksApi;
+pub use params::{ListCertificatesParams, ListParams, ListServersParams};
+pub use servers::ServersApi;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::{DecodeError, Error};
+use crate::transport::Transport;
+
+/// Decodes the member `key` of a JSON object answer (e.g. `server` of `{"server": {...}}`).
+pub(crate) fn decode_member<T: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    status: u16,
+    body: &[u8],
+    key: &str,
+) -> Result<T, Error> {
+    let err = |source: serde_json::Error| {
+        Error::Decode(DecodeError {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            status,
+            source,
+        })
+    };
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(body).map_err(err)?;
+    let value = map.remove(key).unwrap_or(serde_json::Value::Null);
+    serde_json::from_value(value).map_err(err)
+}
+
+/// GET `path` and decode the member `key`.
+pub(crate) async fn get_one<T: DeserializeOwned>(
+    transport: &Transport,
+    path: &str,
+    key: &str,
+) -> Result<T, Error> {
+    let (status, body) = transport
+        .send(reqwest::Method::GET, path, &Vec::new(), None)
+        .await?;
+    decode_member("GET", path, status, &body, key)
+}
+
+/// The answer of an action endpoint: `{"action": {...}}`.
+#[derive(serde::Deserialize)]
+pub(crate) struct ActionAnswer {
+    pub(crate) action: crate::models::Action,
+}
+
+/// The single entry of a by-name list answer, if any.
+pub(crate) fn first<T>(items: Vec<T>) -> Option<T> {
+    items.into_iter().next()
+}

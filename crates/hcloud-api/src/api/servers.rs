@@ -1,0 +1,49 @@
+//! `/servers`.
+
+use crate::Client;
+use crate::api::params::ListServersParams;
+use crate::api::{first, get_one};
+use crate::error::Error;
+use crate::models::Server;
+use crate::pagination::{Page, get_all, get_page};
+
+/// Servers.
+#[derive(Debug, Clone, Copy)]
+pub struct ServersApi<'a> {
+    pub(crate) client: &'a Client,
+}
+
+impl ServersApi<'_> {
+    /// `GET /servers/{id}`; a missing server is an error with `is_not_found()`.
+    pub async fn get(&self, id: i64) -> Result<Server, Error> {
+        get_one(self.client.transport(), &format!("/servers/{id}"), "server").await
+    }
+
+    /// The server with exactly this name, if any (one request).
+    pub async fn get_by_name(&self, name: &str) -> Result<Option<Server>, Error> {
+        let page = self.list(&ListServersParams::name(name)).await?;
+        Ok(first(page.items))
+    }
+
+    /// One page of `GET /servers`.
+    pub async fn list(&self, params: &ListServersParams) -> Result<Page<Server>, Error> {
+        get_page(
+            self.client.transport(),
+            "/servers",
+            "servers",
+            &params.to_query(),
+        )
+        .await
+    }
+
+    /// All servers matching `params`, 50 per request.
+    pub async fn list_all(&self, params: &ListServersParams) -> Result<Vec<Server>, Error> {
+        get_all(
+            self.client.transport(),
+            "/servers",
+            "servers",
+            &params.to_query(),
+        )
+        .await
+    }
+}

@@ -1,0 +1,372 @@
+//! Client configuration, from code or from the environment.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::metrics::Metrics;
+use crate::ratelimit::RequestBudget;
+
+/// Default endpoint of the public API.
+pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
+
+/// User agent sent with every request: `hcloud-ccm-rs/<crate version>`.
+pub const USER_AGENT: &str = concat!("hcloud-ccm-rs/", env!("CARGO_PKG_VERSION"));
+
+/// An API token. Its `Debug` output is redacted and it has no `Display`, so it cannot end up
+/// in logs or error messages by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// Wraps a token (surrounding whitespace is trimmed).
+    pub fn new(token: impl Into<String>) -> Self {
+        Token(token.into().trim().to_owned())
+    }
+
+    /// The secret value, for the `Authorization` header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// True if the token is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+/// Retry policy for failed requests (the official client's policy by default).
+///
+/// Retried: codes `conflict`, `rate_limit_exceeded`, `bad_gateway`, `timeout`, bare 502 and
+/// 504 answers, and request timeouts. Never retried: `locked` and everything else. Delays
+/// grow from `base` by ×2 up to `cap`, with jitter between `base` and the computed delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// Maximum number of tries of one request, including the first (default 5).
+    pub max_tries: u32,
+    /// First backoff delay (default 1 s).
+    pub base: Duration,
+    /// Largest backoff delay (default 60 s).
+    pub cap: Duration,
+    /// Randomise delays (default true).
+    pub jitter: bool,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_tries: 5,
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+            jitter: true,
+        }
+    }
+}
+
+/// Client-side request budget: a token bucket shared by every clone of a [`crate::Client`].
+///
+/// The default, 3000 requests per hour (one every 1.2 s) with a burst of 100, stays below
+/// the project's 3600 requests per hour, so a burst of work queues in the client instead of
+/// earning 429 answers, and some budget is left for other users of the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitConfig {
+    /// Sustained requests per hour (default 3000).
+    pub requests_per_hour: u32,
+    /// Requests that may be sent at once before pacing starts (default 100).
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig {
+            requests_per_hour: 3000,
+            burst: 100,
+        }
+    }
+}
+
+/// Configuration of a [`crate::Client`].
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// API token.
+    pub token: Token,
+    /// Endpoint, e.g. `https://api.hetzner.cloud/v1` (no trailing slash needed).
+    pub endpoint: String,
+    /// User agent.
+    pub user_agent: String,
+    /// Retry policy.
+    pub retry: RetryConfig,
+    /// Client-side request budget.
+    pub rate_limit: RateLimitConfig,
+    /// An existing budget to share (overrides `rate_limit`); use it when several clients
+    /// in one process talk to the same project.
+    pub budget: Option<RequestBudget>,
+    /// Longest wait for the API's own bucket after `RateLimit-Remaining: 0` (default 60 s).
+    pub max_rate_limit_wait: Duration,
+    /// Poll interval of the action waiter (default 500 ms).
+    pub poll_interval: Duration,
+    /// Timeout of one HTTP request (default 30 s).
+    pub request_timeout: Duration,
+    /// Connect timeout (default 10 s).
+    pub connect_timeout: Duration,
+    /// Metrics to record into; a fresh set when `None`.
+    pub metrics: Option<Metrics>,
+}
+
+impl ClientConfig {
+    /// A configuration for `token` with every other setting at its default.
+    pub fn new(token: Token) -> Self {
+        ClientConfig {
+            token,
+            endpoint: DEFAULT_ENDPOINT.to_owned(),
+            user_agent: USER_AGENT.to_owned(),
+            retry: RetryConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            budget: None,
+            max_rate_limit_wait: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+            request_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            metrics: None,
+        }
+    }
+
+    /// Reads `HCLOUD_TOKEN` or `HCLOUD_TOKEN_FILE` (exactly one) and `HCLOUD_ENDPOINT`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`ClientConfig::from_env`], with variables from `lookup` (for tests and for
+    /// callers that gather settings elsewhere).
+    pub fn from_lookup<F>(lookup: F) -> Result<Self, ConfigError>
+    where
+        F: Fn(&str) -> Option<String>,
+    {
+        let token_var = lookup("HCLOUD_TOKEN");
+        let file_var = lookup("HCLOUD_TOKEN_FILE").filter(|v| !v.trim().is_empty());
+        let token = match (token_var, file_var) {
+            // An empty HCLOUD_TOKEN next to a token file counts as unset.
+            (Some(value), Some(_)) if !value.trim().is_empty() => {
+                return Err(ConfigError::BothTokenSources);
+            }
+            (_, Some(path)) => {
+                let path = PathBuf::from(path.trim());
+                let content = std::fs::read_to_string(&path)
+                    .map_err(|source| ConfigError::TokenFileUnreadable { path, source })?;
+                check_token(Token::new(content), "HCLOUD_TOKEN_FILE")?
+            }
+            (Some(value), None) => check_token(Token::new(value), "HCLOUD_TOKEN")?,
+            (None, None) => return Err(ConfigError::MissingToken),
+        };
+        let mut config = ClientConfig::new(token);
+        if let Some(endpoint) = lookup("HCLOUD_ENDPOINT").filter(|v| !v.trim().is_empty()) {
+            config.endpoint = normalize_endpoint(&endpoint, "HCLOUD_ENDPOINT")?;
+        }
+        Ok(config)
+    }
+
+    /// Sets the endpoint.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = endpoint.into();
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the client-side request budget.
+    pub fn with_rate_limit(mut self, rate_limit: RateLimitConfig) -> Self {
+        self.rate_limit = rate_limit;
+        self
+    }
+
+    /// Shares an existing request budget.
+    pub fn with_budget(mut self, budget: RequestBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Sets the action poll interval.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the longest wait for the API's bucket after `RateLimit-Remaining: 0`.
+    pub fn with_max_rate_limit_wait(mut self, wait: Duration) -> Self {
+        self.max_rate_limit_wait = wait;
+        self
+    }
+
+    /// Records into the given metrics (clones share their values).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Sets the user agent.
+    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+}
+
+fn check_token(token: Token, variable: &'static str) -> Result<Token, ConfigError> {
+    if token.is_empty() {
+        return Err(ConfigError::EmptyToken { variable });
+    }
+    if !token.expose().chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ConfigError::InvalidToken { variable });
+    }
+    Ok(token)
+}
+
+/// Validates an endpoint URL and strips a trailing slash.
+pub(crate) fn normalize_endpoint(
+    value: &str,
+    variable: &'static str,
+) -> Result<String, ConfigError> {
+    let trimmed = value.trim().trim_end_matches('/');
+    let invalid = |reason: String| ConfigError::InvalidEndpoint {
+        variable,
+        value: value.to_owned(),
+        reason,
+    };
+    let url = url::Url::parse(trimmed).map_err(|e| invalid(e.to_string()))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(invalid("scheme must be http or https".to_owned()));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid("must not have a query or fragment".to_owned()));
+    }
+    Ok(trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn token_debug_is_redacted() {
+        let token = Token::new("supersecret-token-value");
+        let shown = format!("{token:?}");
+        assert!(!shown.contains("supersecret"), "{shown}");
+        let config = ClientConfig::new(token);
+        assert!(!format!("{config:?}").contains("supersecret"));
+    }
+
+    #[test]
+    fn from_env_reads_token_and_default_endpoint() {
+        let config =
+            ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", " abc \n")])).expect("config");
+        assert_eq!(config.token.expose(), "abc");
+        assert_eq!(config.endpoint, DEFAULT_ENDPOINT);
+        assert!(config.user_agent.starts_with("hcloud-ccm-rs/"));
+    }
+
+    #[test]
+    fn from_env_reads_token_file_and_endpoint() {
+        let dir = std::env::temp_dir().join(format!("hcloud-api-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("token");
+        std::fs::write(&file, "filetoken\n").expect("write");
+        let path = file.to_string_lossy().into_owned();
+        let config = ClientConfig::from_lookup(lookup(&[
+            ("HCLOUD_TOKEN_FILE", path.as_str()),
+            ("HCLOUD_ENDPOINT", "http://127.0.0.1:1234/v1/"),
+        ]))
+        .expect("config");
+        assert_eq!(config.token.expose(), "filetoken");
+        assert_eq!(config.endpoint, "http://127.0.0.1:1234/v1");
+
+        // An empty HCLOUD_TOKEN next to a file is ignored; an empty file is an error.
+        let config = ClientConfig::from_lookup(lookup(&[
+            ("HCLOUD_TOKEN", ""),
+            ("HCLOUD_TOKEN_FILE", path.as_str()),
+        ]))
+        .expect("file wins over empty variable");
+        assert_eq!(config.token.expose(), "filetoken");
+        std::fs::write(&file, "\n").expect("write");
+        let empty = ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN_FILE", path.as_str())]))
+            .expect_err("empty file");
+        assert!(matches!(
+            empty,
+            ConfigError::EmptyToken {
+                variable: "HCLOUD_TOKEN_FILE"
+            }
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn from_env_errors_name_the_variable() {
+        let both = ClientConfig::from_lookup(lookup(&[
+            ("HCLOUD_TOKEN", "a"),
+            ("HCLOUD_TOKEN_FILE", "/nonexistent"),
+        ]))
+        .expect_err("both");
+        assert!(matches!(both, ConfigError::BothTokenSources));
+        assert!(both.to_string().contains("HCLOUD_TOKEN_FILE"));
+
+        let missing = ClientConfig::from_lookup(lookup(&[])).expect_err("missing");
+        assert!(matches!(missing, ConfigError::MissingToken));
+
+        let unreadable = ClientConfig::from_lookup(lookup(&[(
+            "HCLOUD_TOKEN_FILE",
+            "/nonexistent/hcloud/token",
+        )]))
+        .expect_err("unreadable");
+        assert!(matches!(
+            unreadable,
+            ConfigError::TokenFileUnreadable { .. }
+        ));
+        assert!(unreadable.to_string().starts_with("HCLOUD_TOKEN_FILE"));
+
+        let empty =
+            ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", "  ")])).expect_err("empty");
+        assert!(matches!(
+            empty,
+            ConfigError::EmptyToken {
+                variable: "HCLOUD_TOKEN"
+            }
+        ));
+        assert!(empty.to_string().contains("HCLOUD_TOKEN"));
+
+        let bad = ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", "secret with space")]))
+            .expect_err("invalid");
+        assert!(matches!(bad, ConfigError::InvalidToken { .. }));
+        assert!(!bad.to_string().contains("secret"));
+
+        let endpoint = ClientConfig::from_lookup(lookup(&[
+            ("HCLOUD_TOKEN", "a"),
+            ("HCLOUD_ENDPOINT", "not a url"),
+        ]))
+        .expect_err("endpoint");
+        assert!(endpoint.to_string().starts_with("HCLOUD_ENDPOINT"));
+    }
+}

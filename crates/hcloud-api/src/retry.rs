@@ -1,0 +1,120 @@
+//! Which failures are retried, and how long to wait in between.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::config::RetryConfig;
+use crate::error::{ApiError, ErrorCode};
+
+/// True for API errors worth retrying: `conflict`, `rate_limit_exceeded`, `bad_gateway`,
+/// `timeout`, and 502/504 answers without an error body. `locked` is never retried here:
+/// the caller has to wait for the running action instead.
+pub fn is_retryable_api_error(error: &ApiError) -> bool {
+    match &error.code {
+        ErrorCode::Conflict
+        | ErrorCode::RateLimitExceeded
+        | ErrorCode::BadGateway
+        | ErrorCode::Timeout => true,
+        _ => error.is_bare() && matches!(error.status, 502 | 504),
+    }
+}
+
+/// True for transport failures worth retrying: request and connect timeouts.
+pub fn is_retryable_transport_error(error: &reqwest::Error) -> bool {
+    error.is_timeout()
+}
+
+/// Delay before retry number `retry` (0 for the first retry): `base * 2^retry`, at most
+/// `cap`; with jitter, a uniformly random point between `base` and that value.
+pub fn backoff_delay(config: &RetryConfig, retry: u32) -> Duration {
+    let base = config.base;
+    let factor = 2u32.checked_pow(retry.min(31)).unwrap_or(u32::MAX);
+    let exp = base.checked_mul(factor).unwrap_or(config.cap);
+    let delay = exp.min(config.cap);
+    if !config.jitter || delay <= base {
+        return delay;
+    }
+    let spread = (delay - base).as_secs_f64();
+    let extra = rand::rng().random_range(0.0..=spread);
+    base + Duration::from_secs_f64(extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorDetails;
+
+    fn api(status: u16, code: &str) -> ApiError {
+        ApiError {
+            status,
+            code: ErrorCode::from(code),
+            message: String::new(),
+            details: ErrorDetails::default(),
+            correlation_id: None,
+            method: "GET".into(),
+            path: "/servers".into(),
+        }
+    }
+
+    #[test]
+    fn classifies_api_errors() {
+        for (status, code) in [
+            (409, "conflict"),
+            (429, "rate_limit_exceeded"),
+            (502, "bad_gateway"),
+            (504, "timeout"),
+            (502, ""),
+            (504, ""),
+        ] {
+            assert!(
+                is_retryable_api_error(&api(status, code)),
+                "{status} {code}"
+            );
+        }
+        for (status, code) in [
+            (423, "locked"),
+            (404, "not_found"),
+            (401, "unauthorized"),
+            (500, "server_error"),
+            (503, "unavailable"),
+            (500, ""),
+            (422, "invalid_input"),
+            (409, "uniqueness_error"),
+        ] {
+            assert!(
+                !is_retryable_api_error(&api(status, code)),
+                "{status} {code}"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let config = RetryConfig {
+            max_tries: 10,
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+            jitter: false,
+        };
+        let delays: Vec<u64> = (0..8)
+            .map(|r| backoff_delay(&config, r).as_secs())
+            .collect();
+        assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff_delay(&config, 40), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn jitter_stays_between_base_and_delay() {
+        let config = RetryConfig {
+            jitter: true,
+            ..RetryConfig::default()
+        };
+        for retry in 0..10 {
+            let d = backoff_delay(&config, retry);
+            assert!(d >= config.base, "{d:?}");
+            let ceiling = (config.base * 2u32.pow(retry)).min(config.cap);
+            assert!(d <= ceiling, "{d:?} > {ceiling:?}");
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Sending one request: budget, API bucket, retries, metrics, error mapping.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use reqwest::Method;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
+use crate::error::{ApiError, ConfigError, DecodeError, Error, ErrorCode, TransportError};
+use crate::metrics::Metrics;
+use crate::ratelimit::{RateLimitHeaders, RequestBudget, ServerBucket};
+use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport_error};
+
+/// How fast the API refills its bucket: one request per second.
+const API_REFILL: Duration = Duration::from_secs(1);
+
+/// Query parameters of a request (keys may repeat).
+pub(crate) type Query = Vec<(&'static str, String)>;
+
+/// Shared state behind every clone of a client.
+pub(crate) struct Transport {
+    http: reqwest::Client,
+    endpoint: String,
+    auth: HeaderValue,
+    retry: RetryConfig,
+    budget: RequestBudget,
+    bucket: ServerBucket,
+    max_rate_limit_wait: Duration,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("endpoint", &self.endpoint)
+            .field("retry", &self.retry)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+fn auth_header(token: &Token) -> Result<HeaderValue, ConfigError> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
+        ConfigError::InvalidToken {
+            variable: "HCLOUD_TOKEN",
+        }
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
+impl Transport {
+    pub(crate) fn new(config: &ClientConfig) -> Result<Self, Error> {
+        // reqwest is built without a bundled crypto provider; make sure one is installed.
+        // An already installed provider is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+
+        if config.token.is_empty() {
+            return Err(ConfigError::EmptyToken {
+                variable: "HCLOUD_TOKEN",
+            }
+            .into());
+        }
+        if config.retry.max_tries == 0 {
+            return Err(ConfigError::InvalidSetting {
+                setting: "retry.max_tries",
+                reason: "must be at least 1".to_owned(),
+            }
+            .into());
+        }
+        let endpoint = normalize_endpoint(&config.endpoint, "HCLOUD_ENDPOINT")?;
+        let http = reqwest::Client::builder()
+            .user_agent(config.user_agent.clone())
+            .timeout(config.request_timeout)
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .map_err(|e| ConfigError::HttpClient(e.to_string()))?;
+        let budget = match &config.budget {
+            Some(budget) => budget.clone(),
+            None => RequestBudget::new(&config.rate_limit)?,
+        };
+        Ok(Transport {
+            http,
+            endpoint,
+            auth: auth_header(&config.token)?,
+            retry: config.retry.clone(),
+            budget,
+            bucket: ServerBucket::new(API_REFILL, config.max_rate_limit_wait),
+            max_rate_limit_wait: config.max_rate_limit_wait,
+            metrics: config.metrics.clone().unwrap_or_default(),
+        })
+    }
+
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    pub(crate) fn budget(&self) -> &RequestBudget {
+        &self.budget
+    }
+
+    pub(crate) fn bucket(&self) -> &ServerBucket {
+        &self.bucket
+    }
+
+    /// POST a JSON body and decode the answer.
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, Error> {
+        let bytes = encode("POST", path, body)?;
+        let (status, answer) = self
+            .send(Method::POST, path, &Vec::new(), Some(bytes))
+            .await?;
+        decode("POST", path, status, &answer)
+    }
+
+    /// POST without a body (e.g. `enable_public_interface`) and decode the answer.
+    pub(crate) async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
+        let (status, answer) = self.send(Method::POST, path, &Vec::new(), None).await?;
+        decode("POST", path, status, &answer)
+    }
+
+    /// PUT a JSON body; returns status and body of the answer.
+    pub(crate) async fn put_raw<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<(u16, Vec<u8>), Error> {
+        let bytes = encode("PUT", path, body)?;
+        self.send(Method::PUT, path, &Vec::new(), Some(bytes)).await
+    }
+
+    /// DELETE; returns the answer body (empty for 204).
+    pub(crate) async fn delete(&self, path: &str) -> Result<(u16, Vec<u8>), Error> {
+        self.send(Method::DELETE, path, &Vec::new(), None).await
+    }
+
+    /// Sends a request with retries; returns status and body of a 2xx answer.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &Query,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), Error> {
+        let url = format!("{}{}", self.endpoint, path);
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let failure = match self
+                .try_once(&method, &url, path, query, body.as_ref())
+                .await
+            {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    return Ok((answer.status, answer.body));
+                }
+                Ok(answer) => Failure::Api(
+                    Box::new(ApiError::from_response(
+                        answer.status,
+                        &answer.body,
+                        method.as_str(),
+                        path,
+                    )),
+                    answer.headers,
+                ),
+                Err(source) => Failure::Transport(source),
+            };
+            let delay = match self.retry_delay(&failure, attempt) {
+                Some(delay) if attempt < self.retry.max_tries => delay,
+                _ => return Err(failure.into_error(&method, path)),
+            };
+            tracing::warn!(
+                method = %method, path, attempt, delay_ms = delay.as_millis() as u64,
+                error = %failure, "hcloud request failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One try: waits for budget, sends, reads the answer, records metrics and rate-limit
+    /// headers.
+    async fn try_once(
+        &self,
+        method: &Method,
+        url: &str,
+        path: &str,
+        query: &Query,
+        body: Option<&Vec<u8>>,
+    ) -> Result<Answer, reqwest::Error> {
+        self.wait_for_slot().await;
+        let mut request = self
+            .http
+            .request(method.clone(), url)
+            .header(AUTHORIZATION, self.auth.clone());
+        if !query.is_empty() {
+            request = request.query(query);
+        }
+        if let Some(bytes) = body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(bytes.clone());
+        }
+
+        let started = Instant::now();
+        let in_flight = self.metrics.request_started();
+        let result = async {
+            let response = request.send().await?;
+            let status = response.status().as_u16();
+            let headers = RateLimitHeaders::from_headers(response.headers());
+            let body = response.bytes().await?.to_vec();
+            Ok::<_, reqwest::Error>(Answer {
+                status,
+                headers,
+                body,
+            })
+        }
+        .await;
+        drop(in_flight);
+        let elapsed = started.elapsed().as_secs_f64();
+
+        let status = result.as_ref().ok().map(|a| a.status);
+        self.metrics.observe(method.as_str(), path, status, elapsed);
+        if let Ok(answer) = &result {
+            self.bucket.observe(&answer.headers);
+            if let Some(remaining) = answer.headers.remaining {
+                self.metrics.set_rate_limit_remaining(remaining);
+            }
+            tracing::debug!(method = %method, path, status = answer.status, "hcloud request");
+        }
+        result
+    }
+
+    /// The delay before retrying `failure`, or `None` if it is not retried.
+    fn retry_delay(&self, failure: &Failure, attempt: u32) -> Option<Duration> {
+        let backoff = backoff_delay(&self.retry, attempt.saturating_sub(1));
+        match failure {
+            Failure::Transport(e) => is_retryable_transport_error(e).then_some(backoff),
+            Failure::Api(e, headers) if is_retryable_api_error(e) => {
+                if e.code == ErrorCode::RateLimitExceeded {
+                    // Wait at least until the API's bucket holds a request again.
+                    let refill = headers
+                        .wait_for_token(SystemTime::now(), API_REFILL)
+                        .min(self.max_rate_limit_wait);
+                    Some(backoff.max(refill))
+                } else {
+                    Some(backoff)
+                }
+            }
+            Failure::Api(..) => None,
+        }
+    }
+
+    /// Waits for the client budget and, if the API reported an empty bucket, for its refill.
+    async fn wait_for_slot(&self) {
+        if let Some(slot) = self.bucket.reserve() {
+            let wait = slot.saturating_duration_since(Instant::now());
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "hcloud API bucket empty; waiting"
+            );
+            tokio::time::sleep_until(tokio::time::Instant::from_std(slot)).await;
+        }
+        self.budget.acquire().await;
+    }
+}
+
+/// A complete answer.
+struct Answer {
+    status: u16,
+    headers: RateLimitHeaders,
+    body: Vec<u8>,
+}
+
+/// A failed try.
+enum Failure {
+    Api(Box<ApiError>, RateLimitHeaders),
+    Transport(reqwest::Error),
+}
+
+impl Failure {
+    fn into_error(self, method: &Method, path: &str) -> Error {
+        match self {
+            Failure::Api(e, _) => Error::Api(e),
+            Failure::Transport(source) => Error::Transport(TransportError {
+                method: method.to_string(),
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Api(e, _) => write!(f, "{} {}: {}", e.status, e.code, e.message),
+            Failure::Transport(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn encode<B: Serialize>(method: &str, path: &str, body: &B) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(body).map_err(|source| {
+        Error::Decode(DecodeError {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            status: 0,
+            source,
+        })
+    })
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    status: u16,
+    body: &[u8],
+) -> Result<T, Error> {
+    serde_json::from_slice(body).map_err(|source| {
+        Error::Decode(DecodeError {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            status,
+            source,
+        })
+    })
+}

@@ -1,0 +1,155 @@
+//! Waiting for the API's bucket, the client-side budget and the rate-limit metrics.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use hcloud_api::{Client, RateLimitConfig, RequestBudget};
+use hcloud_sim::{Fault, SimConfig, Simulator};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::registry::Registry;
+
+use common::{config_for, count};
+
+#[tokio::test]
+async fn empty_api_bucket_is_waited_for_instead_of_hammered() {
+    // 10 requests, refilled 10 per second; `RateLimit-Reset` is at most a second away.
+    let sim = Simulator::start(SimConfig::default().rate_limit_bucket(10, 10.0))
+        .await
+        .expect("sim");
+    let mut config = config_for(&sim);
+    // A single try: any 429 would fail the test.
+    config.retry.max_tries = 1;
+    let client = Client::new(config).expect("client");
+    let start = Instant::now();
+    for i in 0..16 {
+        client
+            .locations()
+            .get(1)
+            .await
+            .unwrap_or_else(|e| panic!("request {i}: {e}"));
+    }
+    let elapsed = start.elapsed();
+    assert_eq!(
+        count(&sim, "GET /locations/{id}").await,
+        16,
+        "no extra tries"
+    );
+    // The first 10 go at once; the rest are paced to the bucket's refill.
+    assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(8), "{elapsed:?}");
+    assert_eq!(client.rate_limit_remaining(), Some(0));
+}
+
+#[tokio::test]
+async fn rate_limited_answers_are_retried_after_the_bucket_refills() {
+    // A 429 for an exhausted bucket: capacity 1, refilled 2 per second.
+    let sim = Simulator::start(SimConfig::default().rate_limit_bucket(1, 2.0))
+        .await
+        .expect("sim");
+    let client = Client::new(config_for(&sim)).expect("client");
+    let other = Client::new(config_for(&sim)).expect("second client");
+    // Another client drains the bucket behind our client's back.
+    other.locations().get(1).await.expect("first");
+    let start = Instant::now();
+    client
+        .locations()
+        .get(1)
+        .await
+        .expect("retried until refilled");
+    assert!(
+        start.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn client_budget_queues_bursts() {
+    let sim = common::start_sim().await;
+    // 10 per second, burst 2.
+    let config = config_for(&sim).with_rate_limit(RateLimitConfig {
+        requests_per_hour: 36_000,
+        burst: 2,
+    });
+    let client = Client::new(config).expect("client");
+    let clone = client.clone();
+    let start = Instant::now();
+    let a = tokio::spawn(async move {
+        for _ in 0..3 {
+            clone.locations().get(1).await.expect("a");
+        }
+    });
+    for _ in 0..3 {
+        client.locations().get(1).await.expect("b");
+    }
+    a.await.expect("task");
+    // 6 requests through one shared bucket: 2 immediately, 4 more at 100 ms each.
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(350), "{elapsed:?}");
+    assert_eq!(count(&sim, "GET /locations/{id}").await, 6);
+}
+
+#[tokio::test]
+async fn budget_can_be_shared_between_clients() {
+    let sim = common::start_sim().await;
+    let budget = RequestBudget::new(&RateLimitConfig {
+        requests_per_hour: 36_000,
+        burst: 1,
+    })
+    .expect("budget");
+    let a = Client::new(config_for(&sim).with_budget(budget.clone())).expect("a");
+    let b = Client::new(config_for(&sim).with_budget(budget)).expect("b");
+    let start = Instant::now();
+    for _ in 0..2 {
+        a.locations().get(1).await.expect("a");
+        b.locations().get(1).await.expect("b");
+    }
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn metrics_use_official_names_and_route_templates() {
+    let sim = Simulator::start(SimConfig::default()).await.expect("sim");
+    let client = Client::new(config_for(&sim)).expect("client");
+    let mut registry = Registry::default();
+    client.register_metrics(&mut registry);
+
+    client.locations().get(1).await.expect("location");
+    let err = client.servers().get(987_654).await.expect_err("missing");
+    assert!(err.is_not_found());
+    sim.admin()
+        .inject_fault(Fault::new("/locations/{id}").code("bad_gateway"))
+        .await
+        .expect("fault");
+    client.locations().get(2).await.expect("after retry");
+
+    let mut text = String::new();
+    encode(&mut text, &registry).expect("encode");
+    for line in [
+        "hcloud_api_requests_total{code=\"200\",method=\"get\",api_endpoint=\"/locations/-\"} 2",
+        "hcloud_api_requests_total{code=\"502\",method=\"get\",api_endpoint=\"/locations/-\"} 1",
+        "hcloud_api_requests_total{code=\"404\",method=\"get\",api_endpoint=\"/servers/-\"} 1",
+        "hcloud_api_in_flight_requests 0",
+        "hcloud_api_request_duration_seconds_count{method=\"get\"} 4",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    assert!(!text.contains("987654"), "raw IDs must not become labels");
+    assert!(client.metrics().rate_limit_remaining() > 3000);
+    assert!(
+        text.contains("# TYPE hcloud_api_rate_limit_remaining gauge"),
+        "{text}"
+    );
+    assert_eq!(
+        client
+            .metrics()
+            .requests_total("200", "GET", "/locations/-"),
+        2
+    );
+}
