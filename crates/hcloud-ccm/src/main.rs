@@ -1,1 +1,152 @@
-fn main() {}
+//! hcloud-ccm: the Kubernetes cloud-controller-manager for Hetzner Cloud.
+//!
+//! Wiring only: parse and validate the configuration (exit 2 listing every problem), set up
+//! logging, the crypto provider, the Kubernetes client, the endpoints and leader election; start
+//! the controllers once leading; exit 1 when leadership is lost, 0 after a graceful shutdown
+//! (controllers stopped first, then the lease released).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use hcloud_ccm::config::Args;
+use hcloud_ccm::controllers::{ControllerContext, start_controllers};
+use hcloud_ccm::http::{self, Endpoints, MetricsRegistry};
+use hcloud_ccm::leader::{self, LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
+use hcloud_ccm::{kube_client, logging, signals};
+use tokio_util::sync::CancellationToken;
+
+/// How long stopping controllers may take before the lease is released anyway.
+const CONTROLLER_STOP_GRACE: Duration = Duration::from_secs(20);
+
+fn main() -> ExitCode {
+    let config = match Args::parse().validate() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = logging::init(&config.logging) {
+        eprintln!("{e}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "fatal");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
+    // kube's TLS and the secure port both use ring; install it once for anything that asks for
+    // the process default (an error only means it was installed already).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let shutdown = signals::shutdown_on_signals().context("installing signal handlers")?;
+    let client = kube_client::build_client(&config.kube).await?;
+
+    let endpoints = Endpoints::new(MetricsRegistry::new());
+    // The elector gets its own stop token: on shutdown the controllers stop first, then the
+    // lease is released.
+    let leader = if config.leader_election.enabled {
+        let le = LeaderElectionConfig::from_settings(
+            &config.leader_election,
+            leader::default_identity(),
+        );
+        LeaderElector::new(client.clone(), le)
+            .with_metrics(&endpoints.metrics)
+            .spawn(&CancellationToken::new())
+    } else {
+        LeaderHandle::always_leading()
+    };
+    endpoints
+        .health
+        .add("leaderElection", leader.health_check());
+    endpoints
+        .readiness
+        .add_watch("leaderElection", leader.subscribe(), |state| {
+            if state.is_known() {
+                Ok(())
+            } else {
+                Err("leader election state not known yet".into())
+            }
+        });
+
+    let mut servers = Vec::new();
+    if let Some(address) = &config.metrics_address {
+        servers.push(http::serve_plain(address, &endpoints, shutdown.clone()).await?);
+    }
+    if let Some(secure) = &config.secure_serving {
+        servers
+            .push(http::serve_secure(secure, &endpoints, client.clone(), shutdown.clone()).await?);
+    }
+
+    let code = tokio::select! {
+        () = shutdown.cancelled() => ExitCode::SUCCESS,
+        acquired = leader.acquired() => match acquired {
+            Ok(()) => lead(&config, client, &endpoints, &leader, &shutdown).await?,
+            Err(state) => {
+                tracing::error!(?state, "leader election ended before leadership was won");
+                ExitCode::FAILURE
+            }
+        },
+    };
+    if code == ExitCode::SUCCESS {
+        leader.stop().await;
+    } else {
+        leader.abort();
+    }
+    shutdown.cancel();
+    for server in servers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), server.task).await;
+    }
+    Ok(code)
+}
+
+/// Runs the controllers while this replica leads.
+async fn lead(
+    config: &hcloud_ccm::config::Config,
+    client: kube::Client,
+    endpoints: &Endpoints,
+    leader: &LeaderHandle,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    let stop = shutdown.child_token();
+    let ctx = ControllerContext {
+        client,
+        config: config.clone(),
+        endpoints: endpoints.clone(),
+        stop: stop.clone(),
+    };
+    let mut controllers = start_controllers(ctx).await?;
+    let code = tokio::select! {
+        () = shutdown.cancelled() => ExitCode::SUCCESS,
+        state = leader.lost() => {
+            tracing::error!(?state, "leadership lost; exiting");
+            if state == LeaderState::Stopped { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+        (controller, result) = controllers.first_exit() => {
+            tracing::error!(%controller, ?result, "a controller stopped unexpectedly; exiting");
+            ExitCode::FAILURE
+        }
+    };
+    stop.cancel();
+    controllers.shutdown(CONTROLLER_STOP_GRACE).await;
+    Ok(code)
+}

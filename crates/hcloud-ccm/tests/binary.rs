@@ -1,0 +1,217 @@
+//! The binary as users run it: configuration errors, --help, and a full start/elect/stop cycle
+//! against a real kube-apiserver.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube_harness::{ControlPlane, unique_name};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
+    let output = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
+        .env("HCLOUD_LOAD_BALANCERS_NETWORK_ZONE", "eu-central")
+        .env("HCLOUD_INSTANCES_ADDRESS_FAMILY", "ipv5")
+        .env("HCLOUD_METRICS_ENABLED", "yes")
+        .env("ROBOT_ENABLED", "true")
+        .env("ROBOT_USER", "someone")
+        .env("ROBOT_CACHE_TIMEOUT", "10")
+        .args([
+            "--cloud-provider=hcloud",
+            "--leader-elect-retry-period=soon",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    for setting in [
+        "HCLOUD_TOKEN:",
+        "HCLOUD_LOAD_BALANCERS_LOCATION/HCLOUD_LOAD_BALANCERS_NETWORK_ZONE:",
+        "HCLOUD_INSTANCES_ADDRESS_FAMILY:",
+        "HCLOUD_METRICS_ENABLED:",
+        "ROBOT_ENABLED:",
+        "ROBOT_USER/ROBOT_PASSWORD:",
+        "ROBOT_CACHE_TIMEOUT:",
+        "--leader-elect-retry-period:",
+    ] {
+        assert!(stderr.contains(setting), "{setting} missing:\n{stderr}");
+    }
+    assert!(
+        stderr.starts_with("invalid configuration (8 problems):"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn unknown_flags_are_usage_errors() {
+    let output = Command::new(BIN)
+        .env_clear()
+        .arg("--no-such-flag")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn help_lists_variables_but_never_secret_values() {
+    let output = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", "super-secret-token-value")
+        .env("ROBOT_PASSWORD", "super-secret-password")
+        .env("HCLOUD_NETWORK", "visible-network")
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("HCLOUD_TOKEN") && stdout.contains("ROBOT_PASSWORD"));
+    assert!(!stdout.contains("super-secret"), "{stdout}");
+    // Non-secret values are shown, as clap does.
+    assert!(stdout.contains("visible-network"));
+}
+
+#[tokio::test]
+async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = ControlPlane::shared().expect("control plane");
+    let admin = plane.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let lease_name = unique_name("ccm");
+    let metrics_port = free_port();
+    let secure_port = free_port();
+
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .env("RUST_LOG", "info")
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--leader-elect-resource-name={lease_name}"),
+            "--leader-elect-retry-period=500ms",
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={secure_port}"),
+            "--log-format=json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let http = reqwest::Client::builder()
+        .tls_danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = http
+            .get(format!("http://127.0.0.1:{metrics_port}/readyz"))
+            .send()
+            .await
+            .map(|r| r.status().is_success())
+            .unwrap_or(false);
+        let leases = Api::<Lease>::namespaced(admin.clone(), "kube-system");
+        let held = leases
+            .get_opt(&lease_name)
+            .await
+            .unwrap()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .is_some_and(|h| h.contains('_'));
+        if ready && held {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the binary exited early"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "not ready and leading within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = http
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "leader_election_master_status{{name=\"{lease_name}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    let healthz = http
+        .get(format!("https://127.0.0.1:{secure_port}/healthz?verbose"))
+        .send()
+        .await
+        .unwrap();
+    assert!(healthz.status().is_success());
+    assert!(
+        healthz
+            .text()
+            .await
+            .unwrap()
+            .contains("[+]leaderElection ok")
+    );
+    let unauthorised = http
+        .get(format!("https://127.0.0.1:{secure_port}/metrics"))
+        .send()
+        .await;
+    assert_eq!(
+        unauthorised.unwrap().status(),
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exit status {status:?}; log:\n{stderr}");
+    assert!(stderr.contains("released the leader lease"), "{stderr}");
+    // JSON log lines.
+    assert!(stderr.lines().all(|l| l.starts_with('{')), "{stderr}");
+    let lease = Api::<Lease>::namespaced(admin, "kube-system")
+        .get(&lease_name)
+        .await
+        .unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None);
+}

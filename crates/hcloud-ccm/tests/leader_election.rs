@@ -1,0 +1,254 @@
+//! Leader election against a real kube-apiserver (the harness runs Kubernetes 1.20).
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
+
+use std::time::{Duration, Instant};
+
+use hcloud_ccm::leader::{LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use kube_harness::{ControlPlane, unique_name};
+use tokio_util::sync::CancellationToken;
+
+const NAMESPACE: &str = "kube-system";
+
+fn config(
+    lease: &str,
+    identity: &str,
+    lease_secs: u64,
+    renew_ms: u64,
+    retry_ms: u64,
+) -> LeaderElectionConfig {
+    LeaderElectionConfig {
+        lease_name: lease.to_owned(),
+        lease_namespace: NAMESPACE.to_owned(),
+        identity: identity.to_owned(),
+        lease_duration: Duration::from_secs(lease_secs),
+        renew_deadline: Duration::from_millis(renew_ms),
+        retry_period: Duration::from_millis(retry_ms),
+    }
+}
+
+async fn client() -> kube::Client {
+    ControlPlane::shared()
+        .expect("control plane")
+        .client()
+        .await
+        .expect("client")
+}
+
+async fn lease(client: &kube::Client, name: &str) -> Lease {
+    Api::<Lease>::namespaced(client.clone(), NAMESPACE)
+        .get(name)
+        .await
+        .expect("lease")
+}
+
+fn holder(lease: &Lease) -> Option<String> {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .filter(|h| !h.is_empty())
+}
+
+fn transitions(lease: &Lease) -> i32 {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_transitions)
+        .unwrap_or(0)
+}
+
+/// Waits until one of the handles leads; returns its index.
+async fn first_leader(handles: &[&LeaderHandle], within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let leading: Vec<usize> = handles
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.state() == LeaderState::Leading)
+            .map(|(i, _)| i)
+            .collect();
+        assert!(leading.len() <= 1, "two leaders at once");
+        if let [i] = leading.as_slice() {
+            return *i;
+        }
+        assert!(Instant::now() < deadline, "no leader within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_candidates_exactly_one_leads() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    let a = LeaderElector::new(client.clone(), config(&name, "a", 3, 2000, 400)).spawn(&shutdown);
+    let b = LeaderElector::new(client.clone(), config(&name, "b", 3, 2000, 400)).spawn(&shutdown);
+    let leader = first_leader(&[&a, &b], Duration::from_secs(10)).await;
+    let (winner, loser, winner_id) = if leader == 0 {
+        (&a, &b, "a")
+    } else {
+        (&b, &a, "b")
+    };
+
+    // For several lease durations: the leader keeps renewing, the other keeps following.
+    let until = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < until {
+        assert_eq!(winner.state(), LeaderState::Leading);
+        assert_ne!(loser.state(), LeaderState::Leading);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        loser.state(),
+        LeaderState::Following {
+            holder: Some(winner_id.to_owned())
+        }
+    );
+    let l = lease(&client, &name).await;
+    assert_eq!(holder(&l).as_deref(), Some(winner_id));
+    assert_eq!(transitions(&l), 0);
+    let spec = l.spec.clone().unwrap();
+    assert_eq!(spec.lease_duration_seconds, Some(3));
+    // Renewals move renewTime forward.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let renewed = lease(&client, &name).await.spec.unwrap().renew_time;
+    assert!(renewed.unwrap().0 > spec.renew_time.unwrap().0);
+    assert!(winner.acquired().await.is_ok());
+
+    shutdown.cancel();
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn standby_takes_over_after_the_leader_dies() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    let lease_secs = 3;
+    let retry = Duration::from_millis(400);
+    let a = LeaderElector::new(client.clone(), config(&name, "a", lease_secs, 2000, 400))
+        .spawn(&shutdown);
+    first_leader(&[&a], Duration::from_secs(10)).await;
+    let b = LeaderElector::new(client.clone(), config(&name, "b", lease_secs, 2000, 400))
+        .spawn(&shutdown);
+    // Let b observe a renewing for a while.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        b.state(),
+        LeaderState::Following {
+            holder: Some("a".into())
+        }
+    );
+
+    // Kill a without releasing, as a crash would.
+    let killed_at = Instant::now();
+    a.abort();
+    first_leader(&[&b], Duration::from_secs(15)).await;
+    let took = killed_at.elapsed();
+    let bound = Duration::from_secs(lease_secs) + retry * 3 + Duration::from_secs(1);
+    assert!(
+        took <= bound,
+        "takeover took {took:?}, expected at most {bound:?}"
+    );
+    // ... but not before the lease could have expired.
+    assert!(
+        took >= Duration::from_secs(lease_secs) - retry * 2,
+        "took over too early: {took:?}"
+    );
+
+    let l = lease(&client, &name).await;
+    assert_eq!(holder(&l).as_deref(), Some("b"));
+    assert_eq!(transitions(&l), 1);
+    shutdown.cancel();
+    b.stop().await;
+}
+
+#[tokio::test]
+async fn release_on_shutdown_hands_over_at_once() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    // A long lease: without the release, b would wait 30 s.
+    let a =
+        LeaderElector::new(client.clone(), config(&name, "a", 30, 10_000, 300)).spawn(&shutdown);
+    first_leader(&[&a], Duration::from_secs(10)).await;
+    let b =
+        LeaderElector::new(client.clone(), config(&name, "b", 30, 10_000, 300)).spawn(&shutdown);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        b.state(),
+        LeaderState::Following {
+            holder: Some("a".into())
+        }
+    );
+
+    let mut a_state = a.subscribe();
+    let stopped_at = Instant::now();
+    a.stop().await;
+    assert_eq!(*a_state.borrow_and_update(), LeaderState::Stopped);
+    first_leader(&[&b], Duration::from_secs(5)).await;
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopped_at.elapsed()
+    );
+    let l = lease(&client, &name).await;
+    assert_eq!(holder(&l).as_deref(), Some("b"));
+    assert_eq!(transitions(&l), 1);
+    shutdown.cancel();
+    b.stop().await;
+    // b released too: the lease is free.
+    assert_eq!(holder(&lease(&client, &name).await), None);
+}
+
+#[tokio::test]
+async fn leader_notices_when_the_lease_is_taken_away() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    let a = LeaderElector::new(client.clone(), config(&name, "a", 3, 2000, 300)).spawn(&shutdown);
+    assert_eq!(a.acquired().await, Ok(()));
+
+    // Someone else overwrites the lease (as a candidate with a badly skewed clock would).
+    let api = Api::<Lease>::namespaced(client.clone(), NAMESPACE);
+    let mut l = api.get(&name).await.unwrap();
+    let spec = l.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    api.replace(&name, &PostParams::default(), &l)
+        .await
+        .unwrap();
+
+    let state = tokio::time::timeout(Duration::from_secs(5), a.lost())
+        .await
+        .expect("loss noticed");
+    assert_eq!(state, LeaderState::Lost);
+    assert_eq!(a.state(), LeaderState::Lost);
+    assert_eq!(
+        holder(&lease(&client, &name).await).as_deref(),
+        Some("intruder")
+    );
+    a.stop().await;
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn shutdown_token_stops_a_standby_without_touching_the_lease() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    let a = LeaderElector::new(client.clone(), config(&name, "a", 30, 10_000, 300))
+        .spawn(&CancellationToken::new());
+    assert_eq!(a.acquired().await, Ok(()));
+    let b =
+        LeaderElector::new(client.clone(), config(&name, "b", 30, 10_000, 300)).spawn(&shutdown);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    shutdown.cancel();
+    assert_eq!(b.acquired().await, Err(LeaderState::Stopped));
+    assert_eq!(holder(&lease(&client, &name).await).as_deref(), Some("a"));
+    a.stop().await;
+}
