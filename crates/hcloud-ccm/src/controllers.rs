@@ -1,11 +1,19 @@
 //! The point where controllers start once this replica leads: [`start_controllers`].
 //!
-//! NOT WIRED YET: the framework controllers (crate `cloud-provider`) and the Hetzner provider
-//! (crate `hcloud-provider`) are being written; this function currently starts nothing and
-//! says so in the log for every controller the configuration asks for.
+//! Reads (the shared Node cache) run from process start on every replica; the controllers,
+//! which write, start only here. A controller whose provider capability is missing is logged
+//! and skipped, as upstream does.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use cloud_provider::{
+    CloudProvider, NodeCache, NodeController, NodeControllerConfig, NodeLifecycleController,
+    NodeLifecycleControllerConfig,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +32,12 @@ pub struct ControllerContext {
     pub endpoints: Endpoints,
     /// Fires when the controllers must stop (shutdown or lost leadership).
     pub stop: CancellationToken,
+    /// The cloud provider.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The shared Node cache (started before leader election).
+    pub nodes: NodeCache,
+    /// The framework controllers' metrics (registered once by the caller).
+    pub metrics: cloud_provider::Metrics,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -38,6 +52,9 @@ impl std::fmt::Debug for ControllerContext {
 /// Why controllers could not start (fatal: the process exits non-zero).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The provider's initialization failed.
+    #[error("cannot initialize the cloud provider: {0}")]
+    Provider(String),
     /// A controller's configuration is unusable (e.g. route CIDRs).
     #[error("cannot start {controller}: {message}")]
     Controller {
@@ -106,19 +123,93 @@ impl RunningControllers {
     }
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ManagedLabels {
+    name: &'static str,
+    manager: &'static str,
+}
+
 /// Starts every enabled controller. Called once leadership is won (or at once with
 /// `--leader-elect=false`).
 pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControllers, StartError> {
-    let running = RunningControllers::default();
+    let mut running = RunningControllers::default();
+    let config = &ctx.config;
+    if let Err(err) = ctx
+        .provider
+        .initialize(ctx.client.clone(), ctx.stop.clone())
+        .await
+    {
+        return Err(StartError::Provider(err.to_string()));
+    }
+    let managed = Family::<ManagedLabels, Gauge>::default();
+    ctx.endpoints.metrics.register(
+        "running_managed_controllers",
+        "Controllers running in this process (1 = running)",
+        managed.clone(),
+    );
+    let instances = ctx.provider.instances();
     for controller in Controller::ALL {
-        if !ctx.config.controller_wanted(controller) {
+        if !config.controller_wanted(controller) {
             tracing::info!(%controller, "controller disabled by configuration");
             continue;
         }
-        tracing::warn!(
-            %controller,
-            "controller not started: the controllers are not wired into this binary yet"
-        );
+        let started = match controller {
+            Controller::CloudNode => instances.as_ref().map(|instances| {
+                let node = NodeController::new(
+                    ctx.client.clone(),
+                    ctx.nodes.clone(),
+                    instances.clone(),
+                    ctx.metrics.clone(),
+                    NodeControllerConfig {
+                        workers: config.concurrent_node_syncs,
+                        status_update_workers: config.concurrent_node_status_updates,
+                        node_status_update_frequency: config.node_status_update_frequency,
+                        ..NodeControllerConfig::default()
+                    },
+                );
+                let stop = ctx.stop.clone();
+                running.spawn(controller, async move {
+                    node.run(stop).await;
+                    Ok(())
+                });
+            }),
+            Controller::CloudNodeLifecycle => instances.as_ref().map(|instances| {
+                let lifecycle = NodeLifecycleController::new(
+                    ctx.client.clone(),
+                    ctx.nodes.clone(),
+                    instances.clone(),
+                    ctx.metrics.clone(),
+                    NodeLifecycleControllerConfig {
+                        node_monitor_period: config.node_monitor_period,
+                    },
+                );
+                let stop = ctx.stop.clone();
+                running.spawn(controller, async move {
+                    lifecycle.run(stop).await;
+                    Ok(())
+                });
+            }),
+            // Not built yet: configuration validation already warned (load balancers) or
+            // refused to start (routes); nothing runs for them.
+            Controller::ServiceLb | Controller::NodeRoute => None,
+        };
+        if started.is_some() {
+            tracing::info!(%controller, "controller started");
+            ctx.endpoints
+                .health
+                .add(controller.metric_name(), || Ok(()));
+            managed
+                .get_or_create(&ManagedLabels {
+                    name: controller.metric_name(),
+                    manager: "cloud-controller-manager",
+                })
+                .set(1);
+        } else {
+            tracing::warn!(
+                %controller,
+                "controller skipped: the hcloud provider does not implement it yet"
+            );
+        }
     }
     Ok(running)
 }

@@ -1,6 +1,7 @@
 //! Process-level parts of the Hetzner Cloud cloud-controller-manager: configuration, logging,
 //! signals, leader election and the HTTP endpoints. `main.rs` wires them together.
 
+pub mod cloud;
 pub mod config;
 pub mod controllers;
 pub mod http;

@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser as _;
+use cloud_provider::NodeCache;
 use hcloud_ccm::config::Args;
 use hcloud_ccm::controllers::{ControllerContext, start_controllers};
 use hcloud_ccm::http::{self, Endpoints, MetricsRegistry};
 use hcloud_ccm::leader::{self, LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
-use hcloud_ccm::{kube_client, logging, signals};
+use hcloud_ccm::{cloud, kube_client, logging, signals};
 use tokio_util::sync::CancellationToken;
 
 /// How long stopping controllers may take before the lease is released anyway.
@@ -62,6 +63,22 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     let client = kube_client::build_client(&config.kube).await?;
 
     let endpoints = Endpoints::new(MetricsRegistry::new());
+    // Before leader election, on every replica: a rejected token or unknown network fails the
+    // start here, and the shared Node cache warms up so a standby can take over at once.
+    let cloud = cloud::connect(&config.hcloud, &endpoints.metrics).await?;
+    let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
+    let controller_metrics = cloud_provider::Metrics::new();
+    endpoints
+        .metrics
+        .with(|registry| controller_metrics.register(registry));
+    let cache = nodes.clone();
+    endpoints.readiness.add("nodeCache", move || {
+        if cache.is_ready() {
+            Ok(())
+        } else {
+            Err("Node cache not synced yet".into())
+        }
+    });
     // The elector gets its own stop token: on shutdown the controllers stop first, then the
     // lease is released.
     let leader = if config.leader_election.enabled {
@@ -97,10 +114,19 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             .push(http::serve_secure(secure, &endpoints, client.clone(), shutdown.clone()).await?);
     }
 
+    let ctx = ControllerContext {
+        client,
+        config: config.clone(),
+        endpoints: endpoints.clone(),
+        stop: shutdown.child_token(),
+        provider: cloud.provider.clone(),
+        nodes,
+        metrics: controller_metrics,
+    };
     let code = tokio::select! {
         () = shutdown.cancelled() => ExitCode::SUCCESS,
         acquired = leader.acquired() => match acquired {
-            Ok(()) => lead(&config, client, &endpoints, &leader, &shutdown).await?,
+            Ok(()) => lead(ctx, &leader, &shutdown).await?,
             Err(state) => {
                 tracing::error!(?state, "leader election ended before leadership was won");
                 ExitCode::FAILURE
@@ -121,19 +147,11 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
 
 /// Runs the controllers while this replica leads.
 async fn lead(
-    config: &hcloud_ccm::config::Config,
-    client: kube::Client,
-    endpoints: &Endpoints,
+    ctx: ControllerContext,
     leader: &LeaderHandle,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<ExitCode> {
-    let stop = shutdown.child_token();
-    let ctx = ControllerContext {
-        client,
-        config: config.clone(),
-        endpoints: endpoints.clone(),
-        stop: stop.clone(),
-    };
+    let stop = ctx.stop.clone();
     let mut controllers = start_controllers(ctx).await?;
     let code = tokio::select! {
         () = shutdown.cancelled() => ExitCode::SUCCESS,
@@ -142,8 +160,13 @@ async fn lead(
             if state == LeaderState::Stopped { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
         (controller, result) = controllers.first_exit() => {
-            tracing::error!(%controller, ?result, "a controller stopped unexpectedly; exiting");
-            ExitCode::FAILURE
+            if shutdown.is_cancelled() {
+                // Controllers end when the shutdown cancels their (child) stop token.
+                ExitCode::SUCCESS
+            } else {
+                tracing::error!(%controller, ?result, "a controller stopped unexpectedly; exiting");
+                ExitCode::FAILURE
+            }
         }
     };
     stop.cancel();

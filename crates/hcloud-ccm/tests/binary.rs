@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hcloud_sim::{SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube_harness::{ControlPlane, unique_name};
@@ -94,6 +95,9 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
     let lease_name = unique_name("ccm");
     let metrics_port = free_port();
     let secure_port = free_port();
@@ -101,6 +105,7 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
     let mut child = Command::new(BIN)
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
         .env(
             "HCLOUD_METRICS_ADDRESS",
             format!("127.0.0.1:{metrics_port}"),
@@ -214,4 +219,83 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None);
+}
+
+/// Runs the binary against a simulator until it exits (it must, within 30 s); returns the
+/// exit code and its log.
+async fn run_to_exit(
+    sim: &Simulator,
+    token: &str,
+    extra_env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let plane = ControlPlane::shared().expect("control plane");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .env_clear()
+        .env("HCLOUD_TOKEN", token)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            "--secure-port=0",
+        ]);
+    for (key, value) in extra_env {
+        command.env(key, value);
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("the binary exits on its own")
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_rejected_token_stops_the_start_naming_hcloud_token() {
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let other = "f".repeat(64);
+    let (code, log) = run_to_exit(&sim, &other, &[]).await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("HCLOUD_TOKEN") && log.contains("unauthorized"),
+        "{log}"
+    );
+    assert!(!log.contains(&other), "the token is never logged: {log}");
+    assert!(!log.contains("controller started"), "{log}");
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.values().sum::<u64>(),
+        1,
+        "one API call checks the token: {counts:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_network_stops_the_start_naming_hcloud_network() {
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let (code, log) = run_to_exit(
+        &sim,
+        TOKEN,
+        &[
+            ("HCLOUD_NETWORK", "missing-net"),
+            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("HCLOUD_NETWORK") && log.contains("missing-net"),
+        "{log}"
+    );
 }

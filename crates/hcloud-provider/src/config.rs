@@ -83,7 +83,8 @@ impl FromStr for CacheMode {
 pub struct CacheConfig {
     /// Caching strategy.
     pub mode: CacheMode,
-    /// How long a listing (or a single server) answers lookups (`HCLOUD_SERVER_CACHE_MAX_AGE`).
+    /// How long a listing (or a single server) answers lookups (`HCLOUD_SERVER_CACHE_MAX_AGE`,
+    /// default 10 s as upstream).
     pub max_age: Duration,
     /// How long a server that was not found stays "not found" before the next refresh may look
     /// for it again. Keeps retries of a missing server from re-listing everything.
@@ -94,7 +95,7 @@ impl Default for CacheConfig {
     fn default() -> Self {
         Self {
             mode: CacheMode::All,
-            max_age: Duration::from_secs(60),
+            max_age: Duration::from_secs(10),
             miss_ttl: Duration::from_secs(10),
         }
     }

@@ -128,26 +128,25 @@ impl ServerCache {
         }
     }
 
-    /// Whether the server exists, confirmed freshly: a server in a listing younger than the
-    /// max age exists; otherwise the API is asked directly for this one server (by ID, or a
-    /// name-filtered list), so a server created after the last listing is never reported gone.
+    /// Whether the server exists, confirmed freshly. A server in the cache (refreshed when
+    /// older than the max age, like every lookup) exists; a server the cache does not know is
+    /// asked for directly (by ID, or a name-filtered list), so one created after the last
+    /// listing is never reported gone, and `Ok(false)` is always the API's own answer.
     pub async fn confirm_exists(&self, key: &ServerKey) -> Result<bool, hcloud_api::Error> {
-        if self.config.mode == CacheMode::All {
-            let state = self.state.lock().await;
-            if let Some((at, listing)) = &state.listing
-                && at.elapsed() < self.config.max_age
-                && lookup(listing, key).is_some()
-            {
-                self.metrics.count("hit");
-                return Ok(true);
-            }
+        if self.config.mode != CacheMode::Off && self.get(key).await?.is_some() {
+            return Ok(true);
         }
         self.metrics.count("confirm");
         let found = self.fetch(key).await?;
+        let mut state = self.state.lock().await;
         if let Some(server) = &found {
-            let mut state = self.state.lock().await;
             state.misses.remove(key);
             state.misses.remove(&ServerKey::Id(server.id));
+        }
+        if self.config.mode == CacheMode::One {
+            state
+                .singles
+                .insert(key.clone(), (Instant::now(), found.clone()));
         }
         Ok(found.is_some())
     }

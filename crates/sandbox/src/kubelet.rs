@@ -4,7 +4,10 @@
 //! with the `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint and only a
 //! Hostname address. Then, every two seconds, the `Ready` condition follows the server's state
 //! in the simulator: `True` while it runs, `Unknown` otherwise (a stopped kubelet posts
-//! nothing, and Kubernetes marks the Node Unknown).
+//! nothing, and Kubernetes marks the Node Unknown). It also does the one thing of
+//! kube-controller-manager the sandbox needs: the apiserver's admission adds the
+//! `node.kubernetes.io/not-ready:NoSchedule` taint to new Nodes, and it is removed once the Node
+//! is Ready (and added back when it is not).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,7 +86,48 @@ async fn sync(nodes: &Api<Node>, name: &str, running: bool) -> Result<(), kube::
     nodes
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    Ok(())
+    sync_not_ready_taint(nodes, name, running).await
+}
+
+const NOT_READY: &str = "node.kubernetes.io/not-ready";
+
+/// Keep `node.kubernetes.io/not-ready:NoSchedule` in line with readiness, with the Node's
+/// resourceVersion as a precondition (another writer wins; the next round retries).
+async fn sync_not_ready_taint(
+    nodes: &Api<Node>,
+    name: &str,
+    ready: bool,
+) -> Result<(), kube::Error> {
+    let Some(node) = nodes.get_opt(name).await? else {
+        return Ok(());
+    };
+    let mut taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    let has = taints.iter().any(|t| t.key == NOT_READY);
+    if ready == !has {
+        return Ok(());
+    }
+    if ready {
+        taints.retain(|t| t.key != NOT_READY);
+    } else {
+        taints.push(Taint {
+            key: NOT_READY.to_owned(),
+            value: None,
+            effect: "NoSchedule".to_owned(),
+            time_added: None,
+        });
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints},
+    });
+    match nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {

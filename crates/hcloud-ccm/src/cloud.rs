@@ -1,0 +1,105 @@
+//! The Hetzner side of the process: the API client (with its metrics) and the provider, built
+//! before leader election so a rejected token or an unknown network fails the start at once.
+
+use std::sync::Arc;
+
+use hcloud_api::{Client, ClientConfig, Token};
+use hcloud_provider::{CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings};
+
+use crate::config::{AddressFamily, HcloudSettings, ServerCacheMode};
+use crate::http::MetricsRegistry;
+
+/// Why the Hetzner side could not be set up (fatal; each message names the variable to fix).
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    /// The API client could not be built.
+    #[error("HCLOUD_ENDPOINT / HCLOUD_TOKEN: cannot build the Hetzner Cloud API client: {0}")]
+    Client(#[source] hcloud_api::Error),
+    /// The API refused the token.
+    #[error(
+        "HCLOUD_TOKEN: the Hetzner Cloud API at {endpoint} rejected the token ({code}); create an API token with read & write permission in the project and pass it through HCLOUD_TOKEN or HCLOUD_TOKEN_FILE"
+    )]
+    TokenRejected {
+        /// The endpoint asked.
+        endpoint: String,
+        /// The API's error code.
+        code: String,
+    },
+    /// The API could not be asked.
+    #[error("cannot reach the Hetzner Cloud API at {endpoint} (HCLOUD_ENDPOINT): {source}")]
+    Unreachable {
+        /// The endpoint asked.
+        endpoint: String,
+        /// The cause.
+        #[source]
+        source: hcloud_api::Error,
+    },
+    /// The provider could not be set up (e.g. `HCLOUD_NETWORK` not found).
+    #[error(transparent)]
+    Provider(#[from] hcloud_provider::Error),
+}
+
+/// The API client and the provider over it.
+#[derive(Clone, Debug)]
+pub struct Cloud {
+    /// The shared API client (one request budget for the whole process).
+    pub client: Client,
+    /// The Hetzner provider.
+    pub provider: Arc<HcloudProvider>,
+}
+
+/// Build the client, check the token with one cheap call (`GET /locations`, as the official
+/// CCM does), build the provider, and register both's metrics.
+pub async fn connect(
+    settings: &HcloudSettings,
+    metrics: &MetricsRegistry,
+) -> Result<Cloud, CloudError> {
+    let mut config = ClientConfig::new(Token::new(settings.token.expose()));
+    if let Some(endpoint) = &settings.endpoint {
+        config = config.with_endpoint(endpoint.clone());
+    }
+    let client = Client::new(config).map_err(CloudError::Client)?;
+    metrics.with(|registry| client.register_metrics(registry));
+
+    if let Err(err) = client.locations().list().await {
+        let endpoint = client.endpoint().to_owned();
+        return Err(match err.code().map(ToString::to_string) {
+            Some(code) if matches!(err.status(), Some(401 | 403)) => {
+                CloudError::TokenRejected { endpoint, code }
+            }
+            _ => CloudError::Unreachable {
+                endpoint,
+                source: err,
+            },
+        });
+    }
+
+    let provider = HcloudProvider::new(client.clone(), provider_settings(settings)).await?;
+    metrics.with(|registry| provider.register_metrics(registry));
+    Ok(Cloud {
+        client,
+        provider: Arc::new(provider),
+    })
+}
+
+/// Map the validated `HCLOUD_*` settings onto the provider's.
+pub fn provider_settings(settings: &HcloudSettings) -> ProviderSettings {
+    ProviderSettings {
+        address_family: match settings.address_family {
+            AddressFamily::Ipv4 => hcloud_provider::AddressFamily::Ipv4,
+            AddressFamily::Ipv6 => hcloud_provider::AddressFamily::Ipv6,
+            AddressFamily::DualStack => hcloud_provider::AddressFamily::DualStack,
+        },
+        network: settings.network.as_deref().map(NetworkRef::parse),
+        zone_label_enabled: settings.zone_label_enabled,
+        cache: CacheConfig {
+            mode: match settings.server_cache_mode {
+                ServerCacheMode::All => CacheMode::All,
+                ServerCacheMode::One => CacheMode::One,
+                ServerCacheMode::Off => CacheMode::Off,
+            },
+            max_age: settings.server_cache_max_age,
+            ..CacheConfig::default()
+        },
+    }
+}
