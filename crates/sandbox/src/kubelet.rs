@@ -103,7 +103,7 @@ async fn sync_not_ready_taint(
     };
     let mut taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
     let has = taints.iter().any(|t| t.key == NOT_READY);
-    if ready == !has {
+    if ready != has {
         return Ok(());
     }
     if ready {
