@@ -19,7 +19,10 @@ fn configuration_reference_matches_help() {
         .unwrap();
     assert!(output.status.success());
     let help = String::from_utf8(output.stdout).unwrap();
-    let help: String = help.lines().map(|l| format!("{}\n", l.trim_end())).collect();
+    let help: String = help
+        .lines()
+        .map(|l| format!("{}\n", l.trim_end()))
+        .collect();
 
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
     let doc = std::fs::read_to_string(&path).unwrap();

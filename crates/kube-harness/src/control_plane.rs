@@ -22,6 +22,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use crate::pki::Pki;
 use crate::{Error, binaries};
 
+/// Audit every write (who, what, when) at Metadata level; reads are not logged.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n";
+
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const START_ATTEMPTS: usize = 3;
 
@@ -94,6 +97,17 @@ impl ControlPlane {
     /// Directory holding this control plane's data, certificates and logs.
     pub fn data_dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Every write request the apiserver has completed so far, oldest first, as audit events
+    /// (`audit.k8s.io/v1` `Event` JSON: `user.username`, `verb`, `objectRef`, `stageTimestamp`,
+    /// `responseStatus.code`, ...). Lets tests prove who wrote what, and when.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|event| event["stage"] == "ResponseComplete")
+            .collect()
     }
 
     /// A self-contained kubeconfig with cluster-admin (`system:masters`) credentials.
@@ -196,6 +210,7 @@ impl ControlPlane {
             ("apiserver.key", &pki.serving_key),
             ("sa.key", &pki.service_account_key),
             ("sa.pub", &pki.service_account_public_key),
+            ("audit-policy.yaml", &AUDIT_POLICY.to_owned()),
         ] {
             std::fs::write(dir.join(file), pem).map_err(Error::io(format!("write {file}")))?;
         }
@@ -235,6 +250,8 @@ impl ControlPlane {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
                 "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
                 "--enable-priority-and-fairness=false".to_owned(),
+                format!("--audit-policy-file={}", d("audit-policy.yaml")),
+                format!("--audit-log-path={}", d("audit.log")),
                 "--profiling=false".to_owned(),
                 "--logtostderr=true".to_owned(),
                 "--v=0".to_owned(),

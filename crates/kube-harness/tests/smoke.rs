@@ -495,3 +495,55 @@ fn no_orphans_survive_an_aborting_test_process() {
     );
     assert!(!std::path::Path::new(dir).exists(), "{dir} was removed");
 }
+
+#[tokio::test]
+async fn writes_are_audited_with_their_user() {
+    let plane = ControlPlane::shared().unwrap();
+    let namespace = unique_name("smoke-audit");
+    let account = plane
+        .service_account_client(&namespace, "writer")
+        .await
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(account, &namespace);
+    let denied = services
+        .create(&PostParams::default(), &Service::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(denied, kube::Error::Api(ref s) if s.code == 403 || s.code == 422),
+        "{denied:?}"
+    );
+
+    let user = format!("system:serviceaccount:{namespace}:writer");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = plane.audit_events();
+        let mine: Vec<_> = events
+            .iter()
+            .filter(|e| e["user"]["username"] == user.as_str())
+            .collect();
+        if let Some(event) = mine.first() {
+            assert_eq!(event["verb"], "create");
+            assert_eq!(event["objectRef"]["resource"], "services");
+            assert!(event["stageTimestamp"].is_string());
+            // The admin's namespace creation is audited too; reads are not.
+            assert!(
+                events
+                    .iter()
+                    .any(|e| e["objectRef"]["resource"] == "namespaces"
+                        && e["objectRef"]["name"] == namespace.as_str())
+            );
+            assert!(
+                events
+                    .iter()
+                    .all(|e| e["verb"] != "get" && e["verb"] != "list")
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no audit event for {user}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,297 @@
+//! Two `hcloud-ccm` processes against one control plane: the leader is killed, the standby
+//! takes over within the lease time, and the apiserver's audit log shows that only the leader
+//! of the moment ever wrote. Each process runs as its own ServiceAccount bound to the shipped
+//! ClusterRole (deploy/rbac.yaml), which also proves those rules are enough.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use hcloud_sim::{ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube_harness::ControlPlane;
+use serde::Deserialize as _;
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const LEASE_SECONDS: u64 = 4;
+
+async fn apply_shipped_rbac(admin: &kube::Client, accounts: &[&str]) {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/rbac.yaml"),
+    )
+    .unwrap();
+    let role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .map(|doc| serde_yaml::from_value(doc).unwrap())
+        .expect("deploy/rbac.yaml has a ClusterRole");
+    let role_name = role.metadata.name.clone().unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta {
+            name: Some("failover-test".into()),
+            ..ObjectMeta::default()
+        },
+        role_ref: k8s_openapi::api::rbac::v1::RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "ClusterRole".into(),
+            name: role_name,
+        },
+        subjects: Some(
+            accounts
+                .iter()
+                .map(|name| Subject {
+                    kind: "ServiceAccount".into(),
+                    name: (*name).into(),
+                    namespace: Some("kube-system".into()),
+                    ..Subject::default()
+                })
+                .collect(),
+        ),
+    };
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+async fn start_ccm(
+    plane: &ControlPlane,
+    sim: &Simulator,
+    account: &str,
+    dir: &Path,
+) -> tokio::process::Child {
+    let token = plane
+        .service_account_token("kube-system", account)
+        .await
+        .unwrap();
+    let kubeconfig = dir.join(format!("{account}.kubeconfig"));
+    std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+    let log = std::fs::File::create(dir.join(format!("{account}.log"))).unwrap();
+    tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .env("RUST_LOG", "info")
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--leader-elect-lease-duration={LEASE_SECONDS}s"),
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+            "--node-monitor-period=1s",
+            "--secure-port=0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("cloud-controller-manager")
+        .await
+        .unwrap()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+async fn wait_for<F, Fut, T>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn register_node(nodes: &Api<Node>, name: &str) {
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    };
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = NodeStatus {
+        addresses: Some(vec![NodeAddress {
+            type_: "Hostname".into(),
+            address: name.into(),
+        }]),
+        ..NodeStatus::default()
+    };
+    nodes
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+}
+
+async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
+    let node = nodes.get_opt(name).await.unwrap()?;
+    let spec = node.spec?;
+    let tainted = spec
+        .taints
+        .unwrap_or_default()
+        .iter()
+        .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
+    spec.provider_id.filter(|_| !tainted)
+}
+
+fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {
+    let user = format!("system:serviceaccount:kube-system:{account}");
+    plane
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user.as_str())
+        .map(|e| {
+            let at = Timestamp::from_str(e["stageTimestamp"].as_str().unwrap()).unwrap();
+            let what = format!(
+                "{} {} {}",
+                e["verb"].as_str().unwrap_or_default(),
+                e["objectRef"]["resource"].as_str().unwrap_or_default(),
+                e["objectRef"]["name"].as_str().unwrap_or_default()
+            );
+            (at, what)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    for name in ["failover-1", "failover-2"] {
+        sim.admin()
+            .create_server(ServerSeed::new(name))
+            .await
+            .unwrap();
+    }
+    apply_shipped_rbac(&admin, &["ccm-a", "ccm-b"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");
+    let nodes: Api<Node> = Api::all(admin.clone());
+
+    let mut a = start_ccm(&plane, &sim, "ccm-a", dir.path()).await;
+    let leader_a = wait_for("process A to lead", Duration::from_secs(30), || {
+        holder(&leases)
+    })
+    .await;
+    let b = start_ccm(&plane, &sim, "ccm-b", dir.path()).await;
+    // B runs as a standby for a while (its caches warm, it writes nothing).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(holder(&leases).await.as_deref(), Some(leader_a.as_str()));
+
+    register_node(&nodes, "failover-1").await;
+    wait_for(
+        "failover-1 initialized by A",
+        Duration::from_secs(20),
+        || initialized(&nodes, "failover-1"),
+    )
+    .await;
+
+    let killed_at = Timestamp::now();
+    a.kill().await.unwrap();
+    let leader_b = wait_for(
+        "process B to take over",
+        Duration::from_secs(30),
+        || async { holder(&leases).await.filter(|h| *h != leader_a) },
+    )
+    .await;
+    let took_over_at = Timestamp::now();
+    let takeover = took_over_at.duration_since(killed_at).as_secs_f64();
+    assert!(
+        takeover <= LEASE_SECONDS as f64 + 2.0,
+        "took over {takeover:.1} s after the kill; lease duration is {LEASE_SECONDS} s"
+    );
+
+    register_node(&nodes, "failover-2").await;
+    wait_for(
+        "failover-2 initialized by B",
+        Duration::from_secs(20),
+        || initialized(&nodes, "failover-2"),
+    )
+    .await;
+
+    eprintln!("takeover {takeover:.2} s after the kill");
+    // Audit: A wrote only before it died, B only after it took over.
+    let slack = k8s_openapi::jiff::SignedDuration::from_millis(500);
+    let a_writes = writes_by(&plane, "ccm-a");
+    let b_writes = writes_by(&plane, "ccm-b");
+    eprintln!("A killed at {killed_at}\nA wrote: {a_writes:#?}\nB wrote: {b_writes:#?}");
+    assert!(
+        a_writes.iter().any(|(_, w)| w.contains("nodes failover-1")),
+        "{a_writes:?}"
+    );
+    assert!(
+        b_writes.iter().any(|(_, w)| w.contains("nodes failover-2")),
+        "{b_writes:?}"
+    );
+    for (at, what) in &a_writes {
+        assert!(
+            *at <= killed_at + slack,
+            "A wrote after its death: {what} at {at}"
+        );
+    }
+    for (at, what) in &b_writes {
+        assert!(
+            *at >= killed_at,
+            "B wrote while A led: {what} at {at} (A killed at {killed_at})"
+        );
+    }
+    let lease = leases
+        .get("cloud-controller-manager")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(leader_b.as_str()));
+    assert_eq!(lease.lease_transitions, Some(1));
+
+    // Nobody wrote to the cloud (these controllers only read it).
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert!(counts.keys().all(|k| k.starts_with("GET ")), "{counts:?}");
+    drop(b);
+}
