@@ -81,8 +81,14 @@ pub(crate) fn decode_page<T: DeserializeOwned>(
     };
     let mut map: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(body).map_err(decode_err)?;
+    // A list answer without its list is not an empty list: reading it as one could make a
+    // caller conclude that something does not exist.
     let items = match map.remove(key) {
-        Some(serde_json::Value::Null) | None => Vec::new(),
+        Some(serde_json::Value::Null) | None => {
+            return Err(decode_err(<serde_json::Error as serde::de::Error>::custom(format!(
+                "the answer has no `{key}` list"
+            ))));
+        }
         Some(value) => serde_json::from_value(value).map_err(decode_err)?,
     };
     let meta = match map.remove("meta") {
@@ -161,5 +167,15 @@ mod tests {
 
         let wrong = decode_page::<Item>("/servers", "servers", 200, br#"{"servers":{}}"#);
         assert!(matches!(wrong, Err(Error::Decode(_))));
+    }
+
+    #[test]
+    fn an_answer_without_its_list_is_an_error_not_an_empty_list() {
+        #[derive(Debug, Deserialize)]
+        struct Item {}
+        for body in [&br#"{}"#[..], br#"{"servers":null}"#, br#"{"networks":[]}"#] {
+            let result = decode_page::<Item>("/servers", "servers", 200, body);
+            assert!(matches!(result, Err(Error::Decode(_))), "{body:?}");
+        }
     }
 }

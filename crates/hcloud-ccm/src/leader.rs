@@ -5,16 +5,17 @@
 //! Rules, as in client-go's leader elector:
 //! - Every try reads the Lease. A Lease held by someone else is taken over only when it has
 //!   expired: its holder is empty (released), or the record has not changed for
-//!   `leaseDurationSeconds` as observed on our own monotonic clock, or its `renewTime +
-//!   leaseDurationSeconds` lies in the past by our wall clock (which lets a fresh candidate take
-//!   over a long-dead Lease at once; with clock skew larger than the lease duration this can
-//!   hand over a live Lease, whose holder then sees its next renewal fail and exits).
+//!   `leaseDurationSeconds` as observed on our own monotonic clock. Wall-clock times in the
+//!   Lease are never compared with ours, so clock skew between replicas cannot hand over a
+//!   live Lease (a fresh candidate therefore waits one lease duration before taking over a
+//!   dead holder's Lease, as client-go does).
 //! - Writes are fenced: updates carry the `resourceVersion` that was read, so of two concurrent
 //!   writers exactly one wins (the loser gets 409 Conflict).
 //! - Taking over sets `acquireTime` and increments `leaseTransitions`; renewals keep both.
 //! - Candidates try every retry period (with up to 20 % jitter); the leader renews every retry
-//!   period and gives up leadership when it has not renewed for the renew deadline, or at once
-//!   when it finds another holder.
+//!   period and gives up leadership when it has not renewed for the renew deadline, counted
+//!   from the *start* of its last successful renewal (a slow renewal cannot stretch it past the
+//!   moment candidates may take over), or at once when it finds another holder.
 //! - On graceful stop the leader releases the Lease (empty holder, 1 s duration), so a standby
 //!   takes over at its next try.
 
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -223,13 +224,14 @@ impl LeaderElector {
             "attempting to acquire the leader lease"
         );
         // ---- Acquire ----
-        loop {
+        let acquired_at = loop {
             if stop.is_cancelled() {
                 tx.send_replace(LeaderState::Stopped);
                 return;
             }
+            let attempt_started = Instant::now();
             match self.try_once(self.config.renew_deadline).await {
-                Ok(TryOutcome::Held) => break,
+                Ok(TryOutcome::Held) => break attempt_started,
                 Ok(TryOutcome::HeldBy(holder)) => {
                     let state = LeaderState::Following { holder };
                     if *tx.borrow() != state {
@@ -244,8 +246,9 @@ impl LeaderElector {
                 () = stop.cancelled() => {}
                 () = tokio::time::sleep(pause) => {}
             }
-        }
-        let mut renewed_at = Instant::now();
+        };
+        // Counted from the start of the winning attempt, like every renewal below.
+        let mut renewed_at = acquired_at;
         *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) = Some(renewed_at);
         tracing::info!(%identity, "acquired the leader lease");
         self.set_gauge(1);
@@ -273,9 +276,12 @@ impl LeaderElector {
                     self.lose(&tx);
                     return;
                 }
+                let attempt_started = Instant::now();
                 match self.try_once(remaining).await {
                     Ok(TryOutcome::Held) => {
-                        renewed_at = Instant::now();
+                        // The renewal wrote a renewTime from before it was sent; candidates
+                        // count from there, so the deadline must too.
+                        renewed_at = attempt_started;
                         *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) =
                             Some(renewed_at);
                         break;
@@ -360,7 +366,7 @@ impl LeaderElector {
         let is_mine = holder.as_deref() == Some(identity.as_str());
         if let Some(other) = &holder
             && !is_mine
-            && !self.expired(&spec, now)
+            && !self.expired(&spec)
         {
             return Ok(TryOutcome::HeldBy(Some(other.clone())));
         }
@@ -410,23 +416,17 @@ impl LeaderElector {
         }
     }
 
-    /// Whether the (observed) Lease held by someone else may be taken over.
-    fn expired(&self, spec: &LeaseSpec, now: Timestamp) -> bool {
+    /// Whether the (observed) Lease held by someone else may be taken over: its record has not
+    /// changed for its lease duration as measured on our own monotonic clock.
+    fn expired(&self, spec: &LeaseSpec) -> bool {
         let duration_secs = spec
             .lease_duration_seconds
             .filter(|s| *s > 0)
             .unwrap_or_else(|| self.config.lease_duration_seconds());
         let duration = Duration::from_secs(u64::try_from(duration_secs).unwrap_or(1));
-        let unchanged_too_long = self
-            .observed
+        self.observed
             .as_ref()
-            .is_some_and(|o| o.at.elapsed() >= duration);
-        let past_by_wall_clock = spec.renew_time.as_ref().is_some_and(|MicroTime(renewed)| {
-            renewed
-                .checked_add(SignedDuration::from_secs(i64::from(duration_secs)))
-                .is_ok_and(|until| until < now)
-        });
-        unchanged_too_long || past_by_wall_clock
+            .is_some_and(|o| o.at.elapsed() >= duration)
     }
 
     /// Gives the Lease up if we still hold it: empty holder, 1 s duration, as client-go does.

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListCertificatesParams;
-use crate::api::{ActionAnswer, decode_member, first, get_one};
+use crate::api::{ActionAnswer, decode_member, named, get_one};
 use crate::error::Error;
 use crate::models::{
     Action, Certificate, CreateCertificateRequest, CreateCertificateResponse, UpdateRequest,
@@ -28,9 +28,8 @@ impl CertificatesApi<'_> {
 
     /// The certificate with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Certificate>, Error> {
-        Ok(first(
-            self.list(&ListCertificatesParams::name(name)).await?.items,
-        ))
+        let items = self.list(&ListCertificatesParams::name(name)).await?.items;
+        Ok(named(items, name, |c| &c.name))
     }
 
     /// One page of `GET /certificates`.

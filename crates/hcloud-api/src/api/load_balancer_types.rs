@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{first, get_one};
+use crate::api::{named, get_one};
 use crate::error::Error;
 use crate::models::LoadBalancerType;
 use crate::pagination::get_all;
@@ -30,7 +30,7 @@ impl LoadBalancerTypesApi<'_> {
             &query,
         )
         .await?;
-        Ok(first(all))
+        Ok(named(all, name, |i| &i.name))
     }
 
     /// All load balancer types.

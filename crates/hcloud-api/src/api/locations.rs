@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{first, get_one};
+use crate::api::{named, get_one};
 use crate::error::Error;
 use crate::models::Location;
 use crate::pagination::get_all;
@@ -28,7 +28,7 @@ impl LocationsApi<'_> {
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Location>, Error> {
         let query = ListParams::name(name).to_query();
         let all = get_all(self.client.transport(), "/locations", "locations", &query).await?;
-        Ok(first(all))
+        Ok(named(all, name, |i| &i.name))
     }
 
     /// All locations.

@@ -64,6 +64,8 @@ pub(crate) struct ActionAnswer {
 }
 
 /// The single entry of a by-name list answer, if any.
-pub(crate) fn first<T>(items: Vec<T>) -> Option<T> {
-    items.into_iter().next()
+/// The entry named exactly `name`. A name-filtered list holds at most that one; an answer
+/// holding anything else is never taken for it.
+pub(crate) fn named<T>(items: Vec<T>, name: &str, name_of: impl Fn(&T) -> &str) -> Option<T> {
+    items.into_iter().find(|item| name_of(item) == name)
 }

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListServersParams;
-use crate::api::{first, get_one};
+use crate::api::{named, get_one};
 use crate::error::Error;
 use crate::models::Server;
 use crate::pagination::{Page, get_all, get_page};
@@ -22,7 +22,7 @@ impl ServersApi<'_> {
     /// The server with exactly this name, if any (one request).
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Server>, Error> {
         let page = self.list(&ListServersParams::name(name)).await?;
-        Ok(first(page.items))
+        Ok(named(page.items, name, |s| &s.name))
     }
 
     /// One page of `GET /servers`.
