@@ -56,6 +56,11 @@ pub mod well_known;
 pub mod workqueue;
 
 pub use cache::{NodeCache, NodeChange, NodeReflector};
+
+/// A loop period that cannot spin: at least 10 ms.
+pub(crate) fn period(configured: std::time::Duration) -> std::time::Duration {
+    configured.max(std::time::Duration::from_millis(10))
+}
 pub use events::{EventRecorder, EventType};
 pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};

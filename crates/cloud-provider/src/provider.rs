@@ -234,11 +234,10 @@ pub trait LoadBalancer: Send + Sync {
 /// `"a"` + the Service UID without dashes, cut to 32 characters.
 pub fn default_load_balancer_name(service: &Service) -> String {
     let uid = service.metadata.uid.as_deref().unwrap_or_default();
-    let mut name: String = std::iter::once('a')
+    std::iter::once('a')
         .chain(uid.chars().filter(|c| *c != '-'))
-        .collect();
-    name.truncate(32);
-    name
+        .take(32)
+        .collect()
 }
 
 /// A route in the cloud network.

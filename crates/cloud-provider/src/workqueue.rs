@@ -11,6 +11,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// The longest delay a key can be queued with (one day).
+const MAX_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Per-key exponential backoff: `base * 2^failures`, capped at `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
@@ -104,7 +107,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         if delay.is_zero() {
             return self.add(key);
         }
-        let deadline = Instant::now() + delay;
+        // Clamped so that no delay (e.g. a provider's retry hint) can overflow the clock.
+        let deadline = Instant::now() + delay.min(MAX_DELAY);
         {
             let mut state = self.lock();
             if state.shut_down {
@@ -145,7 +149,11 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// Next key to process; `None` once shut down. Call [`WorkQueue::done`] afterwards.
     pub async fn get(&self) -> Option<K> {
         loop {
+            // Registered before the state is checked, so an `add` between the check and the
+            // wait is never missed, and every idle worker is woken by its own notification.
             let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let next_deadline = {
                 let mut state = self.lock();
                 let now = Instant::now();
@@ -172,7 +180,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
             match next_deadline {
                 Some(at) => {
                     tokio::select! {
-                        () = notified => {}
+                        () = &mut notified => {}
                         () = tokio::time::sleep_until(at) => {}
                     }
                 }

@@ -19,7 +19,7 @@ pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, Network
 pub use instances::{HcloudInstances, server_key};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use provider_id::{ParseProviderIdError, ProviderId};
-pub use server_cache::{CacheMetrics, ServerCache, ServerKey};
+pub use server_cache::{CacheError, CacheMetrics, ServerCache, ServerKey};
 
 use cloud_provider::{CloudProvider, Instances};
 use prometheus_client::registry::Registry;
@@ -110,7 +110,17 @@ async fn resolve_network(
     match reference {
         NetworkRef::Id(id) => match client.networks().get(*id).await {
             Ok(network) => Ok(network.id),
-            Err(err) if err.is_not_found() => Err(Error::NetworkNotFound(format!("with ID {id}"))),
+            // A numeric value may also be a network's name (as the official client tries).
+            Err(err) if err.is_not_found() => {
+                match client.networks().get_by_name(&id.to_string()).await {
+                    Ok(Some(network)) => Ok(network.id),
+                    Ok(None) => Err(Error::NetworkNotFound(format!("with ID or name {id}"))),
+                    Err(source) => Err(Error::Api {
+                        action: format!("HCLOUD_NETWORK: looking up network {id:?} by name"),
+                        source,
+                    }),
+                }
+            }
             Err(source) => Err(Error::Api {
                 action: format!("HCLOUD_NETWORK: reading network {id}"),
                 source,

@@ -126,7 +126,11 @@ mod tests {
     #[test]
     fn addresses_follow_family_and_network() {
         let s = server();
-        type Case = (AddressFamily, Option<i64>, Vec<(&'static str, &'static str)>);
+        type Case = (
+            AddressFamily,
+            Option<i64>,
+            Vec<(&'static str, &'static str)>,
+        );
         let cases: [Case; 5] = [
             (
                 AddressFamily::Ipv4,

@@ -26,6 +26,25 @@ use crate::config::{CacheConfig, CacheMode};
 /// A listing younger than this answers misses without another refresh.
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 
+/// A failed lookup. Cheap to clone: a failed listing is handed to every lookup that waited
+/// for it, instead of each of them repeating the listing.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct CacheError(Arc<hcloud_api::Error>);
+
+impl CacheError {
+    /// The API error behind it.
+    pub fn api_error(&self) -> &hcloud_api::Error {
+        &self.0
+    }
+}
+
+impl From<hcloud_api::Error> for CacheError {
+    fn from(err: hcloud_api::Error) -> Self {
+        Self(Arc::new(err))
+    }
+}
+
 /// How a server is looked up.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ServerKey {
@@ -88,6 +107,8 @@ struct State {
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
     misses: HashMap<ServerKey, Instant>,
+    /// The last listing that failed, and when it failed.
+    failed_refresh: Option<(Instant, CacheError)>,
 }
 
 /// The shared server cache. Cheap to clone.
@@ -117,7 +138,7 @@ impl ServerCache {
 
     /// Find a server. `Ok(None)` means "not found by this lookup", which may be stale by up to
     /// the cache's max age: never treat it as proof that the server is gone.
-    pub async fn get(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+    pub async fn get(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
         match self.config.mode {
             CacheMode::All => self.get_from_listing(key).await,
             CacheMode::One => self.get_single(key).await,
@@ -132,7 +153,7 @@ impl ServerCache {
     /// older than the max age, like every lookup) exists; a server the cache does not know is
     /// asked for directly (by ID, or a name-filtered list), so one created after the last
     /// listing is never reported gone, and `Ok(false)` is always the API's own answer.
-    pub async fn confirm_exists(&self, key: &ServerKey) -> Result<bool, hcloud_api::Error> {
+    pub async fn confirm_exists(&self, key: &ServerKey) -> Result<bool, CacheError> {
         if self.config.mode != CacheMode::Off && self.get(key).await?.is_some() {
             return Ok(true);
         }
@@ -142,19 +163,19 @@ impl ServerCache {
         if let Some(server) = &found {
             state.misses.remove(key);
             state.misses.remove(&ServerKey::Id(server.id));
+            // Later lookups (shutdown state, metadata) find it without another request.
+            if let Some((_, listing)) = &mut state.listing {
+                listing.by_name.insert(server.name.clone(), server.id);
+                listing.by_id.insert(server.id, server.clone());
+            }
         }
         if self.config.mode == CacheMode::One {
-            state
-                .singles
-                .insert(key.clone(), (Instant::now(), found.clone()));
+            self.remember_single(&mut state, key, found.clone());
         }
         Ok(found.is_some())
     }
 
-    async fn get_from_listing(
-        &self,
-        key: &ServerKey,
-    ) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+    async fn get_from_listing(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
         let requested_at = Instant::now();
         // Holding the lock across the refresh makes concurrent lookups wait for one listing.
         let mut state = self.state.lock().await;
@@ -185,12 +206,30 @@ impl ServerCache {
                 return Ok(None);
             }
         }
+        // A listing that failed while this lookup waited for the lock answers it too: during an
+        // outage or a rate limit, the lookups queued behind one failed listing do not each
+        // repeat it (with its retries).
+        if let Some((failed_at, err)) = &state.failed_refresh
+            && *failed_at >= requested_at
+        {
+            self.metrics.count("failed");
+            return Err(err.clone());
+        }
         self.metrics.count("refresh");
-        let servers = self
+        let servers = match self
             .client
             .servers()
             .list_all(&ListServersParams::default())
-            .await?;
+            .await
+        {
+            Ok(servers) => servers,
+            Err(err) => {
+                let err = CacheError::from(err);
+                state.failed_refresh = Some((Instant::now(), err.clone()));
+                return Err(err);
+            }
+        };
+        state.failed_refresh = None;
         let mut listing = Listing::default();
         for server in servers {
             listing.by_name.insert(server.name.clone(), server.id);
@@ -211,7 +250,7 @@ impl ServerCache {
         Ok(found)
     }
 
-    async fn get_single(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+    async fn get_single(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
         {
             let state = self.state.lock().await;
             if let Some((at, server)) = state.singles.get(key) {
@@ -229,21 +268,26 @@ impl ServerCache {
         }
         self.metrics.count("refresh");
         let found = self.fetch(key).await?;
-        self.state
-            .lock()
-            .await
-            .singles
-            .insert(key.clone(), (Instant::now(), found.clone()));
+        let mut state = self.state.lock().await;
+        self.remember_single(&mut state, key, found.clone());
         Ok(found)
     }
 
+    /// Store one server (mode `one`), dropping expired entries so the map stays as large as
+    /// the set of servers looked up within the max age.
+    fn remember_single(&self, state: &mut State, key: &ServerKey, found: Option<Arc<Server>>) {
+        let keep = self.config.max_age.max(self.config.miss_ttl);
+        state.singles.retain(|_, (at, _)| at.elapsed() < keep);
+        state.singles.insert(key.clone(), (Instant::now(), found));
+    }
+
     /// Ask the API for one server, bypassing every cache.
-    async fn fetch(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, hcloud_api::Error> {
+    async fn fetch(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
         match key {
             ServerKey::Id(id) => match self.client.servers().get(*id).await {
                 Ok(server) => Ok(Some(Arc::new(server))),
                 Err(err) if err.is_not_found() => Ok(None),
-                Err(err) => Err(err),
+                Err(err) => Err(err.into()),
             },
             ServerKey::Name(name) => {
                 Ok(self.client.servers().get_by_name(name).await?.map(Arc::new))

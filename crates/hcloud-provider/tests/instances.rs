@@ -379,3 +379,44 @@ async fn shutdown_follows_the_server_status() {
     sim.admin().set_server_status(id, "running").await.unwrap();
     assert!(!instances.instance_shutdown(&n).await.unwrap());
 }
+
+#[tokio::test]
+async fn lookups_queued_behind_a_failed_listing_share_its_failure() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    for i in 0..5 {
+        seed(&sim, ServerSeed::new(format!("outage-{i}"))).await;
+    }
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+    sim.admin()
+        .inject_fault(
+            Fault::new("/servers")
+                .method("GET")
+                .status(503)
+                .code("unavailable")
+                .latency(Duration::from_millis(200))
+                .count(100),
+        )
+        .await
+        .unwrap();
+
+    let lookups = (0..20).map(|i| {
+        let instances = instances.clone();
+        async move {
+            instances
+                .instance_metadata(&node(&format!("outage-{}", i % 5), None))
+                .await
+        }
+    });
+    let results = futures::future::join_all(lookups).await;
+    for result in &results {
+        assert!(matches!(result, Err(Error::Api { .. })), "{result:?}");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&1), "{counts:?}");
+
+    // Once the API answers again, the next lookup lists again and succeeds.
+    sim.admin().clear_faults().await.unwrap();
+    assert!(instances.instance_metadata(&node("outage-0", None)).await.unwrap().is_some());
+}

@@ -460,17 +460,21 @@ impl Inner {
 }
 
 async fn address_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
-    let mut ticker = tokio::time::interval(inner.config.node_status_update_frequency);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let period = crate::period(inner.config.node_status_update_frequency);
     let workers = match inner.config.status_update_workers {
         0 => inner.config.workers.max(1),
         n => n,
     };
+    // Sliding, like Go's wait.Until: a pass, then the full period.
+    let mut first = true;
     loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
+        if !first {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
         }
+        first = false;
         let nodes: Vec<Arc<Node>> = inner
             .cache
             .list()

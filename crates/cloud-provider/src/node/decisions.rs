@@ -98,9 +98,9 @@ pub fn plan_initialization(
         None => return Err(InitError::MissingProviderId),
     };
 
-    if !metadata.node_addresses.is_empty()
-        && let Some(annotation) = provided_node_ip(node)
-    {
+    // As upstream: with the annotation, the cloud's addresses must match it, even when the
+    // cloud returned none (then nothing matches and the Node stays tainted).
+    if let Some(annotation) = provided_node_ip(node) {
         filter_by_node_ips(annotation, &metadata.node_addresses)?;
     }
 
@@ -354,12 +354,17 @@ mod tests {
             plan_initialization(&annotate("garbage"), &metadata()),
             Err(InitError::NodeIp(NodeIpError::Unparsable { .. }))
         ));
-        // No cloud addresses: nothing to check against.
+        // No cloud addresses: the annotated IP matches nothing, so the Node stays tainted.
         let no_addresses = InstanceMetadata {
             node_addresses: vec![],
             ..metadata()
         };
-        assert!(plan_initialization(&annotate("10.0.0.9"), &no_addresses).is_ok());
+        assert!(matches!(
+            plan_initialization(&annotate("10.0.0.9"), &no_addresses),
+            Err(InitError::NodeIp(NodeIpError::NoMatch(_)))
+        ));
+        // Without the annotation, no addresses is fine.
+        assert!(plan_initialization(&tainted_node("n1"), &no_addresses).is_ok());
     }
 
     #[test]

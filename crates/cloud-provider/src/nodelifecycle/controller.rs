@@ -137,16 +137,17 @@ impl NodeLifecycleController {
     /// no-op pass.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(controller = CONTROLLER, "starting");
-        let mut ticker = tokio::time::interval(self.config.node_monitor_period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Sliding, like Go's wait.Until: the period is waited after each pass ends, so a slow
+        // pass (a slow cloud) never makes the next one start at once.
+        let period = crate::period(self.config.node_monitor_period);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                _ = ticker.tick() => {}
+                () = self.monitor_nodes() => {}
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = self.monitor_nodes() => {}
+                () = tokio::time::sleep(period) => {}
             }
         }
         tracing::info!(controller = CONTROLLER, "stopped");
