@@ -86,6 +86,12 @@ pub struct CacheConfig {
     /// How long a listing (or a single server) answers lookups (`HCLOUD_SERVER_CACHE_MAX_AGE`,
     /// default 10 s as upstream).
     pub max_age: Duration,
+    /// How old a listing may be when the lifecycle controller asks whether a server still
+    /// exists or is shut down (never less than `max_age`). NotReady Nodes are checked every
+    /// monitor period; with the plain max age they would cost a full listing every 10 s for as
+    /// long as any Node is NotReady. The price is that a deleted or powered-off server is
+    /// noticed up to this much later.
+    pub status_max_age: Duration,
     /// How long a server that was not found stays "not found" before the next refresh may look
     /// for it again. Keeps retries of a missing server from re-listing everything.
     pub miss_ttl: Duration,
@@ -96,6 +102,7 @@ impl Default for CacheConfig {
         Self {
             mode: CacheMode::All,
             max_age: Duration::from_secs(10),
+            status_max_age: Duration::from_secs(60),
             miss_ttl: Duration::from_secs(10),
         }
     }

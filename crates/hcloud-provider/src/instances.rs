@@ -102,7 +102,12 @@ impl Instances for HcloudInstances {
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.count("instance_shutdown");
-        let server = self.find(node).await?;
+        let key = server_key(node)?;
+        let server = match self.cache.get_for_status(&key).await {
+            Ok(Some(server)) => server,
+            Ok(None) => return Err(Error::InstanceNotFound),
+            Err(err) => return Err(Error::api(format!("looking up {key}"), err)),
+        };
         Ok(server.status == ServerStatus::Off)
     }
 

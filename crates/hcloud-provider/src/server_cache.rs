@@ -139,9 +139,27 @@ impl ServerCache {
     /// Find a server. `Ok(None)` means "not found by this lookup", which may be stale by up to
     /// the cache's max age: never treat it as proof that the server is gone.
     pub async fn get(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
+        self.get_within(key, self.config.max_age).await
+    }
+
+    /// Like [`ServerCache::get`], accepting data as old as [`CacheConfig::status_max_age`]:
+    /// for the lifecycle controller's periodic existence and shutdown checks.
+    pub async fn get_for_status(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
+        self.get_within(key, self.status_max_age()).await
+    }
+
+    fn status_max_age(&self) -> Duration {
+        self.config.status_max_age.max(self.config.max_age)
+    }
+
+    async fn get_within(
+        &self,
+        key: &ServerKey,
+        max_age: Duration,
+    ) -> Result<Option<Arc<Server>>, CacheError> {
         match self.config.mode {
-            CacheMode::All => self.get_from_listing(key).await,
-            CacheMode::One => self.get_single(key).await,
+            CacheMode::All => self.get_from_listing(key, max_age).await,
+            CacheMode::One => self.get_single(key, max_age).await,
             CacheMode::Off => {
                 self.metrics.count("uncached");
                 self.fetch(key).await
@@ -154,7 +172,7 @@ impl ServerCache {
     /// asked for directly (by ID, or a name-filtered list), so one created after the last
     /// listing is never reported gone, and `Ok(false)` is always the API's own answer.
     pub async fn confirm_exists(&self, key: &ServerKey) -> Result<bool, CacheError> {
-        if self.config.mode != CacheMode::Off && self.get(key).await?.is_some() {
+        if self.config.mode != CacheMode::Off && self.get_for_status(key).await?.is_some() {
             return Ok(true);
         }
         self.metrics.count("confirm");
@@ -175,14 +193,18 @@ impl ServerCache {
         Ok(found.is_some())
     }
 
-    async fn get_from_listing(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
+    async fn get_from_listing(
+        &self,
+        key: &ServerKey,
+        max_age: Duration,
+    ) -> Result<Option<Arc<Server>>, CacheError> {
         let requested_at = Instant::now();
         // Holding the lock across the refresh makes concurrent lookups wait for one listing.
         let mut state = self.state.lock().await;
         let fresh = state
             .listing
             .as_ref()
-            .filter(|(at, _)| at.elapsed() < self.config.max_age)
+            .filter(|(at, _)| at.elapsed() < max_age)
             .map(|(at, listing)| (*at, lookup(listing, key)));
         if let Some((listed_at, found)) = fresh {
             if let Some(server) = found {
@@ -250,12 +272,16 @@ impl ServerCache {
         Ok(found)
     }
 
-    async fn get_single(&self, key: &ServerKey) -> Result<Option<Arc<Server>>, CacheError> {
+    async fn get_single(
+        &self,
+        key: &ServerKey,
+        max_age: Duration,
+    ) -> Result<Option<Arc<Server>>, CacheError> {
         {
             let state = self.state.lock().await;
             if let Some((at, server)) = state.singles.get(key) {
                 let ttl = if server.is_some() {
-                    self.config.max_age
+                    max_age
                 } else {
                     self.config.miss_ttl
                 };
@@ -276,7 +302,7 @@ impl ServerCache {
     /// Store one server (mode `one`), dropping expired entries so the map stays as large as
     /// the set of servers looked up within the max age.
     fn remember_single(&self, state: &mut State, key: &ServerKey, found: Option<Arc<Server>>) {
-        let keep = self.config.max_age.max(self.config.miss_ttl);
+        let keep = self.status_max_age().max(self.config.miss_ttl);
         state.singles.retain(|_, (at, _)| at.elapsed() < keep);
         state.singles.insert(key.clone(), (Instant::now(), found));
     }

@@ -418,5 +418,46 @@ async fn lookups_queued_behind_a_failed_listing_share_its_failure() {
 
     // Once the API answers again, the next lookup lists again and succeeds.
     sim.admin().clear_faults().await.unwrap();
-    assert!(instances.instance_metadata(&node("outage-0", None)).await.unwrap().is_some());
+    assert!(
+        instances
+            .instance_metadata(&node("outage-0", None))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn lifecycle_checks_accept_an_older_listing_than_metadata_lookups() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("steady")).await;
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                max_age: Duration::from_millis(200),
+                status_max_age: Duration::from_secs(30),
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    let n = node("steady", Some(&format!("hcloud://{id}")));
+    sim.admin().reset_request_counts().await.unwrap();
+    instances.instance_metadata(&n).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Past the max age: the lifecycle controller's checks still use the listing...
+    for _ in 0..10 {
+        assert!(instances.instance_exists(&n).await.unwrap());
+        assert!(!instances.instance_shutdown(&n).await.unwrap());
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+    // ...while metadata (initialization, address refresh) lists again.
+    instances.instance_metadata(&n).await.unwrap();
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&2), "{counts:?}");
 }

@@ -79,6 +79,7 @@ impl Setup {
     /// Set the server cache's max age.
     pub fn max_age(mut self, max_age: Duration) -> Self {
         self.settings.cache.max_age = max_age;
+        self.settings.cache.status_max_age = max_age;
         self
     }
 }
