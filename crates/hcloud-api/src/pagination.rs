@@ -85,9 +85,9 @@ pub(crate) fn decode_page<T: DeserializeOwned>(
     // caller conclude that something does not exist.
     let items = match map.remove(key) {
         Some(serde_json::Value::Null) | None => {
-            return Err(decode_err(<serde_json::Error as serde::de::Error>::custom(format!(
-                "the answer has no `{key}` list"
-            ))));
+            return Err(decode_err(<serde_json::Error as serde::de::Error>::custom(
+                format!("the answer has no `{key}` list"),
+            )));
         }
         Some(value) => serde_json::from_value(value).map_err(decode_err)?,
     };

@@ -156,7 +156,11 @@ async fn initializes_tainted_nodes_and_reports_synced() {
     let asked = env.fake.calls(Call::Metadata, known);
     assert!(!asked.is_empty());
     assert_eq!(asked[0].provider_id.as_deref(), Some("cloud://12"));
-    assert!(env.metrics.reconcile_count(CONTROLLER) >= 2);
+    // Counted when a sync returns, which is after its writes became visible.
+    eventually("two counted node syncs", WAIT, || async {
+        (env.metrics.reconcile_count(CONTROLLER) >= 2).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListCertificatesParams;
-use crate::api::{ActionAnswer, decode_member, named, get_one};
+use crate::api::{ActionAnswer, decode_member, get_one, named};
 use crate::error::Error;
 use crate::models::{
     Action, Certificate, CreateCertificateRequest, CreateCertificateResponse, UpdateRequest,

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{named, get_one};
+use crate::api::{get_one, named};
 use crate::error::Error;
 use crate::models::LoadBalancerType;
 use crate::pagination::get_all;

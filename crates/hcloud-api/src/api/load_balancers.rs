@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{ActionAnswer, decode_member, named, get_one};
+use crate::api::{ActionAnswer, decode_member, get_one, named};
 use crate::error::Error;
 use crate::models::{
     Action, Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
@@ -48,7 +48,11 @@ impl LoadBalancersApi<'_> {
 
     /// The load balancer with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<LoadBalancer>, Error> {
-        Ok(named(self.list(&ListParams::name(name)).await?.items, name, |i| &i.name))
+        Ok(named(
+            self.list(&ListParams::name(name)).await?.items,
+            name,
+            |i| &i.name,
+        ))
     }
 
     /// One page of `GET /load_balancers`.

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{ActionAnswer, named, get_one};
+use crate::api::{ActionAnswer, get_one, named};
 use crate::error::Error;
 use crate::models::{Action, Network, Route};
 use crate::pagination::{Page, get_all, get_page};
@@ -26,7 +26,11 @@ impl NetworksApi<'_> {
 
     /// The network with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Network>, Error> {
-        Ok(named(self.list(&ListParams::name(name)).await?.items, name, |i| &i.name))
+        Ok(named(
+            self.list(&ListParams::name(name)).await?.items,
+            name,
+            |i| &i.name,
+        ))
     }
 
     /// One page of `GET /networks`.

@@ -2,7 +2,7 @@
 
 use crate::Client;
 use crate::api::params::ListServersParams;
-use crate::api::{named, get_one};
+use crate::api::{get_one, named};
 use crate::error::Error;
 use crate::models::Server;
 use crate::pagination::{Page, get_all, get_page};
