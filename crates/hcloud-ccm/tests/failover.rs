@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint}
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::ControlPlane;
+use kube_harness::{ControlPlane, eventually};
 use serde::Deserialize as _;
 use serde_json::json;
 
@@ -112,24 +112,6 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .and_then(|s| s.holder_identity)
 }
 
-async fn wait_for<F, Fut, T>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn register_node(nodes: &Api<Node>, name: &str) {
     let node = Node {
         metadata: ObjectMeta {
@@ -215,7 +197,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     let nodes: Api<Node> = Api::all(admin.clone());
 
     let mut a = start_ccm(&plane, &sim, "ccm-a", dir.path()).await;
-    let leader_a = wait_for("process A to lead", Duration::from_secs(30), || {
+    let leader_a = eventually("process A to lead", Duration::from_secs(30), || {
         holder(&leases)
     })
     .await;
@@ -225,7 +207,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     assert_eq!(holder(&leases).await.as_deref(), Some(leader_a.as_str()));
 
     register_node(&nodes, "failover-1").await;
-    wait_for(
+    eventually(
         "failover-1 initialized by A",
         Duration::from_secs(20),
         || initialized(&nodes, "failover-1"),
@@ -234,7 +216,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
 
     let killed_at = Timestamp::now();
     a.kill().await.unwrap();
-    let leader_b = wait_for(
+    let leader_b = eventually(
         "process B to take over",
         Duration::from_secs(30),
         || async { holder(&leases).await.filter(|h| *h != leader_a) },
@@ -248,7 +230,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     );
 
     register_node(&nodes, "failover-2").await;
-    wait_for(
+    eventually(
         "failover-2 initialized by B",
         Duration::from_secs(20),
         || initialized(&nodes, "failover-2"),

@@ -1,9 +1,8 @@
 //! Test doubles and helpers shared by the integration tests.
 
+pub use kube_harness::{eventually, has_taint, taints};
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::{self, InstanceMetadata, Instances};
@@ -283,36 +282,6 @@ pub async fn events_with_reason(client: &Client, name: &str, reason: &str) -> Ve
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
-}
-
-/// Poll `check` every 50 ms until it returns `Some`, or panic after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-pub fn taints(node: &Node) -> Vec<Taint> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-}
-
-pub fn has_taint(node: &Node, key: &str) -> bool {
-    taints(node).iter().any(|t| t.key == key)
 }
 
 pub fn addresses(node: &Node) -> Vec<NodeAddress> {

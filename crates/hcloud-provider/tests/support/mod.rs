@@ -4,8 +4,8 @@
 
 #![allow(dead_code)]
 
+pub use kube_harness::{eventually, has_taint, taints};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -481,36 +481,6 @@ pub fn ready_conditions(status: &str) -> Value {
         "lastHeartbeatTime": now,
         "lastTransitionTime": now,
     }])
-}
-
-/// Poll `check` every 100 ms until it returns `Some`; panic after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-pub fn taints(node: &Node) -> Vec<Taint> {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-}
-
-pub fn has_taint(node: &Node, key: &str) -> bool {
-    taints(node).iter().any(|t| t.key == key)
 }
 
 pub fn provider_id(node: &Node) -> Option<&str> {

@@ -1,0 +1,40 @@
+//! Small helpers that integration tests of every crate share.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+
+/// Poll `check` every 50 ms until it returns `Some`, and return that value.
+///
+/// # Panics
+/// After `timeout`, naming `what`: this is a test assertion.
+#[allow(clippy::panic)]
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The Node's taints (empty when it has none).
+pub fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+/// Whether the Node has a taint with this key.
+pub fn has_taint(node: &Node, key: &str) -> bool {
+    taints(node).iter().any(|t| t.key == key)
+}
