@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -19,6 +20,39 @@ pub const CLUSTER_SCOPED_EVENT_NAMESPACE: &str = "default";
 /// Longest message written; longer ones are cut.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 const DEDUP_CAPACITY: usize = 4096;
+/// Events one object may get in a burst (client-go's spam filter).
+const SPAM_BURST: f64 = 25.0;
+/// After the burst, one more event per object every this often (client-go: 1/300 qps).
+const SPAM_REFILL: Duration = Duration::from_secs(300);
+
+/// A token bucket per involved object, as client-go's `EventSourceObjectSpamFilter`: a
+/// controller failing on one Node every few seconds writes 25 events, then one per five
+/// minutes, instead of one per failure.
+#[derive(Debug, Default)]
+struct SpamFilter {
+    buckets: HashMap<(String, String, String, String), (f64, Instant)>,
+}
+
+impl SpamFilter {
+    fn allow(&mut self, key: (String, String, String, String), now: Instant) -> bool {
+        if self.buckets.len() >= DEDUP_CAPACITY && !self.buckets.contains_key(&key) {
+            // Forget objects whose bucket has refilled: they behave like new ones anyway.
+            let refilled = SPAM_REFILL.mul_f64(SPAM_BURST);
+            self.buckets
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < refilled);
+        }
+        let (tokens, at) = self.buckets.entry(key).or_insert((SPAM_BURST, now));
+        let elapsed = now.saturating_duration_since(*at).as_secs_f64();
+        *tokens = (*tokens + elapsed / SPAM_REFILL.as_secs_f64()).min(SPAM_BURST);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// `Normal` or `Warning`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +116,7 @@ pub struct EventRecorder {
     component: String,
     host: Option<String>,
     cache: Arc<Mutex<DedupCache>>,
+    spam: Arc<Mutex<SpamFilter>>,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -145,6 +180,7 @@ impl EventRecorder {
             component: component.into(),
             host: None,
             cache: Arc::default(),
+            spam: Arc::default(),
         }
     }
 
@@ -209,6 +245,23 @@ impl EventRecorder {
             reason: reason.to_owned(),
             message: message.to_owned(),
         };
+        let allowed = self
+            .spam
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .allow(
+                (
+                    key.namespace.clone(),
+                    key.kind.clone(),
+                    key.name.clone(),
+                    key.uid.clone(),
+                ),
+                Instant::now(),
+            );
+        if !allowed {
+            tracing::debug!(reason, object = %key.name, "event dropped: too many events about this object");
+            return Ok(());
+        }
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let now = Time(Timestamp::now());
 
@@ -305,6 +358,37 @@ mod tests {
             error_chain(&inner),
             "cloud API call failed: get server: connection reset"
         );
+    }
+
+    #[test]
+    fn spam_filter_allows_a_burst_then_one_event_per_refill_period() {
+        let mut filter = SpamFilter::default();
+        let key = || {
+            (
+                "default".to_owned(),
+                "Node".to_owned(),
+                "n1".to_owned(),
+                "u1".to_owned(),
+            )
+        };
+        let other = (
+            "default".to_owned(),
+            "Node".to_owned(),
+            "n2".to_owned(),
+            "u2".to_owned(),
+        );
+        let start = Instant::now();
+        for i in 0..25 {
+            assert!(filter.allow(key(), start), "event {i} of the burst");
+        }
+        assert!(!filter.allow(key(), start), "the 26th is dropped");
+        assert!(
+            filter.allow(other, start),
+            "other objects have their own bucket"
+        );
+        assert!(!filter.allow(key(), start + SPAM_REFILL / 2));
+        assert!(filter.allow(key(), start + SPAM_REFILL + SPAM_REFILL / 2));
+        assert!(!filter.allow(key(), start + SPAM_REFILL + SPAM_REFILL / 2));
     }
 
     #[test]

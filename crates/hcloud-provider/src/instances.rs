@@ -40,7 +40,8 @@ impl HcloudInstances {
         }
     }
 
-    /// Register `cloud_controller_manager_operations_total{op}` and the cache counters.
+    /// Register `cloud_controller_manager_operations_total{op}` (with the official CCM's `op`
+    /// values, e.g. `hcloud/instancesv2.InstanceExists`) and the cache counters.
     pub fn register_metrics(&self, registry: &mut Registry) {
         registry.register(
             "cloud_controller_manager_operations",
@@ -92,7 +93,7 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
 #[async_trait]
 impl Instances for HcloudInstances {
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
-        self.count("instance_exists");
+        self.count("hcloud/instancesv2.InstanceExists");
         let key = server_key(node)?;
         self.cache
             .confirm_exists(&key)
@@ -101,7 +102,7 @@ impl Instances for HcloudInstances {
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
-        self.count("instance_shutdown");
+        self.count("hcloud/instancesv2.InstanceShutdown");
         let key = server_key(node)?;
         let server = match self.cache.get_for_status(&key).await {
             Ok(Some(server)) => server,
@@ -112,7 +113,7 @@ impl Instances for HcloudInstances {
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
-        self.count("instance_metadata");
+        self.count("hcloud/instancesv2.InstanceMetadata");
         let server = self.find(node).await?;
         Ok(Some(instance_metadata(&server, &self.config)))
     }

@@ -461,3 +461,29 @@ async fn lifecycle_checks_accept_an_older_listing_than_metadata_lookups() {
     let counts = sim.admin().request_counts().await.unwrap();
     assert_eq!(counts.get("GET /servers"), Some(&2), "{counts:?}");
 }
+
+#[tokio::test]
+async fn operation_metrics_use_the_official_names() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("metered")).await;
+    let p = provider(&sim, settings()).await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    p.register_metrics(&mut registry);
+    let instances = p.instances().unwrap();
+    let n = node("metered", Some(&format!("hcloud://{id}")));
+    instances.instance_metadata(&n).await.unwrap();
+    instances.instance_exists(&n).await.unwrap();
+    instances.instance_shutdown(&n).await.unwrap();
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for op in ["InstanceMetadata", "InstanceExists", "InstanceShutdown"] {
+        let line = format!(
+            "cloud_controller_manager_operations_total{{op=\"hcloud/instancesv2.{op}\"}} 1"
+        );
+        assert!(text.contains(&line), "{line} missing in:\n{text}");
+    }
+    assert!(
+        text.contains("cloud_controller_manager_server_cache_requests_total{result=\"hit\"}"),
+        "{text}"
+    );
+}
