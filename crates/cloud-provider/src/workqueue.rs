@@ -43,6 +43,40 @@ impl Backoff {
     }
 }
 
+/// client-go's overall retry limiter, combined with the per-item backoff (the longer delay
+/// wins): 10 retries per second with a burst of 100, so a mass failure (every Node failing at
+/// once) cannot turn into a retry storm against the cloud.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+const BUCKET_PER_SECOND: f64 = 10.0;
+const BUCKET_BURST: f64 = 100.0;
+
+impl Bucket {
+    fn new(now: Instant) -> Self {
+        Self {
+            tokens: BUCKET_BURST,
+            at: now,
+        }
+    }
+
+    /// Take a token (possibly one not yet refilled) and return how long to wait for it.
+    fn reserve(&mut self, now: Instant) -> Duration {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * BUCKET_PER_SECOND).min(BUCKET_BURST);
+        self.at = now;
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / BUCKET_PER_SECOND)
+        }
+    }
+}
+
 #[derive(Debug)]
 struct State<K> {
     queue: VecDeque<K>,
@@ -50,6 +84,7 @@ struct State<K> {
     processing: HashSet<K>,
     waiting: HashMap<K, Instant>,
     failures: HashMap<K, u32>,
+    bucket: Bucket,
     shut_down: bool,
 }
 
@@ -71,6 +106,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 processing: HashSet::new(),
                 waiting: HashMap::new(),
                 failures: HashMap::new(),
+                bucket: Bucket::new(Instant::now()),
                 shut_down: false,
             }),
             notify: Notify::new(),
@@ -123,14 +159,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         self.notify.notify_one();
     }
 
-    /// Queue `key` after its backoff delay and count a failure. Returns the delay.
+    /// Queue `key` after its backoff delay (the longer of its own exponential backoff and the
+    /// queue-wide 10/s bucket) and count a failure. Returns the delay.
     pub fn add_rate_limited(&self, key: K) -> Duration {
         let delay = {
             let mut state = self.lock();
             let failures = state.failures.entry(key.clone()).or_insert(0);
-            let delay = self.backoff.delay(*failures);
+            let per_item = self.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            delay
+            per_item.max(state.bucket.reserve(Instant::now()))
         };
         self.add_after(key, delay);
         delay
@@ -226,6 +263,30 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_overall_bucket_allows_a_burst_of_100_then_10_per_second() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(start);
+        for i in 0..100 {
+            assert_eq!(
+                bucket.reserve(start),
+                Duration::ZERO,
+                "retry {i} of the burst"
+            );
+        }
+        assert_eq!(bucket.reserve(start), Duration::from_millis(100));
+        assert_eq!(bucket.reserve(start), Duration::from_millis(200));
+        // A second later ten tokens are back; two were promised already, eight remain.
+        for i in 0..8 {
+            let later = start + Duration::from_secs(1);
+            assert_eq!(bucket.reserve(later), Duration::ZERO, "refilled token {i}");
+        }
+        assert_eq!(
+            bucket.reserve(start + Duration::from_secs(1)),
+            Duration::from_millis(100)
+        );
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {
