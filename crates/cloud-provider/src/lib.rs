@@ -52,6 +52,7 @@ pub mod metrics;
 pub mod node;
 pub mod nodelifecycle;
 pub mod provider;
+pub mod route;
 pub mod well_known;
 pub mod workqueue;
 
@@ -68,3 +69,4 @@ pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
 pub use provider::{
     CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, Route, Routes,
 };
+pub use route::{RouteController, RouteControllerConfig, RouteMetrics};

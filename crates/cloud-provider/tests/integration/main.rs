@@ -8,6 +8,7 @@
 
 mod node_controller;
 mod node_lifecycle;
+mod route_controller;
 mod support;
 
 use std::sync::Arc;

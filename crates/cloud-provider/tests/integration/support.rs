@@ -206,6 +206,14 @@ impl NodeBuilder {
         self
     }
 
+    /// `spec.podCIDRs` (and `spec.podCIDR` = the first), as the node IPAM allocator sets them.
+    pub fn pod_cidrs(mut self, cidrs: &[&str]) -> Self {
+        let spec = self.node.spec.get_or_insert_default();
+        spec.pod_cidr = cidrs.first().map(|c| (*c).to_owned());
+        spec.pod_cidrs = Some(cidrs.iter().map(|c| (*c).to_owned()).collect());
+        self
+    }
+
     pub fn addresses(mut self, addresses: Vec<NodeAddress>) -> Self {
         self.addresses = addresses;
         self

@@ -1,0 +1,543 @@
+//! I/O of the route controller; decisions live in [`super::decisions`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
+use rand::Rng;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::decisions::{
+    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, RouteCreation, condition_writes,
+    plan,
+};
+use crate::cache::NodeCache;
+use crate::events::{EventRecorder, EventType, error_chain};
+use crate::metrics::Metrics;
+use crate::provider::{self, Route, Routes};
+
+/// Event source component (as upstream).
+pub const COMPONENT: &str = "route_controller";
+/// Controller label in metrics.
+pub const CONTROLLER: &str = "route";
+/// Most cloud route calls (creations and deletions together) in flight at once.
+pub const MAX_CONCURRENT_ROUTE_OPERATIONS: usize = 200;
+/// Attempts of one creation within a cycle (only conflict-like errors are retried).
+pub const CREATE_ATTEMPTS: u32 = 5;
+/// Attempts of one condition write (retried on API conflicts).
+pub const CONDITION_ATTEMPTS: u32 = 5;
+/// Concurrent condition writes.
+const CONCURRENT_CONDITION_WRITES: usize = 20;
+/// Base delay between retries (upstream: 100 ms, jitter 1.0).
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Settings of the route controller.
+#[derive(Clone, Debug)]
+pub struct RouteControllerConfig {
+    /// `--cluster-name`, passed to every route call.
+    pub cluster_name: String,
+    /// `--cluster-cidr`: routes are owned (and may be deleted) only when their CIDR overlaps one
+    /// of these by its first or last address. Validate with
+    /// [`super::decisions::parse_cluster_cidrs`].
+    pub cluster_cidrs: Vec<IpNet>,
+    /// `--route-reconciliation-period` (default 10 s), waited after each pass.
+    pub reconciliation_period: Duration,
+}
+
+impl Default for RouteControllerConfig {
+    fn default() -> Self {
+        Self {
+            cluster_name: "kubernetes".to_owned(),
+            cluster_cidrs: Vec::new(),
+            reconciliation_period: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The route controller's own metric: `route_controller_route_sync_total`. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct RouteMetrics {
+    route_syncs: Counter,
+}
+
+impl RouteMetrics {
+    /// A fresh, unregistered counter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register `route_controller_route_sync_total` into `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "route_controller_route_sync",
+            "A metric counting the amount of times routes have been synced with the cloud provider",
+            self.route_syncs.clone(),
+        );
+    }
+
+    /// Reconcile passes counted so far.
+    pub fn route_sync_count(&self) -> u64 {
+        self.route_syncs.get()
+    }
+}
+
+/// The outcome of one successful reconcile (one whose route listing worked).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReconcileSummary {
+    /// Routes deleted.
+    pub deleted: usize,
+    /// Deletions that failed (logged only).
+    pub delete_failures: usize,
+    /// Routes created.
+    pub created: usize,
+    /// Creations that failed (Warning event on the Node).
+    pub create_failures: usize,
+    /// `NetworkUnavailable` conditions written.
+    pub conditions_written: usize,
+}
+
+/// The route controller: keeps one cloud route per (Node, pod CIDR) and reports the outcome in
+/// the Nodes' `NetworkUnavailable` condition.
+pub struct RouteController {
+    nodes: Api<Node>,
+    cache: NodeCache,
+    routes: Arc<dyn Routes>,
+    recorder: EventRecorder,
+    metrics: Metrics,
+    route_metrics: RouteMetrics,
+    config: RouteControllerConfig,
+}
+
+impl std::fmt::Debug for RouteController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteController")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_kube_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_conflict())
+}
+
+fn is_kube_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found())
+}
+
+/// The delay before retrying a failed creation within the cycle, or `None` when it must wait
+/// for the next cycle.
+///
+/// Upstream retries `CreateRoute` only on a Kubernetes `Conflict`. The conflict-like errors of
+/// this contract are [`provider::Error::Retry`] (anywhere in the source chain; waited for its
+/// `retry_after`, capped at `cap`) and an apiserver 409 in the source chain (100–200 ms, as
+/// upstream's backoff). Every other error is final for this cycle.
+pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Duration> {
+    if let Some(after) = err.retry_after() {
+        return Some(after.min(cap));
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if cause
+            .downcast_ref::<kube::Error>()
+            .is_some_and(is_kube_conflict)
+        {
+            return Some(jittered(RETRY_DELAY));
+        }
+        source = cause.source();
+    }
+    None
+}
+
+fn jittered(base: Duration) -> Duration {
+    base + base.mul_f64(rand::rng().random_range(0.0..1.0))
+}
+
+/// The strategic-merge status patch carrying only the `NetworkUnavailable` condition.
+/// `status.conditions` merges by `type`, so the Node's other conditions stay.
+pub fn condition_patch(condition: &NetworkCondition, now: &Time) -> serde_json::Value {
+    serde_json::json!({
+        "status": {
+            "conditions": [{
+                "type": CONDITION_NETWORK_UNAVAILABLE,
+                "status": condition.status,
+                "reason": condition.reason,
+                "message": condition.message,
+                "lastTransitionTime": now,
+                "lastHeartbeatTime": now,
+            }]
+        }
+    })
+}
+
+impl RouteController {
+    /// A controller writing through `client`, reading `cache` and programming `routes`.
+    pub fn new(
+        client: Client,
+        cache: NodeCache,
+        routes: Arc<dyn Routes>,
+        metrics: Metrics,
+        config: RouteControllerConfig,
+    ) -> Self {
+        let recorder = EventRecorder::new(client.clone(), COMPONENT);
+        Self {
+            nodes: Api::all(client),
+            cache,
+            routes,
+            recorder,
+            metrics,
+            route_metrics: RouteMetrics::new(),
+            config,
+        }
+    }
+
+    /// Use `route_metrics` (e.g. one registered before leader election) instead of a private one.
+    #[must_use]
+    pub fn with_route_metrics(mut self, route_metrics: RouteMetrics) -> Self {
+        self.route_metrics = route_metrics;
+        self
+    }
+
+    /// Use an event recorder of your own.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// The `route_controller_route_sync_total` counter of this controller.
+    pub fn route_metrics(&self) -> &RouteMetrics {
+        &self.route_metrics
+    }
+
+    /// Wait for the Node cache, then reconcile every period until `shutdown`. One reconcile at a
+    /// time; the period is waited after each pass ends (sliding), so a slow cloud never makes
+    /// passes pile up.
+    pub async fn run(self, shutdown: CancellationToken) {
+        tracing::info!(controller = CONTROLLER, "starting");
+        if self.config.cluster_cidrs.is_empty() {
+            tracing::warn!(
+                controller = CONTROLLER,
+                "no cluster CIDRs configured: no route will ever be deleted"
+            );
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                tracing::info!(controller = CONTROLLER, "stopped");
+                return;
+            }
+            () = self.cache.wait_until_ready() => {}
+        }
+        let period = crate::period(self.config.reconciliation_period);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                result = self.reconcile() => {
+                    if let Err(err) = result {
+                        tracing::warn!(error = %error_chain(&err), "couldn't reconcile node routes");
+                    }
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(period) => {}
+            }
+        }
+        tracing::info!(controller = CONTROLLER, "stopped");
+    }
+
+    /// One reconcile pass. A failing `list_routes` aborts it before any change (no deletions,
+    /// creations or condition writes) and is returned; failed deletions, creations and condition
+    /// writes are logged (creations also as events) and the pass still succeeds.
+    pub async fn reconcile(&self) -> Result<ReconcileSummary, provider::Error> {
+        let _timer = self.metrics.reconcile_timer(CONTROLLER);
+        self.route_metrics.route_syncs.inc();
+        let listed = match self.routes.list_routes(&self.config.cluster_name).await {
+            Ok(listed) => listed,
+            Err(err) => {
+                self.metrics.record_error(CONTROLLER, err.metric_label());
+                return Err(err);
+            }
+        };
+        let nodes = self.cache.list();
+        let mut plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
+        for (name, entry) in &plan.nodes {
+            for pod in &entry.pod_cidrs {
+                if pod.action == CidrAction::Unparsable {
+                    tracing::warn!(node = %name, cidr = %pod.text, "ignoring unparsable pod CIDR");
+                } else {
+                    tracing::debug!(node = %name, cidr = %pod.text, action = ?pod.action, "route action");
+                }
+            }
+        }
+        let mut summary = ReconcileSummary::default();
+
+        let limiter = Semaphore::new(MAX_CONCURRENT_ROUTE_OPERATIONS);
+        let by_name: HashMap<&str, &Arc<Node>> = nodes
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+            .collect();
+        let by_name = &by_name;
+        let deletions = futures::future::join_all(
+            plan.to_delete
+                .iter()
+                .map(|route| self.delete_route(&limiter, route)),
+        );
+        let creations = |limiter| {
+            futures::future::join_all(
+                plan.to_create
+                    .iter()
+                    .map(move |c| self.create_route(limiter, by_name.get(c.node.as_str()), c)),
+            )
+        };
+        let (deleted, created) = if plan.wait_for_deletions {
+            let deleted = deletions.await;
+            (deleted, creations(&limiter).await)
+        } else {
+            futures::join!(deletions, creations(&limiter))
+        };
+        summary.deleted = deleted.iter().filter(|ok| **ok).count();
+        summary.delete_failures = deleted.len() - summary.deleted;
+        let created: Vec<(String, IpNet)> = plan
+            .to_create
+            .iter()
+            .zip(created)
+            .filter(|(_, ok)| *ok)
+            .map(|(c, _)| (c.node.clone(), c.route.destination_cidr))
+            .collect();
+        summary.created = created.len();
+        summary.create_failures = plan.to_create.len() - created.len();
+        for (node, cidr) in &created {
+            plan.mark_created(node, cidr);
+        }
+
+        let writes = condition_writes(&nodes, &plan);
+        summary.conditions_written = futures::stream::iter(writes)
+            .map(|(name, condition)| async move { self.write_condition(&name, &condition).await })
+            .buffer_unordered(CONCURRENT_CONDITION_WRITES)
+            .filter(|ok| std::future::ready(*ok))
+            .count()
+            .await;
+        tracing::debug!(?summary, "reconciled node routes");
+        Ok(summary)
+    }
+
+    async fn delete_route(&self, limiter: &Semaphore, route: &Route) -> bool {
+        let started = Instant::now();
+        let _permit = limiter.acquire().await.ok();
+        tracing::info!(route = %route.name, cidr = %route.destination_cidr, target = %route.target_node, "deleting route");
+        match self
+            .routes
+            .delete_route(&self.config.cluster_name, route)
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(route = %route.name, cidr = %route.destination_cidr, elapsed = ?started.elapsed(), "deleted route");
+                true
+            }
+            Err(err) => {
+                tracing::error!(route = %route.name, cidr = %route.destination_cidr, elapsed = ?started.elapsed(), error = %error_chain(&err), "could not delete route");
+                false
+            }
+        }
+    }
+
+    async fn create_route(
+        &self,
+        limiter: &Semaphore,
+        node: Option<&&Arc<Node>>,
+        creation: &RouteCreation,
+    ) -> bool {
+        let cidr = creation.route.destination_cidr;
+        let cap = crate::period(self.config.reconciliation_period);
+        for attempt in 1..=CREATE_ATTEMPTS {
+            let started = Instant::now();
+            let result = {
+                let _permit = limiter.acquire().await.ok();
+                tracing::info!(node = %creation.node, %cidr, hint = %creation.name_hint, "creating route");
+                self.routes
+                    .create_route(
+                        &self.config.cluster_name,
+                        &creation.name_hint,
+                        &creation.route,
+                    )
+                    .await
+            };
+            let err = match result {
+                Ok(()) => {
+                    tracing::info!(node = %creation.node, %cidr, elapsed = ?started.elapsed(), "created route");
+                    return true;
+                }
+                Err(err) => err,
+            };
+            let chain = error_chain(&err);
+            tracing::warn!(node = %creation.node, %cidr, attempt, elapsed = ?started.elapsed(), error = %chain, "could not create route");
+            // No elapsed time in the message, so repeated failures aggregate into one event.
+            let message = format!(
+                "Could not create route {} {} for node {}: {}",
+                creation.name_hint, cidr, creation.node, chain
+            );
+            if let Some(node) = node {
+                self.recorder
+                    .publish(
+                        node.as_ref(),
+                        EventType::Warning,
+                        "FailedToCreateRoute",
+                        &message,
+                    )
+                    .await;
+            }
+            match create_retry_delay(&err, cap) {
+                Some(delay) if attempt < CREATE_ATTEMPTS => tokio::time::sleep(delay).await,
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    async fn write_condition(&self, name: &str, condition: &NetworkCondition) -> bool {
+        for attempt in 1..=CONDITION_ATTEMPTS {
+            let patch = condition_patch(condition, &Time(Timestamp::now()));
+            match self
+                .nodes
+                .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(
+                        node = name,
+                        status = condition.status,
+                        reason = condition.reason,
+                        "set NetworkUnavailable"
+                    );
+                    return true;
+                }
+                Err(err) if is_kube_conflict(&err) && attempt < CONDITION_ATTEMPTS => {
+                    tokio::time::sleep(jittered(RETRY_DELAY)).await;
+                }
+                Err(err) if is_kube_not_found(&err) => {
+                    tracing::debug!(
+                        node = name,
+                        "node vanished before its condition was written"
+                    );
+                    return false;
+                }
+                Err(err) => {
+                    tracing::error!(node = name, error = %error_chain(&err), "error updating node network condition");
+                    return false;
+                }
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::decisions::{NO_ROUTE_CREATED, ROUTE_CREATED};
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn only_conflict_like_errors_are_retried_within_the_cycle() {
+        let cap = Duration::from_secs(10);
+        assert_eq!(
+            create_retry_delay(
+                &provider::Error::retry("locked", Duration::from_secs(2)),
+                cap
+            ),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            create_retry_delay(
+                &provider::Error::retry("locked", Duration::from_secs(60)),
+                cap
+            ),
+            Some(cap),
+            "long delays are cut to the period"
+        );
+        let wrapped = provider::Error::Other {
+            message: "create route".into(),
+            source: Some(Box::new(provider::Error::retry("locked", Duration::ZERO))),
+        };
+        assert_eq!(create_retry_delay(&wrapped, cap), Some(Duration::ZERO));
+
+        let conflict = kube::Error::Api(
+            kube::core::Status::failure("conflict", "Conflict")
+                .with_code(409)
+                .boxed(),
+        );
+        let delay = create_retry_delay(&provider::Error::api("create route", conflict), cap)
+            .expect("a 409 is retried");
+        assert!(
+            delay >= RETRY_DELAY && delay <= RETRY_DELAY * 2,
+            "{delay:?}"
+        );
+
+        for err in [
+            provider::Error::api_msg("503"),
+            provider::Error::NotImplemented,
+            provider::Error::InvalidInput("cidr".into()),
+            provider::Error::api(
+                "create route",
+                kube::Error::Api(
+                    kube::core::Status::failure("nope", "Forbidden")
+                        .with_code(403)
+                        .boxed(),
+                ),
+            ),
+        ] {
+            assert_eq!(create_retry_delay(&err, cap), None, "{err}");
+        }
+    }
+
+    #[test]
+    fn condition_patch_carries_only_network_unavailable() {
+        let now: Time = Time("2024-01-02T03:04:05Z".parse().unwrap());
+        assert_eq!(
+            condition_patch(&ROUTE_CREATED, &now),
+            serde_json::json!({"status": {"conditions": [{
+                "type": "NetworkUnavailable",
+                "status": "False",
+                "reason": "RouteCreated",
+                "message": "RouteController created a route",
+                "lastTransitionTime": "2024-01-02T03:04:05Z",
+                "lastHeartbeatTime": "2024-01-02T03:04:05Z",
+            }]}})
+        );
+        let patch = condition_patch(&NO_ROUTE_CREATED, &now);
+        assert_eq!(patch["status"]["conditions"][0]["status"], "True");
+        assert_eq!(patch["status"]["conditions"][0]["reason"], "NoRouteCreated");
+    }
+
+    #[test]
+    fn route_sync_metric_has_the_upstream_name() {
+        let metrics = RouteMetrics::new();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.route_syncs.inc();
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("route_controller_route_sync_total 1"),
+            "{text}"
+        );
+        assert_eq!(metrics.route_sync_count(), 1);
+    }
+
+    #[test]
+    fn default_config() {
+        let config = RouteControllerConfig::default();
+        assert_eq!(config.reconciliation_period, Duration::from_secs(10));
+        assert_eq!(config.cluster_name, "kubernetes");
+    }
+}

@@ -1,0 +1,825 @@
+//! Pure decisions of the route controller: (Nodes, listed routes, cluster CIDRs) → plan.
+//!
+//! Mirrors `RouteController.reconcile` of `k8s.io/cloud-provider`: a working map of the Nodes
+//! that have pod CIDRs or routes, an action per pod CIDR (*keep*, *add*, *update*), the routes to
+//! delete, the routes to create and, once the cloud calls are done, the `NetworkUnavailable`
+//! condition each Node in the working map should carry.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition};
+
+use crate::provider::Route;
+
+/// Type of the Node condition the route controller owns.
+pub const CONDITION_NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
+
+/// The `NetworkUnavailable` condition to write (without timestamps).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetworkCondition {
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// `RouteCreated` or `NoRouteCreated`.
+    pub reason: &'static str,
+    /// Human readable message.
+    pub message: &'static str,
+}
+
+/// Every pod CIDR of the Node has its route: `NetworkUnavailable=False`.
+pub const ROUTE_CREATED: NetworkCondition = NetworkCondition {
+    status: "False",
+    reason: "RouteCreated",
+    message: "RouteController created a route",
+};
+
+/// Some pod CIDR lacks its route, or the Node has none: `NetworkUnavailable=True`.
+pub const NO_ROUTE_CREATED: NetworkCondition = NetworkCondition {
+    status: "True",
+    reason: "NoRouteCreated",
+    message: "RouteController failed to create a route",
+};
+
+/// What happens to one pod CIDR of a Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CidrAction {
+    /// A listed route already serves it.
+    Keep,
+    /// No listed route serves it: create one.
+    Add,
+    /// The listed route has stale node addresses: delete it, then create it again.
+    Update,
+    /// The pod CIDR does not parse; no route can be created for it (never *keep*).
+    Unparsable,
+}
+
+/// One pod CIDR of a Node in the working map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodCidr {
+    /// As written in the Node spec.
+    pub text: String,
+    /// Parsed and truncated to its network address; `None` when unparsable.
+    pub cidr: Option<IpNet>,
+    /// Action decided for it.
+    pub action: CidrAction,
+}
+
+/// A Node of the working map: it has pod CIDRs, or at least one listed route targets it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRoutes {
+    /// The Node's pod CIDRs (empty when only routes point at it).
+    pub pod_cidrs: Vec<PodCidr>,
+}
+
+impl NodeRoutes {
+    /// The condition this Node should carry now.
+    pub fn wanted_condition(&self) -> NetworkCondition {
+        if !self.pod_cidrs.is_empty() && self.pod_cidrs.iter().all(|p| p.action == CidrAction::Keep)
+        {
+            ROUTE_CREATED
+        } else {
+            NO_ROUTE_CREATED
+        }
+    }
+}
+
+/// A route to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RouteCreation {
+    /// Name of the target Node.
+    pub node: String,
+    /// The Node UID, handed to the provider as name hint.
+    pub name_hint: String,
+    /// The route (name empty, not a blackhole, addresses = the Node's `status.addresses`).
+    pub route: Route,
+}
+
+/// The cloud work of one reconcile.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RoutePlan {
+    /// Listed routes to delete.
+    pub to_delete: Vec<Route>,
+    /// Routes to create (for *add* and *update*).
+    pub to_create: Vec<RouteCreation>,
+    /// Finish all deletions before the first creation (the first listed route has
+    /// `enable_node_addresses`, so an *update* deletes and re-creates the same route).
+    pub wait_for_deletions: bool,
+    /// The working map, by Node name.
+    pub nodes: BTreeMap<String, NodeRoutes>,
+}
+
+impl RoutePlan {
+    /// Record a successful creation: the pod CIDR becomes *keep*.
+    pub fn mark_created(&mut self, node: &str, cidr: &IpNet) {
+        let cidr = cidr.trunc();
+        if let Some(entry) = self.nodes.get_mut(node) {
+            for pod in &mut entry.pod_cidrs {
+                if pod.cidr == Some(cidr) {
+                    pod.action = CidrAction::Keep;
+                }
+            }
+        }
+    }
+}
+
+/// The Node's pod CIDRs: `spec.podCIDRs`, or `spec.podCIDR` when the list is empty.
+pub fn pod_cidrs(node: &Node) -> Vec<String> {
+    let Some(spec) = node.spec.as_ref() else {
+        return Vec::new();
+    };
+    match (&spec.pod_cidrs, &spec.pod_cidr) {
+        (Some(list), _) if !list.is_empty() => list.clone(),
+        (_, Some(single)) if !single.is_empty() => vec![single.clone()],
+        _ => Vec::new(),
+    }
+}
+
+fn node_addresses(node: &Node) -> &[NodeAddress] {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
+}
+
+/// Whether the route controller owns a route to `cidr`: its first or its last address lies
+/// inside one of the cluster CIDRs.
+pub fn is_responsible_for(cluster_cidrs: &[IpNet], cidr: &IpNet) -> bool {
+    let first: IpAddr = cidr.network();
+    let last: IpAddr = cidr.broadcast();
+    cluster_cidrs
+        .iter()
+        .any(|cluster| cluster.contains(&first) || cluster.contains(&last))
+}
+
+/// Address lists are equal when they have the same length and every entry of `a` occurs in `b`
+/// (order-insensitive, as upstream compares them).
+pub fn addresses_equal(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
+    a.len() == b.len() && a.iter().all(|x| b.contains(x))
+}
+
+fn action_for(routes: &[&Route], cidr: &IpNet, addresses: &[NodeAddress]) -> CidrAction {
+    routes
+        .iter()
+        .find(|r| r.destination_cidr.trunc() == *cidr)
+        .map_or(CidrAction::Add, |r| {
+            if !r.enable_node_addresses || addresses_equal(addresses, &r.target_node_addresses) {
+                CidrAction::Keep
+            } else {
+                CidrAction::Update
+            }
+        })
+}
+
+/// Compute the plan of one reconcile.
+///
+/// * For each Node with pod CIDRs, per CIDR: a listed route with the same target Node and
+///   destination ⇒ *keep* (*update* when that route has `enable_node_addresses` and its addresses
+///   are not set-equal to the Node's); none ⇒ *add*. Unparsable pod CIDRs are logged by the
+///   caller and never *keep*.
+/// * Delete every listed route the controller owns ([`is_responsible_for`]) that is a
+///   blackhole, or has no *keep* (Node, CIDR) pair: routes of vanished Nodes, of Nodes without
+///   that CIDR, of an empty target and routes marked *update*. Routes outside the cluster CIDRs
+///   are never touched.
+/// * Create a route for every *add* and *update*, named by the Node UID.
+pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RoutePlan {
+    let mut by_target: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
+    for route in routes {
+        if !route.target_node.is_empty() {
+            by_target
+                .entry(route.target_node.as_str())
+                .or_default()
+                .push(route);
+        }
+    }
+    let mut working: BTreeMap<String, NodeRoutes> = by_target
+        .keys()
+        .map(|name| ((*name).to_owned(), NodeRoutes::default()))
+        .collect();
+
+    let mut to_create = Vec::new();
+    for node in nodes {
+        let Some(name) = node.metadata.name.as_deref() else {
+            continue;
+        };
+        let cidrs = pod_cidrs(node);
+        if cidrs.is_empty() {
+            continue;
+        }
+        let addresses = node_addresses(node);
+        let targeting = by_target.get(name).map(Vec::as_slice).unwrap_or_default();
+        let entry = working.entry(name.to_owned()).or_default();
+        for text in cidrs {
+            if entry.pod_cidrs.iter().any(|p| p.text == text) {
+                continue;
+            }
+            let cidr = text.parse::<IpNet>().ok().map(|c| c.trunc());
+            let action = match &cidr {
+                Some(cidr) => action_for(targeting, cidr, addresses),
+                None => CidrAction::Unparsable,
+            };
+            if let (Some(cidr), CidrAction::Add | CidrAction::Update) = (cidr, action) {
+                to_create.push(RouteCreation {
+                    node: name.to_owned(),
+                    name_hint: node.metadata.uid.clone().unwrap_or_default(),
+                    route: Route {
+                        name: String::new(),
+                        target_node: name.to_owned(),
+                        destination_cidr: cidr,
+                        blackhole: false,
+                        enable_node_addresses: false,
+                        target_node_addresses: addresses.to_vec(),
+                    },
+                });
+            }
+            entry.pod_cidrs.push(PodCidr { text, cidr, action });
+        }
+    }
+
+    let to_delete = routes
+        .iter()
+        .filter(|route| is_responsible_for(cluster_cidrs, &route.destination_cidr))
+        .filter(|route| route.blackhole || !is_kept(&working, route))
+        .cloned()
+        .collect();
+
+    RoutePlan {
+        to_delete,
+        to_create,
+        wait_for_deletions: routes.first().is_some_and(|r| r.enable_node_addresses),
+        nodes: working,
+    }
+}
+
+fn is_kept(working: &BTreeMap<String, NodeRoutes>, route: &Route) -> bool {
+    let cidr = route.destination_cidr.trunc();
+    working.get(&route.target_node).is_some_and(|entry| {
+        entry
+            .pod_cidrs
+            .iter()
+            .any(|p| p.cidr == Some(cidr) && p.action == CidrAction::Keep)
+    })
+}
+
+/// The Node's current `NetworkUnavailable` condition.
+pub fn network_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_NETWORK_UNAVAILABLE))
+}
+
+/// The condition to write on `node`, or `None` when its status **and** reason already match.
+pub fn condition_update(node: &Node, entry: &NodeRoutes) -> Option<NetworkCondition> {
+    let wanted = entry.wanted_condition();
+    let current = network_condition(node);
+    let matches = current
+        .is_some_and(|c| c.status == wanted.status && c.reason.as_deref() == Some(wanted.reason));
+    (!matches).then_some(wanted)
+}
+
+/// The condition writes after the cloud calls: only Nodes that are both listed and in the
+/// working map; Nodes with neither pod CIDRs nor routes are untouched.
+pub fn condition_writes(nodes: &[Arc<Node>], plan: &RoutePlan) -> Vec<(String, NetworkCondition)> {
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let name = node.metadata.name.as_deref()?;
+            let entry = plan.nodes.get(name)?;
+            condition_update(node, entry).map(|c| (name.to_owned(), c))
+        })
+        .collect()
+}
+
+/// Why `--cluster-cidr` is unusable for the route controller.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterCidrError {
+    /// A comma-separated part does not parse (this includes an empty value and spaces).
+    #[error("invalid cluster CIDR {0:?}")]
+    Invalid(String),
+    /// More than two CIDRs.
+    #[error("at most two cluster CIDRs are allowed, got {0}")]
+    TooMany(usize),
+    /// Two CIDRs of one IP family.
+    #[error("two cluster CIDRs must be of different IP families")]
+    SameFamily,
+}
+
+/// Parse `--cluster-cidr` as the upstream start-up check does: split on commas (no trimming),
+/// every part must parse, at most two, and two must be of different families.
+pub fn parse_cluster_cidrs(value: &str) -> Result<Vec<IpNet>, ClusterCidrError> {
+    let cidrs = value
+        .split(',')
+        .map(|part| {
+            part.parse::<IpNet>()
+                .map_err(|_| ClusterCidrError::Invalid(part.to_owned()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match cidrs.as_slice() {
+        [_] => Ok(cidrs),
+        [a, b]
+            if matches!(
+                (a, b),
+                (IpNet::V4(_), IpNet::V4(_)) | (IpNet::V6(_), IpNet::V6(_))
+            ) =>
+        {
+            Err(ClusterCidrError::SameFamily)
+        }
+        [_, _] => Ok(cidrs),
+        _ => Err(ClusterCidrError::TooMany(cidrs.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::test_support::addr;
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap()
+    }
+
+    fn cluster() -> Vec<IpNet> {
+        vec![net("10.244.0.0/16")]
+    }
+
+    fn node(name: &str, cidrs: &[&str], addresses: Vec<NodeAddress>) -> Arc<Node> {
+        let mut node = Node::default();
+        node.metadata.name = Some(name.into());
+        node.metadata.uid = Some(format!("uid-{name}"));
+        node.spec = Some(NodeSpec {
+            pod_cidrs: (!cidrs.is_empty()).then(|| cidrs.iter().map(|c| (*c).into()).collect()),
+            ..NodeSpec::default()
+        });
+        node.status = Some(NodeStatus {
+            addresses: Some(addresses),
+            ..NodeStatus::default()
+        });
+        Arc::new(node)
+    }
+
+    fn with_condition(node: &Arc<Node>, status: &str, reason: &str) -> Arc<Node> {
+        let mut node = (**node).clone();
+        node.status
+            .get_or_insert_default()
+            .conditions
+            .get_or_insert_default()
+            .push(NodeCondition {
+                type_: CONDITION_NETWORK_UNAVAILABLE.into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                ..NodeCondition::default()
+            });
+        Arc::new(node)
+    }
+
+    fn route(target: &str, cidr: &str) -> Route {
+        Route {
+            name: format!("r-{target}-{cidr}"),
+            target_node: target.into(),
+            destination_cidr: net(cidr),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_addresses: vec![],
+        }
+    }
+
+    fn deleted(plan: &RoutePlan) -> Vec<(String, String)> {
+        plan.to_delete
+            .iter()
+            .map(|r| (r.target_node.clone(), r.destination_cidr.to_string()))
+            .collect()
+    }
+
+    fn created(plan: &RoutePlan) -> Vec<(String, String)> {
+        plan.to_create
+            .iter()
+            .map(|c| (c.node.clone(), c.route.destination_cidr.to_string()))
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn ownership_by_first_or_last_address() {
+        let cases = [
+            // (cluster CIDRs, route CIDR, ours)
+            (vec!["10.244.0.0/16"], "10.244.1.0/24", true),
+            (vec!["10.244.0.0/16"], "10.244.0.0/16", true),
+            // Wider than the cluster CIDR and starting inside it: first address inside.
+            (vec!["10.244.0.0/16"], "10.244.0.0/15", true),
+            // Starting before the cluster CIDR and ending inside it: only the last address.
+            (vec!["10.245.0.0/16"], "10.244.0.0/15", true),
+            // Containing the cluster CIDR strictly inside: neither end inside.
+            (vec!["10.244.0.0/16"], "10.0.0.0/8", false),
+            (vec!["10.244.0.0/16"], "192.168.0.0/24", false),
+            (vec!["10.244.0.0/16"], "10.245.0.0/24", false),
+            // Dual stack: any cluster CIDR counts; families never mix.
+            (
+                vec!["10.244.0.0/16", "fd00:10::/56"],
+                "fd00:10:0:1::/64",
+                true,
+            ),
+            (vec!["10.244.0.0/16"], "fd00:10:0:1::/64", false),
+            (vec!["fd00:10::/56"], "10.244.1.0/24", false),
+            // Host bits in the route CIDR do not matter.
+            (vec!["10.244.0.0/16"], "10.244.1.7/24", true),
+            (vec![], "10.244.1.0/24", false),
+        ];
+        for (clusters, cidr, want) in cases {
+            let clusters: Vec<IpNet> = clusters.iter().map(|c| net(c)).collect();
+            assert_eq!(
+                is_responsible_for(&clusters, &net(cidr)),
+                want,
+                "{clusters:?} {cidr}"
+            );
+        }
+    }
+
+    #[test]
+    fn addresses_compare_as_sets() {
+        let a = vec![addr("InternalIP", "10.0.0.2"), addr("Hostname", "n")];
+        let b = vec![addr("Hostname", "n"), addr("InternalIP", "10.0.0.2")];
+        assert!(addresses_equal(&a, &b));
+        assert!(addresses_equal(&[], &[]));
+        assert!(!addresses_equal(&a, &a[..1]));
+        assert!(!addresses_equal(
+            &a,
+            &[addr("InternalIP", "10.0.0.3"), addr("Hostname", "n")]
+        ));
+        // Same address, other type: different.
+        assert!(!addresses_equal(
+            &[addr("InternalIP", "10.0.0.2")],
+            &[addr("ExternalIP", "10.0.0.2")]
+        ));
+    }
+
+    #[test]
+    fn pod_cidrs_fall_back_to_the_single_field() {
+        let mut n = Node::default();
+        assert!(pod_cidrs(&n).is_empty());
+        n.spec = Some(NodeSpec {
+            pod_cidr: Some("10.244.1.0/24".into()),
+            ..NodeSpec::default()
+        });
+        assert_eq!(pod_cidrs(&n), vec!["10.244.1.0/24"]);
+        n.spec.as_mut().unwrap().pod_cidrs = Some(vec!["10.244.2.0/24".into(), "fd00::/64".into()]);
+        assert_eq!(pod_cidrs(&n), vec!["10.244.2.0/24", "fd00::/64"]);
+        n.spec.as_mut().unwrap().pod_cidr = Some(String::new());
+        n.spec.as_mut().unwrap().pod_cidrs = Some(vec![]);
+        assert!(pod_cidrs(&n).is_empty());
+    }
+
+    #[test]
+    fn missing_routes_are_created_with_target_addresses_and_uid_hint() {
+        let addresses = vec![addr("InternalIP", "10.0.0.2"), addr("Hostname", "a")];
+        let nodes = vec![node("a", &["10.244.1.0/24"], addresses.clone())];
+        let plan = plan(&nodes, &[], &cluster());
+        assert!(plan.to_delete.is_empty());
+        assert!(!plan.wait_for_deletions);
+        assert_eq!(
+            plan.to_create,
+            vec![RouteCreation {
+                node: "a".into(),
+                name_hint: "uid-a".into(),
+                route: Route {
+                    name: String::new(),
+                    target_node: "a".into(),
+                    destination_cidr: net("10.244.1.0/24"),
+                    blackhole: false,
+                    enable_node_addresses: false,
+                    target_node_addresses: addresses,
+                },
+            }]
+        );
+        assert_eq!(plan.nodes["a"].pod_cidrs[0].action, CidrAction::Add);
+    }
+
+    #[test]
+    fn plan_table() {
+        let a_addrs = vec![addr("InternalIP", "10.0.0.2")];
+        let nodes = vec![
+            node("a", &["10.244.1.0/24"], a_addrs.clone()),
+            node("dual", &["10.244.2.0/24", "fd00:10:0:2::/64"], vec![]),
+            node("bare", &[], vec![]),
+        ];
+        let cluster = vec![net("10.244.0.0/16"), net("fd00:10::/56")];
+        struct Case {
+            what: &'static str,
+            routes: Vec<Route>,
+            delete: Vec<(String, String)>,
+            create: Vec<(String, String)>,
+        }
+        let blackhole = Route {
+            blackhole: true,
+            ..route("a", "10.244.1.0/24")
+        };
+        let cases = vec![
+            Case {
+                what: "everything in place",
+                routes: vec![
+                    route("a", "10.244.1.0/24"),
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: vec![],
+                create: vec![],
+            },
+            Case {
+                what: "missing second family",
+                routes: vec![route("a", "10.244.1.0/24"), route("dual", "10.244.2.0/24")],
+                delete: vec![],
+                create: pairs(&[("dual", "fd00:10:0:2::/64")]),
+            },
+            Case {
+                what: "route for a vanished node is deleted",
+                routes: vec![
+                    route("a", "10.244.1.0/24"),
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                    route("ghost", "10.244.9.0/24"),
+                ],
+                delete: pairs(&[("ghost", "10.244.9.0/24")]),
+                create: vec![],
+            },
+            Case {
+                what: "routes outside the cluster CIDRs are never touched",
+                routes: vec![
+                    route("a", "10.244.1.0/24"),
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                    route("ghost", "192.168.0.0/24"),
+                    route("a", "172.16.0.0/24"),
+                    Route {
+                        blackhole: true,
+                        ..route("", "10.0.0.0/8")
+                    },
+                ],
+                delete: vec![],
+                create: vec![],
+            },
+            Case {
+                what: "wrong CIDR for a known node, empty target, node without CIDRs",
+                routes: vec![
+                    route("a", "10.244.7.0/24"),
+                    route("", "10.244.8.0/24"),
+                    route("bare", "10.244.3.0/24"),
+                ],
+                delete: pairs(&[
+                    ("a", "10.244.7.0/24"),
+                    ("", "10.244.8.0/24"),
+                    ("bare", "10.244.3.0/24"),
+                ]),
+                create: pairs(&[
+                    ("a", "10.244.1.0/24"),
+                    ("dual", "10.244.2.0/24"),
+                    ("dual", "fd00:10:0:2::/64"),
+                ]),
+            },
+            Case {
+                what: "route to the right CIDR but another node",
+                routes: vec![route("dual", "10.244.1.0/24")],
+                delete: pairs(&[("dual", "10.244.1.0/24")]),
+                create: pairs(&[
+                    ("a", "10.244.1.0/24"),
+                    ("dual", "10.244.2.0/24"),
+                    ("dual", "fd00:10:0:2::/64"),
+                ]),
+            },
+            Case {
+                what: "an owned blackhole is deleted (and counts as keep this cycle)",
+                routes: vec![
+                    blackhole.clone(),
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: pairs(&[("a", "10.244.1.0/24")]),
+                create: vec![],
+            },
+            Case {
+                what: "stale addresses only matter with enable_node_addresses",
+                routes: vec![
+                    Route {
+                        target_node_addresses: vec![addr("InternalIP", "10.0.0.9")],
+                        ..route("a", "10.244.1.0/24")
+                    },
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: vec![],
+                create: vec![],
+            },
+            Case {
+                what: "stale addresses with enable_node_addresses: update",
+                routes: vec![
+                    Route {
+                        enable_node_addresses: true,
+                        target_node_addresses: vec![addr("InternalIP", "10.0.0.9")],
+                        ..route("a", "10.244.1.0/24")
+                    },
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: pairs(&[("a", "10.244.1.0/24")]),
+                create: pairs(&[("a", "10.244.1.0/24")]),
+            },
+            Case {
+                what: "current addresses with enable_node_addresses: keep",
+                routes: vec![
+                    Route {
+                        enable_node_addresses: true,
+                        target_node_addresses: a_addrs.clone(),
+                        ..route("a", "10.244.1.0/24")
+                    },
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: vec![],
+                create: vec![],
+            },
+        ];
+        for case in cases {
+            let plan = plan(&nodes, &case.routes, &cluster);
+            assert_eq!(deleted(&plan), case.delete, "{}: deletions", case.what);
+            assert_eq!(created(&plan), case.create, "{}: creations", case.what);
+        }
+    }
+
+    #[test]
+    fn wait_for_deletions_follows_the_first_listed_route() {
+        let nodes = vec![node("a", &["10.244.1.0/24"], vec![])];
+        let enabled = Route {
+            enable_node_addresses: true,
+            ..route("ghost", "10.244.9.0/24")
+        };
+        assert!(plan(&nodes, std::slice::from_ref(&enabled), &cluster()).wait_for_deletions);
+        assert!(
+            !plan(&nodes, &[route("x", "10.244.5.0/24"), enabled], &cluster()).wait_for_deletions
+        );
+        assert!(!plan(&nodes, &[], &cluster()).wait_for_deletions);
+    }
+
+    #[test]
+    fn unparsable_pod_cidrs_are_ignored_but_never_keep() {
+        let nodes = vec![node("a", &["not-a-cidr", "10.244.1.0/24"], vec![])];
+        let routes = vec![route("a", "10.244.1.0/24")];
+        let plan = plan(&nodes, &routes, &cluster());
+        assert!(plan.to_delete.is_empty());
+        assert!(plan.to_create.is_empty());
+        assert_eq!(plan.nodes["a"].pod_cidrs[0].action, CidrAction::Unparsable);
+        assert_eq!(plan.nodes["a"].pod_cidrs[1].action, CidrAction::Keep);
+        assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
+    }
+
+    #[test]
+    fn working_map_holds_nodes_with_cidrs_or_routes() {
+        let nodes = vec![
+            node("a", &["10.244.1.0/24"], vec![]),
+            node("bare", &[], vec![]),
+            node("routed", &[], vec![]),
+        ];
+        let routes = vec![
+            route("routed", "10.244.3.0/24"),
+            route("ghost", "10.244.9.0/24"),
+        ];
+        let plan = plan(&nodes, &routes, &cluster());
+        let names: Vec<&str> = plan.nodes.keys().map(String::as_str).collect();
+        assert_eq!(names, vec!["a", "ghost", "routed"]);
+        assert!(plan.nodes["routed"].pod_cidrs.is_empty());
+    }
+
+    #[test]
+    fn wanted_condition_table() {
+        let entry = |actions: &[CidrAction]| NodeRoutes {
+            pod_cidrs: actions
+                .iter()
+                .map(|a| PodCidr {
+                    text: String::new(),
+                    cidr: None,
+                    action: *a,
+                })
+                .collect(),
+        };
+        use CidrAction::*;
+        let cases = [
+            (entry(&[]), NO_ROUTE_CREATED),
+            (entry(&[Keep]), ROUTE_CREATED),
+            (entry(&[Keep, Keep]), ROUTE_CREATED),
+            (entry(&[Keep, Add]), NO_ROUTE_CREATED),
+            (entry(&[Update]), NO_ROUTE_CREATED),
+            (entry(&[Unparsable]), NO_ROUTE_CREATED),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.wanted_condition(), want, "{e:?}");
+        }
+        assert_eq!(ROUTE_CREATED.message, "RouteController created a route");
+        assert_eq!(
+            NO_ROUTE_CREATED.message,
+            "RouteController failed to create a route"
+        );
+    }
+
+    #[test]
+    fn successful_creation_turns_the_cidr_into_keep() {
+        let nodes = vec![node("a", &["10.244.1.0/24", "10.244.2.0/24"], vec![])];
+        let mut plan = plan(&nodes, &[], &cluster());
+        assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
+        plan.mark_created("a", &net("10.244.1.0/24"));
+        assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
+        plan.mark_created("a", &net("10.244.2.0/24"));
+        assert_eq!(plan.nodes["a"].wanted_condition(), ROUTE_CREATED);
+        plan.mark_created("unknown", &net("10.244.2.0/24"));
+    }
+
+    #[test]
+    fn condition_writes_skip_only_when_status_and_reason_match() {
+        let a = node("a", &["10.244.1.0/24"], vec![]);
+        let routes = vec![route("a", "10.244.1.0/24")];
+        let cases = [
+            (a.clone(), Some(ROUTE_CREATED)),
+            (with_condition(&a, "False", "RouteCreated"), None),
+            // Same status, other reason (e.g. written by a CNI): rewritten.
+            (
+                with_condition(&a, "False", "CalicoIsUp"),
+                Some(ROUTE_CREATED),
+            ),
+            (
+                with_condition(&a, "True", "NoRouteCreated"),
+                Some(ROUTE_CREATED),
+            ),
+        ];
+        for (n, want) in cases {
+            let nodes = vec![n];
+            let plan = plan(&nodes, &routes, &cluster());
+            let writes = condition_writes(&nodes, &plan);
+            assert_eq!(
+                writes,
+                want.map(|c| ("a".to_owned(), c))
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+                "{:?}",
+                network_condition(&nodes[0])
+            );
+        }
+    }
+
+    #[test]
+    fn condition_writes_cover_only_listed_nodes_in_the_working_map() {
+        let nodes = vec![
+            node("a", &["10.244.1.0/24"], vec![]),
+            node("bare", &[], vec![]),
+            node("routed", &[], vec![]),
+        ];
+        let routes = vec![
+            route("routed", "10.244.3.0/24"),
+            route("ghost", "10.244.9.0/24"),
+        ];
+        let plan = plan(&nodes, &routes, &cluster());
+        let writes = condition_writes(&nodes, &plan);
+        assert_eq!(
+            writes,
+            vec![
+                ("a".to_owned(), NO_ROUTE_CREATED),
+                ("routed".to_owned(), NO_ROUTE_CREATED),
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_cidr_flag_parsing() {
+        assert_eq!(
+            parse_cluster_cidrs("10.244.0.0/16"),
+            Ok(vec![net("10.244.0.0/16")])
+        );
+        assert_eq!(
+            parse_cluster_cidrs("10.244.0.0/16,fd00:10::/56"),
+            Ok(vec![net("10.244.0.0/16"), net("fd00:10::/56")])
+        );
+        for bad in [
+            "",
+            "10.244.0.0/16, fd00:10::/56",
+            "10.244.0.0",
+            "x",
+            "10.244.0.0/16,",
+        ] {
+            assert!(
+                matches!(parse_cluster_cidrs(bad), Err(ClusterCidrError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse_cluster_cidrs("10.244.0.0/16,10.245.0.0/16"),
+            Err(ClusterCidrError::SameFamily)
+        );
+        assert_eq!(
+            parse_cluster_cidrs("10.244.0.0/16,fd00::/56,10.1.0.0/16"),
+            Err(ClusterCidrError::TooMany(3))
+        );
+    }
+}
