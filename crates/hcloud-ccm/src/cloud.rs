@@ -92,6 +92,9 @@ pub fn provider_settings(settings: &HcloudSettings) -> ProviderSettings {
         },
         network: settings.network.as_deref().map(NetworkRef::parse),
         zone_label_enabled: settings.zone_label_enabled,
+        // Effective only with a network; whether the route controller runs at all is decided
+        // by the flags (--configure-cloud-routes, --controllers).
+        routes_enabled: settings.routes_enabled,
         cache: CacheConfig {
             mode: match settings.server_cache_mode {
                 ServerCacheMode::All => CacheMode::All,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cloud_provider::{
     CloudProvider, NodeCache, NodeController, NodeControllerConfig, NodeLifecycleController,
-    NodeLifecycleControllerConfig,
+    NodeLifecycleControllerConfig, RouteController, RouteControllerConfig, RouteMetrics,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -38,6 +38,8 @@ pub struct ControllerContext {
     pub nodes: NodeCache,
     /// The framework controllers' metrics (registered once by the caller).
     pub metrics: cloud_provider::Metrics,
+    /// `route_controller_route_sync_total` (registered once by the caller).
+    pub route_metrics: RouteMetrics,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -189,9 +191,27 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     Ok(())
                 });
             }),
-            // Not built yet: configuration validation already warned (load balancers) or
-            // refused to start (routes); nothing runs for them.
-            Controller::ServiceLb | Controller::NodeRoute => None,
+            Controller::NodeRoute => ctx.provider.routes().map(|routes| {
+                let route = RouteController::new(
+                    ctx.client.clone(),
+                    ctx.nodes.clone(),
+                    routes,
+                    ctx.metrics.clone(),
+                    RouteControllerConfig {
+                        cluster_name: config.cluster_name.clone(),
+                        cluster_cidrs: config.cluster_cidrs.clone(),
+                        reconciliation_period: config.route_reconciliation_period,
+                    },
+                )
+                .with_route_metrics(ctx.route_metrics.clone());
+                let stop = ctx.stop.clone();
+                running.spawn(controller, async move {
+                    route.run(stop).await;
+                    Ok(())
+                });
+            }),
+            // Not built yet: configuration validation already warned; nothing runs.
+            Controller::ServiceLb => None,
         };
         if started.is_some() {
             tracing::info!(%controller, "controller started");

@@ -68,9 +68,11 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     let cloud = cloud::connect(&config.hcloud, &endpoints.metrics).await?;
     let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
-    endpoints
-        .metrics
-        .with(|registry| controller_metrics.register(registry));
+    let route_metrics = cloud_provider::RouteMetrics::new();
+    endpoints.metrics.with(|registry| {
+        controller_metrics.register(registry);
+        route_metrics.register(registry);
+    });
     let cache = nodes.clone();
     endpoints.readiness.add("nodeCache", move || {
         if cache.is_ready() {
@@ -122,6 +124,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         provider: cloud.provider.clone(),
         nodes,
         metrics: controller_metrics,
+        route_metrics,
     };
     let code = tokio::select! {
         () = shutdown.cancelled() => ExitCode::SUCCESS,

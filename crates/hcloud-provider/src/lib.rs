@@ -6,11 +6,16 @@
 //! shutdown state as the official Hetzner CCM reports them. Every lookup goes through one
 //! shared [`ServerCache`], which keeps the API cost of bursts and periodic refreshes at one
 //! paginated listing.
+//!
+//! Routes ([`HcloudRoutes`]) are offered when a network is configured and
+//! [`ProviderSettings::routes_enabled`] is set: pod CIDRs become routes of that network whose
+//! gateway is the target server's private IP there.
 
 mod config;
 mod instances;
 mod metadata;
 mod provider_id;
+mod routes;
 mod server_cache;
 
 use std::sync::Arc;
@@ -19,9 +24,10 @@ pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, Network
 pub use instances::{HcloudInstances, server_key};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use provider_id::{ParseProviderIdError, ProviderId};
-pub use server_cache::{CacheError, CacheMetrics, ServerCache, ServerKey};
+pub use routes::{HcloudRoutes, RoutesConfig};
+pub use server_cache::{CacheError, CacheMetrics, ServerCache, ServerKey, ServerSnapshot};
 
-use cloud_provider::{CloudProvider, Instances};
+use cloud_provider::{CloudProvider, Instances, Routes};
 use prometheus_client::registry::Registry;
 
 /// The provider name, used as the providerID scheme.
@@ -55,6 +61,11 @@ pub struct ProviderSettings {
     pub zone_label_enabled: bool,
     /// `HCLOUD_SERVER_CACHE_MODE`, `HCLOUD_SERVER_CACHE_MAX_AGE`.
     pub cache: CacheConfig,
+    /// Offer the routes capability (`HCLOUD_NETWORK_ROUTES_ENABLED`, whose default is true in
+    /// the binary). Only effective with a `network`; the binary also requires a parsable
+    /// `--cluster-cidr` (and no Robot support) before setting it. Defaults to false here, so
+    /// callers that do not ask for routes get none.
+    pub routes_enabled: bool,
 }
 
 /// The Hetzner Cloud provider.
@@ -62,6 +73,7 @@ pub struct ProviderSettings {
 pub struct HcloudProvider {
     instances: Arc<HcloudInstances>,
     network_id: Option<i64>,
+    routes: Option<Arc<HcloudRoutes>>,
 }
 
 impl HcloudProvider {
@@ -80,10 +92,19 @@ impl HcloudProvider {
             zone_label_enabled: settings.zone_label_enabled,
             cache: settings.cache.clone(),
         };
-        let cache = ServerCache::new(client, settings.cache);
+        let cache = ServerCache::new(client.clone(), settings.cache);
+        let routes = match network_id {
+            Some(id) if settings.routes_enabled => Some(Arc::new(HcloudRoutes::new(
+                client,
+                cache.clone(),
+                RoutesConfig::new(id),
+            ))),
+            _ => None,
+        };
         Ok(Self {
             instances: Arc::new(HcloudInstances::new(cache, config)),
             network_id,
+            routes,
         })
     }
 
@@ -95,6 +116,12 @@ impl HcloudProvider {
     /// The instances implementation (with its shared cache).
     pub fn hcloud_instances(&self) -> &Arc<HcloudInstances> {
         &self.instances
+    }
+
+    /// The routes implementation (sharing the instances' server cache), when a network is
+    /// configured and routes are enabled.
+    pub fn hcloud_routes(&self) -> Option<&Arc<HcloudRoutes>> {
+        self.routes.as_ref()
     }
 
     /// Register the provider's metrics.
@@ -145,5 +172,9 @@ impl CloudProvider for HcloudProvider {
 
     fn instances(&self) -> Option<Arc<dyn Instances>> {
         Some(self.instances.clone())
+    }
+
+    fn routes(&self) -> Option<Arc<dyn Routes>> {
+        self.routes.clone().map(|routes| routes as Arc<dyn Routes>)
     }
 }

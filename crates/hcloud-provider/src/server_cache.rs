@@ -321,6 +321,77 @@ impl ServerCache {
         }
     }
 
+    /// Every server, from a listing no older than the max age (refreshed otherwise).
+    ///
+    /// In modes `one` and `off` there is no shared listing: each call lists all servers
+    /// (the snapshot's age is then zero).
+    pub async fn all_servers(&self) -> Result<ServerSnapshot, CacheError> {
+        self.all_servers_within(self.config.max_age).await
+    }
+
+    /// Like [`ServerCache::all_servers`], accepting a listing as old as
+    /// [`CacheConfig::status_max_age`]: for periodic reads that tolerate some staleness, such as
+    /// mapping route gateways to servers.
+    pub async fn all_servers_for_status(&self) -> Result<ServerSnapshot, CacheError> {
+        self.all_servers_within(self.status_max_age()).await
+    }
+
+    async fn all_servers_within(&self, max_age: Duration) -> Result<ServerSnapshot, CacheError> {
+        if self.config.mode != CacheMode::All {
+            self.metrics.count("uncached");
+            let servers = self
+                .client
+                .servers()
+                .list_all(&ListServersParams::default())
+                .await?;
+            return Ok(ServerSnapshot {
+                servers: servers.into_iter().map(Arc::new).collect(),
+                age: Duration::ZERO,
+            });
+        }
+        let requested_at = Instant::now();
+        let mut state = self.state.lock().await;
+        if let Some((at, listing)) = &state.listing
+            && at.elapsed() < max_age
+        {
+            self.metrics.count("hit");
+            return Ok(ServerSnapshot::of(listing, at.elapsed()));
+        }
+        // As for single lookups: a listing that failed while this call waited answers it too.
+        if let Some((failed_at, err)) = &state.failed_refresh
+            && *failed_at >= requested_at
+        {
+            self.metrics.count("failed");
+            return Err(err.clone());
+        }
+        self.metrics.count("refresh");
+        let servers = match self
+            .client
+            .servers()
+            .list_all(&ListServersParams::default())
+            .await
+        {
+            Ok(servers) => servers,
+            Err(err) => {
+                let err = CacheError::from(err);
+                state.failed_refresh = Some((Instant::now(), err.clone()));
+                return Err(err);
+            }
+        };
+        state.failed_refresh = None;
+        let mut listing = Listing::default();
+        for server in servers {
+            listing.by_name.insert(server.name.clone(), server.id);
+            listing.by_id.insert(server.id, Arc::new(server));
+        }
+        let snapshot = ServerSnapshot::of(&listing, Duration::ZERO);
+        state.listing = Some((Instant::now(), listing));
+        state
+            .misses
+            .retain(|_, at| at.elapsed() < self.config.miss_ttl);
+        Ok(snapshot)
+    }
+
     /// Age of the current listing, if any (for tests and diagnostics).
     pub async fn listing_age(&self) -> Option<Duration> {
         self.state
@@ -329,6 +400,24 @@ impl ServerCache {
             .listing
             .as_ref()
             .map(|(at, _)| at.elapsed())
+    }
+}
+
+/// All servers of one listing (see [`ServerCache::all_servers`]).
+#[derive(Clone, Debug, Default)]
+pub struct ServerSnapshot {
+    /// The servers, in no particular order.
+    pub servers: Vec<Arc<Server>>,
+    /// Age of the listing they come from (zero for a listing made for this call).
+    pub age: Duration,
+}
+
+impl ServerSnapshot {
+    fn of(listing: &Listing, age: Duration) -> Self {
+        Self {
+            servers: listing.by_id.values().cloned().collect(),
+            age,
+        }
     }
 }
 

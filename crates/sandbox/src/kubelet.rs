@@ -1,4 +1,5 @@
-//! A stand-in for the kubelets of the sandbox's servers.
+//! A stand-in for the kubelets of the sandbox's servers (and for kube-controller-manager's
+//! node IPAM, which gives each new Node a pod CIDR from `10.244.0.0/16`).
 //!
 //! Registration is what a kubelet with `--cloud-provider=external` does on first start: a Node
 //! with the `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint and only a
@@ -130,7 +131,24 @@ async fn sync_not_ready_taint(
     }
 }
 
+/// The lowest `10.244.X.0/24` no Node has yet (kube-controller-manager's node IPAM, which
+/// the sandbox stands in for, hands out pod CIDRs like this from `--cluster-cidr`).
+async fn free_pod_cidr(nodes: &Api<Node>) -> Result<String, kube::Error> {
+    let used: Vec<String> = nodes
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.spec.and_then(|s| s.pod_cidr))
+        .collect();
+    Ok((1..=254)
+        .map(|x| format!("10.244.{x}.0/24"))
+        .find(|cidr| !used.contains(cidr))
+        .unwrap_or_else(|| "10.244.255.0/24".to_owned()))
+}
+
 async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
+    let pod_cidr = free_pod_cidr(nodes).await?;
     let node = Node {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -141,6 +159,8 @@ async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
             ..ObjectMeta::default()
         },
         spec: Some(NodeSpec {
+            pod_cidr: Some(pod_cidr.clone()),
+            pod_cidrs: Some(vec![pod_cidr]),
             taints: Some(vec![Taint {
                 key: "node.cloudprovider.kubernetes.io/uninitialized".to_owned(),
                 value: Some("true".to_owned()),

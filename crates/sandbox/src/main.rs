@@ -1,6 +1,7 @@
 //! The local sandbox: a private Kubernetes control plane, the Hetzner Cloud simulator seeded
 //! with a network and three servers, `hcloud-ccm` running against both, and three Nodes
-//! registered the way kubelets with `--cloud-provider=external` register them.
+//! registered the way kubelets with `--cloud-provider=external` register them, each with a pod
+//! CIDR that the CCM's route controller turns into a route of the private network.
 //!
 //! A small kubelet stand-in keeps each Node's `Ready` condition in line with its server in the
 //! simulator (running ⇒ Ready, otherwise Unknown) and re-registers a Node when a server of
@@ -29,7 +30,7 @@ const SERVERS: [(&str, &str, &str); 3] = [
     ("sandbox-worker-3", "cax21", "hel1"),
 ];
 const NETWORK: &str = "sandbox";
-const TOKEN: &str = "sandbox-token-0000000000000000000000000000000000000000000000000000";
+const TOKEN: &str = "sandbox-token-00000000000000000000000000000000000000000000000000";
 
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -56,7 +57,9 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            // The control plane's readiness polling logs expected connection errors.
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
         )
         .init();
     std::fs::create_dir_all(&args.workdir)
@@ -116,7 +119,9 @@ async fn main() -> anyhow::Result<()> {
             "--allow-untagged-cloud",
             &format!("--kubeconfig={}", kubeconfig.display()),
             "--secure-port=0",
-            "--configure-cloud-routes=false",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=2s",
         ])
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
@@ -172,6 +177,19 @@ async fn main() -> anyhow::Result<()> {
         "{}",
         table::render(&nodes.list(&ListParams::default()).await?.items)
     );
+    // Routes follow within a route reconciliation period.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let routes = loop {
+        let routes = table::network_routes(&admin.state().await?, NETWORK);
+        if routes.len() >= SERVERS.len() || Instant::now() > deadline {
+            break routes;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    println!("Routes of network {NETWORK:?} (pod CIDR -> node's private IP):");
+    for (destination, gateway) in &routes {
+        println!("  {destination:<16} -> {gateway}");
+    }
 
     let admin_url = sim.admin_url();
     println!(

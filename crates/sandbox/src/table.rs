@@ -58,3 +58,20 @@ pub fn render(nodes: &[Node]) -> String {
     }
     out
 }
+
+/// `(destination, gateway)` of every route of the named network in a simulator state dump.
+pub fn network_routes(state: &serde_json::Value, network: &str) -> Vec<(String, String)> {
+    state["networks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["name"] == network)
+        .flat_map(|n| n["routes"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| {
+            Some((
+                r["destination"].as_str()?.to_owned(),
+                r["gateway"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}

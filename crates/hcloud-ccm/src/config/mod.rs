@@ -5,15 +5,11 @@
 //! ([`ConfigError`]), each naming the flag or environment variable at fault.
 //!
 //! # Features that are not implemented yet
-//! Load balancers, routes and Robot dedicated servers are not implemented yet (see
+//! Load balancers and Robot dedicated servers are not implemented yet (see
 //! [`Capabilities::CURRENT`]). Their variables are still parsed and validated. Beyond that:
 //! - **Load balancers**: a warning. Without the service controller, Services of type LoadBalancer
 //!   stay pending and existing load balancers are left untouched — visible and not destructive.
 //!   Every load balancer variable set to a non-default value gets its own warning.
-//! - **Routes**: an error when routes would run (HCLOUD_NETWORK set, HCLOUD_NETWORK_ROUTES_ENABLED
-//!   true — its default — `--configure-cloud-routes=true` and the route controller enabled).
-//!   Silently not programming routes would break pod networking on new nodes; the user has to
-//!   switch routes off explicitly until they are implemented.
 //! - **Robot**: an error when `ROBOT_ENABLED=true`. Without Robot support, dedicated-server
 //!   Nodes (`hrobot://`) could be mistaken for deleted cloud servers.
 
@@ -54,7 +50,7 @@ impl Capabilities {
     /// What this build implements.
     pub const CURRENT: Capabilities = Capabilities {
         load_balancers: false,
-        routes: false,
+        routes: true,
         robot: false,
     };
 

@@ -286,10 +286,12 @@ fn cluster_cidr_rules() {
 
 #[test]
 fn routes_would_run_rules() {
-    // A network turns routes on by default: not implemented yet, so an error naming the way out.
-    let err = problems(&["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"]);
+    // A network turns routes on by default; they then need a valid --cluster-cidr.
+    let cfg = config(&["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"]);
+    assert!(cfg.controller_wanted(Controller::NodeRoute));
+    let err = problems(&["--hcloud-network=net"]);
     assert_eq!(err.problems.len(), 1, "{err}");
-    assert!(err.mentions("HCLOUD_NETWORK_ROUTES_ENABLED"));
+    assert!(err.mentions("--cluster-cidr"));
     // Each way of switching routes off is accepted.
     for off in [
         "--hcloud-network-routes-enabled=false",

@@ -1,0 +1,120 @@
+//! The route controller through the real binary: with HCLOUD_NETWORK and --cluster-cidr, a
+//! Node's pod CIDR becomes a route of the network via the Node's private IP, and the Node's
+//! NetworkUnavailable condition turns False.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube_harness::{ControlPlane, eventually};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+#[tokio::test]
+async fn pod_cidrs_become_routes_of_the_network() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let server = sim
+        .admin()
+        .create_server(ServerSeed {
+            networks: vec![network.into()],
+            ..ServerSeed::new("routed-1")
+        })
+        .await
+        .unwrap();
+    let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let _ccm = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_NETWORK", "k8s")
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--secure-port=0",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let nodes: Api<Node> = Api::all(admin);
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some("routed-1".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            pod_cidr: Some("10.244.7.0/24".into()),
+            pod_cidrs: Some(vec!["10.244.7.0/24".into()]),
+            taints: Some(vec![Taint {
+                key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
+                value: Some("true".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    };
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+
+    let admin_api = sim.admin();
+    let route = eventually(
+        "the route in the network",
+        Duration::from_secs(30),
+        || async {
+            let state = admin_api.state().await.unwrap();
+            state["networks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["name"] == "k8s")
+                .and_then(|n| n["routes"].as_array().cloned())
+                .and_then(|routes| routes.into_iter().next())
+        },
+    )
+    .await;
+    assert_eq!(route["destination"], "10.244.7.0/24");
+    assert_eq!(route["gateway"], private_ip.as_str());
+
+    let condition = eventually(
+        "NetworkUnavailable=False",
+        Duration::from_secs(30),
+        || async {
+            nodes
+                .get("routed-1")
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions)
+                .and_then(|c| c.into_iter().find(|c| c.type_ == "NetworkUnavailable"))
+                .filter(|c| c.status == "False")
+        },
+    )
+    .await;
+    assert_eq!(condition.reason.as_deref(), Some("RouteCreated"));
+}
