@@ -53,6 +53,7 @@ pub mod node;
 pub mod nodelifecycle;
 pub mod provider;
 pub mod route;
+pub mod service;
 pub mod well_known;
 pub mod workqueue;
 
@@ -70,3 +71,4 @@ pub use provider::{
     CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, Route, Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
+pub use service::{ServiceController, ServiceControllerConfig, ServiceMetrics};

@@ -9,6 +9,7 @@
 mod node_controller;
 mod node_lifecycle;
 mod route_controller;
+mod service_controller;
 mod support;
 
 use std::sync::Arc;

@@ -302,3 +302,23 @@ pub fn addresses(node: &Node) -> Vec<NodeAddress> {
 pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
+
+/// Events about the namespaced object `name` of `kind` (they live in its namespace).
+pub async fn object_events(client: &Client, namespace: &str, kind: &str, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    api.list(&params)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.kind.as_deref() == Some(kind))
+        .collect()
+}
+
+/// Reasons of the events about Service `namespace/name`, oldest first (aggregated events once).
+pub async fn service_event_reasons(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+    let mut events = object_events(client, namespace, "Service", name).await;
+    events.sort_by(|a, b| a.first_timestamp.cmp(&b.first_timestamp));
+    events.into_iter().filter_map(|e| e.reason).collect()
+}

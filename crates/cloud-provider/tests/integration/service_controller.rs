@@ -1,0 +1,662 @@
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cloud_provider::provider::{self, LoadBalancer};
+use cloud_provider::service::decisions::{
+    LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS, LOAD_BALANCER_CLEANUP_FINALIZER,
+};
+use cloud_provider::service::{ServiceController, ServiceControllerConfig};
+use cloud_provider::workqueue::Backoff;
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, Node, Service, ServicePort, ServiceSpec,
+};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::Env;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+const CLUSTER: &str = "test-cluster";
+const NS: &str = "default";
+
+/// One call of the fake provider: method, `namespace/name`, node names handed over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum LbCall {
+    Get(String),
+    Ensure(String, Vec<String>),
+    Update(String, Vec<String>),
+    Delete(String),
+}
+
+#[derive(Debug, Default)]
+struct LbState {
+    /// Existing load balancers by `namespace/name`.
+    existing: HashMap<String, LoadBalancerStatus>,
+    /// Errors returned by the next `ensure_load_balancer` calls, in order.
+    ensure_errors: VecDeque<provider::Error>,
+    /// Errors returned by the next `update_load_balancer` calls, in order.
+    update_errors: VecDeque<provider::Error>,
+    /// Every Ensure/Update answers `ImplementedElsewhere`.
+    elsewhere: bool,
+    calls: Vec<LbCall>,
+    /// Whether the Service (read from the apiserver) had the finalizer at each Ensure call.
+    finalizer_at_ensure: Vec<bool>,
+}
+
+/// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
+struct FakeLb {
+    client: Client,
+    state: Mutex<LbState>,
+}
+
+impl FakeLb {
+    fn new(client: Client) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            state: Mutex::default(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, LbState> {
+        self.state.lock().unwrap()
+    }
+
+    fn calls(&self) -> Vec<LbCall> {
+        self.state().calls.clone()
+    }
+
+    fn ensures(&self, key: &str) -> Vec<Vec<String>> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                LbCall::Ensure(k, nodes) if k == key => Some(nodes),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn updates(&self, key: &str) -> Vec<Vec<String>> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                LbCall::Update(k, nodes) if k == key => Some(nodes),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn deletes(&self, key: &str) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| **c == LbCall::Delete(key.to_owned()))
+            .count()
+    }
+
+    fn calls_for(&self, key: &str) -> usize {
+        self.calls()
+            .iter()
+            .filter(|c| match c {
+                LbCall::Get(k)
+                | LbCall::Ensure(k, _)
+                | LbCall::Update(k, _)
+                | LbCall::Delete(k) => k == key,
+            })
+            .count()
+    }
+}
+
+fn key(service: &Service) -> String {
+    format!(
+        "{}/{}",
+        service.metadata.namespace.clone().unwrap_or_default(),
+        service.metadata.name.clone().unwrap_or_default()
+    )
+}
+
+fn names(nodes: &[Arc<Node>]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|n| n.metadata.name.clone().unwrap_or_default())
+        .collect()
+}
+
+#[async_trait]
+impl LoadBalancer for FakeLb {
+    async fn get_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> provider::Result<Option<LoadBalancerStatus>> {
+        assert_eq!(cluster_name, CLUSTER);
+        let mut state = self.state();
+        state.calls.push(LbCall::Get(key(service)));
+        Ok(state.existing.get(&key(service)).cloned())
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Arc<Node>],
+    ) -> provider::Result<LoadBalancerStatus> {
+        assert_eq!(cluster_name, CLUSTER);
+        let api: Api<Service> = Api::namespaced(
+            self.client.clone(),
+            service.metadata.namespace.as_deref().unwrap(),
+        );
+        let live = api
+            .get(service.metadata.name.as_deref().unwrap())
+            .await
+            .unwrap();
+        let has_finalizer = live
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER);
+        let mut state = self.state();
+        state.finalizer_at_ensure.push(has_finalizer);
+        state.calls.push(LbCall::Ensure(key(service), names(nodes)));
+        if state.elsewhere {
+            return Err(provider::Error::ImplementedElsewhere);
+        }
+        if let Some(err) = state.ensure_errors.pop_front() {
+            return Err(err);
+        }
+        let n = state.existing.len() + 1;
+        let status = state
+            .existing
+            .entry(key(service))
+            .or_insert_with(|| LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    ip: Some(format!("203.0.113.{n}")),
+                    ..LoadBalancerIngress::default()
+                }]),
+            });
+        Ok(status.clone())
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+        nodes: &[Arc<Node>],
+    ) -> provider::Result<()> {
+        assert_eq!(cluster_name, CLUSTER);
+        let mut state = self.state();
+        state.calls.push(LbCall::Update(key(service), names(nodes)));
+        if state.elsewhere {
+            return Err(provider::Error::ImplementedElsewhere);
+        }
+        match state.update_errors.pop_front() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> provider::Result<()> {
+        assert_eq!(cluster_name, CLUSTER);
+        let mut state = self.state();
+        state.calls.push(LbCall::Delete(key(service)));
+        state.existing.remove(&key(service));
+        Ok(())
+    }
+}
+
+fn service(name: &str, type_: &str) -> Service {
+    let mut svc = Service::default();
+    svc.metadata.name = Some(name.into());
+    svc.metadata.namespace = Some(NS.into());
+    svc.spec = Some(ServiceSpec {
+        type_: Some(type_.into()),
+        ports: Some(vec![ServicePort {
+            port: 80,
+            protocol: Some("TCP".into()),
+            ..ServicePort::default()
+        }]),
+        ..ServiceSpec::default()
+    });
+    svc
+}
+
+async fn create_service(client: &Client, name: &str, type_: &str) -> Service {
+    Api::<Service>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &service(name, type_))
+        .await
+        .unwrap()
+}
+
+async fn get_service(client: &Client, name: &str) -> Option<Service> {
+    Api::<Service>::namespaced(client.clone(), NS)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+async fn patch_service(client: &Client, name: &str, patch: serde_json::Value) {
+    Api::<Service>::namespaced(client.clone(), NS)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+fn ingress_ips(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|i| i.ip)
+        .collect()
+}
+
+fn has_finalizer(svc: &Service) -> bool {
+    svc.metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER))
+}
+
+async fn node(client: &Client, name: &str) -> Node {
+    NodeBuilder::kubelet(name)
+        .untainted()
+        .provider_id(&format!("fake://{name}"))
+        .ready("True")
+        .create(client)
+        .await
+}
+
+async fn label_node(client: &Client, name: &str, key: &str, value: &str) {
+    Api::<Node>::all(client.clone())
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+        )
+        .await
+        .unwrap();
+}
+
+fn start(env: &Env, lb: &Arc<FakeLb>) {
+    let config = ServiceControllerConfig {
+        cluster_name: CLUSTER.into(),
+        workers: 2,
+        backoff: Backoff {
+            base: Duration::from_millis(200),
+            max: Duration::from_secs(2),
+        },
+        ..ServiceControllerConfig::default()
+    };
+    let controller = ServiceController::new(
+        env.client.clone(),
+        env.cache.clone(),
+        lb.clone(),
+        env.metrics.clone(),
+        config,
+    );
+    tokio::spawn(controller.run(env.shutdown.clone()));
+}
+
+async fn wait_reason(client: &Client, name: &str, reason: &str) {
+    eventually(&format!("event {reason} on {name}"), WAIT, || async {
+        service_event_reasons(client, NS, name)
+            .await
+            .iter()
+            .any(|r| r == reason)
+            .then_some(())
+    })
+    .await;
+}
+
+async fn wait_ingress(client: &Client, name: &str) -> Vec<String> {
+    eventually(&format!("ingress of {name}"), WAIT, || async {
+        let svc = get_service(client, name).await?;
+        let ips = ingress_ips(&svc);
+        (!ips.is_empty()).then_some(ips)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    create_service(client, "web", "LoadBalancer").await;
+    create_service(client, "internal", "ClusterIP").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+
+    // Ensured with the one node; finalizer before the first cloud call; status from the cloud.
+    let ips = wait_ingress(client, "web").await;
+    assert_eq!(ips, ["203.0.113.1"]);
+    let web = get_service(client, "web").await.unwrap();
+    assert!(has_finalizer(&web));
+    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+    assert_eq!(lb.state().finalizer_at_ensure, [true]);
+    wait_reason(client, "web", "EnsuredLoadBalancer").await;
+    let reasons = service_event_reasons(client, NS, "web").await;
+    assert!(
+        reasons.contains(&"EnsuringLoadBalancer".to_owned()),
+        "{reasons:?}"
+    );
+    assert!(
+        !reasons.contains(&"UnAvailableLoadBalancer".to_owned()),
+        "{reasons:?}"
+    );
+
+    // The ClusterIP Service is never touched.
+    assert_eq!(lb.calls_for("default/internal"), 0);
+    let internal = get_service(client, "internal").await.unwrap();
+    assert!(!has_finalizer(&internal));
+    assert!(
+        service_event_reasons(client, NS, "internal")
+            .await
+            .is_empty()
+    );
+
+    // A label change does not re-ensure (nor does the status write of the controller itself).
+    patch_service(
+        client,
+        "web",
+        json!({"metadata": {"labels": {"team": "a"}}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
+
+    // An annotation change does.
+    patch_service(
+        client,
+        "web",
+        json!({"metadata": {"annotations": {"example.com/size": "lb21"}}}),
+    )
+    .await;
+    eventually("re-ensure after annotation change", WAIT, || async {
+        (lb.ensures("default/web").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(ips, ingress_ips(&get_service(client, "web").await.unwrap()));
+
+    // Deletion: the cloud LB is deleted, then the finalizer removed, then the Service is gone.
+    Api::<Service>::namespaced(client.clone(), NS)
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("service gone", WAIT, || async {
+        get_service(client, "web").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(lb.deletes("default/web"), 1);
+    assert!(lb.state().existing.is_empty());
+    wait_reason(client, "web", "DeletedLoadBalancer").await;
+    let reasons = service_event_reasons(client, NS, "web").await;
+    assert!(
+        reasons.contains(&"DeletingLoadBalancer".to_owned()),
+        "{reasons:?}"
+    );
+    assert!(env.metrics.reconcile_count("service") >= 3);
+}
+
+#[tokio::test]
+async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legacy_path() {
+    let env = Env::start().await;
+    let client = &env.client;
+    create_service(client, "web", "LoadBalancer").await;
+    create_service(client, "legacy", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+    wait_ingress(client, "web").await;
+    wait_ingress(client, "legacy").await;
+    // No nodes at all: warned, but the cloud was still called.
+    wait_reason(client, "web", "UnAvailableLoadBalancer").await;
+    assert_eq!(lb.ensures("default/web"), [Vec::<String>::new()]);
+
+    // A finalizer of someone else survives the cleanup.
+    Api::<Service>::namespaced(client.clone(), NS)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [
+                LOAD_BALANCER_CLEANUP_FINALIZER, "example.com/keep"
+            ]}})),
+        )
+        .await
+        .unwrap();
+    patch_service(
+        client,
+        "web",
+        json!({"spec": {
+            "type": "ClusterIP",
+            "externalTrafficPolicy": null,
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
+        }}),
+    )
+    .await;
+    let cleaned = eventually("finalizer removed and status cleared", WAIT, || async {
+        let svc = get_service(client, "web").await?;
+        (!has_finalizer(&svc) && ingress_ips(&svc).is_empty()).then_some(svc)
+    })
+    .await;
+    assert_eq!(
+        cleaned.metadata.finalizers.clone().unwrap_or_default(),
+        ["example.com/keep"]
+    );
+    assert_eq!(
+        cleaned.spec.unwrap().type_.as_deref(),
+        Some("ClusterIP"),
+        "the controller never writes spec"
+    );
+    assert_eq!(lb.deletes("default/web"), 1);
+    assert!(lb.calls().contains(&LbCall::Get("default/web".into())));
+    wait_reason(client, "web", "DeletedLoadBalancer").await;
+
+    // Someone strips the finalizer, then deletes the Service: the remembered version drives the
+    // cleanup.
+    Api::<Service>::namespaced(client.clone(), NS)
+        .patch_status(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    Api::<Service>::namespaced(client.clone(), NS)
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("legacy delete", WAIT, || async {
+        (lb.deletes("default/legacy") == 1).then_some(())
+    })
+    .await;
+    wait_reason(client, "legacy", "DeletedLoadBalancer").await;
+    assert!(lb.state().existing.is_empty());
+}
+
+#[tokio::test]
+async fn provider_errors_are_reported_and_retried_until_success() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let lb = FakeLb::new(client.clone());
+    {
+        let mut state = lb.state();
+        state
+            .ensure_errors
+            .push_back(provider::Error::api_msg("quota exceeded"));
+        // A RetryError wrapped in another error still selects the fixed delay.
+        state.ensure_errors.push_back(provider::Error::Other {
+            message: "create load balancer".into(),
+            source: Some(Box::new(provider::Error::retry(
+                "action locked",
+                Duration::from_millis(300),
+            ))),
+        });
+    }
+    start(&env, &lb);
+    create_service(client, "web", "LoadBalancer").await;
+
+    let ips = wait_ingress(client, "web").await;
+    assert_eq!(ips, ["203.0.113.1"]);
+    assert_eq!(lb.ensures("default/web").len(), 3);
+    let events = object_events(client, NS, "Service", "web").await;
+    let messages: Vec<String> = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
+        .map(|e| {
+            assert_eq!(e.type_.as_deref(), Some("Warning"));
+            e.message.clone().unwrap_or_default()
+        })
+        .collect();
+    assert!(
+        messages.contains(
+            &"Error syncing load balancer: failed to ensure load balancer: cloud API call failed: quota exceeded"
+                .to_owned()
+        ),
+        "{messages:?}"
+    );
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(env.metrics.error_count("service", "cloud_api") >= 1);
+    wait_reason(client, "web", "EnsuredLoadBalancer").await;
+}
+
+#[tokio::test]
+async fn node_changes_update_the_backend_set() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    create_service(client, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+    wait_ingress(client, "web").await;
+    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+
+    let wait_update = |expected: Vec<&'static str>| {
+        let lb = lb.clone();
+        async move {
+            eventually(&format!("update with {expected:?}"), WAIT, || async {
+                lb.updates("default/web")
+                    .last()
+                    .is_some_and(|last| *last == expected)
+                    .then_some(())
+            })
+            .await;
+        }
+    };
+
+    // A new node joins the backends.
+    node(client, "n2").await;
+    wait_update(vec!["n1", "n2"]).await;
+    wait_reason(client, "web", "UpdatedLoadBalancer").await;
+
+    // Readiness and unrelated labels are ignored; "false" does not exclude.
+    set_ready(client, "n1", "False").await;
+    label_node(
+        client,
+        "n1",
+        LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS,
+        "false",
+    )
+    .await;
+    label_node(client, "n1", "role", "worker").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(lb.updates("default/web").len(), 1, "{:?}", lb.calls());
+
+    // The exclusion label removes a node.
+    label_node(
+        client,
+        "n2",
+        LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS,
+        "true",
+    )
+    .await;
+    wait_update(vec!["n1"]).await;
+
+    // A failed update of an existing LB: warning, and a full ensure with the current set.
+    lb.state()
+        .update_errors
+        .push_back(provider::Error::api_msg("backend limit"));
+    let n3 = node(client, "n3").await;
+    wait_update(vec!["n1", "n3"]).await;
+    wait_reason(client, "web", "UpdateLoadBalancerFailed").await;
+    eventually("full ensure after failed update", WAIT, || async {
+        lb.ensures("default/web")
+            .last()
+            .is_some_and(|last| *last == ["n1", "n3"])
+            .then_some(())
+    })
+    .await;
+    let events = object_events(client, NS, "Service", "web").await;
+    let failed = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("UpdateLoadBalancerFailed"))
+        .unwrap();
+    assert_eq!(
+        failed.message.as_deref(),
+        Some(
+            "Error updating load balancer with new hosts [n1 n3] [node names limited, total number of nodes: 2], error: cloud API call failed: backend limit"
+        )
+    );
+
+    // Deleting nodes shrinks the set down to nothing.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes.delete("n1", &DeleteParams::default()).await.unwrap();
+    wait_update(vec!["n3"]).await;
+    nodes
+        .delete(
+            n3.metadata.name.as_deref().unwrap(),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+    wait_update(vec![]).await;
+    wait_reason(client, "web", "UnAvailableLoadBalancer").await;
+}
+
+#[tokio::test]
+async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let lb = FakeLb::new(client.clone());
+    lb.state().elsewhere = true;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    start(&env, &lb);
+    create_service(client, "web", "LoadBalancer").await;
+
+    eventually("ensure called", WAIT, || async {
+        (lb.ensures("default/web").len() == 1).then_some(())
+    })
+    .await;
+    wait_reason(client, "web", "EnsuringLoadBalancer").await;
+    // Another node: UpdateLoadBalancer answers ImplementedElsewhere, which is success.
+    node(client, "n2").await;
+    eventually("update called", WAIT, || async {
+        (lb.updates("default/web").len() == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let svc = get_service(client, "web").await.unwrap();
+    assert!(has_finalizer(&svc));
+    assert!(ingress_ips(&svc).is_empty());
+    let reasons = service_event_reasons(client, NS, "web").await;
+    for absent in [
+        "EnsuredLoadBalancer",
+        "SyncLoadBalancerFailed",
+        "UpdatedLoadBalancer",
+        "UpdateLoadBalancerFailed",
+    ] {
+        assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
+    }
+    assert_eq!(lb.ensures("default/web").len(), 1, "no retry after success");
+}
