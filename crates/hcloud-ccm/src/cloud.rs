@@ -6,7 +6,9 @@ use std::sync::Arc;
 use hcloud_api::{Client, ClientConfig, Token};
 use hcloud_provider::{CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings};
 
-use crate::config::{AddressFamily, HcloudSettings, ServerCacheMode};
+use crate::config::{
+    AddressFamily, HcloudSettings, LoadBalancerAlgorithm, LoadBalancerSettings, ServerCacheMode,
+};
 use crate::http::MetricsRegistry;
 
 /// Why the Hetzner side could not be set up (fatal; each message names the variable to fix).
@@ -52,6 +54,7 @@ pub struct Cloud {
 /// CCM does), build the provider, and register both's metrics.
 pub async fn connect(
     settings: &HcloudSettings,
+    load_balancers: &LoadBalancerSettings,
     metrics: &MetricsRegistry,
 ) -> Result<Cloud, CloudError> {
     let mut config = ClientConfig::new(Token::new(settings.token.expose()));
@@ -74,7 +77,8 @@ pub async fn connect(
         });
     }
 
-    let provider = HcloudProvider::new(client.clone(), provider_settings(settings)).await?;
+    let provider =
+        HcloudProvider::new(client.clone(), provider_settings(settings, load_balancers)).await?;
     metrics.with(|registry| provider.register_metrics(registry));
     Ok(Cloud {
         client,
@@ -83,8 +87,14 @@ pub async fn connect(
 }
 
 /// Map the validated `HCLOUD_*` settings onto the provider's.
-pub fn provider_settings(settings: &HcloudSettings) -> ProviderSettings {
+pub fn provider_settings(
+    settings: &HcloudSettings,
+    load_balancers: &LoadBalancerSettings,
+) -> ProviderSettings {
     ProviderSettings {
+        load_balancers: load_balancers
+            .enabled
+            .then(|| load_balancer_settings(load_balancers)),
         address_family: match settings.address_family {
             AddressFamily::Ipv4 => hcloud_provider::AddressFamily::Ipv4,
             AddressFamily::Ipv6 => hcloud_provider::AddressFamily::Ipv6,
@@ -104,5 +114,41 @@ pub fn provider_settings(settings: &HcloudSettings) -> ProviderSettings {
             max_age: settings.server_cache_max_age,
             ..CacheConfig::default()
         },
+    }
+}
+
+/// Map `HCLOUD_LOAD_BALANCERS_*` onto the provider's defaults for every load balancer.
+pub fn load_balancer_settings(lb: &LoadBalancerSettings) -> hcloud_provider::LoadBalancerSettings {
+    let defaults = hcloud_provider::LoadBalancerSettings::default();
+    hcloud_provider::LoadBalancerSettings {
+        location: lb.location.clone(),
+        network_zone: lb.network_zone.clone(),
+        lb_type: lb.lb_type.clone(),
+        algorithm: match lb.algorithm.unwrap_or_default() {
+            LoadBalancerAlgorithm::RoundRobin => hcloud_api::models::AlgorithmType::RoundRobin,
+            LoadBalancerAlgorithm::LeastConnections => {
+                hcloud_api::models::AlgorithmType::LeastConnections
+            }
+        },
+        disable_private_ingress: !lb.private_ingress_enabled,
+        use_private_ip: lb.use_private_ip,
+        disable_ipv6: !lb.ipv6_enabled,
+        disable_public_network: lb.disable_public_network.unwrap_or(false),
+        // Validation accepts only an IPv4 range here.
+        private_subnet_ip_range: match lb.private_subnet_ip_range {
+            Some(ipnet::IpNet::V4(range)) => Some(range),
+            _ => None,
+        },
+        uses_proxyprotocol: lb.uses_proxy_protocol.unwrap_or(false),
+        health_check_interval: lb
+            .health_check_interval
+            .unwrap_or(defaults.health_check_interval),
+        health_check_timeout: lb
+            .health_check_timeout
+            .unwrap_or(defaults.health_check_timeout),
+        health_check_retries: lb
+            .health_check_retries
+            .unwrap_or(defaults.health_check_retries),
+        ..defaults
     }
 }

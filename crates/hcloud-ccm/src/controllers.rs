@@ -10,6 +10,7 @@ use std::time::Duration;
 use cloud_provider::{
     CloudProvider, NodeCache, NodeController, NodeControllerConfig, NodeLifecycleController,
     NodeLifecycleControllerConfig, RouteController, RouteControllerConfig, RouteMetrics,
+    ServiceController, ServiceControllerConfig, ServiceMetrics,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -40,6 +41,8 @@ pub struct ControllerContext {
     pub metrics: cloud_provider::Metrics,
     /// `route_controller_route_sync_total` (registered once by the caller).
     pub route_metrics: RouteMetrics,
+    /// The service controller's upstream metrics (registered once by the caller).
+    pub service_metrics: ServiceMetrics,
 }
 
 impl std::fmt::Debug for ControllerContext {
@@ -210,8 +213,25 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     Ok(())
                 });
             }),
-            // Not built yet: configuration validation already warned; nothing runs.
-            Controller::ServiceLb => None,
+            Controller::ServiceLb => ctx.provider.load_balancer().map(|lb| {
+                let service = ServiceController::new(
+                    ctx.client.clone(),
+                    ctx.nodes.clone(),
+                    lb,
+                    ctx.metrics.clone(),
+                    ServiceControllerConfig {
+                        cluster_name: config.cluster_name.clone(),
+                        workers: config.concurrent_service_syncs,
+                        ..ServiceControllerConfig::default()
+                    },
+                )
+                .with_service_metrics(ctx.service_metrics.clone());
+                let stop = ctx.stop.clone();
+                running.spawn(controller, async move {
+                    service.run(stop).await;
+                    Ok(())
+                });
+            }),
         };
         if started.is_some() {
             tracing::info!(%controller, "controller started");

@@ -65,13 +65,15 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     let endpoints = Endpoints::new(MetricsRegistry::new());
     // Before leader election, on every replica: a rejected token or unknown network fails the
     // start here, and the shared Node cache warms up so a standby can take over at once.
-    let cloud = cloud::connect(&config.hcloud, &endpoints.metrics).await?;
+    let cloud = cloud::connect(&config.hcloud, &config.load_balancers, &endpoints.metrics).await?;
     let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
     let route_metrics = cloud_provider::RouteMetrics::new();
+    let service_metrics = cloud_provider::ServiceMetrics::default();
     endpoints.metrics.with(|registry| {
         controller_metrics.register(registry);
         route_metrics.register(registry);
+        service_metrics.register(registry);
     });
     let cache = nodes.clone();
     endpoints.readiness.add("nodeCache", move || {
@@ -125,6 +127,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         nodes,
         metrics: controller_metrics,
         route_metrics,
+        service_metrics,
     };
     let code = tokio::select! {
         () = shutdown.cancelled() => ExitCode::SUCCESS,

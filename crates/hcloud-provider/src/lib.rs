@@ -10,9 +10,14 @@
 //! Routes ([`HcloudRoutes`]) are offered when a network is configured and
 //! [`ProviderSettings::routes_enabled`] is set: pod CIDRs become routes of that network whose
 //! gateway is the target server's private IP there.
+//!
+//! Load balancers ([`HcloudLoadBalancers`]) are offered when
+//! [`ProviderSettings::load_balancers`] is set: one Hetzner load balancer per Service, named,
+//! labelled and annotated as the official Hetzner CCM does it (see [`load_balancers`]).
 
 mod config;
 mod instances;
+pub mod load_balancers;
 mod metadata;
 mod provider_id;
 mod routes;
@@ -22,12 +27,13 @@ use std::sync::Arc;
 
 pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
 pub use instances::{HcloudInstances, server_key};
+pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use provider_id::{ParseProviderIdError, ProviderId};
 pub use routes::{HcloudRoutes, RoutesConfig};
 pub use server_cache::{CacheError, CacheMetrics, ServerCache, ServerKey, ServerSnapshot};
 
-use cloud_provider::{CloudProvider, Instances, Routes};
+use cloud_provider::{CloudProvider, Instances, LoadBalancer, Routes};
 use prometheus_client::registry::Registry;
 
 /// The provider name, used as the providerID scheme.
@@ -66,6 +72,11 @@ pub struct ProviderSettings {
     /// `--cluster-cidr` (and no Robot support) before setting it. Defaults to false here, so
     /// callers that do not ask for routes get none.
     pub routes_enabled: bool,
+    /// Offer the load balancer capability with these defaults (`HCLOUD_LOAD_BALANCERS_*`;
+    /// see [`LoadBalancerSettings::from_lookup`]). `None` (the default) offers none, which the
+    /// binary sets when `HCLOUD_LOAD_BALANCERS_ENABLED` is false. Load balancers are attached
+    /// to `network` when one is set.
+    pub load_balancers: Option<LoadBalancerSettings>,
 }
 
 /// The Hetzner Cloud provider.
@@ -74,6 +85,7 @@ pub struct HcloudProvider {
     instances: Arc<HcloudInstances>,
     network_id: Option<i64>,
     routes: Option<Arc<HcloudRoutes>>,
+    load_balancers: Option<Arc<HcloudLoadBalancers>>,
 }
 
 impl HcloudProvider {
@@ -92,6 +104,13 @@ impl HcloudProvider {
             zone_label_enabled: settings.zone_label_enabled,
             cache: settings.cache.clone(),
         };
+        let load_balancers = settings.load_balancers.map(|lb_settings| {
+            Arc::new(HcloudLoadBalancers::new(
+                client.clone(),
+                lb_settings,
+                network_id,
+            ))
+        });
         let cache = ServerCache::new(client.clone(), settings.cache);
         let routes = match network_id {
             Some(id) if settings.routes_enabled => Some(Arc::new(HcloudRoutes::new(
@@ -105,6 +124,7 @@ impl HcloudProvider {
             instances: Arc::new(HcloudInstances::new(cache, config)),
             network_id,
             routes,
+            load_balancers,
         })
     }
 
@@ -122,6 +142,11 @@ impl HcloudProvider {
     /// configured and routes are enabled.
     pub fn hcloud_routes(&self) -> Option<&Arc<HcloudRoutes>> {
         self.routes.as_ref()
+    }
+
+    /// The load balancer implementation, when [`ProviderSettings::load_balancers`] is set.
+    pub fn hcloud_load_balancers(&self) -> Option<&Arc<HcloudLoadBalancers>> {
+        self.load_balancers.as_ref()
     }
 
     /// Register the provider's metrics.
@@ -172,6 +197,12 @@ impl CloudProvider for HcloudProvider {
 
     fn instances(&self) -> Option<Arc<dyn Instances>> {
         Some(self.instances.clone())
+    }
+
+    fn load_balancer(&self) -> Option<Arc<dyn LoadBalancer>> {
+        self.load_balancers
+            .clone()
+            .map(|lbs| lbs as Arc<dyn LoadBalancer>)
     }
 
     fn routes(&self) -> Option<Arc<dyn Routes>> {

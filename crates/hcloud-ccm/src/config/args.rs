@@ -55,7 +55,7 @@ const SERVING: &str = "Secure serving";
 const LOGGING: &str = "Logging";
 const COMPAT: &str = "Accepted for compatibility";
 const HCLOUD: &str = "Hetzner Cloud (environment)";
-const LB: &str = "Load balancers (environment; not implemented yet)";
+const LB: &str = "Load balancers (environment)";
 const ROBOT: &str = "Robot dedicated servers (environment; not implemented yet)";
 
 const LONG_ABOUT: &str = "\

@@ -5,11 +5,8 @@
 //! ([`ConfigError`]), each naming the flag or environment variable at fault.
 //!
 //! # Features that are not implemented yet
-//! Load balancers and Robot dedicated servers are not implemented yet (see
-//! [`Capabilities::CURRENT`]). Their variables are still parsed and validated. Beyond that:
-//! - **Load balancers**: a warning. Without the service controller, Services of type LoadBalancer
-//!   stay pending and existing load balancers are left untouched — visible and not destructive.
-//!   Every load balancer variable set to a non-default value gets its own warning.
+//! Robot dedicated servers are not implemented yet (see [`Capabilities::CURRENT`]); their
+//! variables are still parsed and validated. Beyond that:
 //! - **Robot**: an error when `ROBOT_ENABLED=true`. Without Robot support, dedicated-server
 //!   Nodes (`hrobot://`) could be mistaken for deleted cloud servers.
 
@@ -49,7 +46,7 @@ pub struct Capabilities {
 impl Capabilities {
     /// What this build implements.
     pub const CURRENT: Capabilities = Capabilities {
-        load_balancers: false,
+        load_balancers: true,
         routes: true,
         robot: false,
     };

@@ -100,9 +100,8 @@ fn defaults_match_upstream() {
         "only effective with Robot enabled"
     );
 
-    // Load balancers are not implemented: the default (enabled) earns exactly one warning.
-    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
-    assert!(cfg.warnings[0].contains("load balancers are not implemented yet"));
+    // Defaults earn no warning.
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     assert!(cfg.controller_wanted(Controller::CloudNode));
     assert!(cfg.controller_wanted(Controller::ServiceLb));
     assert!(!cfg.controller_wanted(Controller::NodeRoute));
@@ -370,7 +369,7 @@ fn robot_is_an_error_until_implemented() {
 }
 
 #[test]
-fn load_balancer_settings_warn_until_implemented() {
+fn load_balancer_settings_are_parsed() {
     let cfg = config(&[
         "--hcloud-load-balancers-location=fsn1",
         "--hcloud-load-balancers-use-private-ip=true",
@@ -388,28 +387,27 @@ fn load_balancer_settings_warn_until_implemented() {
         cfg.load_balancers.algorithm,
         Some(LoadBalancerAlgorithm::LeastConnections)
     );
-    for var in [
-        "HCLOUD_LOAD_BALANCERS_LOCATION",
-        "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
-        "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
-        "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
-        "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
-    ] {
-        assert!(
-            cfg.warnings.iter().any(|w| w.starts_with(var)),
-            "{var}: {:?}",
-            cfg.warnings
-        );
-    }
-    // Disabled load balancers: no warning at all.
+    assert!(cfg.load_balancers.use_private_ip);
+    assert!(cfg.controller_wanted(Controller::ServiceLb));
+    // Implemented: no warnings.
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    // Disabled load balancers: the service controller does not run.
     let cfg = config(&["--hcloud-load-balancers-enabled=false"]);
-    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
     assert!(!cfg.controller_wanted(Controller::ServiceLb));
-    // Implemented: no warnings either.
+    // Without the capability, every non-default setting is reported as not supported.
     let cfg = args(&["--hcloud-load-balancers-location=fsn1"])
-        .validate_with(Capabilities::ALL)
+        .validate_with(Capabilities {
+            load_balancers: false,
+            ..Capabilities::ALL
+        })
         .unwrap();
-    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.starts_with("HCLOUD_LOAD_BALANCERS_LOCATION")),
+        "{:?}",
+        cfg.warnings
+    );
 }
 
 #[test]

@@ -1,0 +1,151 @@
+//! Carrying out [`Step`]s against the API.
+//!
+//! The API locks a load balancer while one of its actions runs (a second action gets 423
+//! `locked`), so the steps of one load balancer run one after the other, each waited for.
+//! A `locked` / `conflict` answer therefore means another actor is busy with the load
+//! balancer (or its network): it becomes a [`Error::Retry`] with a short fixed delay instead
+//! of spinning here.
+
+use std::time::Duration;
+
+use cloud_provider::Error;
+use cloud_provider::provider::Result;
+use hcloud_api::Client;
+use hcloud_api::models::{Action, LoadBalancer, UpdateRequest};
+
+use super::plan::Step;
+
+/// Map an API error of `what`: busy → retry, everything else → API error.
+pub fn api_error(what: &str, err: hcloud_api::Error, retry_after: Duration) -> Error {
+    if err.is_locked_or_conflict() {
+        Error::retry(
+            format!("{what}: the load balancer is busy with another action ({err})"),
+            retry_after,
+        )
+    } else {
+        Error::api(what.to_owned(), err)
+    }
+}
+
+/// Runs steps on one load balancer.
+#[derive(Debug)]
+pub struct Executor<'a> {
+    /// The API.
+    pub client: &'a Client,
+    /// Load balancer ID.
+    pub id: i64,
+    /// Load balancer name, for messages.
+    pub name: &'a str,
+    /// Longest wait for one action.
+    pub action_timeout: Duration,
+    /// Delay of the retry asked for when busy.
+    pub retry_after: Duration,
+}
+
+impl Executor<'_> {
+    /// Wait for `actions` (batched polling); a timeout asks for a retry.
+    pub async fn wait(&self, what: &str, actions: &[Action]) -> Result<()> {
+        match tokio::time::timeout(self.action_timeout, self.client.actions().wait_all(actions))
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => Err(api_error(what, err, self.retry_after)),
+            Err(_) => Err(Error::retry(
+                format!(
+                    "{what}: the action did not finish within {:?}",
+                    self.action_timeout
+                ),
+                self.retry_after,
+            )),
+        }
+    }
+
+    /// Carry out `step` and wait for its action.
+    pub async fn run(&self, step: &Step) -> Result<()> {
+        let lbs = self.client.load_balancers();
+        let id = self.id;
+        let what = format!(
+            "load balancer {:?} (ID {id}): {}",
+            self.name,
+            describe(step)
+        );
+        tracing::info!(load_balancer = id, step = %describe(step), "changing load balancer");
+        let action = match step {
+            Step::Update { name, labels } => {
+                let request = UpdateRequest {
+                    name: name.clone(),
+                    labels: labels.clone(),
+                };
+                lbs.update(id, &request)
+                    .await
+                    .map_err(|err| api_error(&what, err, self.retry_after))?;
+                return Ok(());
+            }
+            Step::DetachNetwork(network) => lbs.detach_from_network(id, *network).await,
+            Step::AttachNetwork(request) => lbs.attach_to_network(id, request).await,
+            Step::RemoveTarget(target) => lbs.remove_target(id, target).await,
+            Step::DeleteService(port) => lbs.delete_service(id, *port).await,
+            Step::ChangeType(t) => lbs.change_type(id, t).await,
+            Step::ChangeAlgorithm(kind) => lbs.change_algorithm(id, kind.clone()).await,
+            Step::UpdateService(update) => lbs.update_service(id, update).await,
+            Step::AddService(service) => lbs.add_service(id, service).await,
+            Step::AddTarget(target) => lbs.add_target(id, target).await,
+            Step::EnablePublicInterface => lbs.enable_public_interface(id).await,
+            Step::DisablePublicInterface => lbs.disable_public_interface(id).await,
+            Step::ChangeDnsPtr(request) => lbs.change_dns_ptr(id, request).await,
+        }
+        .map_err(|err| api_error(&what, err, self.retry_after))?;
+        self.wait(&what, &[action]).await
+    }
+
+    /// Carry out `steps` in order.
+    pub async fn run_all(&self, steps: &[Step]) -> Result<()> {
+        for step in steps {
+            self.run(step).await?;
+        }
+        Ok(())
+    }
+
+    /// `GET` the load balancer.
+    pub async fn reload(&self) -> Result<LoadBalancer> {
+        self.client
+            .load_balancers()
+            .get(self.id)
+            .await
+            .map_err(|err| {
+                api_error(
+                    &format!("reading load balancer {:?} (ID {})", self.name, self.id),
+                    err,
+                    self.retry_after,
+                )
+            })
+    }
+}
+
+/// A short description of `step` for logs and errors.
+pub fn describe(step: &Step) -> String {
+    let target = |t: &hcloud_api::models::TargetSpec| match (&t.server, &t.ip, &t.label_selector) {
+        (Some(s), _, _) => format!("server {}", s.id),
+        (_, Some(ip), _) => format!("ip {}", ip.ip),
+        (_, _, Some(sel)) => format!("label selector {:?}", sel.selector),
+        _ => "target".to_owned(),
+    };
+    match step {
+        Step::Update { name, labels } => match (name, labels) {
+            (Some(n), _) => format!("rename to {n:?}"),
+            _ => "set the service UID label".to_owned(),
+        },
+        Step::DetachNetwork(n) => format!("detach from network {n}"),
+        Step::AttachNetwork(r) => format!("attach to network {}", r.network),
+        Step::RemoveTarget(t) => format!("remove target {}", target(t)),
+        Step::DeleteService(p) => format!("delete service {p}"),
+        Step::ChangeType(t) => format!("change type to {t}"),
+        Step::ChangeAlgorithm(a) => format!("change algorithm to {a}"),
+        Step::UpdateService(u) => format!("update service {}", u.listen_port),
+        Step::AddService(s) => format!("add service {}", s.listen_port),
+        Step::AddTarget(t) => format!("add target {}", target(t)),
+        Step::EnablePublicInterface => "enable the public interface".to_owned(),
+        Step::DisablePublicInterface => "disable the public interface".to_owned(),
+        Step::ChangeDnsPtr(r) => format!("set reverse DNS of {}", r.ip),
+    }
+}
