@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod kubelet;
+mod load_balancer;
 mod table;
 
 use std::path::PathBuf;
@@ -126,7 +127,6 @@ async fn main() -> anyhow::Result<()> {
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
         .env("HCLOUD_NETWORK", NETWORK)
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
         .env(
             "HCLOUD_METRICS_ADDRESS",
             format!("127.0.0.1:{metrics_port}"),
@@ -190,10 +190,15 @@ async fn main() -> anyhow::Result<()> {
     for (destination, gateway) in &routes {
         println!("  {destination:<16} -> {gateway}");
     }
+    step("creating Service default/web of type LoadBalancer");
+    println!(
+        "\n{}",
+        load_balancer::demo(client.clone(), &admin, Duration::from_secs(60)).await?
+    );
 
     let admin_url = sim.admin_url();
     println!(
-        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
+        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  kubectl get service web -o wide\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
          Change the cloud through the simulator's admin API ({admin_url}):\n  \
          curl -s {admin_url}/state | jq '.servers[] | {{id, name, status}}'\n  \
          curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \
