@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cloud_provider::{CloudProvider as _, Error, LoadBalancer as _};
 use hcloud_api::api::params::ListParams;
-use hcloud_api::models::{self, TargetType};
+use hcloud_api::models::{self, TargetSpec, TargetType};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::load_balancers::SERVICE_UID_LABEL;
 use hcloud_provider::{
@@ -727,4 +727,126 @@ async fn a_busy_load_balancer_asks_for_a_retry() {
         .unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_millis(50)), "{err}");
     assert!(err.to_string().contains("busy"), "{err}");
+}
+
+#[tokio::test]
+async fn a_load_balancer_of_another_service_is_never_taken_over_by_name() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let owner = service(&[(80, "TCP", 30080)], &[("name", "shared")]);
+    lbs.ensure_load_balancer(CLUSTER, &owner, &[env.node(0)])
+        .await
+        .unwrap();
+    let before = env.only().await;
+
+    let mut intruder = service(&[(443, "TCP", 30443)], &[("name", "shared")]);
+    intruder.metadata.uid = Some("99999999-2222-3333-4444-555555555555".into());
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &intruder, &[env.node(1)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("load-balancer.hetzner.cloud/name"), "{text}");
+    assert!(
+        text.contains(before.labels[SERVICE_UID_LABEL].as_str()),
+        "{text}"
+    );
+
+    // The owner's load balancer is untouched, and the intruder neither sees nor deletes it.
+    let after = env.only().await;
+    assert_eq!(after.labels, before.labels);
+    assert_eq!(ports(&after), ports(&before));
+    assert_eq!(targets(&after), targets(&before));
+    assert!(
+        lbs.get_load_balancer(CLUSTER, &intruder)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER, &intruder)
+        .await
+        .unwrap();
+    assert_eq!(env.all().await.len(), 1);
+}
+
+#[tokio::test]
+async fn an_unlabelled_load_balancer_is_only_touched_by_an_ensure() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    // Someone else's load balancer that happens to have the name a Service asks for.
+    let svc = service(&[(80, "TCP", 30080)], &[("name", "theirs")]);
+    let request = serde_json::json!({
+        "name": "theirs", "load_balancer_type": "lb11", "location": "fsn1",
+    });
+    let created = reqwest::Client::new()
+        .post(format!("{}/load_balancers", env.sim.base_url()))
+        .bearer_auth(env.sim.token())
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        created.status().is_success(),
+        "{}",
+        created.text().await.unwrap()
+    );
+
+    // Without an ensure (e.g. every ensure failed), get, update and delete leave it alone.
+    assert!(
+        lbs.get_load_balancer(CLUSTER, &svc)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        lbs.update_load_balancer(CLUSTER, &svc, &[env.node(0)])
+            .await
+            .is_err()
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    let theirs = env.only().await;
+    assert!(theirs.targets.is_empty());
+    assert!(!theirs.labels.contains_key(SERVICE_UID_LABEL));
+}
+
+#[tokio::test]
+async fn ip_targets_the_ccm_did_not_create_are_kept() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    // An IP target, as a CCM managing Robot servers would add.
+    let action = env
+        .client
+        .load_balancers()
+        .add_target(lb.id, &TargetSpec::ip("203.0.113.50"))
+        .await
+        .unwrap();
+    env.client.actions().wait(&action).await.unwrap();
+
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(1)])
+        .await
+        .unwrap();
+    let after = env.only().await;
+    assert!(
+        after
+            .targets
+            .iter()
+            .any(|t| t.ip.as_ref().is_some_and(|ip| ip.ip == "203.0.113.50")),
+        "{:?}",
+        after.targets
+    );
+    let servers: Vec<i64> = after
+        .targets
+        .iter()
+        .filter(|t| t.kind == TargetType::Server)
+        .filter_map(|t| t.server.as_ref().map(|s| s.id))
+        .collect();
+    assert_eq!(servers, vec![env.servers[1]]);
 }

@@ -130,13 +130,18 @@ impl HcloudLoadBalancers {
         Ok(plan)
     }
 
-    /// The Service's load balancer: by UID label, else by name. `adopt_foreign` also returns
-    /// a load balancer found by name that is labelled for another Service UID.
+    /// The Service's load balancer.
+    ///
+    /// Only a load balancer labelled with the Service's UID is the Service's own: `get`,
+    /// `update` and delete act on nothing else. Ensure (`adopt_by_name`) may also take over a
+    /// load balancer with the Service's name that carries no UID label (made by hand or by a
+    /// very old CCM; the label is written as the first step), but never one labelled for
+    /// another Service: that is an error naming the name annotation and the owner's UID.
     async fn find(
         &self,
         uid: &str,
         name: &str,
-        adopt_foreign: bool,
+        adopt_by_name: bool,
     ) -> Result<Option<models::LoadBalancer>> {
         let lbs = self.client.load_balancers();
         let labelled = lbs
@@ -159,6 +164,9 @@ impl HcloudLoadBalancers {
         if let Some(lb) = labelled.into_iter().next() {
             return Ok(Some(lb));
         }
+        if !adopt_by_name {
+            return Ok(None);
+        }
         let by_name = lbs.get_by_name(name).await.map_err(|err| {
             api_error(
                 &format!("looking up load balancer {name:?}"),
@@ -166,20 +174,15 @@ impl HcloudLoadBalancers {
                 self.settings.retry_after,
             )
         })?;
-        Ok(by_name.filter(|lb| match lb.labels.get(SERVICE_UID_LABEL) {
-            Some(other) if other != uid => {
-                if adopt_foreign {
-                    tracing::warn!(
-                        load_balancer = name,
-                        previous_uid = other,
-                        uid,
-                        "adopting a load balancer labelled for another service UID"
-                    );
-                }
-                adopt_foreign
-            }
-            _ => true,
-        }))
+        match by_name {
+            Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
+                Some(owner) if owner != uid => Err(Error::InvalidInput(format!(
+                    "load balancer {name:?} belongs to the Service with UID {owner} (label {SERVICE_UID_LABEL}); choose another name with the annotation load-balancer.hetzner.cloud/name, or remove that label from the load balancer to hand it over"
+                ))),
+                _ => Ok(Some(lb)),
+            },
+            None => Ok(None),
+        }
     }
 
     async fn resolve_certificates(&self, plan: &mut Plan) -> Result<()> {

@@ -403,19 +403,10 @@ impl Plan {
                 (TargetType::Server, Some(id)) => {
                     steps.push(Step::RemoveTarget(TargetSpec::server(id, false)));
                 }
-                (TargetType::LabelSelector, _) => {
-                    if let Some(sel) = &target.label_selector {
-                        steps.push(Step::RemoveTarget(TargetSpec::label_selector(
-                            sel.selector.clone(),
-                            false,
-                        )));
-                    }
-                }
-                (TargetType::Ip, _) => {
-                    if let Some(ip) = &target.ip {
-                        steps.push(Step::RemoveTarget(TargetSpec::ip(ip.ip.clone())));
-                    }
-                }
+                // Label-selector and IP targets are never created by this CCM (IP targets are
+                // how Robot nodes are reached, which it does not manage yet): they are left as
+                // they are rather than removed, so taking over from a CCM that manages Robot
+                // targets cuts no traffic.
                 _ => {}
             }
         }
