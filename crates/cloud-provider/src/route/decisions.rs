@@ -199,6 +199,8 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
         .collect();
 
     let mut to_create = Vec::new();
+    // Destinations a Node wants but no listed route serves it (action Add).
+    let mut added: Vec<IpNet> = Vec::new();
     for node in nodes {
         let Some(name) = node.metadata.name.as_deref() else {
             continue;
@@ -219,6 +221,9 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
                 Some(cidr) => action_for(targeting, cidr, addresses),
                 None => CidrAction::Unparsable,
             };
+            if let (Some(cidr), CidrAction::Add) = (cidr, action) {
+                added.push(cidr);
+            }
             if let (Some(cidr), CidrAction::Add | CidrAction::Update) = (cidr, action) {
                 to_create.push(RouteCreation {
                     node: name.to_owned(),
@@ -237,10 +242,18 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
         }
     }
 
+    // A listed route for a destination that a Node wants, but which seems to point elsewhere
+    // (another target, or a blackhole), is not deleted: the creation for that Node replaces it
+    // (providers replace a route of the same destination, as the Hetzner one does). Deleting it
+    // first would cut the Node's pod traffic between the delete and the create — and for
+    // nothing when the mismatch is only apparent, e.g. a provider that could not map the
+    // route's gateway to the Node (a restart lost that knowledge, or a server listing was
+    // partial). This deviates from the upstream controller on purpose.
     let to_delete = routes
         .iter()
         .filter(|route| is_responsible_for(cluster_cidrs, &route.destination_cidr))
         .filter(|route| route.blackhole || !is_kept(&working, route))
+        .filter(|route| !added.contains(&route.destination_cidr.trunc()))
         .cloned()
         .collect();
 
@@ -583,9 +596,9 @@ mod tests {
                 ]),
             },
             Case {
-                what: "route to the right CIDR but another node",
+                what: "route to a CIDR a node wants but another target: replaced by the create, not deleted first",
                 routes: vec![route("dual", "10.244.1.0/24")],
-                delete: pairs(&[("dual", "10.244.1.0/24")]),
+                delete: vec![],
                 create: pairs(&[
                     ("a", "10.244.1.0/24"),
                     ("dual", "10.244.2.0/24"),
@@ -601,6 +614,20 @@ mod tests {
                 ],
                 delete: pairs(&[("a", "10.244.1.0/24")]),
                 create: vec![],
+            },
+            Case {
+                what: "a blackhole without target for a CIDR a node wants: replaced, not deleted first",
+                routes: vec![
+                    Route {
+                        target_node: String::new(),
+                        blackhole: true,
+                        ..route("a", "10.244.1.0/24")
+                    },
+                    route("dual", "10.244.2.0/24"),
+                    route("dual", "fd00:10:0:2::/64"),
+                ],
+                delete: vec![],
+                create: pairs(&[("a", "10.244.1.0/24")]),
             },
             Case {
                 what: "stale addresses only matter with enable_node_addresses",
