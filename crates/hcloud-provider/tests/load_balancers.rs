@@ -850,3 +850,29 @@ async fn ip_targets_the_ccm_did_not_create_are_kept() {
         .collect();
     assert_eq!(servers, vec![env.servers[1]]);
 }
+
+#[tokio::test]
+async fn ports_without_node_ports_are_an_error_not_an_empty_load_balancer() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    // The Service loses its NodePort (allocateLoadBalancerNodePorts: false).
+    let mut without = svc.clone();
+    for port in without.spec.as_mut().unwrap().ports.as_mut().unwrap() {
+        port.node_port = None;
+    }
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &without, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.to_string().contains("spec.ports[].nodePort"), "{err}");
+    assert_eq!(
+        ports(&env.only().await).len(),
+        1,
+        "the load balancer keeps its service"
+    );
+}

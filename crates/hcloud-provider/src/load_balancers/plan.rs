@@ -172,6 +172,7 @@ impl Plan {
 
         let mut skipped = Vec::new();
         let mut services: BTreeMap<u16, ServiceSpec> = BTreeMap::new();
+        let mut tcp_ports = 0usize;
         let ports = service
             .spec
             .as_ref()
@@ -191,6 +192,7 @@ impl Plan {
                 ));
                 continue;
             }
+            tcp_ports += 1;
             let (Ok(listen_port), Some(node_port)) = (
                 u16::try_from(port.port),
                 port.node_port.and_then(|p| u16::try_from(p).ok()),
@@ -225,6 +227,15 @@ impl Plan {
                         http: hc_http.clone(),
                     }),
                 },
+            );
+        }
+
+        // TCP ports without NodePorts (e.g. allocateLoadBalancerNodePorts: false) would leave
+        // the load balancer with no service: refuse instead of deleting every service it has.
+        if services.is_empty() && tcp_ports > 0 {
+            return Err(
+                "spec.ports[].nodePort: none of the Service's TCP ports has a NodePort; Hetzner load balancers forward to NodePorts, so set allocateLoadBalancerNodePorts to true (or leave it unset)"
+                    .to_owned(),
             );
         }
 
