@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeSpec, NodeStatus, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, eventually};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde::Deserialize as _;
 use serde_json::json;
 
@@ -113,22 +113,7 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
 }
 
 async fn register_node(nodes: &Api<Node>, name: &str) {
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                time_added: None,
-            }]),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    };
+    let node = kubelet_node(name);
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let status = NodeStatus {
         addresses: Some(vec![NodeAddress {
@@ -149,13 +134,10 @@ async fn register_node(nodes: &Api<Node>, name: &str) {
 
 async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
     let node = nodes.get_opt(name).await.unwrap()?;
-    let spec = node.spec?;
-    let tainted = spec
-        .taints
-        .unwrap_or_default()
-        .iter()
-        .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
-    spec.provider_id.filter(|_| !tainted)
+    if has_taint(&node, UNINITIALIZED_TAINT) {
+        return None;
+    }
+    node.spec?.provider_id
 }
 
 fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {

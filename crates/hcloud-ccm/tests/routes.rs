@@ -8,9 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube_harness::{ControlPlane, eventually};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
+use kube_harness::{ControlPlane, eventually, kubelet_node};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -62,24 +62,11 @@ async fn pod_cidrs_become_routes_of_the_network() {
         .unwrap();
 
     let nodes: Api<Node> = Api::all(admin);
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some("routed-1".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            pod_cidr: Some("10.244.7.0/24".into()),
-            pod_cidrs: Some(vec!["10.244.7.0/24".into()]),
-            taints: Some(vec![Taint {
-                key: "node.cloudprovider.kubernetes.io/uninitialized".into(),
-                value: Some("true".into()),
-                effect: "NoSchedule".into(),
-                time_added: None,
-            }]),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    };
+    let mut node = kubelet_node("routed-1");
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = Some("10.244.7.0/24".into());
+        spec.pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
+    }
     nodes.create(&PostParams::default(), &node).await.unwrap();
 
     let admin_api = sim.admin();

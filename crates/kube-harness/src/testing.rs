@@ -2,7 +2,33 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The taint a kubelet with `--cloud-provider=external` registers its Node with.
+pub const UNINITIALIZED_TAINT: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+/// A Node as a kubelet with `--cloud-provider=external` registers it: the name and the
+/// `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint, nothing else (its
+/// status, e.g. the Hostname address, is written afterwards through the status subresource).
+pub fn kubelet_node(name: &str) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![Taint {
+                key: UNINITIALIZED_TAINT.to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                time_added: None,
+            }]),
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
 
 /// Poll `check` every 50 ms until it returns `Some`, and return that value.
 ///

@@ -9,35 +9,15 @@ use std::time::Duration;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    Event, EventSource, Node, NodeAddress, NodeSpec, ObjectReference, Service, ServicePort,
-    ServiceSpec, Taint,
+    Event, EventSource, Node, NodeAddress, ObjectReference, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube_harness::{ControlPlane, ensure_namespace, unique_name};
+use kube_harness::{
+    ControlPlane, UNINITIALIZED_TAINT, ensure_namespace, kubelet_node, unique_name,
+};
 use serde_json::json;
-
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
-
-fn kubelet_node(name: &str) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            taints: Some(vec![Taint {
-                key: UNINITIALIZED.to_owned(),
-                value: Some("true".to_owned()),
-                effect: "NoSchedule".to_owned(),
-                time_added: None,
-            }]),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
-}
 
 async fn admin() -> kube::Client {
     ControlPlane::shared()
@@ -68,7 +48,7 @@ async fn node_with_uninitialized_taint_is_watched_and_patched() {
         .expect("watch ok")
         .expect("an object");
     let taints = seen.spec.unwrap().taints.unwrap();
-    assert_eq!(taints[0].key, UNINITIALIZED);
+    assert_eq!(taints[0].key, UNINITIALIZED_TAINT);
 
     // Labels: JSON merge patch on the object.
     let labels = json!({"metadata": {"labels": {"node.kubernetes.io/instance-type": "cx22"}}});

@@ -14,8 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hcloud_sim::AdminClient;
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -149,28 +148,15 @@ async fn free_pod_cidr(nodes: &Api<Node>) -> Result<String, kube::Error> {
 
 async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
     let pod_cidr = free_pod_cidr(nodes).await?;
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some(BTreeMap::from([
-                ("kubernetes.io/hostname".to_owned(), name.to_owned()),
-                ("kubernetes.io/os".to_owned(), "linux".to_owned()),
-            ])),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            pod_cidr: Some(pod_cidr.clone()),
-            pod_cidrs: Some(vec![pod_cidr]),
-            taints: Some(vec![Taint {
-                key: "node.cloudprovider.kubernetes.io/uninitialized".to_owned(),
-                value: Some("true".to_owned()),
-                effect: "NoSchedule".to_owned(),
-                time_added: None,
-            }]),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    };
+    let mut node = kube_harness::kubelet_node(name);
+    node.metadata.labels = Some(BTreeMap::from([
+        ("kubernetes.io/hostname".to_owned(), name.to_owned()),
+        ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+    ]));
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = Some(pod_cidr.clone());
+        spec.pod_cidrs = Some(vec![pod_cidr]);
+    }
     match nodes.create(&PostParams::default(), &node).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),

@@ -2,7 +2,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+use kube_harness::UNINITIALIZED_TAINT as UNINITIALIZED;
 
 /// Has a providerID and no uninitialized taint.
 pub fn initialized(node: &Node) -> bool {
