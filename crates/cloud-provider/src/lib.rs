@@ -3,7 +3,8 @@
 //! Laid out like `k8s.io/cloud-provider`: [`provider`] holds the contract a cloud implements,
 //! [`node`] the cloud node controller, [`nodelifecycle`] the cloud node lifecycle controller.
 //! [`cache`] is the shared Node reflector the binary starts before leader election,
-//! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics.
+//! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics,
+//! [`dryrun`] what every controller would change, computed with reads only.
 //!
 //! Leadership gates writes, not reads. A binary wires it like this:
 //!
@@ -47,6 +48,7 @@
 //! ```
 
 pub mod cache;
+pub mod dryrun;
 pub mod events;
 pub mod metrics;
 pub mod node;
@@ -68,7 +70,8 @@ pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};
 pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
 pub use provider::{
-    CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, Route, Routes,
+    CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, LoadBalancerPlan, Route,
+    Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
 pub use service::{ServiceController, ServiceControllerConfig, ServiceMetrics};

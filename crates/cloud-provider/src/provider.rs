@@ -229,6 +229,33 @@ pub trait LoadBalancer: Send + Sync {
         cluster_name: &str,
         service: &Service,
     ) -> Result<()>;
+
+    /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
+    ///
+    /// Used by dry runs ([`crate::dryrun`]); it must never write to the cloud. Providers that
+    /// cannot tell answer [`Error::NotImplemented`].
+    async fn plan_load_balancer(
+        &self,
+        _cluster_name: &str,
+        _service: &Service,
+        _nodes: &[Arc<Node>],
+    ) -> Result<LoadBalancerPlan> {
+        Err(Error::NotImplemented)
+    }
+}
+
+/// The outcome of [`LoadBalancer::plan_load_balancer`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadBalancerPlan {
+    /// One line per cloud change ensure would make, in order (e.g. `create load balancer
+    /// "web" (lb11 in fsn1)`, `change algorithm round_robin -> least_connections`); empty when
+    /// the load balancer is as wanted.
+    pub changes: Vec<String>,
+    /// Warnings ensure would report on the Service: (event reason, message).
+    pub warnings: Vec<(String, String)>,
+    /// The status ensure would write, when it can be known without writing (an existing load
+    /// balancer that needs no change, or whose addresses the changes keep).
+    pub status: Option<LoadBalancerStatus>,
 }
 
 /// `"a"` + the Service UID without dashes, cut to 32 characters.

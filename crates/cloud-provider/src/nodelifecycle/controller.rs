@@ -75,6 +75,51 @@ impl LifecycleError {
     }
 }
 
+/// What the lifecycle controller does with one Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifecycleAction {
+    /// Leave the Node as it is.
+    Nothing,
+    /// The cloud confirmed the instance is gone: delete the Node.
+    DeleteNode,
+    /// Add or remove the shutdown taint.
+    ChangeTaint(TaintChange),
+}
+
+/// Decide what to do with `node`, asking the cloud only what the decisions need (reads only).
+///
+/// The controller executes the answer; a dry run (`plan`) prints it. Ready Nodes cost no cloud
+/// call; only `Ok(false)` from `instance_exists` leads to [`LifecycleAction::DeleteNode`].
+pub async fn decide(
+    node: &Node,
+    instances: &dyn Instances,
+) -> Result<LifecycleAction, LifecycleError> {
+    match first_step(node) {
+        FirstStep::Nothing => return Ok(LifecycleAction::Nothing),
+        FirstStep::RemoveShutdownTaint => {
+            return Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown));
+        }
+        FirstStep::CheckExistence => {}
+    }
+    let exists = instances.instance_exists(node).await;
+    match existence_verdict(&exists) {
+        ExistenceVerdict::DeleteNode => Ok(LifecycleAction::DeleteNode),
+        ExistenceVerdict::LeaveUntouched => match exists {
+            Err(err) => Err(LifecycleError::Exists(err)),
+            Ok(_) => Ok(LifecycleAction::Nothing),
+        },
+        ExistenceVerdict::CheckShutdown => {
+            let shutdown = instances.instance_shutdown(node).await;
+            if let Some(change) = shutdown_verdict(node, &shutdown) {
+                return Ok(LifecycleAction::ChangeTaint(change));
+            }
+            shutdown
+                .map(|_| LifecycleAction::Nothing)
+                .map_err(LifecycleError::Shutdown)
+        }
+    }
+}
+
 /// The cloud node lifecycle controller.
 pub struct NodeLifecycleController {
     nodes: Api<Node>,
@@ -174,27 +219,10 @@ impl NodeLifecycleController {
     }
 
     async fn monitor_node(&self, node: &Node) -> Result<(), LifecycleError> {
-        match first_step(node) {
-            FirstStep::Nothing => return Ok(()),
-            FirstStep::RemoveShutdownTaint => {
-                return self.change_taint(node, TaintChange::RemoveShutdown).await;
-            }
-            FirstStep::CheckExistence => {}
-        }
-        let exists = self.instances.instance_exists(node).await;
-        match existence_verdict(&exists) {
-            ExistenceVerdict::DeleteNode => self.delete_node(node).await,
-            ExistenceVerdict::LeaveUntouched => match exists {
-                Err(err) => Err(LifecycleError::Exists(err)),
-                Ok(_) => Ok(()),
-            },
-            ExistenceVerdict::CheckShutdown => {
-                let shutdown = self.instances.instance_shutdown(node).await;
-                if let Some(change) = shutdown_verdict(node, &shutdown) {
-                    return self.change_taint(node, change).await;
-                }
-                shutdown.map(|_| ()).map_err(LifecycleError::Shutdown)
-            }
+        match decide(node, self.instances.as_ref()).await? {
+            LifecycleAction::Nothing => Ok(()),
+            LifecycleAction::DeleteNode => self.delete_node(node).await,
+            LifecycleAction::ChangeTaint(change) => self.change_taint(node, change).await,
         }
     }
 

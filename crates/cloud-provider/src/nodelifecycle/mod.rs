@@ -5,5 +5,6 @@ mod controller;
 pub mod decisions;
 
 pub use controller::{
-    COMPONENT, CONTROLLER, LifecycleError, NodeLifecycleController, NodeLifecycleControllerConfig,
+    COMPONENT, CONTROLLER, LifecycleAction, LifecycleError, NodeLifecycleController,
+    NodeLifecycleControllerConfig, decide,
 };
