@@ -14,14 +14,14 @@ use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use rand::Rng;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::decisions::{
     CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, RouteCreation, condition_writes,
     plan,
 };
-use crate::cache::NodeCache;
+use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Route, Routes};
@@ -40,6 +40,58 @@ pub const CONDITION_ATTEMPTS: u32 = 5;
 const CONCURRENT_CONDITION_WRITES: usize = 20;
 /// Base delay between retries (upstream: 100 ms, jitter 1.0).
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// Default of [`RouteControllerConfig::watch_debounce`].
+pub const WATCH_DEBOUNCE: Duration = Duration::from_millis(500);
+
+/// Whether a Node change can change the routes (watch-based reconciliation): a Node added or
+/// deleted, or a change of its pod CIDRs or addresses.
+pub fn node_change_affects_routes(change: &NodeChange) -> bool {
+    match change {
+        NodeChange::Applied { old: None, .. } | NodeChange::Deleted(_) => true,
+        NodeChange::Applied {
+            old: Some(old),
+            new,
+        } => {
+            let spec = |n: &Node| {
+                n.spec
+                    .as_ref()
+                    .map(|s| (s.pod_cidr.clone(), s.pod_cidrs.clone()))
+            };
+            let addresses = |n: &Node| n.status.as_ref().and_then(|s| s.addresses.clone());
+            spec(old) != spec(new) || addresses(old) != addresses(new)
+        }
+    }
+}
+
+/// Waits for a Node change that affects routes, then for `debounce`, and drops whatever else
+/// arrived meanwhile (the coming pass sees it all). Returns `false` when the feed closed.
+async fn next_route_change(
+    changes: &mut broadcast::Receiver<NodeChange>,
+    debounce: Duration,
+) -> bool {
+    loop {
+        match changes.recv().await {
+            Ok(change) if node_change_affects_routes(&change) => {
+                tracing::debug!(node = change.name(), "node change affects routes");
+                break;
+            }
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::debug!(missed, "node change feed lagged; reconciling routes");
+                break;
+            }
+            Err(broadcast::error::RecvError::Closed) => return false,
+        }
+    }
+    tokio::time::sleep(debounce).await;
+    loop {
+        match changes.try_recv() {
+            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(broadcast::error::TryRecvError::Empty) => return true,
+            Err(broadcast::error::TryRecvError::Closed) => return false,
+        }
+    }
+}
 
 /// Settings of the route controller.
 #[derive(Clone, Debug)]
@@ -52,6 +104,13 @@ pub struct RouteControllerConfig {
     pub cluster_cidrs: Vec<IpNet>,
     /// `--route-reconciliation-period` (default 10 s), waited after each pass.
     pub reconciliation_period: Duration,
+    /// The `CloudControllerManagerWatchBasedRoutesReconciliation` feature gate (default off):
+    /// also reconcile soon after a Node is added or deleted or changes its pod CIDRs or
+    /// addresses, not only every period.
+    pub watch_nodes: bool,
+    /// With `watch_nodes`: how long a pass waits after the first Node change, so that a burst
+    /// of changes is handled by one pass (default 500 ms).
+    pub watch_debounce: Duration,
 }
 
 impl Default for RouteControllerConfig {
@@ -60,6 +119,8 @@ impl Default for RouteControllerConfig {
             cluster_name: "kubernetes".to_owned(),
             cluster_cidrs: Vec::new(),
             reconciliation_period: Duration::from_secs(10),
+            watch_nodes: false,
+            watch_debounce: WATCH_DEBOUNCE,
         }
     }
 }
@@ -221,7 +282,9 @@ impl RouteController {
 
     /// Wait for the Node cache, then reconcile every period until `shutdown`. One reconcile at a
     /// time; the period is waited after each pass ends (sliding), so a slow cloud never makes
-    /// passes pile up.
+    /// passes pile up. With [`RouteControllerConfig::watch_nodes`], a Node change that affects
+    /// routes ends the wait early (after the debounce); changes during a pass lead to one more
+    /// pass right after it.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(controller = CONTROLLER, "starting");
         if self.config.cluster_cidrs.is_empty() {
@@ -238,6 +301,8 @@ impl RouteController {
             () = self.cache.wait_until_ready() => {}
         }
         let period = crate::period(self.config.reconciliation_period);
+        // Subscribed before the first pass lists the Nodes, so no change is missed.
+        let mut changes = self.config.watch_nodes.then(|| self.cache.subscribe());
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -247,9 +312,21 @@ impl RouteController {
                     }
                 }
             }
+            let changed = async {
+                match changes.as_mut() {
+                    Some(feed) => next_route_change(feed, self.config.watch_debounce).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(period) => {}
+                open = changed => {
+                    if !open {
+                        tracing::warn!("node change feed closed; routes reconcile only periodically");
+                        changes = None;
+                    }
+                }
             }
         }
         tracing::info!(controller = CONTROLLER, "stopped");
@@ -539,5 +616,79 @@ mod tests {
         let config = RouteControllerConfig::default();
         assert_eq!(config.reconciliation_period, Duration::from_secs(10));
         assert_eq!(config.cluster_name, "kubernetes");
+        assert!(
+            !config.watch_nodes,
+            "watch-based reconciliation is behind a gate"
+        );
+    }
+
+    fn node(pod_cidr: Option<&str>, address: Option<&str>) -> Arc<Node> {
+        use k8s_openapi::api::core::v1::{NodeAddress, NodeSpec, NodeStatus};
+        Arc::new(Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("n1".into()),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                pod_cidr: pod_cidr.map(Into::into),
+                pod_cidrs: pod_cidr.map(|c| vec![c.into()]),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                addresses: address.map(|a| {
+                    vec![NodeAddress {
+                        type_: "InternalIP".into(),
+                        address: a.into(),
+                    }]
+                }),
+                ..Default::default()
+            }),
+        })
+    }
+
+    #[test]
+    fn node_changes_that_affect_routes() {
+        let base = node(Some("10.244.1.0/24"), Some("10.0.0.2"));
+        let update = |new: Arc<Node>| NodeChange::Applied {
+            old: Some(base.clone()),
+            new,
+        };
+        let cases = [
+            (
+                "added",
+                NodeChange::Applied {
+                    old: None,
+                    new: base.clone(),
+                },
+                true,
+            ),
+            ("deleted", NodeChange::Deleted(base.clone()), true),
+            (
+                "pod CIDR set",
+                update(node(Some("10.244.2.0/24"), Some("10.0.0.2"))),
+                true,
+            ),
+            (
+                "pod CIDR removed",
+                update(node(None, Some("10.0.0.2"))),
+                true,
+            ),
+            (
+                "address changed",
+                update(node(Some("10.244.1.0/24"), Some("10.0.0.3"))),
+                true,
+            ),
+            ("heartbeat only", update(base.clone()), false),
+        ];
+        for (name, change, expected) in cases {
+            assert_eq!(node_change_affects_routes(&change), expected, "{name}");
+        }
+        let mut labelled = (*base).clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("a".into(), "b".into());
+        assert!(!node_change_affects_routes(&update(Arc::new(labelled))));
     }
 }

@@ -56,6 +56,11 @@ pub struct ServiceControllerConfig {
     pub backoff: Backoff,
     /// Period of the informer-style resync (default 30 s).
     pub resync_period: Duration,
+    /// `--node-sync-period`: every period, one backend pass re-sends every load balancer's
+    /// Nodes even when no Node changed (repairing targets changed behind the controller's back,
+    /// or a backend update that was recorded but failed). Zero (the default) = backend passes
+    /// run only on Node changes, as upstream.
+    pub node_sync_period: Duration,
 }
 
 impl Default for ServiceControllerConfig {
@@ -68,6 +73,7 @@ impl Default for ServiceControllerConfig {
                 max: MAX_RETRY_DELAY,
             },
             resync_period: SERVICE_RESYNC_PERIOD,
+            node_sync_period: Duration::ZERO,
         }
     }
 }
@@ -215,6 +221,8 @@ struct Inner {
     /// The backend set each load balancer was last given.
     last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
     node_sync: Notify,
+    /// Set by the periodic trigger: the next backend pass updates every load balancer.
+    full_node_sync: std::sync::atomic::AtomicBool,
 }
 
 /// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
@@ -258,6 +266,7 @@ impl ServiceController {
                 remembered: Mutex::default(),
                 last_synced_nodes: Mutex::default(),
                 node_sync: Notify::new(),
+                full_node_sync: std::sync::atomic::AtomicBool::new(false),
             }),
             writer,
         }
@@ -306,6 +315,9 @@ impl ServiceController {
         tasks.spawn(node_feed(inner.clone(), changes, shutdown.clone()));
         tasks.spawn(node_worker(inner.clone(), shutdown.clone()));
         tasks.spawn(resync_loop(inner.clone(), shutdown.clone()));
+        if !inner.config.node_sync_period.is_zero() {
+            tasks.spawn(periodic_node_sync(inner.clone(), shutdown.clone()));
+        }
         for _ in 0..inner.config.workers.max(1) {
             tasks.spawn(worker(inner.clone(), shutdown.clone()));
         }
@@ -424,6 +436,21 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
                 inner.queue.add(service_key(&service));
             }
         }
+    }
+}
+
+/// Every `node_sync_period`: ask for a full backend pass (coalescing with a pending one).
+async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
+    let period = crate::period(inner.config.node_sync_period);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        inner
+            .full_node_sync
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        inner.node_sync.notify_one();
     }
 }
 
@@ -769,9 +796,18 @@ impl Inner {
             .collect();
         let all_nodes = self.nodes.list();
         let all_nodes = &all_nodes;
+        let full = self
+            .full_node_sync
+            .swap(false, std::sync::atomic::Ordering::SeqCst);
+        if full {
+            tracing::debug!(
+                services = services.len(),
+                "periodic backend pass over every load balancer"
+            );
+        }
         let retry: Vec<String> = futures::stream::iter(services)
             .map(|(key, service)| async move {
-                self.node_sync_service(&key, &service, all_nodes)
+                self.node_sync_service(&key, &service, all_nodes, full)
                     .await
                     .then_some(key)
             })
@@ -788,12 +824,14 @@ impl Inner {
             .observe(started.elapsed().as_secs_f64());
     }
 
-    /// Returns whether the Service must be retried with a full sync.
+    /// Returns whether the Service must be retried with a full sync. `full`: update the load
+    /// balancer even when its Nodes did not change.
     async fn node_sync_service(
         &self,
         key: &str,
         service: &Service,
         all_nodes: &[Arc<Node>],
+        full: bool,
     ) -> bool {
         if !wants_load_balancer(service) {
             return false;
@@ -806,7 +844,7 @@ impl Inner {
             last.insert(key.to_owned(), new_nodes.clone());
             old
         };
-        if nodes_sufficiently_equal(&old_nodes, &new_nodes) {
+        if !full && nodes_sufficiently_equal(&old_nodes, &new_nodes) {
             return false;
         }
         match self.update_load_balancer_hosts(service, &new_nodes).await {
@@ -919,6 +957,11 @@ mod tests {
         assert_eq!(config.backoff.delay(0), Duration::from_secs(5));
         assert_eq!(config.backoff.delay(10), Duration::from_secs(300));
         assert_eq!(config.resync_period, Duration::from_secs(30));
+        assert_eq!(
+            config.node_sync_period,
+            Duration::ZERO,
+            "no periodic full pass"
+        );
     }
 
     #[test]

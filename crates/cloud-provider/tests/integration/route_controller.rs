@@ -174,17 +174,36 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn start_controller(env: &Env, routes: Arc<FakeRoutes>, period: Duration) -> RouteMetrics {
+    start_controller_with(
+        env,
+        routes,
+        RouteControllerConfig {
+            reconciliation_period: period,
+            ..config()
+        },
+    )
+}
+
+fn config() -> RouteControllerConfig {
+    RouteControllerConfig {
+        cluster_name: CLUSTER.into(),
+        cluster_cidrs: vec![net("10.244.0.0/16")],
+        ..RouteControllerConfig::default()
+    }
+}
+
+fn start_controller_with(
+    env: &Env,
+    routes: Arc<FakeRoutes>,
+    config: RouteControllerConfig,
+) -> RouteMetrics {
     let route_metrics = RouteMetrics::new();
     let controller = RouteController::new(
         env.client.clone(),
         env.cache.clone(),
         routes,
         env.metrics.clone(),
-        RouteControllerConfig {
-            cluster_name: CLUSTER.into(),
-            cluster_cidrs: vec![net("10.244.0.0/16")],
-            reconciliation_period: period,
-        },
+        config,
     )
     .with_route_metrics(route_metrics.clone());
     tokio::spawn(controller.run(env.shutdown.clone()));
@@ -543,4 +562,48 @@ async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
     let locked = events_with_reason(&env.client, "locked", "FailedToCreateRoute").await;
     assert_eq!(locked.len(), 1, "identical failures aggregate: {locked:?}");
     assert_eq!(locked[0].count, Some(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_based_reconciliation_a_new_node_gets_its_route_without_waiting_a_period() {
+    let env = Env::start().await;
+    let fake = FakeRoutes::with_routes(vec![]);
+    let metrics = start_controller_with(
+        &env,
+        fake.clone(),
+        RouteControllerConfig {
+            // Far longer than the test may take: only a Node change can trigger a second pass.
+            reconciliation_period: Duration::from_secs(600),
+            watch_nodes: true,
+            watch_debounce: Duration::from_millis(100),
+            ..config()
+        },
+    );
+    wait_passes(&metrics, 1).await;
+    assert!(fake.table().is_empty());
+
+    create_nodes(
+        &env,
+        vec![
+            NodeBuilder::kubelet("late")
+                .untainted()
+                .pod_cidrs(&["10.244.7.0/24"])
+                .ready("True"),
+        ],
+    )
+    .await;
+    wait_network(&env, "late", "False", "RouteCreated").await;
+    assert_eq!(fake.table(), pairs(&[("late", "10.244.7.0/24")]));
+    let passes = metrics.route_sync_count();
+    assert!(passes >= 2, "an event-driven pass ran: {passes}");
+
+    // Deleting the Node removes its route just as promptly.
+    kube::Api::<Node>::all(env.client.clone())
+        .delete("late", &Default::default())
+        .await
+        .unwrap();
+    eventually("route of the deleted node removed", WAIT, || async {
+        fake.table().is_empty().then_some(())
+    })
+    .await;
 }

@@ -286,8 +286,8 @@ async fn label_node(client: &Client, name: &str, key: &str, value: &str) {
         .unwrap();
 }
 
-fn start(env: &Env, lb: &Arc<FakeLb>) {
-    let config = ServiceControllerConfig {
+fn test_config() -> ServiceControllerConfig {
+    ServiceControllerConfig {
         cluster_name: CLUSTER.into(),
         workers: 2,
         backoff: Backoff {
@@ -295,7 +295,14 @@ fn start(env: &Env, lb: &Arc<FakeLb>) {
             max: Duration::from_secs(2),
         },
         ..ServiceControllerConfig::default()
-    };
+    }
+}
+
+fn start(env: &Env, lb: &Arc<FakeLb>) {
+    start_with(env, lb, test_config());
+}
+
+fn start_with(env: &Env, lb: &Arc<FakeLb>, config: ServiceControllerConfig) {
     let controller = ServiceController::new(
         env.client.clone(),
         env.cache.clone(),
@@ -659,4 +666,35 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
         assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
     }
     assert_eq!(lb.ensures("default/web").len(), 1, "no retry after success");
+}
+
+#[tokio::test]
+async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    create_service(client, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start_with(
+        &env,
+        &lb,
+        ServiceControllerConfig {
+            node_sync_period: Duration::from_millis(300),
+            ..test_config()
+        },
+    );
+    wait_ingress(client, "web").await;
+    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+
+    // No Node changes: only the periodic pass can update the load balancer, each time with
+    // the same Node.
+    eventually("periodic backend updates", WAIT, || async {
+        (lb.updates("default/web").len() >= 2).then_some(())
+    })
+    .await;
+    for nodes in lb.updates("default/web") {
+        assert_eq!(nodes, ["n1"]);
+    }
+    assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
 }
