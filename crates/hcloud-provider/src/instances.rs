@@ -7,48 +7,51 @@ use cloud_provider::provider::Result;
 use cloud_provider::{Error, InstanceMetadata, Instances};
 use hcloud_api::models::{Server, ServerStatus};
 use k8s_openapi::api::core::v1::Node;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 
 use crate::config::InstancesConfig;
+use crate::events::Events;
 use crate::metadata::instance_metadata;
+use crate::metrics::{Operations, op};
 use crate::provider_id::ProviderId;
-use crate::server_cache::{ServerCache, ServerKey};
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OpLabels {
-    op: &'static str,
-}
+use crate::server_cache::{SUBSYSTEM_INSTANCES, ServerCache, ServerKey};
 
 /// Hetzner Cloud servers as Kubernetes instances.
+///
+/// Every call is counted in `cloud_controller_manager_operations_total` with the official
+/// `hcloud/instancesv2.*` op values (see [`op::instances`]).
 #[derive(Clone, Debug)]
 pub struct HcloudInstances {
     cache: ServerCache,
     config: InstancesConfig,
-    operations: Family<OpLabels, Counter>,
+    operations: Operations,
+    events: Events,
 }
 
 impl HcloudInstances {
-    /// Instances answered from `cache` with `config`.
+    /// Instances answered from `cache` (its lookups counted under `subsystem="instances_v2"`)
+    /// with `config`, counting into a fresh (unregistered) [`Operations`] and writing no events
+    /// until given a handle.
     pub fn new(cache: ServerCache, config: InstancesConfig) -> Self {
         Self {
-            cache,
+            cache: cache.with_subsystem(SUBSYSTEM_INSTANCES),
             config,
-            operations: Family::default(),
+            operations: Operations::default(),
+            events: Events::default(),
         }
     }
 
-    /// Register `cloud_controller_manager_operations_total{op}` (with the official CCM's `op`
-    /// values, e.g. `hcloud/instancesv2.InstanceExists`) and the cache counters.
-    pub fn register_metrics(&self, registry: &mut Registry) {
-        registry.register(
-            "cloud_controller_manager_operations",
-            "Cloud provider operations by name",
-            self.operations.clone(),
-        );
-        self.cache.metrics().register(registry);
+    /// Count operations into `operations` (the provider's shared handle).
+    #[must_use]
+    pub fn with_operations(mut self, operations: Operations) -> Self {
+        self.operations = operations;
+        self
+    }
+
+    /// Write events through `events` (the provider's shared handle).
+    #[must_use]
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = events;
+        self
     }
 
     /// The shared server cache.
@@ -56,8 +59,14 @@ impl HcloudInstances {
         &self.cache
     }
 
-    fn count(&self, op: &'static str) {
-        self.operations.get_or_create(&OpLabels { op }).inc();
+    /// The operations counter.
+    pub fn operations(&self) -> &Operations {
+        &self.operations
+    }
+
+    /// The event handle.
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     async fn find(&self, node: &Node) -> Result<Arc<Server>> {
@@ -93,7 +102,7 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
 #[async_trait]
 impl Instances for HcloudInstances {
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
-        self.count("hcloud/instancesv2.InstanceExists");
+        self.operations.count(op::instances::INSTANCE_EXISTS);
         let key = server_key(node)?;
         self.cache
             .confirm_exists(&key)
@@ -102,7 +111,7 @@ impl Instances for HcloudInstances {
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
-        self.count("hcloud/instancesv2.InstanceShutdown");
+        self.operations.count(op::instances::INSTANCE_SHUTDOWN);
         let key = server_key(node)?;
         let server = match self.cache.get_for_status(&key).await {
             Ok(Some(server)) => server,
@@ -113,7 +122,7 @@ impl Instances for HcloudInstances {
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
-        self.count("hcloud/instancesv2.InstanceMetadata");
+        self.operations.count(op::instances::INSTANCE_METADATA);
         let server = self.find(node).await?;
         Ok(Some(instance_metadata(&server, &self.config)))
     }

@@ -16,9 +16,12 @@
 //! labelled and annotated as the official Hetzner CCM does it (see [`load_balancers`]).
 
 mod config;
+pub mod events;
 mod instances;
+mod lb_type_cache;
 pub mod load_balancers;
 mod metadata;
+pub mod metrics;
 mod provider_id;
 mod routes;
 mod server_cache;
@@ -26,15 +29,25 @@ mod server_cache;
 use std::sync::Arc;
 
 pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
+pub use events::{EVENT_COMPONENT, Events};
 pub use instances::{HcloudInstances, server_key};
+pub use lb_type_cache::{
+    LB_TYPE_CACHE_MAX_AGE, LoadBalancerTypeCache, UNKNOWN_TYPE_REFRESH_INTERVAL,
+};
 pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
+pub use metrics::{Operations, op};
 pub use provider_id::{ParseProviderIdError, ProviderId};
 pub use routes::{HcloudRoutes, RoutesConfig};
-pub use server_cache::{CacheError, CacheMetrics, ServerCache, ServerKey, ServerSnapshot};
+pub use server_cache::{
+    CacheError, CacheMetrics, RESULT_HIT, RESULT_MISS, SUBSYSTEM_INSTANCES,
+    SUBSYSTEM_LOAD_BALANCER, SUBSYSTEM_NONE, SUBSYSTEM_ROUTES, ServerCache, ServerKey,
+    ServerSnapshot,
+};
 
-use cloud_provider::{CloudProvider, Instances, LoadBalancer, Routes};
+use cloud_provider::{CloudProvider, EventRecorder, Instances, LoadBalancer, Routes};
 use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
 
 /// The provider name, used as the providerID scheme.
 pub const PROVIDER_NAME: &str = "hcloud";
@@ -80,12 +93,18 @@ pub struct ProviderSettings {
 }
 
 /// The Hetzner Cloud provider.
+///
+/// All capabilities share one [`Events`] handle (writing events only once
+/// `CloudProvider::initialize` has run) and one [`Operations`] counter.
 #[derive(Clone, Debug)]
 pub struct HcloudProvider {
     instances: Arc<HcloudInstances>,
     network_id: Option<i64>,
     routes: Option<Arc<HcloudRoutes>>,
     load_balancers: Option<Arc<HcloudLoadBalancers>>,
+    events: Events,
+    operations: Operations,
+    lb_types: LoadBalancerTypeCache,
 }
 
 impl HcloudProvider {
@@ -94,6 +113,9 @@ impl HcloudProvider {
         client: hcloud_api::Client,
         settings: ProviderSettings,
     ) -> Result<Self, Error> {
+        let operations = Operations::new();
+        let events = Events::new();
+        operations.count(op::cloud::NEW_CLOUD);
         let network_id = match &settings.network {
             None => None,
             Some(reference) => Some(resolve_network(&client, reference).await?),
@@ -104,27 +126,38 @@ impl HcloudProvider {
             zone_label_enabled: settings.zone_label_enabled,
             cache: settings.cache.clone(),
         };
+        let lb_types = LoadBalancerTypeCache::new(client.clone());
         let load_balancers = settings.load_balancers.map(|lb_settings| {
-            Arc::new(HcloudLoadBalancers::new(
-                client.clone(),
-                lb_settings,
-                network_id,
-            ))
+            Arc::new(
+                HcloudLoadBalancers::new(client.clone(), lb_settings, network_id)
+                    .with_events(events.clone())
+                    .with_operations(operations.clone())
+                    .with_lb_type_cache(lb_types.clone()),
+            )
         });
         let cache = ServerCache::new(client.clone(), settings.cache);
         let routes = match network_id {
-            Some(id) if settings.routes_enabled => Some(Arc::new(HcloudRoutes::new(
-                client,
-                cache.clone(),
-                RoutesConfig::new(id),
-            ))),
+            Some(id) if settings.routes_enabled => {
+                operations.count(op::routes::NEW_ROUTES);
+                Some(Arc::new(
+                    HcloudRoutes::new(client, cache.clone(), RoutesConfig::new(id))
+                        .with_events(events.clone())
+                        .with_operations(operations.clone()),
+                ))
+            }
             _ => None,
         };
+        let instances = HcloudInstances::new(cache, config)
+            .with_events(events.clone())
+            .with_operations(operations.clone());
         Ok(Self {
-            instances: Arc::new(HcloudInstances::new(cache, config)),
+            instances: Arc::new(instances),
             network_id,
             routes,
             load_balancers,
+            events,
+            operations,
+            lb_types,
         })
     }
 
@@ -149,9 +182,30 @@ impl HcloudProvider {
         self.load_balancers.as_ref()
     }
 
-    /// Register the provider's metrics.
+    /// The event handle shared by every capability.
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// The `cloud_controller_manager_operations_total` counter shared by every capability.
+    pub fn operations(&self) -> &Operations {
+        &self.operations
+    }
+
+    /// The load balancer type cache (shared with the load balancer capability).
+    pub fn lb_type_cache(&self) -> &LoadBalancerTypeCache {
+        &self.lb_types
+    }
+
+    /// Register the provider's metrics with the official CCM's names and labels:
+    /// `cloud_controller_manager_operations_total{op}`,
+    /// `cloud_controller_manager_server_cache_requests_total{subsystem,mode,result}` and
+    /// `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`.
+    /// Call once per registry.
     pub fn register_metrics(&self, registry: &mut Registry) {
-        self.instances.register_metrics(registry);
+        self.operations.register(registry);
+        self.instances.cache().metrics().register(registry);
+        self.lb_types.register(registry);
     }
 }
 
@@ -193,6 +247,22 @@ async fn resolve_network(
 impl CloudProvider for HcloudProvider {
     fn provider_name(&self) -> &str {
         PROVIDER_NAME
+    }
+
+    /// Start writing the provider's events (component [`EVENT_COMPONENT`], as the official
+    /// CCM's recorder). Before this, events are only logged.
+    async fn initialize(
+        &self,
+        client: kube::Client,
+        _shutdown: CancellationToken,
+    ) -> cloud_provider::provider::Result<()> {
+        if !self
+            .events
+            .set_recorder(EventRecorder::new(client, EVENT_COMPONENT))
+        {
+            tracing::debug!("provider already initialized; keeping its event recorder");
+        }
+        Ok(())
     }
 
     fn instances(&self) -> Option<Arc<dyn Instances>> {

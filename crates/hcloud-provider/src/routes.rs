@@ -30,7 +30,9 @@ use hcloud_api::models::{Action, Network, Server};
 use hcloud_api::{Client, models};
 use ipnet::IpNet;
 
-use crate::server_cache::{ServerCache, ServerKey};
+use crate::events::Events;
+use crate::metrics::{Operations, op};
+use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 
 /// Node address type whose addresses may serve as the gateway when no server is named like the
 /// Node.
@@ -103,6 +105,8 @@ pub struct HcloudRoutes {
     mutations: tokio::sync::Mutex<()>,
     /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
     learned: std::sync::Mutex<HashMap<IpAddr, Learned>>,
+    operations: Operations,
+    events: Events,
 }
 
 impl HcloudRoutes {
@@ -111,11 +115,37 @@ impl HcloudRoutes {
     pub fn new(client: Client, cache: ServerCache, config: RoutesConfig) -> Self {
         Self {
             client,
-            cache,
+            cache: cache.with_subsystem(SUBSYSTEM_ROUTES),
             config,
             mutations: tokio::sync::Mutex::new(()),
             learned: std::sync::Mutex::default(),
+            operations: Operations::default(),
+            events: Events::default(),
         }
+    }
+
+    /// Count operations into `operations` (the provider's shared handle).
+    #[must_use]
+    pub fn with_operations(mut self, operations: Operations) -> Self {
+        self.operations = operations;
+        self
+    }
+
+    /// Write events through `events` (the provider's shared handle).
+    #[must_use]
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// The operations counter.
+    pub fn operations(&self) -> &Operations {
+        &self.operations
+    }
+
+    /// The event handle.
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     /// The settings.
@@ -124,6 +154,7 @@ impl HcloudRoutes {
     }
 
     async fn network(&self) -> Result<Network> {
+        self.operations.count(op::routes::RELOAD_NETWORK);
         let id = self.config.network_id;
         self.client
             .networks()
@@ -303,6 +334,7 @@ fn destination(route: &models::Route) -> Option<IpNet> {
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
+        self.operations.count(op::routes::LIST_ROUTES);
         let network = self.network().await?;
         if network.routes.is_empty() {
             return Ok(Vec::new());
@@ -359,6 +391,7 @@ impl Routes for HcloudRoutes {
         _name_hint: &str,
         route: &Route,
     ) -> Result<()> {
+        self.operations.count(op::routes::CREATE_ROUTE);
         let destination_cidr = route.destination_cidr.trunc();
         let node = &route.target_node;
         if let IpNet::V6(_) = destination_cidr {
@@ -425,6 +458,7 @@ impl Routes for HcloudRoutes {
     }
 
     async fn delete_route(&self, _cluster_name: &str, route: &Route) -> Result<()> {
+        self.operations.count(op::routes::DELETE_ROUTE);
         let destination_cidr = route.destination_cidr.trunc();
         let _serialised = self.mutations.lock().await;
         let network = self.network().await?;

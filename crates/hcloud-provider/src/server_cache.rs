@@ -63,12 +63,39 @@ impl std::fmt::Display for ServerKey {
     }
 }
 
+/// `subsystem` label of lookups made by the instances capability (official value).
+pub const SUBSYSTEM_INSTANCES: &str = "instances_v2";
+/// `subsystem` label of lookups made by the routes capability (official value).
+pub const SUBSYSTEM_ROUTES: &str = "routes";
+/// `subsystem` label of lookups made by the load balancer capability (official value).
+pub const SUBSYSTEM_LOAD_BALANCER: &str = "load_balancer";
+/// `subsystem` label of lookups made without naming a subsystem (official value).
+pub const SUBSYSTEM_NONE: &str = "none";
+/// `result` label: answered from cached data, without a request to the API.
+pub const RESULT_HIT: &str = "hit";
+/// `result` label: the API was asked (or the answer is the error of a request made for it).
+pub const RESULT_MISS: &str = "miss";
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CacheLabels {
+    subsystem: &'static str,
+    mode: &'static str,
     result: &'static str,
 }
 
-/// Counters of cache outcomes (`cloud_controller_manager_server_cache_requests_total{result}`).
+/// The official `mode` label value of `mode`.
+pub(crate) fn mode_label(mode: CacheMode) -> &'static str {
+    match mode {
+        CacheMode::All => "all",
+        CacheMode::One => "one",
+        CacheMode::Off => "off",
+    }
+}
+
+/// Counters of cache outcomes, with the official CCM's name and labels:
+/// `cloud_controller_manager_server_cache_requests_total{subsystem,mode,result}` where
+/// `subsystem` is `instances_v2`, `routes`, `load_balancer` or `none`, `mode` the cache mode
+/// (`all`, `one`, `off`) and `result` `hit` (answered without an API request) or `miss`.
 #[derive(Clone, Debug, Default)]
 pub struct CacheMetrics {
     requests: Family<CacheLabels, Counter>,
@@ -79,18 +106,47 @@ impl CacheMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "cloud_controller_manager_server_cache_requests",
-            "Server lookups by outcome: hit, miss (remembered or after a refresh), refresh",
+            "Server lookups through the server cache by subsystem, cache mode and result (hit: no API request)",
             self.requests.clone(),
         );
     }
 
-    fn count(&self, result: &'static str) {
-        self.requests.get_or_create(&CacheLabels { result }).inc();
+    fn count(&self, subsystem: &'static str, mode: CacheMode, result: &'static str) {
+        self.requests
+            .get_or_create(&CacheLabels {
+                subsystem,
+                mode: mode_label(mode),
+                result,
+            })
+            .inc();
     }
 
-    /// Current value of one outcome counter (for tests and benchmarks).
+    /// Current value of one counter (for tests and benchmarks); 0 when never counted.
+    pub fn value_of(&self, subsystem: &'static str, mode: CacheMode, result: &'static str) -> u64 {
+        self.requests
+            .get(&CacheLabels {
+                subsystem,
+                mode: mode_label(mode),
+                result,
+            })
+            .map_or(0, |counter| counter.get())
+    }
+
+    /// Sum of one `result` (`hit` or `miss`) over every subsystem and mode (for tests and
+    /// benchmarks).
     pub fn value(&self, result: &'static str) -> u64 {
-        self.requests.get_or_create(&CacheLabels { result }).get()
+        let subsystems = [
+            SUBSYSTEM_INSTANCES,
+            SUBSYSTEM_ROUTES,
+            SUBSYSTEM_LOAD_BALANCER,
+            SUBSYSTEM_NONE,
+        ];
+        let modes = [CacheMode::All, CacheMode::One, CacheMode::Off];
+        subsystems
+            .iter()
+            .flat_map(|s| modes.iter().map(move |m| (*s, *m)))
+            .map(|(s, m)| self.value_of(s, m, result))
+            .sum()
     }
 }
 
@@ -111,13 +167,15 @@ struct State {
     failed_refresh: Option<(Instant, CacheError)>,
 }
 
-/// The shared server cache. Cheap to clone.
+/// The shared server cache. Cheap to clone; clones share the cached data and the counters.
 #[derive(Clone, Debug)]
 pub struct ServerCache {
     client: Client,
     config: CacheConfig,
     state: Arc<Mutex<State>>,
     metrics: CacheMetrics,
+    /// The `subsystem` label of this handle's lookups.
+    subsystem: &'static str,
 }
 
 impl ServerCache {
@@ -128,7 +186,27 @@ impl ServerCache {
             config,
             state: Arc::default(),
             metrics: CacheMetrics::default(),
+            subsystem: SUBSYSTEM_NONE,
         }
+    }
+
+    /// A handle on the same cache whose lookups are counted under `subsystem` (one of the
+    /// `SUBSYSTEM_*` constants).
+    #[must_use]
+    pub fn with_subsystem(&self, subsystem: &'static str) -> Self {
+        Self {
+            subsystem,
+            ..self.clone()
+        }
+    }
+
+    /// The `subsystem` label of this handle.
+    pub fn subsystem(&self) -> &'static str {
+        self.subsystem
+    }
+
+    fn count(&self, result: &'static str) {
+        self.metrics.count(self.subsystem, self.config.mode, result);
     }
 
     /// The cache's counters.
@@ -161,7 +239,7 @@ impl ServerCache {
             CacheMode::All => self.get_from_listing(key, max_age).await,
             CacheMode::One => self.get_single(key, max_age).await,
             CacheMode::Off => {
-                self.metrics.count("uncached");
+                self.count(RESULT_MISS);
                 self.fetch(key).await
             }
         }
@@ -175,7 +253,7 @@ impl ServerCache {
         if self.config.mode != CacheMode::Off && self.get_for_status(key).await?.is_some() {
             return Ok(true);
         }
-        self.metrics.count("confirm");
+        self.count(RESULT_MISS);
         let found = self.fetch(key).await?;
         let mut state = self.state.lock().await;
         if let Some(server) = &found {
@@ -208,7 +286,7 @@ impl ServerCache {
             .map(|(at, listing)| (*at, lookup(listing, key)));
         if let Some((listed_at, found)) = fresh {
             if let Some(server) = found {
-                self.metrics.count("hit");
+                self.count(RESULT_HIT);
                 return Ok(Some(server));
             }
             // Missing from a fresh listing. Re-listing only helps for a server created after
@@ -223,7 +301,8 @@ impl ServerCache {
                 || listed_at.elapsed() < MIN_REFRESH_INTERVAL
                 || recently_missed
             {
-                self.metrics.count("miss");
+                // Answered from the listing (and the remembered miss), no request.
+                self.count(RESULT_HIT);
                 state.misses.entry(key.clone()).or_insert(listed_at);
                 return Ok(None);
             }
@@ -234,10 +313,10 @@ impl ServerCache {
         if let Some((failed_at, err)) = &state.failed_refresh
             && *failed_at >= requested_at
         {
-            self.metrics.count("failed");
+            self.count(RESULT_MISS);
             return Err(err.clone());
         }
-        self.metrics.count("refresh");
+        self.count(RESULT_MISS);
         let servers = match self
             .client
             .servers()
@@ -264,7 +343,6 @@ impl ServerCache {
             .misses
             .retain(|_, at| at.elapsed() < self.config.miss_ttl);
         if found.is_none() {
-            self.metrics.count("miss");
             state.misses.insert(key.clone(), now);
         } else {
             state.misses.remove(key);
@@ -286,13 +364,12 @@ impl ServerCache {
                     self.config.miss_ttl
                 };
                 if at.elapsed() < ttl {
-                    self.metrics
-                        .count(if server.is_some() { "hit" } else { "miss" });
+                    self.count(RESULT_HIT);
                     return Ok(server.clone());
                 }
             }
         }
-        self.metrics.count("refresh");
+        self.count(RESULT_MISS);
         let found = self.fetch(key).await?;
         let mut state = self.state.lock().await;
         self.remember_single(&mut state, key, found.clone());
@@ -338,7 +415,7 @@ impl ServerCache {
 
     async fn all_servers_within(&self, max_age: Duration) -> Result<ServerSnapshot, CacheError> {
         if self.config.mode != CacheMode::All {
-            self.metrics.count("uncached");
+            self.count(RESULT_MISS);
             let servers = self
                 .client
                 .servers()
@@ -354,17 +431,17 @@ impl ServerCache {
         if let Some((at, listing)) = &state.listing
             && at.elapsed() < max_age
         {
-            self.metrics.count("hit");
+            self.count(RESULT_HIT);
             return Ok(ServerSnapshot::of(listing, at.elapsed()));
         }
         // As for single lookups: a listing that failed while this call waited answers it too.
         if let Some((failed_at, err)) = &state.failed_refresh
             && *failed_at >= requested_at
         {
-            self.metrics.count("failed");
+            self.count(RESULT_MISS);
             return Err(err.clone());
         }
-        self.metrics.count("refresh");
+        self.count(RESULT_MISS);
         let servers = match self
             .client
             .servers()

@@ -482,8 +482,12 @@ async fn operation_metrics_use_the_official_names() {
         );
         assert!(text.contains(&line), "{line} missing in:\n{text}");
     }
-    assert!(
-        text.contains("cloud_controller_manager_server_cache_requests_total{result=\"hit\"}"),
-        "{text}"
-    );
+    // Metadata listed (a miss), exists and shutdown were answered from that listing.
+    for line in [
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"miss\"} 1",
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"hit\"} 2",
+    ] {
+        assert!(text.contains(line), "{line} missing in:\n{text}");
+    }
+    assert!(!text.contains("subsystem=\"none\""), "{text}");
 }

@@ -53,6 +53,9 @@ pub struct HcloudLoadBalancers {
     settings: LoadBalancerSettings,
     network_id: Option<i64>,
     locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    events: crate::events::Events,
+    operations: crate::metrics::Operations,
+    lb_types: Option<crate::lb_type_cache::LoadBalancerTypeCache>,
 }
 
 impl HcloudLoadBalancers {
@@ -64,7 +67,49 @@ impl HcloudLoadBalancers {
             settings,
             network_id,
             locks: std::sync::Mutex::default(),
+            events: crate::events::Events::default(),
+            operations: crate::metrics::Operations::default(),
+            lb_types: None,
         }
+    }
+
+    /// Look load balancer types up through `cache` (the provider's shared cache).
+    #[must_use]
+    pub fn with_lb_type_cache(
+        mut self,
+        cache: crate::lb_type_cache::LoadBalancerTypeCache,
+    ) -> Self {
+        self.lb_types = Some(cache);
+        self
+    }
+
+    /// The load balancer type cache, when given.
+    pub fn lb_type_cache(&self) -> Option<&crate::lb_type_cache::LoadBalancerTypeCache> {
+        self.lb_types.as_ref()
+    }
+
+    /// Write events through `events` (the provider's shared handle).
+    #[must_use]
+    pub fn with_events(mut self, events: crate::events::Events) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// Count operations into `operations` (the provider's shared handle).
+    #[must_use]
+    pub fn with_operations(mut self, operations: crate::metrics::Operations) -> Self {
+        self.operations = operations;
+        self
+    }
+
+    /// The event handle.
+    pub fn events(&self) -> &crate::events::Events {
+        &self.events
+    }
+
+    /// The operations counter.
+    pub fn operations(&self) -> &crate::metrics::Operations {
+        &self.operations
     }
 
     /// The settings.

@@ -1,0 +1,173 @@
+//! A cache of the load balancer types (`GET /load_balancer_types`), as the official CCM keeps
+//! one: the whole list is read at most once per [`LB_TYPE_CACHE_MAX_AGE`] (one hour) and
+//! answers every lookup by name or ID in between.
+//!
+//! Lookups are counted in
+//! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`
+//! with the official label values (`subsystem="load_balancer"`, `mode="all"`, `result` `hit`
+//! when answered from the cached list, `miss` when the list was read for it).
+//!
+//! A name missing from a cached list re-reads the list only when that list is older than
+//! [`UNKNOWN_TYPE_REFRESH_INTERVAL`], so a Service that names a type that does not exist does
+//! not cost a request on every retry. Concurrent lookups wait for one read; a read that failed
+//! while a lookup waited answers that lookup with the same error.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hcloud_api::Client;
+use hcloud_api::models::LoadBalancerType;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tokio::sync::Mutex;
+
+use crate::server_cache::{CacheError, RESULT_HIT, RESULT_MISS, SUBSYSTEM_LOAD_BALANCER};
+
+/// How long a list of load balancer types answers lookups (the official CCM's value).
+pub const LB_TYPE_CACHE_MAX_AGE: Duration = Duration::from_secs(3600);
+/// A name or ID missing from a list at least this old reads the list again.
+pub const UNKNOWN_TYPE_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+/// The cache mode label (the official cache lists all types).
+const MODE: &str = "all";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Labels {
+    subsystem: &'static str,
+    mode: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    listing: Option<(Instant, Arc<Vec<Arc<LoadBalancerType>>>)>,
+    failed: Option<(Instant, CacheError)>,
+}
+
+/// The load balancer type cache. Cheap to clone; clones share the list and the counters.
+#[derive(Clone, Debug)]
+pub struct LoadBalancerTypeCache {
+    client: Client,
+    max_age: Duration,
+    state: Arc<Mutex<State>>,
+    requests: Family<Labels, Counter>,
+}
+
+impl LoadBalancerTypeCache {
+    /// A cache over `client` with the official max age.
+    pub fn new(client: Client) -> Self {
+        Self::with_max_age(client, LB_TYPE_CACHE_MAX_AGE)
+    }
+
+    /// A cache over `client` whose list answers lookups for `max_age`.
+    pub fn with_max_age(client: Client, max_age: Duration) -> Self {
+        Self {
+            client,
+            max_age,
+            state: Arc::default(),
+            requests: Family::default(),
+        }
+    }
+
+    /// Register the request counter into `registry`. Call once per registry.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "cloud_controller_manager_load_balancer_type_cache_requests",
+            "Load balancer type lookups through the cache by subsystem, cache mode and result (hit: no API request)",
+            self.requests.clone(),
+        );
+    }
+
+    /// How often lookups ended with `result` (`hit` or `miss`); for tests.
+    pub fn requests(&self, result: &'static str) -> u64 {
+        self.requests
+            .get(&Labels {
+                subsystem: SUBSYSTEM_LOAD_BALANCER,
+                mode: MODE,
+                result,
+            })
+            .map_or(0, |counter| counter.get())
+    }
+
+    fn count(&self, result: &'static str) {
+        self.requests
+            .get_or_create(&Labels {
+                subsystem: SUBSYSTEM_LOAD_BALANCER,
+                mode: MODE,
+                result,
+            })
+            .inc();
+    }
+
+    /// The type named `name_or_id` (e.g. `lb11`), or whose ID it is when no type has that
+    /// name. `Ok(None)`: the API does not know it (as of a list at most
+    /// [`UNKNOWN_TYPE_REFRESH_INTERVAL`] old).
+    pub async fn get(&self, name_or_id: &str) -> Result<Option<Arc<LoadBalancerType>>, CacheError> {
+        let requested_at = Instant::now();
+        let mut state = self.state.lock().await;
+        if let Some((listed_at, types)) = &state.listing
+            && listed_at.elapsed() < self.max_age
+        {
+            let found = find(types, name_or_id);
+            if found.is_some() || listed_at.elapsed() < UNKNOWN_TYPE_REFRESH_INTERVAL {
+                self.count(RESULT_HIT);
+                return Ok(found);
+            }
+        }
+        self.count(RESULT_MISS);
+        if let Some((failed_at, err)) = &state.failed
+            && *failed_at >= requested_at
+        {
+            return Err(err.clone());
+        }
+        let types = match self.client.load_balancer_types().list().await {
+            Ok(types) => Arc::new(types.into_iter().map(Arc::new).collect::<Vec<_>>()),
+            Err(err) => {
+                let err = CacheError::from(err);
+                state.failed = Some((Instant::now(), err.clone()));
+                return Err(err);
+            }
+        };
+        state.failed = None;
+        let found = find(&types, name_or_id);
+        state.listing = Some((Instant::now(), types));
+        Ok(found)
+    }
+}
+
+/// By name first, then by ID.
+fn find(types: &[Arc<LoadBalancerType>], name_or_id: &str) -> Option<Arc<LoadBalancerType>> {
+    types
+        .iter()
+        .find(|t| t.name == name_or_id)
+        .or_else(|| {
+            let id = name_or_id.parse::<i64>().ok()?;
+            types.iter().find(|t| t.id == id)
+        })
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lb_type(id: i64, name: &str) -> Arc<LoadBalancerType> {
+        Arc::new(LoadBalancerType {
+            id,
+            name: name.into(),
+            ..LoadBalancerType::default()
+        })
+    }
+
+    #[test]
+    fn names_win_over_ids() {
+        let types = vec![lb_type(1, "lb11"), lb_type(2, "1"), lb_type(3, "lb21")];
+        assert_eq!(find(&types, "lb21").map(|t| t.id), Some(3));
+        // "1" is a name here, so the type with ID 1 is not the answer.
+        assert_eq!(find(&types, "1").map(|t| t.id), Some(2));
+        assert_eq!(find(&types, "3").map(|t| t.id), Some(3));
+        assert_eq!(find(&types, "lb31").map(|t| t.id), None);
+        assert_eq!(find(&types, "9").map(|t| t.id), None);
+    }
+}
