@@ -38,7 +38,7 @@ pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use metrics::{Operations, op};
 pub use provider_id::{ParseProviderIdError, ProviderId};
-pub use routes::{HcloudRoutes, RoutesConfig};
+pub use routes::{CLUSTER_CIDR_MISCONFIGURED, HcloudRoutes, RoutesConfig};
 pub use server_cache::{
     CacheError, CacheMetrics, RESULT_HIT, RESULT_MISS, SUBSYSTEM_INSTANCES,
     SUBSYSTEM_LOAD_BALANCER, SUBSYSTEM_NONE, SUBSYSTEM_ROUTES, ServerCache, ServerKey,
@@ -90,6 +90,10 @@ pub struct ProviderSettings {
     /// binary sets when `HCLOUD_LOAD_BALANCERS_ENABLED` is false. Load balancers are attached
     /// to `network` when one is set.
     pub load_balancers: Option<LoadBalancerSettings>,
+    /// `--cluster-cidr`, parsed (one CIDR, or an IPv4 and an IPv6 one). Routes whose
+    /// destination is outside it get a `ClusterCIDRMisconfigured` Warning event on their Node;
+    /// empty (the default): no check.
+    pub cluster_cidrs: Vec<ipnet::IpNet>,
 }
 
 /// The Hetzner Cloud provider.
@@ -140,9 +144,13 @@ impl HcloudProvider {
             Some(id) if settings.routes_enabled => {
                 operations.count(op::routes::NEW_ROUTES);
                 Some(Arc::new(
-                    HcloudRoutes::new(client, cache.clone(), RoutesConfig::new(id))
-                        .with_events(events.clone())
-                        .with_operations(operations.clone()),
+                    HcloudRoutes::new(
+                        client,
+                        cache.clone(),
+                        RoutesConfig::new(id).with_cluster_cidrs(settings.cluster_cidrs),
+                    )
+                    .with_events(events.clone())
+                    .with_operations(operations.clone()),
                 ))
             }
             _ => None,

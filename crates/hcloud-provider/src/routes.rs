@@ -3,15 +3,21 @@
 //! - [`Routes::list_routes`] reads the network freshly (one `GET /networks/{id}`; routes change
 //!   under us) and maps each route's gateway to the server whose private IP in this network it
 //!   is, using the shared [`ServerCache`] listing (accepting a listing as old as the status max
-//!   age). A gateway no server has is a blackhole. Only when such a gateway shows up and the
-//!   listing is older than the cache's normal max age is a listing within that max age asked
+//!   age). A gateway no server has is a blackhole. When such a gateway is seen for the first
+//!   time and the listing predates that, a listing within the cache's normal max age is asked
 //!   for, so a server created after the listing is not mistaken for a blackhole (which would
-//!   make the route controller delete its route).
+//!   make the route controller delete its route). A gateway that a listing made after its first
+//!   sighting did not know costs no further listings. Routes are named
+//!   `<gateway>-<destination>`, as the official CCM names them.
 //! - [`Routes::create_route`] finds the gateway (see [`HcloudRoutes`] for the order), deletes a
 //!   route for the same destination via another gateway first, adds the route and waits for
-//!   the actions. IPv6 destinations and Robot nodes are rejected.
-//! - [`Routes::delete_route`] deletes the route for the destination with the gateway it
-//!   currently has; an absent route is success.
+//!   the actions. IPv6 destinations and Robot nodes are rejected. A destination outside
+//!   [`RoutesConfig::cluster_cidrs`] gets a `ClusterCIDRMisconfigured` Warning event on the
+//!   Node (the route is still created, as the official CCM does).
+//! - [`Routes::delete_route`] re-reads the network and deletes the route for the destination
+//!   only while it still has the gateway it was listed with (taken from the route's name); a
+//!   route that was replaced since the listing is left for the next sync, and an absent route
+//!   is success.
 //!
 //! Route changes of this process are serialised: the API locks the network while a route
 //! action runs (409 `conflict`), so concurrent changes would only fight each other. `locked` and
@@ -21,7 +27,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
@@ -29,6 +35,8 @@ use cloud_provider::{Error, Route, Routes};
 use hcloud_api::models::{Action, Network, Server};
 use hcloud_api::{Client, models};
 use ipnet::IpNet;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::events::Events;
 use crate::metrics::{Operations, op};
@@ -37,6 +45,9 @@ use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 /// Node address type whose addresses may serve as the gateway when no server is named like the
 /// Node.
 const INTERNAL_IP: &str = "InternalIP";
+
+/// Reason of the Warning event for a route outside the cluster CIDR (official value).
+pub const CLUSTER_CIDR_MISCONFIGURED: &str = "ClusterCIDRMisconfigured";
 
 /// Settings of [`HcloudRoutes`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +63,9 @@ pub struct RoutesConfig {
     pub retry_cap: Duration,
     /// How long to wait for one route action to finish.
     pub action_timeout: Duration,
+    /// `--cluster-cidr` (one CIDR, or an IPv4 and an IPv6 one). A route whose destination is
+    /// not inside it gets a `ClusterCIDRMisconfigured` event; empty: no check.
+    pub cluster_cidrs: Vec<IpNet>,
 }
 
 impl RoutesConfig {
@@ -64,7 +78,15 @@ impl RoutesConfig {
             retry_base: Duration::from_secs(1),
             retry_cap: Duration::from_secs(5),
             action_timeout: Duration::from_secs(120),
+            cluster_cidrs: Vec::new(),
         }
+    }
+
+    /// The same with `cluster_cidrs` checked on creation.
+    #[must_use]
+    pub fn with_cluster_cidrs(mut self, cluster_cidrs: Vec<IpNet>) -> Self {
+        self.cluster_cidrs = cluster_cidrs;
+        self
     }
 
     fn backoff(&self, retry: u32) -> Duration {
@@ -105,6 +127,8 @@ pub struct HcloudRoutes {
     mutations: tokio::sync::Mutex<()>,
     /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
     learned: std::sync::Mutex<HashMap<IpAddr, Learned>>,
+    /// Gateways of listed routes that no server had, and when each was first seen.
+    unknown_gateways: std::sync::Mutex<HashMap<IpAddr, Instant>>,
     operations: Operations,
     events: Events,
 }
@@ -119,6 +143,7 @@ impl HcloudRoutes {
             config,
             mutations: tokio::sync::Mutex::new(()),
             learned: std::sync::Mutex::default(),
+            unknown_gateways: std::sync::Mutex::default(),
             operations: Operations::default(),
             events: Events::default(),
         }
@@ -295,6 +320,41 @@ impl HcloudRoutes {
         })
     }
 
+    /// Remember when each gateway in `unknown` was first seen (forgetting gateways no longer
+    /// listed) and say whether one of them was first seen after the listing at `listed_at`:
+    /// only then may a fresher listing know its server.
+    fn needs_fresher_listing(&self, unknown: &[IpAddr], now: Instant, listed_at: Instant) -> bool {
+        let mut seen = self
+            .unknown_gateways
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        seen.retain(|ip, _| unknown.contains(ip));
+        let mut fresher = false;
+        for ip in unknown {
+            let first_seen = *seen.entry(*ip).or_insert(now);
+            fresher |= first_seen > listed_at;
+        }
+        fresher
+    }
+
+    /// Warn on the Node when `destination` is outside the cluster CIDR.
+    async fn check_cluster_cidr(&self, destination: IpNet, node: &str, node_uid: &str) {
+        let Some(message) = cluster_cidr_mismatch(&self.config.cluster_cidrs, destination) else {
+            return;
+        };
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(node.to_owned()),
+                uid: (!node_uid.is_empty()).then(|| node_uid.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        };
+        self.events
+            .warn(&node, CLUSTER_CIDR_MISCONFIGURED, &message)
+            .await;
+    }
+
     /// The Node name listed for a route via `server`.
     fn target_name(&self, gateway: IpAddr, server: &Server) -> String {
         match self.learned().get(&gateway) {
@@ -331,6 +391,32 @@ fn destination(route: &models::Route) -> Option<IpNet> {
     route.destination.parse::<IpNet>().ok().map(|n| n.trunc())
 }
 
+/// Why `destination` does not fit `cluster_cidrs` (it must lie inside one of them, as a range
+/// no larger than it); `None` when it fits or nothing is configured.
+fn cluster_cidr_mismatch(cluster_cidrs: &[IpNet], destination: IpNet) -> Option<String> {
+    if cluster_cidrs.is_empty() || cluster_cidrs.iter().any(|c| c.contains(&destination)) {
+        return None;
+    }
+    let configured = cluster_cidrs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    Some(format!(
+        "route CIDR {destination} is not inside the cluster CIDR {configured} (--cluster-cidr)"
+    ))
+}
+
+/// The gateway a listed route had: [`Routes::list_routes`] names routes
+/// `<gateway>-<destination>`. `None` for other names.
+fn listed_gateway(route: &Route) -> Option<IpAddr> {
+    let (gateway, destination) = route.name.split_once('-')?;
+    let destination = destination.parse::<IpNet>().ok()?;
+    (destination.trunc() == route.destination_cidr.trunc())
+        .then(|| gateway.parse().ok())
+        .flatten()
+}
+
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
@@ -340,21 +426,20 @@ impl Routes for HcloudRoutes {
             return Ok(Vec::new());
         }
         let listing_error = |err| Error::api("listing servers to map route gateways", err);
+        let started = Instant::now();
         let mut snapshot = self
             .cache
             .all_servers_for_status()
             .await
             .map_err(listing_error)?;
-        let unknown = |servers: &[Arc<Server>]| {
-            network.routes.iter().any(|r| {
-                r.gateway
-                    .parse::<IpAddr>()
-                    .ok()
-                    .and_then(|ip| server_with_ip(servers, network.id, ip))
-                    .is_none()
-            })
-        };
-        if !snapshot.age.is_zero() && unknown(&snapshot.servers) {
+        let listed_at = Instant::now().checked_sub(snapshot.age).unwrap_or(started);
+        let unknown: Vec<IpAddr> = network
+            .routes
+            .iter()
+            .filter_map(|r| r.gateway.parse::<IpAddr>().ok())
+            .filter(|ip| server_with_ip(&snapshot.servers, network.id, *ip).is_none())
+            .collect();
+        if self.needs_fresher_listing(&unknown, started, listed_at) {
             // Free when the cached listing is within the normal max age already.
             snapshot = self.cache.all_servers().await.map_err(listing_error)?;
         }
@@ -374,7 +459,7 @@ impl Routes for HcloudRoutes {
                     .map(|server| self.target_name(ip, server))
             });
             routes.push(Route {
-                name: destination_cidr.to_string(),
+                name: format!("{}-{destination_cidr}", route.gateway),
                 blackhole: target.is_none(),
                 target_node: target.unwrap_or_default(),
                 destination_cidr,
@@ -388,7 +473,7 @@ impl Routes for HcloudRoutes {
     async fn create_route(
         &self,
         _cluster_name: &str,
-        _name_hint: &str,
+        name_hint: &str,
         route: &Route,
     ) -> Result<()> {
         self.operations.count(op::routes::CREATE_ROUTE);
@@ -407,6 +492,8 @@ impl Routes for HcloudRoutes {
         let _serialised = self.mutations.lock().await;
         let network = self.network().await?;
         let (gateway, server) = self.gateway(&network, route).await?;
+        self.check_cluster_cidr(destination_cidr, node, name_hint)
+            .await;
 
         let mut exists = false;
         for existing in network
@@ -462,14 +549,70 @@ impl Routes for HcloudRoutes {
         let destination_cidr = route.destination_cidr.trunc();
         let _serialised = self.mutations.lock().await;
         let network = self.network().await?;
-        for existing in network
+        let current: Vec<&models::Route> = network
             .routes
             .iter()
             .filter(|r| destination(r) == Some(destination_cidr))
-        {
-            self.remove(existing).await?;
+            .collect();
+        if current.is_empty() {
+            return Ok(());
+        }
+        // Only the route as it was listed: a route replaced since (e.g. by create_route for a
+        // new Node with this CIDR) is the next sync's business.
+        let listed = match listed_gateway(route) {
+            Some(gateway) => Some(gateway),
+            None => {
+                tracing::debug!(
+                    route = route.name,
+                    destination = %destination_cidr,
+                    "route name does not carry its gateway; deleting only a route that still maps to the listed target"
+                );
+                None
+            }
+        };
+        for existing in current {
+            let gateway = existing.gateway.parse::<IpAddr>().ok();
+            let same = match listed {
+                Some(listed) => gateway == Some(listed),
+                None => self.maps_to_listed_target(&network, gateway, route).await?,
+            };
+            if same {
+                self.remove(existing).await?;
+            } else {
+                tracing::info!(
+                    destination = %destination_cidr,
+                    gateway = existing.gateway,
+                    listed = route.name,
+                    "not deleting the route: its gateway changed since it was listed"
+                );
+            }
         }
         Ok(())
+    }
+}
+
+impl HcloudRoutes {
+    /// Whether `gateway` still leads where `route` was listed to lead: nowhere (a blackhole)
+    /// or to `route.target_node`.
+    async fn maps_to_listed_target(
+        &self,
+        network: &Network,
+        gateway: Option<IpAddr>,
+        route: &Route,
+    ) -> Result<bool> {
+        let snapshot = self
+            .cache
+            .all_servers_for_status()
+            .await
+            .map_err(|err| Error::api("listing servers to check a route's gateway", err))?;
+        let target = gateway.and_then(|ip| {
+            server_with_ip(&snapshot.servers, network.id, ip)
+                .map(|server| self.target_name(ip, server))
+        });
+        Ok(match target {
+            None => route.blackhole,
+            Some(name) => !route.blackhole && name == route.target_node,
+        })
     }
 }
 
@@ -483,6 +626,68 @@ mod tests {
         let delays: Vec<u64> = (0..6).map(|r| config.backoff(r).as_secs()).collect();
         assert_eq!(delays, vec![1, 2, 4, 5, 5, 5]);
         assert_eq!(config.backoff(40), Duration::from_secs(5));
+    }
+
+    fn net(s: &str) -> IpNet {
+        s.parse()
+            .unwrap_or_else(|_| IpNet::V4(ipnet::Ipv4Net::default()))
+    }
+
+    #[test]
+    fn cluster_cidr_check_follows_the_official_rule() {
+        let v4 = vec![net("10.244.0.0/16")];
+        let dual = vec![net("10.244.0.0/16"), net("fd00:10::/56")];
+        let cases: [(&[IpNet], &str, bool); 8] = [
+            (&[], "192.168.0.0/24", false),
+            (&v4, "10.244.3.0/24", false),
+            (&v4, "10.244.0.0/16", false),
+            // Larger than the cluster CIDR, though starting inside it.
+            (&v4, "10.244.0.0/15", true),
+            (&v4, "10.245.0.0/24", true),
+            (&v4, "fd00:10::/64", true),
+            (&dual, "fd00:10::/64", false),
+            (&dual, "192.168.1.0/24", true),
+        ];
+        for (cluster, destination, warn) in cases {
+            let message = cluster_cidr_mismatch(cluster, net(destination));
+            assert_eq!(
+                message.is_some(),
+                warn,
+                "{cluster:?} {destination}: {message:?}"
+            );
+        }
+        let message = cluster_cidr_mismatch(&dual, net("192.168.1.0/24")).unwrap_or_default();
+        assert!(message.contains("192.168.1.0/24"), "{message}");
+        assert!(message.contains("10.244.0.0/16,fd00:10::/56"), "{message}");
+    }
+
+    #[test]
+    fn listed_names_carry_the_gateway() {
+        let route = |name: &str, cidr: &str| Route {
+            name: name.into(),
+            target_node: String::new(),
+            destination_cidr: net(cidr),
+            blackhole: false,
+            enable_node_addresses: false,
+            target_node_addresses: Vec::new(),
+        };
+        assert_eq!(
+            listed_gateway(&route("10.0.0.2-10.244.1.0/24", "10.244.1.0/24")),
+            "10.0.0.2".parse().ok()
+        );
+        // Another route's name, a plain CIDR or garbage carry no gateway.
+        assert_eq!(
+            listed_gateway(&route("10.0.0.2-10.244.2.0/24", "10.244.1.0/24")),
+            None
+        );
+        assert_eq!(
+            listed_gateway(&route("10.244.1.0/24", "10.244.1.0/24")),
+            None
+        );
+        assert_eq!(
+            listed_gateway(&route("x-10.244.1.0/24", "10.244.1.0/24")),
+            None
+        );
     }
 
     #[test]

@@ -8,11 +8,14 @@ use std::time::Duration;
 use cloud_provider::{CloudProvider as _, Error, Route, Routes};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{
-    CacheConfig, HcloudProvider, HcloudRoutes, NetworkRef, ProviderSettings, RoutesConfig,
-    ServerCache,
+    CLUSTER_CIDR_MISCONFIGURED, CacheConfig, EVENT_COMPONENT, HcloudProvider, HcloudRoutes,
+    NetworkRef, ProviderSettings, RoutesConfig, ServerCache, op,
 };
 use hcloud_sim::{Fault, NetworkSeed, ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::NodeAddress;
+use k8s_openapi::api::core::v1::{Event, NodeAddress};
+use kube::api::{Api, ListParams};
+use kube_harness::{ControlPlane, eventually};
+use tokio_util::sync::CancellationToken;
 
 const CLUSTER: &str = "kubernetes";
 
@@ -217,12 +220,12 @@ async fn list_maps_gateways_to_node_names_and_unknown_gateways_to_blackholes() {
         listed,
         vec![
             Route {
-                name: "10.244.3.0/24".into(),
+                name: format!("{ip1}-10.244.3.0/24"),
                 blackhole: false,
                 ..route("worker-3", "10.244.3.0/24")
             },
             Route {
-                name: "10.244.9.0/24".into(),
+                name: "10.0.0.200-10.244.9.0/24".into(),
                 blackhole: true,
                 ..route("", "10.244.9.0/24")
             },
@@ -538,4 +541,173 @@ async fn a_gateway_unknown_to_an_old_listing_is_checked_against_a_fresher_one() 
     env.sim.admin().reset_request_counts().await.unwrap();
     routes.list_routes(CLUSTER).await.unwrap();
     assert_eq!(env.count("GET /servers").await, 0);
+}
+
+#[tokio::test]
+async fn delete_leaves_a_route_that_was_replaced_since_it_was_listed() {
+    let env = Env::start().await;
+    let routes = env.routes();
+    routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    let stale = routes.list_routes(CLUSTER).await.unwrap().pop().unwrap();
+    assert_eq!(stale.target_node, "worker-1");
+    // The CIDR moves to worker-2 before the stale listing's delete arrives.
+    routes
+        .create_route(CLUSTER, "uid-2", &route("worker-2", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    let moved = env.cloud_routes().await;
+    assert_eq!(moved.len(), 1);
+    assert_ne!(moved[0].1, env.worker_1);
+
+    routes.delete_route(CLUSTER, &stale).await.unwrap();
+    assert_eq!(env.cloud_routes().await, moved, "the new route stays");
+
+    // The route as listed now is deleted.
+    let current = routes.list_routes(CLUSTER).await.unwrap().pop().unwrap();
+    routes.delete_route(CLUSTER, &current).await.unwrap();
+    assert!(env.cloud_routes().await.is_empty());
+}
+
+#[tokio::test]
+async fn delete_of_a_route_not_named_by_a_listing_checks_its_target() {
+    let env = Env::start().await;
+    let routes = env.routes();
+    routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    // A route for another target (as the controller may build it) does not match.
+    let other = Route {
+        name: "10.244.1.0/24".into(),
+        ..route("worker-2", "10.244.1.0/24")
+    };
+    routes.delete_route(CLUSTER, &other).await.unwrap();
+    assert_eq!(env.cloud_routes().await.len(), 1);
+    let same = Route {
+        name: "10.244.1.0/24".into(),
+        ..route("worker-1", "10.244.1.0/24")
+    };
+    routes.delete_route(CLUSTER, &same).await.unwrap();
+    assert!(env.cloud_routes().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_gateway_costs_one_fresher_listing_not_one_per_cycle() {
+    let env = Env::start().await;
+    let routes = env.routes_with(CacheConfig {
+        max_age: Duration::from_millis(50),
+        status_max_age: Duration::from_secs(60),
+        ..CacheConfig::default()
+    });
+    env.add_cloud_route("10.244.1.0/24", &env.worker_1).await;
+    routes.list_routes(CLUSTER).await.unwrap();
+
+    // A gateway no server has (e.g. another actor's) shows up after that listing.
+    env.add_cloud_route("10.244.9.0/24", "10.0.0.200").await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let listed = by_cidr(routes.list_routes(CLUSTER).await.unwrap());
+    assert!(listed[1].blackhole);
+    assert_eq!(env.count("GET /servers").await, 1, "checked once");
+
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let listed = by_cidr(routes.list_routes(CLUSTER).await.unwrap());
+        assert!(listed[1].blackhole);
+    }
+    assert_eq!(env.count("GET /networks/{id}").await, 4, "every cycle ran");
+    assert_eq!(env.count("GET /servers").await, 1, "no listing per cycle");
+}
+
+#[tokio::test]
+async fn route_calls_are_counted_with_the_official_op_names() {
+    let env = Env::start().await;
+    let routes = env.routes();
+    routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    let listed = routes.list_routes(CLUSTER).await.unwrap();
+    routes.list_routes(CLUSTER).await.unwrap();
+    routes.delete_route(CLUSTER, &listed[0]).await.unwrap();
+    let ops = routes.operations();
+    assert_eq!(ops.value(op::routes::CREATE_ROUTE), 1);
+    assert_eq!(ops.value(op::routes::LIST_ROUTES), 2);
+    assert_eq!(ops.value(op::routes::DELETE_ROUTE), 1);
+    assert_eq!(ops.value(op::routes::RELOAD_NETWORK), 4);
+}
+
+#[tokio::test]
+async fn a_route_outside_the_cluster_cidr_warns_on_the_node_and_is_still_created() {
+    let env = Env::start().await;
+    let plane = ControlPlane::start().await.unwrap();
+    let kube = plane.client().await.unwrap();
+    let provider = HcloudProvider::new(
+        client(&env.sim),
+        ProviderSettings {
+            network: Some(NetworkRef::Id(env.network)),
+            routes_enabled: true,
+            cluster_cidrs: vec!["10.244.0.0/16".parse().unwrap()],
+            ..ProviderSettings::default()
+        },
+    )
+    .await
+    .unwrap();
+    let routes = provider.routes().unwrap();
+
+    // Before initialize the provider writes no events (only logs); inside the CIDR none.
+    routes
+        .create_route(CLUSTER, "uid-w1", &route("worker-1", "192.168.7.0/24"))
+        .await
+        .unwrap();
+    provider
+        .initialize(kube.clone(), CancellationToken::new())
+        .await
+        .unwrap();
+    routes
+        .create_route(CLUSTER, "uid-w1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    routes
+        .create_route(CLUSTER, "uid-w2", &route("worker-2", "192.168.8.0/24"))
+        .await
+        .unwrap();
+    assert_eq!(env.cloud_routes().await.len(), 3, "all routes created");
+
+    let api: Api<Event> = Api::namespaced(kube, "default");
+    let warned = eventually(
+        "ClusterCIDRMisconfigured event",
+        Duration::from_secs(10),
+        || {
+            let api = api.clone();
+            async move {
+                let events = api.list(&ListParams::default()).await.unwrap().items;
+                let warned: Vec<Event> = events
+                    .into_iter()
+                    .filter(|e| e.reason.as_deref() == Some(CLUSTER_CIDR_MISCONFIGURED))
+                    .collect();
+                (!warned.is_empty()).then_some(warned)
+            }
+        },
+    )
+    .await;
+    // Only the route created after initialize and outside the CIDR: worker-2's.
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let event = &warned[0];
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("Node"));
+    assert_eq!(event.involved_object.name.as_deref(), Some("worker-2"));
+    assert_eq!(event.involved_object.uid.as_deref(), Some("uid-w2"));
+    assert_eq!(
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some(EVENT_COMPONENT)
+    );
+    let message = event.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("192.168.8.0/24") && message.contains("10.244.0.0/16"),
+        "{message}"
+    );
 }
