@@ -20,9 +20,19 @@ pub fn is_retryable_api_error(error: &ApiError) -> bool {
     }
 }
 
-/// True for transport failures worth retrying: request and connect timeouts.
-pub fn is_retryable_transport_error(error: &reqwest::Error) -> bool {
-    error.is_timeout()
+/// True for transport failures worth retrying.
+///
+/// A failed connect never reached the API, so it is retried for every method. A request
+/// that timed out may have been carried out: it is retried only for idempotent methods
+/// (GET, PUT, DELETE, …). A POST that timed out is not, since repeating it could create a
+/// second load balancer or add a target twice; the caller re-reads the state instead.
+pub fn is_retryable_transport_error(error: &reqwest::Error, method: &reqwest::Method) -> bool {
+    retryable_transport(error.is_connect(), error.is_timeout(), method)
+}
+
+/// The decision of [`is_retryable_transport_error`] on its inputs.
+pub fn retryable_transport(connect: bool, timeout: bool, method: &reqwest::Method) -> bool {
+    connect || (timeout && *method != reqwest::Method::POST)
 }
 
 /// Delay before retry number `retry` (0 for the first retry): `base * 2^retry`, at most
@@ -87,6 +97,31 @@ mod tests {
                 "{status} {code}"
             );
         }
+    }
+
+    #[test]
+    fn timeouts_of_posts_are_not_retried_connect_failures_are() {
+        use reqwest::Method;
+        for method in [Method::GET, Method::PUT, Method::DELETE] {
+            assert!(
+                retryable_transport(false, true, &method),
+                "{method} timeout"
+            );
+            assert!(
+                retryable_transport(true, false, &method),
+                "{method} connect"
+            );
+        }
+        assert!(!retryable_transport(false, true, &Method::POST));
+        assert!(retryable_transport(true, false, &Method::POST));
+        assert!(
+            retryable_transport(true, true, &Method::POST),
+            "connect timeout"
+        );
+        assert!(
+            !retryable_transport(false, false, &Method::GET),
+            "e.g. a broken body"
+        );
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl Transport {
                 ),
                 Err(source) => Failure::Transport(source),
             };
-            let delay = match self.retry_delay(&failure, attempt) {
+            let delay = match self.retry_delay(&method, &failure, attempt) {
                 Some(delay) if attempt < self.retry.max_tries => delay,
                 _ => return Err(failure.into_error(&method, path)),
             };
@@ -239,10 +239,10 @@ impl Transport {
     }
 
     /// The delay before retrying `failure`, or `None` if it is not retried.
-    fn retry_delay(&self, failure: &Failure, attempt: u32) -> Option<Duration> {
+    fn retry_delay(&self, method: &Method, failure: &Failure, attempt: u32) -> Option<Duration> {
         let backoff = backoff_delay(&self.retry, attempt.saturating_sub(1));
         match failure {
-            Failure::Transport(e) => is_retryable_transport_error(e).then_some(backoff),
+            Failure::Transport(e) => is_retryable_transport_error(e, method).then_some(backoff),
             Failure::Api(e, headers) if is_retryable_api_error(e) => {
                 if e.code == ErrorCode::RateLimitExceeded {
                     // Wait at least until the API's bucket holds a request again.

@@ -149,7 +149,11 @@ async fn create_get_list_update_delete() {
         .expect_err("duplicate");
     assert_eq!(err.code(), Some(&ErrorCode::UniquenessError));
 
-    client.load_balancers().delete(lb.id).await.expect("delete");
+    client
+        .load_balancers()
+        .delete_and_wait(lb.id)
+        .await
+        .expect("delete");
     let err = client.load_balancers().get(lb.id).await.expect_err("gone");
     assert!(err.is_not_found());
     let err = client
@@ -458,7 +462,7 @@ async fn settings_actions() {
             .expect("unprotect"),
     )
     .await;
-    lbs.delete(lb.id).await.expect("delete");
+    lbs.delete_and_wait(lb.id).await.expect("delete");
 }
 
 #[tokio::test]

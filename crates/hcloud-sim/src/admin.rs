@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::admin_client::CertificateIssuance;
 use crate::app::{App, lock};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::Fault;
@@ -21,7 +22,11 @@ use crate::model::TargetKind;
 use crate::ratelimit::RateLimitConfig;
 use crate::render;
 use crate::routes::servers::STATUSES;
-use crate::seed::{NetworkSeed, SeedFile, ServerSeed, apply, apply_network, apply_server};
+use crate::seed::{
+    CertificateSeed, LoadBalancerSeed, NetworkSeed, PrimaryIpSeed, SeedFile, ServerSeed, apply,
+    apply_certificate, apply_load_balancer, apply_network, apply_primary_ip, apply_server,
+};
+use crate::world::CertIssuance;
 
 /// Admin routes (mounted under `/_admin`).
 pub fn admin_routes() -> Router<Arc<App>> {
@@ -33,6 +38,17 @@ pub fn admin_routes() -> Router<Arc<App>> {
         .route(
             "/load_balancers/{id}/target_health",
             post(set_target_health),
+        )
+        .route("/primary_ips", post(create_primary_ip))
+        .route("/certificates", post(create_certificate))
+        .route("/load_balancers", post(create_load_balancer))
+        .route(
+            "/certificate_issuance",
+            get(get_certificate_issuance).put(set_certificate_issuance),
+        )
+        .route(
+            "/metadata_server",
+            get(get_metadata_server).put(set_metadata_server),
         )
         .route("/seed", post(seed))
         .route(
@@ -84,6 +100,95 @@ async fn create_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
             StatusCode::CREATED,
             json!({"server": render::server(&w, s)}),
         )
+    })())
+}
+
+async fn create_primary_ip(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: PrimaryIpSeed = parse(&body)?;
+        let mut w = app.world();
+        let id = apply_primary_ip(&mut w, &seed)?;
+        let p = w.primary_ip(id)?;
+        ok_json(
+            StatusCode::CREATED,
+            json!({"primary_ip": render::primary_ip(&w, p)}),
+        )
+    })())
+}
+
+async fn create_certificate(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: CertificateSeed = parse(&body)?;
+        let mut w = app.world();
+        let id = apply_certificate(&mut w, &seed)?;
+        let c = w
+            .certificates
+            .get(&id)
+            .ok_or_else(|| ApiError::not_found("certificate"))?;
+        ok_json(
+            StatusCode::CREATED,
+            json!({"certificate": render::certificate(&w, c)}),
+        )
+    })())
+}
+
+async fn create_load_balancer(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: LoadBalancerSeed = parse(&body)?;
+        let mut w = app.world();
+        let id = apply_load_balancer(&mut w, &seed)?;
+        let lb = w.load_balancer(id)?;
+        ok_json(
+            StatusCode::CREATED,
+            json!({"load_balancer": render::load_balancer(&w, lb)}),
+        )
+    })())
+}
+
+fn issuance_view(c: &CertIssuance) -> CertificateIssuance {
+    CertificateIssuance {
+        delay_ms: c.delay.map(|d| d.as_millis() as u64),
+        fail_all: c.fail_all,
+        fail_domains: c.fail_domains.iter().cloned().collect(),
+    }
+}
+
+async fn get_certificate_issuance(State(app): State<Arc<App>>) -> Response {
+    let view = issuance_view(&app.world().cert_issuance);
+    axum::Json(view).into_response()
+}
+
+async fn set_certificate_issuance(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let b: CertificateIssuance = parse(&body)?;
+        app.world().cert_issuance = CertIssuance {
+            delay: b.delay_ms.map(Duration::from_millis),
+            fail_all: b.fail_all,
+            fail_domains: b.fail_domains.into_iter().collect(),
+        };
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct MetadataServerBody {
+    server_id: Option<i64>,
+}
+
+async fn get_metadata_server(State(app): State<Arc<App>>) -> Response {
+    let id = app.world().metadata_server;
+    axum::Json(json!({"server_id": id})).into_response()
+}
+
+async fn set_metadata_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let b: MetadataServerBody = parse(&body)?;
+        let mut w = app.world();
+        if let Some(id) = b.server_id {
+            w.server(id)?;
+        }
+        w.metadata_server = b.server_id;
+        Ok(StatusCode::NO_CONTENT.into_response())
     })())
 }
 
@@ -255,6 +360,8 @@ async fn state(State(app): State<Arc<App>>) -> Response {
             .map(|lb| render::load_balancer(&w, lb)).collect::<Vec<_>>(),
         "certificates": w.certificates.values()
             .map(|c| render::certificate(&w, c)).collect::<Vec<_>>(),
+        "primary_ips": w.primary_ips.values()
+            .map(|p| render::primary_ip(&w, p)).collect::<Vec<_>>(),
         "actions": w.actions.values().map(render::action).collect::<Vec<_>>(),
         "running_actions": w.running_actions(),
         "action_delay_ms": w.action_delay.as_millis() as u64,

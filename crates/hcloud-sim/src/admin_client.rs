@@ -3,13 +3,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::faults::Fault;
 use crate::ratelimit::RateLimitConfig;
-use crate::seed::{NetworkSeed, SeedFile, ServerSeed};
+use crate::seed::{
+    CertificateSeed, LoadBalancerSeed, NetworkSeed, PrimaryIpSeed, SeedFile, ServerSeed,
+};
 
 /// A load balancer target as the admin health call names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +28,36 @@ impl TargetRef {
             TargetRef::Server(id) => json!({"type": "server", "server": {"id": id}}),
             TargetRef::Ip(ip) => json!({"type": "ip", "ip": {"ip": ip}}),
         }
+    }
+}
+
+/// How managed certificates get issued (`/_admin/certificate_issuance`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CertificateIssuance {
+    /// How long issuance takes in milliseconds; `None`: the action delay.
+    pub delay_ms: Option<u64>,
+    /// Every issuance fails.
+    pub fail_all: bool,
+    /// Issuance fails for certificates naming one of these domains.
+    pub fail_domains: Vec<String>,
+}
+
+impl CertificateIssuance {
+    /// Issuance takes `delay`.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay_ms = Some(delay.as_millis() as u64);
+        self
+    }
+    /// Every issuance fails (or not).
+    pub fn fail_all(mut self, on: bool) -> Self {
+        self.fail_all = on;
+        self
+    }
+    /// Issuance fails for certificates naming `domain`.
+    pub fn fail_domain(mut self, domain: impl Into<String>) -> Self {
+        self.fail_domains.push(domain.into());
+        self
     }
 }
 
@@ -97,6 +129,60 @@ impl AdminClient {
     pub async fn create_server(&self, seed: ServerSeed) -> Result<Value, Error> {
         let v = self.post("/servers", &seed).await?;
         Ok(v["server"].clone())
+    }
+
+    /// Creates an unassigned Primary IP; returns it as the API shows it.
+    pub async fn create_primary_ip(&self, seed: PrimaryIpSeed) -> Result<Value, Error> {
+        let v = self.post("/primary_ips", &seed).await?;
+        Ok(v["primary_ip"].clone())
+    }
+
+    /// Creates a certificate (issued, pending or failed as seeded, no action); returns it as
+    /// the API shows it.
+    pub async fn create_certificate(&self, seed: CertificateSeed) -> Result<Value, Error> {
+        let v = self.post("/certificates", &seed).await?;
+        Ok(v["certificate"].clone())
+    }
+
+    /// Creates a complete load balancer (no action); returns it as the API shows it.
+    pub async fn create_load_balancer(&self, seed: LoadBalancerSeed) -> Result<Value, Error> {
+        let v = self.post("/load_balancers", &seed).await?;
+        Ok(v["load_balancer"].clone())
+    }
+
+    /// Sets how managed certificates get issued from now on (delay, failures).
+    pub async fn set_certificate_issuance(
+        &self,
+        issuance: &CertificateIssuance,
+    ) -> Result<(), Error> {
+        self.send(
+            self.http
+                .put(format!("{}/certificate_issuance", self.base))
+                .json(issuance),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// How managed certificates get issued.
+    pub async fn certificate_issuance(&self) -> Result<CertificateIssuance, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/certificate_issuance", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v)?)
+    }
+
+    /// Chooses the server the metadata service answers for (`None`: no server, every
+    /// metadata path answers 404).
+    pub async fn set_metadata_server(&self, server_id: Option<i64>) -> Result<(), Error> {
+        self.send(
+            self.http
+                .put(format!("{}/metadata_server", self.base))
+                .json(&json!({"server_id": server_id})),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Applies a whole seed.

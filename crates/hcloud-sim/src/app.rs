@@ -257,17 +257,19 @@ pub async fn method_not_allowed_fallback(method: Method) -> Response {
     .into_response()
 }
 
-/// The full router: `/v1` (public API) and `/_admin` (test control).
+/// The full router: `/v1` (public API), `/_admin` (test control) and the metadata service.
 pub fn router(app: Arc<App>) -> Router {
     let api = crate::routes::api_routes()
         .fallback(not_found_fallback)
         .method_not_allowed_fallback(method_not_allowed_fallback)
         .layer(middleware::from_fn_with_state(app.clone(), api_pipeline))
         .with_state(app.clone());
-    let admin = crate::admin::admin_routes().with_state(app);
+    let admin = crate::admin::admin_routes().with_state(app.clone());
+    let metadata = crate::metadata::metadata_routes().with_state(app);
     Router::new()
         .nest("/v1", api)
         .nest("/_admin", admin)
+        .nest(crate::metadata::METADATA_PREFIX, metadata)
         .fallback(not_found_fallback)
 }
 

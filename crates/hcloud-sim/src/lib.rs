@@ -19,6 +19,7 @@ pub mod faults;
 pub mod input;
 pub mod ipalloc;
 pub mod label_selector;
+pub mod metadata;
 pub mod model;
 pub mod pagination;
 pub mod ratelimit;
@@ -35,11 +36,15 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub use admin_client::{AdminClient, TargetRef, install_crypto_provider};
+pub use admin_client::{AdminClient, CertificateIssuance, TargetRef, install_crypto_provider};
 pub use error::{ApiError, Error};
 pub use faults::Fault;
 pub use ratelimit::RateLimitConfig;
-pub use seed::{NetworkRef, NetworkSeed, RouteSeed, SeedFile, ServerSeed, SubnetSeed};
+pub use seed::{
+    CertificateSeed, HealthCheckHttpSeed, HealthCheckSeed, HttpSeed, LbDnsPtrSeed, LbNetworkSeed,
+    LoadBalancerSeed, NetworkRef, NetworkSeed, PrimaryIpSeed, ProtectionSeed, ResourceRef,
+    RouteSeed, SeedFile, ServerSeed, ServiceSeed, SubnetSeed, TargetSeed,
+};
 
 /// Configuration of a simulator.
 #[derive(Debug, Clone)]
@@ -163,6 +168,12 @@ impl Simulator {
     /// Base URL of the admin API, e.g. `http://127.0.0.1:PORT/_admin`.
     pub fn admin_url(&self) -> String {
         format!("http://{}/_admin", self.addr)
+    }
+
+    /// Base URL of the metadata service, `http://127.0.0.1:PORT/hetzner/v1/metadata`. It
+    /// answers for the server set with [`AdminClient::set_metadata_server`].
+    pub fn metadata_url(&self) -> String {
+        format!("http://{}{}", self.addr, metadata::METADATA_PREFIX)
     }
 
     /// The token the API accepts.

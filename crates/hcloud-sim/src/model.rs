@@ -53,7 +53,8 @@ pub struct ServerType {
     pub architecture: &'static str,
     /// Category shown in the console.
     pub category: &'static str,
-    /// Locations where it can be ordered.
+    /// Locations where it can be ordered (`available`); the type lists every location of
+    /// the catalog, the others with `available: false`.
     pub locations: &'static [&'static str],
     /// Whether it is deprecated.
     pub deprecated: bool,
@@ -315,6 +316,11 @@ pub struct LoadBalancer {
     pub algorithm: String,
     /// Public interface enabled.
     pub public_enabled: bool,
+    /// Primary IP holding the public IPv4 (given on create, or allocated when the create
+    /// action succeeded).
+    pub ipv4_id: Option<i64>,
+    /// Primary IP holding the public IPv6.
+    pub ipv6_id: Option<i64>,
     /// Public IPv4 (None until the create action succeeded).
     pub ipv4: Option<Ipv4Addr>,
     /// Reverse DNS of the IPv4.
@@ -331,6 +337,69 @@ pub struct LoadBalancer {
     pub targets: Vec<Target>,
     /// Delete protection.
     pub protect_delete: bool,
+}
+
+/// What a Primary IP is assigned to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignee {
+    /// A server.
+    Server(i64),
+    /// A load balancer.
+    LoadBalancer(i64),
+}
+
+impl Assignee {
+    /// (id, `assignee_type`) as the API shows them.
+    pub fn parts(self) -> (i64, &'static str) {
+        match self {
+            Assignee::Server(id) => (id, "server"),
+            Assignee::LoadBalancer(id) => (id, "load_balancer"),
+        }
+    }
+}
+
+/// A Primary IP: a public IPv4 address or IPv6 /64 of a location.
+#[derive(Debug, Clone)]
+pub struct PrimaryIp {
+    /// ID.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// Creation time.
+    pub created: DateTime<Utc>,
+    /// The address: an IPv4 address or an IPv6 /64 network.
+    pub ip: PrimaryAddr,
+    /// Location ID.
+    pub location: i64,
+    /// What it is assigned to.
+    pub assignee: Option<Assignee>,
+    /// Deleted together with its assignee.
+    pub auto_delete: bool,
+    /// Delete protection.
+    pub protect_delete: bool,
+    /// Reverse DNS of an unassigned address (an assigned one shows its assignee's).
+    pub dns_ptr: Option<String>,
+}
+
+/// Address of a Primary IP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrimaryAddr {
+    /// IPv4 address.
+    V4(Ipv4Addr),
+    /// IPv6 /64.
+    V6(Ipv6Net),
+}
+
+impl PrimaryAddr {
+    /// `ipv4` or `ipv6`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            PrimaryAddr::V4(_) => "ipv4",
+            PrimaryAddr::V6(_) => "ipv6",
+        }
+    }
 }
 
 /// Issuance status of a managed certificate.
@@ -436,6 +505,7 @@ sortable!(Server);
 sortable!(Network);
 sortable!(LoadBalancer);
 sortable!(Certificate);
+sortable!(PrimaryIp);
 
 impl Sortable for Image {
     fn sort_id(&self) -> i64 {

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use crate::label_selector::Selector;
 use crate::model::{
-    Action, Certificate, Image, LbType, LoadBalancer, Location, Network, Server, ServerType,
-    Service, Target, TargetKind,
+    Action, Assignee, Certificate, Image, LbType, LoadBalancer, Location, Network, PrimaryAddr,
+    PrimaryIp, Server, ServerType, Service, Target, TargetKind,
 };
 use crate::world::World;
 
@@ -30,12 +30,24 @@ pub fn location(l: &Location) -> Value {
 
 /// Server type.
 pub fn server_type(w: &World, t: &ServerType) -> Value {
+    let deprecation = if t.deprecated {
+        json!({"announced": "2025-09-01T00:00:00Z", "unavailable_after": "2026-12-01T00:00:00Z"})
+    } else {
+        Value::Null
+    };
+    // Every location is listed; `available` says where the type can be ordered, and
+    // `recommended` is set where it can be ordered and is not deprecated.
     let locations: Vec<Value> = w
         .catalog
         .locations
         .iter()
-        .filter(|l| t.locations.contains(&l.name))
-        .map(|l| json!({"id": l.id, "name": l.name, "deprecation": null}))
+        .map(|l| {
+            let available = t.locations.contains(&l.name);
+            json!({
+                "id": l.id, "name": l.name, "deprecation": deprecation,
+                "available": available, "recommended": available && !t.deprecated,
+            })
+        })
         .collect();
     let prices: Vec<Value> = t
         .locations
@@ -50,11 +62,6 @@ pub fn server_type(w: &World, t: &ServerType) -> Value {
             })
         })
         .collect();
-    let deprecation = if t.deprecated {
-        json!({"announced": "2025-09-01T00:00:00Z", "unavailable_after": "2026-12-01T00:00:00Z"})
-    } else {
-        Value::Null
-    };
     json!({
         "id": t.id, "name": t.name, "description": t.description.to_uppercase(),
         "cores": t.cores, "memory": t.memory, "disk": t.disk, "cpu_type": t.cpu_type,
@@ -317,8 +324,12 @@ pub fn load_balancer(w: &World, lb: &LoadBalancer) -> Value {
         "algorithm": {"type": lb.algorithm},
         "public_net": {
             "enabled": lb.public_enabled,
-            "ipv4": {"ip": lb.ipv4.map(|i| i.to_string()), "dns_ptr": lb.ipv4_ptr},
-            "ipv6": {"ip": lb.ipv6.map(|i| i.to_string()), "dns_ptr": lb.ipv6_ptr},
+            "ipv4": {
+                "id": lb.ipv4_id, "ip": lb.ipv4.map(|i| i.to_string()), "dns_ptr": lb.ipv4_ptr,
+            },
+            "ipv6": {
+                "id": lb.ipv6_id, "ip": lb.ipv6.map(|i| i.to_string()), "dns_ptr": lb.ipv6_ptr,
+            },
         },
         "private_net": lb.private_net.iter()
             .map(|(n, ip)| json!({"network": n, "ip": ip.to_string()}))
@@ -355,6 +366,71 @@ pub fn certificate(w: &World, c: &Certificate) -> Value {
         "not_valid_before": c.not_valid_before.map(ts), "not_valid_after": c.not_valid_after.map(ts),
         "domain_names": c.domain_names, "fingerprint": c.fingerprint,
         "status": status, "used_by": used_by,
+    })
+}
+
+/// The `ip` of a Primary IP: an IPv4 address or an IPv6 network.
+pub fn primary_address(ip: PrimaryAddr) -> String {
+    match ip {
+        PrimaryAddr::V4(v4) => v4.to_string(),
+        PrimaryAddr::V6(net) => net.to_string(),
+    }
+}
+
+/// Reverse DNS entries of a Primary IP: its assignee's for an assigned one.
+fn primary_dns_ptr(w: &World, p: &PrimaryIp) -> Vec<Value> {
+    let entry = |ip: String, ptr: &str| json!({"ip": ip, "dns_ptr": ptr});
+    match (p.assignee, p.ip) {
+        (Some(Assignee::Server(id)), PrimaryAddr::V4(_)) => w
+            .servers
+            .get(&id)
+            .and_then(|s| s.ipv4.as_ref())
+            .map(|v4| vec![entry(v4.ip.to_string(), &v4.dns_ptr)])
+            .unwrap_or_default(),
+        (Some(Assignee::LoadBalancer(id)), _) => w
+            .load_balancers
+            .get(&id)
+            .and_then(|lb| match p.ip {
+                PrimaryAddr::V4(_) => lb
+                    .ipv4
+                    .zip(lb.ipv4_ptr.as_deref())
+                    .map(|(ip, ptr)| entry(ip.to_string(), ptr)),
+                PrimaryAddr::V6(_) => lb
+                    .ipv6
+                    .zip(lb.ipv6_ptr.as_deref())
+                    .map(|(ip, ptr)| entry(ip.to_string(), ptr)),
+            })
+            .into_iter()
+            .collect(),
+        (_, PrimaryAddr::V4(v4)) if p.assignee.is_none() => p
+            .dns_ptr
+            .as_deref()
+            .map(|ptr| vec![entry(v4.to_string(), ptr)])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Primary IP. Not assigned: `assignee_id` null and `assignee_type` `unassigned`.
+pub fn primary_ip(w: &World, p: &PrimaryIp) -> Value {
+    let location_v = w
+        .catalog
+        .location_by_id(p.location)
+        .map(location)
+        .unwrap_or(Value::Null);
+    let (assignee_id, assignee_type) = match p.assignee {
+        Some(a) => {
+            let (id, kind) = a.parts();
+            (json!(id), kind)
+        }
+        None => (Value::Null, "unassigned"),
+    };
+    json!({
+        "id": p.id, "name": p.name, "labels": p.labels, "created": ts(p.created),
+        "type": p.ip.kind(), "ip": primary_address(p.ip), "dns_ptr": primary_dns_ptr(w, p),
+        "blocked": false, "assignee_id": assignee_id, "assignee_type": assignee_type,
+        "auto_delete": p.auto_delete, "location": location_v,
+        "protection": {"delete": p.protect_delete},
     })
 }
 

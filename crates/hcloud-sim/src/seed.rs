@@ -6,10 +6,19 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
+use chrono::Utc;
+
 use crate::error::{ApiError, ApiResult};
-use crate::input::IdOrName;
-use crate::model::Route;
-use crate::routes::networks::{NETWORK_ZONES, NetworkSpec, create_network};
+use crate::input::{IdOrName, Input};
+use crate::label_selector::Selector;
+use crate::model::{CertStatus, Certificate, LoadBalancer, Route, Service, Target, TargetKind};
+use crate::routes::certificates::{fake_pem, fingerprint};
+use crate::routes::lb_parts::{
+    check_service, check_services, check_target, check_target_limit, read_service,
+};
+use crate::routes::load_balancers::assign_public_ips;
+use crate::routes::networks::{NETWORK_ZONES, NetworkSpec, create_network, pick_private_ip};
+use crate::routes::primary_ips::create_unassigned;
 use crate::routes::servers::{ServerSpec, create_server};
 use crate::world::World;
 
@@ -222,7 +231,422 @@ impl ServerSeed {
     }
 }
 
-/// A seed file: networks first, then servers.
+/// Any resource referenced by ID or by name (servers, certificates, Primary IPs).
+pub type ResourceRef = NetworkRef;
+
+/// An unassigned Primary IP to seed (to create a load balancer with).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PrimaryIpSeed {
+    /// Name.
+    pub name: String,
+    /// `ipv4` (default) or `ipv6`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Location name or ID (default `fsn1`).
+    pub location: String,
+    /// Deleted together with the resource it gets assigned to.
+    pub auto_delete: bool,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Default for PrimaryIpSeed {
+    fn default() -> Self {
+        PrimaryIpSeed {
+            name: String::new(),
+            kind: "ipv4".to_string(),
+            location: "fsn1".to_string(),
+            auto_delete: false,
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
+impl PrimaryIpSeed {
+    /// An unassigned IPv4 in fsn1.
+    pub fn ipv4(name: impl Into<String>) -> PrimaryIpSeed {
+        PrimaryIpSeed {
+            name: name.into(),
+            ..PrimaryIpSeed::default()
+        }
+    }
+    /// An unassigned IPv6 /64 in fsn1.
+    pub fn ipv6(name: impl Into<String>) -> PrimaryIpSeed {
+        PrimaryIpSeed {
+            name: name.into(),
+            kind: "ipv6".to_string(),
+            ..PrimaryIpSeed::default()
+        }
+    }
+    /// Location.
+    pub fn location(mut self, l: impl Into<String>) -> Self {
+        self.location = l.into();
+        self
+    }
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// A certificate to seed: `uploaded` (default) or `managed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CertificateSeed {
+    /// Name.
+    pub name: String,
+    /// `uploaded` or `managed`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Domain names (required for managed certificates).
+    pub domain_names: Vec<String>,
+    /// PEM of an uploaded certificate (a generated one when absent).
+    pub certificate: Option<String>,
+    /// Issuance status of a managed certificate: `completed` (default), `pending` (stays
+    /// pending: no action runs for it) or `failed` (can be retried).
+    pub issuance: String,
+}
+
+impl Default for CertificateSeed {
+    fn default() -> Self {
+        CertificateSeed {
+            name: String::new(),
+            kind: "uploaded".to_string(),
+            labels: BTreeMap::new(),
+            domain_names: Vec::new(),
+            certificate: None,
+            issuance: "completed".to_string(),
+        }
+    }
+}
+
+impl CertificateSeed {
+    /// An uploaded certificate (with a generated PEM).
+    pub fn uploaded(name: impl Into<String>) -> CertificateSeed {
+        CertificateSeed {
+            name: name.into(),
+            ..CertificateSeed::default()
+        }
+    }
+    /// A managed certificate for `domains`, issued.
+    pub fn managed<S: Into<String>>(
+        name: impl Into<String>,
+        domains: impl IntoIterator<Item = S>,
+    ) -> CertificateSeed {
+        CertificateSeed {
+            name: name.into(),
+            kind: "managed".to_string(),
+            domain_names: domains.into_iter().map(Into::into).collect(),
+            ..CertificateSeed::default()
+        }
+    }
+    /// Issuance status of a managed certificate (`completed`, `pending`, `failed`).
+    pub fn issuance(mut self, status: impl Into<String>) -> Self {
+        self.issuance = status.into();
+        self
+    }
+    /// Domain names (of an uploaded certificate).
+    pub fn domain_names<S: Into<String>>(mut self, domains: impl IntoIterator<Item = S>) -> Self {
+        self.domain_names = domains.into_iter().map(Into::into).collect();
+        self
+    }
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// HTTP settings of a seeded service; unset fields get the API's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpSeed {
+    /// Sticky-session cookie name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cookie_name: Option<String>,
+    /// Sticky-session cookie lifetime in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cookie_lifetime: Option<i64>,
+    /// Certificates by ID or name (https).
+    pub certificates: Vec<ResourceRef>,
+    /// Redirect HTTP to HTTPS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_http: Option<bool>,
+    /// Sticky sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sticky_sessions: Option<bool>,
+    /// Idle timeout in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_idle: Option<i64>,
+}
+
+/// HTTP settings of a seeded health check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HealthCheckHttpSeed {
+    /// Host header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+    /// Path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Expected body.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// Accepted status codes, e.g. `2??`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_codes: Option<Vec<String>>,
+    /// Validate the certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<bool>,
+}
+
+/// A seeded health check; unset fields get the API's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HealthCheckSeed {
+    /// `tcp`, `http` or `https`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// Port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Interval in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<i64>,
+    /// Timeout in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<i64>,
+    /// Retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<i64>,
+    /// HTTP settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HealthCheckHttpSeed>,
+}
+
+/// A service of a seeded load balancer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServiceSeed {
+    /// `tcp` (default), `http` or `https`.
+    pub protocol: String,
+    /// Listen port.
+    pub listen_port: u16,
+    /// Destination port (default: the listen port; 80 for https).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination_port: Option<u16>,
+    /// PROXY protocol.
+    pub proxyprotocol: bool,
+    /// HTTP settings (http/https).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSeed>,
+    /// Health check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckSeed>,
+}
+
+impl Default for ServiceSeed {
+    fn default() -> Self {
+        ServiceSeed {
+            protocol: "tcp".to_string(),
+            listen_port: 0,
+            destination_port: None,
+            proxyprotocol: false,
+            http: None,
+            health_check: None,
+        }
+    }
+}
+
+impl ServiceSeed {
+    /// A TCP service.
+    pub fn tcp(listen_port: u16, destination_port: u16) -> ServiceSeed {
+        ServiceSeed {
+            listen_port,
+            destination_port: Some(destination_port),
+            ..ServiceSeed::default()
+        }
+    }
+}
+
+/// A target of a seeded load balancer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TargetSeed {
+    /// A server by ID or name.
+    Server {
+        /// The server.
+        server: ResourceRef,
+        /// Reach it over the load balancer's network.
+        #[serde(default)]
+        use_private_ip: bool,
+    },
+    /// Every server matching a label selector.
+    LabelSelector {
+        /// The selector, e.g. `role=worker`.
+        label_selector: String,
+        /// Reach them over the load balancer's network.
+        #[serde(default)]
+        use_private_ip: bool,
+    },
+    /// An IP outside Hetzner Cloud.
+    Ip {
+        /// The address.
+        ip: String,
+    },
+}
+
+/// The network a seeded load balancer is attached to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LbNetworkSeed {
+    /// The network by ID or name.
+    pub network: NetworkRef,
+    /// Its IP in the network (default: the lowest free one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+}
+
+/// Protection flags of a seeded resource.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProtectionSeed {
+    /// Delete protection.
+    pub delete: bool,
+}
+
+/// Reverse DNS of a seeded load balancer's public IPs (default: generated names).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LbDnsPtrSeed {
+    /// Of the IPv4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<String>,
+    /// Of the IPv6.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<String>,
+}
+
+/// A load balancer to seed, e.g. one the official cloud controller left behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadBalancerSeed {
+    /// Name.
+    pub name: String,
+    /// Type name or ID (default `lb11`).
+    pub load_balancer_type: String,
+    /// Location name or ID (default `fsn1` when `network_zone` is unset too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Network zone (the zone's first location).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_zone: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// `round_robin` (default) or `least_connections`.
+    pub algorithm: String,
+    /// Public interface on (default) or off.
+    pub public_interface: bool,
+    /// Services.
+    pub services: Vec<ServiceSeed>,
+    /// Targets.
+    pub targets: Vec<TargetSeed>,
+    /// Network attachment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<LbNetworkSeed>,
+    /// Protection.
+    pub protection: ProtectionSeed,
+    /// Reverse DNS of the public IPs.
+    pub dns_ptr: LbDnsPtrSeed,
+}
+
+impl Default for LoadBalancerSeed {
+    fn default() -> Self {
+        LoadBalancerSeed {
+            name: String::new(),
+            load_balancer_type: "lb11".to_string(),
+            location: None,
+            network_zone: None,
+            labels: BTreeMap::new(),
+            algorithm: "round_robin".to_string(),
+            public_interface: true,
+            services: Vec::new(),
+            targets: Vec::new(),
+            network: None,
+            protection: ProtectionSeed::default(),
+            dns_ptr: LbDnsPtrSeed::default(),
+        }
+    }
+}
+
+impl LoadBalancerSeed {
+    /// An lb11 in fsn1 with a public interface and nothing else.
+    pub fn new(name: impl Into<String>) -> LoadBalancerSeed {
+        LoadBalancerSeed {
+            name: name.into(),
+            ..LoadBalancerSeed::default()
+        }
+    }
+    /// Type.
+    pub fn load_balancer_type(mut self, t: impl Into<String>) -> Self {
+        self.load_balancer_type = t.into();
+        self
+    }
+    /// Location.
+    pub fn location(mut self, l: impl Into<String>) -> Self {
+        self.location = Some(l.into());
+        self
+    }
+    /// Network zone instead of a location.
+    pub fn network_zone(mut self, z: impl Into<String>) -> Self {
+        self.network_zone = Some(z.into());
+        self
+    }
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+    /// Algorithm.
+    pub fn algorithm(mut self, a: impl Into<String>) -> Self {
+        self.algorithm = a.into();
+        self
+    }
+    /// Public interface on/off.
+    pub fn public_interface(mut self, on: bool) -> Self {
+        self.public_interface = on;
+        self
+    }
+    /// Adds a service.
+    pub fn service(mut self, s: ServiceSeed) -> Self {
+        self.services.push(s);
+        self
+    }
+    /// Adds a target.
+    pub fn target(mut self, t: TargetSeed) -> Self {
+        self.targets.push(t);
+        self
+    }
+    /// Attaches to a network, optionally with a fixed IP.
+    pub fn network(mut self, n: impl Into<NetworkRef>, ip: Option<&str>) -> Self {
+        self.network = Some(LbNetworkSeed {
+            network: n.into(),
+            ip: ip.map(str::to_string),
+        });
+        self
+    }
+    /// Delete protection.
+    pub fn protect_delete(mut self, on: bool) -> Self {
+        self.protection.delete = on;
+        self
+    }
+}
+
+/// A seed file: networks, servers, Primary IPs, certificates, then load balancers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SeedFile {
@@ -230,6 +654,15 @@ pub struct SeedFile {
     pub networks: Vec<NetworkSeed>,
     /// Servers.
     pub servers: Vec<ServerSeed>,
+    /// Unassigned Primary IPs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub primary_ips: Vec<PrimaryIpSeed>,
+    /// Certificates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub certificates: Vec<CertificateSeed>,
+    /// Load balancers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub load_balancers: Vec<LoadBalancerSeed>,
 }
 
 fn id_or_name(s: &str) -> IdOrName {
@@ -320,13 +753,308 @@ pub fn apply_server(w: &mut World, seed: &ServerSeed) -> ApiResult<i64> {
     )
 }
 
-/// Applies a whole seed file.
+fn check_labels(labels: &BTreeMap<String, String>) -> ApiResult<()> {
+    for (k, v) in labels {
+        if !crate::label_selector::is_label_key(k) || !crate::label_selector::is_label_value(v) {
+            return Err(ApiError::field("labels", format!("invalid label {k}={v}")));
+        }
+    }
+    Ok(())
+}
+
+fn to_id_or_name(r: &NetworkRef) -> IdOrName {
+    match r {
+        NetworkRef::Id(id) => IdOrName::Id(*id),
+        NetworkRef::Name(name) => IdOrName::Name(name.clone()),
+    }
+}
+
+/// Creates a seeded, unassigned Primary IP; returns its ID.
+pub fn apply_primary_ip(w: &mut World, seed: &PrimaryIpSeed) -> ApiResult<i64> {
+    check_labels(&seed.labels)?;
+    create_unassigned(
+        w,
+        seed.name.clone(),
+        &seed.kind,
+        &id_or_name(&seed.location),
+        seed.auto_delete,
+        seed.labels.clone(),
+    )
+}
+
+/// Creates a seeded certificate (issued, pending or failed as the seed says); returns its ID.
+pub fn apply_certificate(w: &mut World, seed: &CertificateSeed) -> ApiResult<i64> {
+    if seed.name.trim().is_empty() || seed.name.len() > 128 {
+        return Err(ApiError::field(
+            "name",
+            "Must be between 1 and 128 characters.",
+        ));
+    }
+    check_labels(&seed.labels)?;
+    if w.certificates.values().any(|c| c.name == seed.name) {
+        return Err(crate::routes::not_unique("name"));
+    }
+    let now = Utc::now();
+    let (pem, status) = match seed.kind.as_str() {
+        "uploaded" => (
+            Some(
+                seed.certificate
+                    .clone()
+                    .unwrap_or_else(|| fake_pem(&seed.domain_names)),
+            ),
+            None,
+        ),
+        "managed" => {
+            if seed.domain_names.is_empty() {
+                return Err(ApiError::field(
+                    "domain_names",
+                    "At least one domain name is required.",
+                ));
+            }
+            let status = match seed.issuance.as_str() {
+                "completed" => CertStatus {
+                    issuance: "completed".to_string(),
+                    renewal: "scheduled".to_string(),
+                    error: None,
+                },
+                "pending" => CertStatus {
+                    issuance: "pending".to_string(),
+                    renewal: "unavailable".to_string(),
+                    error: None,
+                },
+                "failed" => CertStatus {
+                    issuance: "failed".to_string(),
+                    renewal: "unavailable".to_string(),
+                    error: Some((
+                        "ca_dns_validation_failed".to_string(),
+                        "Certificate Authority: DNS validation failed".to_string(),
+                    )),
+                },
+                _ => {
+                    return Err(ApiError::field(
+                        "issuance",
+                        "Must be one of: completed, pending, failed.",
+                    ));
+                }
+            };
+            let pem = (status.issuance == "completed").then(|| fake_pem(&seed.domain_names));
+            (pem, Some(status))
+        }
+        _ => {
+            return Err(ApiError::field(
+                "type",
+                "Must be one of: uploaded, managed.",
+            ));
+        }
+    };
+    let id = w.new_cert_id();
+    w.certificates.insert(
+        id,
+        Certificate {
+            id,
+            name: seed.name.clone(),
+            labels: seed.labels.clone(),
+            kind: seed.kind.clone(),
+            fingerprint: pem.as_deref().map(|p| fingerprint(&format!("{p}{id}"))),
+            not_valid_before: pem.as_ref().map(|_| now),
+            not_valid_after: pem.as_ref().map(|_| now + chrono::Duration::days(90)),
+            certificate: pem,
+            domain_names: seed.domain_names.clone(),
+            created: now,
+            status,
+        },
+    );
+    Ok(id)
+}
+
+fn certificate_id(w: &World, r: &ResourceRef) -> ApiResult<i64> {
+    let found = match r {
+        NetworkRef::Id(id) => w.certificates.contains_key(id).then_some(*id),
+        NetworkRef::Name(n) => w.certificates.values().find(|c| &c.name == n).map(|c| c.id),
+    };
+    found
+        .ok_or_else(|| ApiError::field("http.certificates", format!("certificate {r:?} not found")))
+}
+
+fn server_id(w: &World, r: &ResourceRef) -> ApiResult<i64> {
+    let found = match r {
+        NetworkRef::Id(id) => w.servers.contains_key(id).then_some(*id),
+        NetworkRef::Name(n) => w.servers.values().find(|s| &s.name == n).map(|s| s.id),
+    };
+    found.ok_or_else(|| ApiError::field("targets.server", format!("server {r:?} not found")))
+}
+
+/// A seeded service, read like an `add_service` body (same defaults and checks).
+fn service_of(w: &World, i: usize, seed: &ServiceSeed) -> ApiResult<Service> {
+    let mut value = serde_json::to_value(seed)
+        .map_err(|e| ApiError::field("services", format!("cannot read service: {e}")))?;
+    if let Some(http) = &seed.http {
+        let ids = http
+            .certificates
+            .iter()
+            .map(|c| certificate_id(w, c))
+            .collect::<ApiResult<Vec<i64>>>()?;
+        value["http"]["certificates"] = serde_json::json!(ids);
+    }
+    let mut input = Input::from_value(&value, format!("services[{i}]"))
+        .map_err(|(name, message)| ApiError::field(&name, message))?;
+    let svc = read_service(&mut input, None);
+    input.finish()?;
+    svc.ok_or_else(|| ApiError::field("services", "invalid service"))
+}
+
+fn target_of(w: &World, seed: &TargetSeed) -> ApiResult<Target> {
+    let kind_and_private = match seed {
+        TargetSeed::Server {
+            server,
+            use_private_ip,
+        } => (TargetKind::Server(server_id(w, server)?), *use_private_ip),
+        TargetSeed::LabelSelector {
+            label_selector,
+            use_private_ip,
+        } => {
+            Selector::parse(label_selector)
+                .map_err(|e| ApiError::field("targets.label_selector", e))?;
+            (
+                TargetKind::LabelSelector(label_selector.clone()),
+                *use_private_ip,
+            )
+        }
+        TargetSeed::Ip { ip } => {
+            ip.parse::<std::net::IpAddr>()
+                .map_err(|_| ApiError::field("targets.ip", "Not a valid IP address."))?;
+            (TargetKind::Ip(ip.clone()), false)
+        }
+    };
+    Ok(Target {
+        kind: kind_and_private.0,
+        use_private_ip: kind_and_private.1,
+    })
+}
+
+/// Creates a seeded load balancer, complete at once (public IPs, network, services,
+/// targets); returns its ID.
+pub fn apply_load_balancer(w: &mut World, seed: &LoadBalancerSeed) -> ApiResult<i64> {
+    if seed.name.trim().is_empty() || seed.name.len() > 128 {
+        return Err(ApiError::field(
+            "name",
+            "Must be between 1 and 128 characters.",
+        ));
+    }
+    check_labels(&seed.labels)?;
+    if w.load_balancers.values().any(|lb| lb.name == seed.name) {
+        return Err(crate::routes::not_unique("name"));
+    }
+    let lb_type = w
+        .catalog
+        .lb_type(&id_or_name(&seed.load_balancer_type))
+        .ok_or_else(|| ApiError::field("load_balancer_type", "load balancer type not found"))?
+        .clone();
+    let location = match (&seed.location, &seed.network_zone) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::field(
+                "location",
+                "Only one of location and network_zone may be given.",
+            ));
+        }
+        (Some(l), None) => w.catalog.location(&id_or_name(l)),
+        (None, Some(z)) => w.catalog.locations.iter().find(|l| l.network_zone == z),
+        (None, None) => w.catalog.location(&IdOrName::Name("fsn1".to_string())),
+    }
+    .ok_or_else(|| ApiError::field("location", "location not found"))?
+    .clone();
+    if !["round_robin", "least_connections"].contains(&seed.algorithm.as_str()) {
+        return Err(ApiError::field(
+            "algorithm",
+            "Must be one of: round_robin, least_connections.",
+        ));
+    }
+    let mut services = Vec::new();
+    for (i, s) in seed.services.iter().enumerate() {
+        let svc = service_of(w, i, s)?;
+        check_service(w, &svc)?;
+        services.push(svc);
+    }
+    check_services(&services, &lb_type)?;
+    let attachment = match &seed.network {
+        Some(n) => {
+            let network = w.network_id(&to_id_or_name(&n.network)).ok_or_else(|| {
+                ApiError::field("network", format!("network {:?} not found", n.network))
+            })?;
+            let ip =
+                n.ip.as_deref()
+                    .map(|ip| {
+                        ip.parse::<Ipv4Addr>()
+                            .map_err(|_| ApiError::field("network.ip", "Not a valid IPv4 address."))
+                    })
+                    .transpose()?;
+            Some((
+                network,
+                pick_private_ip(w, network, location.network_zone, ip, None)?,
+            ))
+        }
+        None => None,
+    };
+    let mut lb = LoadBalancer {
+        id: 0,
+        name: seed.name.clone(),
+        labels: seed.labels.clone(),
+        created: Utc::now(),
+        location: location.id,
+        lb_type: lb_type.id,
+        algorithm: seed.algorithm.clone(),
+        public_enabled: seed.public_interface,
+        ipv4_id: None,
+        ipv6_id: None,
+        ipv4: None,
+        ipv4_ptr: None,
+        ipv6: None,
+        ipv6_ptr: None,
+        private_net: attachment.into_iter().collect(),
+        services,
+        targets: Vec::new(),
+        protect_delete: seed.protection.delete,
+    };
+    let networks: Vec<i64> = lb.private_net.iter().map(|(n, _)| *n).collect();
+    for t in &seed.targets {
+        let target = target_of(w, t)?;
+        check_target(w, &lb, &networks, &lb.targets, &target)?;
+        lb.targets.push(target);
+    }
+    check_target_limit(w, &lb.targets, &lb_type)?;
+    let id = w.new_lb_id();
+    lb.id = id;
+    w.load_balancers.insert(id, lb);
+    assign_public_ips(w, id);
+    if let Some(lb) = w.load_balancers.get_mut(&id) {
+        if let Some(ptr) = &seed.dns_ptr.ipv4 {
+            lb.ipv4_ptr = Some(ptr.clone());
+        }
+        if let Some(ptr) = &seed.dns_ptr.ipv6 {
+            lb.ipv6_ptr = Some(ptr.clone());
+        }
+    }
+    Ok(id)
+}
+
+/// Applies a whole seed file: networks, servers, Primary IPs, certificates, then load
+/// balancers (which may name all of those).
 pub fn apply(w: &mut World, seed: &SeedFile) -> ApiResult<()> {
     for n in &seed.networks {
         apply_network(w, n).map_err(|e| prefix(e, &format!("network {:?}", n.name)))?;
     }
     for s in &seed.servers {
         apply_server(w, s).map_err(|e| prefix(e, &format!("server {:?}", s.name)))?;
+    }
+    for p in &seed.primary_ips {
+        apply_primary_ip(w, p).map_err(|e| prefix(e, &format!("primary IP {:?}", p.name)))?;
+    }
+    for c in &seed.certificates {
+        apply_certificate(w, c).map_err(|e| prefix(e, &format!("certificate {:?}", c.name)))?;
+    }
+    for lb in &seed.load_balancers {
+        apply_load_balancer(w, lb)
+            .map_err(|e| prefix(e, &format!("load balancer {:?}", lb.name)))?;
     }
     Ok(())
 }

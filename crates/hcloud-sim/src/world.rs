@@ -3,7 +3,7 @@
 //! Actions finish lazily: every request first calls [`World::advance`], which completes all
 //! actions whose finish time has passed and applies their effects, in order.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -12,7 +12,9 @@ use chrono::{DateTime, Utc};
 use crate::catalog::Catalog;
 use crate::error::{ApiError, ApiResult};
 use crate::input::IdOrName;
-use crate::model::{Action, Certificate, LoadBalancer, Network, Res, Server, TargetKind};
+use crate::model::{
+    Action, Assignee, Certificate, LoadBalancer, Network, PrimaryIp, Res, Server, TargetKind,
+};
 
 /// A deferred change, applied when an action finishes.
 pub type Effect = Box<dyn FnOnce(&mut World) + Send>;
@@ -20,7 +22,7 @@ pub type Effect = Box<dyn FnOnce(&mut World) + Send>;
 struct Pending {
     action: i64,
     finish_at: DateTime<Utc>,
-    fail: Option<String>,
+    fail: Option<(String, String)>,
     on_success: Option<Effect>,
     on_error: Option<Effect>,
 }
@@ -38,6 +40,48 @@ impl std::fmt::Debug for Pending {
 /// Health override key: (load balancer, target, listen port).
 pub type HealthKey = (i64, TargetKind, u16);
 
+/// How managed certificates get issued (set through the admin API).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertIssuance {
+    /// How long issuance takes; `None`: the action delay.
+    pub delay: Option<Duration>,
+    /// Every issuance fails.
+    pub fail_all: bool,
+    /// Issuance fails for certificates naming one of these domains.
+    pub fail_domains: BTreeSet<String>,
+}
+
+impl CertIssuance {
+    /// Whether issuing a certificate for `domains` fails.
+    pub fn fails(&self, domains: &[String]) -> bool {
+        self.fail_all || domains.iter().any(|d| self.fail_domains.contains(d))
+    }
+}
+
+/// How a new action ends.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Running time; `None`: the action delay.
+    pub delay: Option<Duration>,
+    /// Ends in `error` with this (code, message).
+    pub fail: Option<(String, String)>,
+}
+
+impl Outcome {
+    /// The outcome a fault injection asks for (`None`: success after the action delay).
+    pub fn injected(fail: Option<&str>) -> Outcome {
+        Outcome {
+            delay: None,
+            fail: fail.map(|code| {
+                (
+                    code.to_string(),
+                    "action failed (injected fault)".to_string(),
+                )
+            }),
+        }
+    }
+}
+
 /// Everything the simulator knows.
 #[derive(Debug)]
 pub struct World {
@@ -51,9 +95,15 @@ pub struct World {
     pub load_balancers: BTreeMap<i64, LoadBalancer>,
     /// Certificates by ID.
     pub certificates: BTreeMap<i64, Certificate>,
+    /// Primary IPs by ID.
+    pub primary_ips: BTreeMap<i64, PrimaryIp>,
     /// Actions by ID.
     pub actions: BTreeMap<i64, Action>,
     pending: Vec<Pending>,
+    /// How managed certificates get issued.
+    pub cert_issuance: CertIssuance,
+    /// The server the metadata service answers for.
+    pub metadata_server: Option<i64>,
     /// How long new actions run.
     pub action_delay: Duration,
     /// Health overrides set through the admin API.
@@ -84,8 +134,11 @@ impl World {
             networks: BTreeMap::new(),
             load_balancers: BTreeMap::new(),
             certificates: BTreeMap::new(),
+            primary_ips: BTreeMap::new(),
             actions: BTreeMap::new(),
             pending: Vec::new(),
+            cert_issuance: CertIssuance::default(),
+            metadata_server: None,
             action_delay,
             health: HashMap::new(),
             reserved_ips: HashSet::new(),
@@ -150,9 +203,9 @@ impl World {
             if let Some(a) = self.actions.get_mut(&p.action) {
                 a.progress = 100;
                 a.finished = Some(p.finish_at);
-                if let Some(code) = &p.fail {
+                if let Some(error) = &p.fail {
                     a.status = "error".to_string();
-                    a.error = Some((code.clone(), "action failed (injected fault)".to_string()));
+                    a.error = Some(error.clone());
                 } else {
                     a.status = "success".to_string();
                 }
@@ -164,7 +217,8 @@ impl World {
         }
     }
 
-    /// Starts an action that finishes after the configured delay.
+    /// Starts an action that finishes after the configured delay (in `error` with code
+    /// `fail`, if given).
     pub fn start_action(
         &mut self,
         command: &str,
@@ -173,10 +227,29 @@ impl World {
         on_success: Option<Effect>,
         on_error: Option<Effect>,
     ) -> i64 {
+        self.start_action_with(
+            command,
+            resources,
+            Outcome::injected(fail),
+            on_success,
+            on_error,
+        )
+    }
+
+    /// Starts an action that ends as `outcome` says.
+    pub fn start_action_with(
+        &mut self,
+        command: &str,
+        resources: Vec<Res>,
+        outcome: Outcome,
+        on_success: Option<Effect>,
+        on_error: Option<Effect>,
+    ) -> i64 {
         let id = self.next_action;
         self.next_action += 1;
         let started = Utc::now();
-        let delay = chrono::Duration::from_std(self.action_delay).unwrap_or_default();
+        let delay = chrono::Duration::from_std(outcome.delay.unwrap_or(self.action_delay))
+            .unwrap_or_default();
         self.actions.insert(
             id,
             Action {
@@ -193,7 +266,7 @@ impl World {
         self.pending.push(Pending {
             action: id,
             finish_at: started + delay,
-            fail: fail.map(str::to_string),
+            fail: outcome.fail,
             on_success,
             on_error,
         });
@@ -320,14 +393,42 @@ impl World {
             .collect()
     }
 
-    /// Removes a server and everything that refers to it (LB server targets, health entries).
+    /// Removes a server and everything that refers to it (LB server targets, health entries,
+    /// its Primary IPs: deleted with `auto_delete`, else unassigned).
     pub fn remove_server(&mut self, id: i64) {
         self.servers.remove(&id);
+        self.release_primary_ips(Assignee::Server(id));
         for lb in self.load_balancers.values_mut() {
             lb.targets.retain(|t| t.kind != TargetKind::Server(id));
         }
         self.health
             .retain(|(_, k, _), _| *k != TargetKind::Server(id));
+    }
+
+    /// Removes a load balancer and everything that refers to it (health entries, its Primary
+    /// IPs: deleted with `auto_delete`, else unassigned).
+    pub fn remove_load_balancer(&mut self, id: i64) {
+        self.load_balancers.remove(&id);
+        self.health.retain(|(lb, _, _), _| *lb != id);
+        self.release_primary_ips(Assignee::LoadBalancer(id));
+    }
+
+    /// Primary IPs of a removed resource: deleted when `auto_delete`, else unassigned.
+    pub fn release_primary_ips(&mut self, assignee: Assignee) {
+        self.primary_ips
+            .retain(|_, ip| !(ip.assignee == Some(assignee) && ip.auto_delete));
+        for ip in self.primary_ips.values_mut() {
+            if ip.assignee == Some(assignee) {
+                ip.assignee = None;
+            }
+        }
+    }
+
+    /// Primary IP by ID or 404.
+    pub fn primary_ip(&self, id: i64) -> ApiResult<&PrimaryIp> {
+        self.primary_ips
+            .get(&id)
+            .ok_or_else(|| ApiError::not_found("primary_ip"))
     }
 
     /// Removes a network and every attachment to it.

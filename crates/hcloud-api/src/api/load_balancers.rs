@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{ActionAnswer, decode_member, get_one, named};
+use crate::api::{ActionAnswer, decode_member, get_one, named, optional_action};
 use crate::error::Error;
 use crate::models::{
     Action, Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
@@ -95,13 +95,24 @@ impl LoadBalancersApi<'_> {
         decode_member("PUT", &path, status, &body, "load_balancer")
     }
 
-    /// `DELETE /load_balancers/{id}`.
-    pub async fn delete(&self, id: i64) -> Result<(), Error> {
-        self.client
-            .transport()
-            .delete(&format!("/load_balancers/{id}"))
-            .await
-            .map(|_| ())
+    /// `DELETE /load_balancers/{id}`. Since October 2026 the API answers with the
+    /// `delete_load_balancer` action, and the load balancer is gone only once that action
+    /// finished: wait for it with [`crate::ActionsApi::wait`] (or use
+    /// [`LoadBalancersApi::delete_and_wait`]). An answer without an action (the older 204 No
+    /// Content) gives `None`: the load balancer is gone already.
+    pub async fn delete(&self, id: i64) -> Result<Option<Action>, Error> {
+        let path = format!("/load_balancers/{id}");
+        let (status, body) = self.client.transport().delete(&path).await?;
+        optional_action("DELETE", &path, status, &body)
+    }
+
+    /// [`LoadBalancersApi::delete`], then waits until its action finished. An action that
+    /// ends in `error` gives [`Error::Action`]. Wrap in a timeout to bound the wait.
+    pub async fn delete_and_wait(&self, id: i64) -> Result<(), Error> {
+        match self.delete(id).await? {
+            Some(action) => self.client.actions().wait(&action).await,
+            None => Ok(()),
+        }
     }
 
     /// `add_service`.

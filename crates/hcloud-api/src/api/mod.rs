@@ -63,7 +63,20 @@ pub(crate) struct ActionAnswer {
     pub(crate) action: crate::models::Action,
 }
 
-/// The single entry of a by-name list answer, if any.
+/// The action of an answer that may or may not carry one: `None` for an empty body (204 No
+/// Content) or `{"action": null}`, the action for `{"action": {...}}`.
+pub(crate) fn optional_action(
+    method: &str,
+    path: &str,
+    status: u16,
+    body: &[u8],
+) -> Result<Option<crate::models::Action>, Error> {
+    if status == 204 || body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    decode_member(method, path, status, body, "action")
+}
+
 /// The entry named exactly `name`. A name-filtered list holds at most that one; an answer
 /// holding anything else is never taken for it.
 pub(crate) fn named<T>(items: Vec<T>, name: &str, name_of: impl Fn(&T) -> &str) -> Option<T> {

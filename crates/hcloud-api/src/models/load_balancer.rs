@@ -161,6 +161,9 @@ pub struct LoadBalancerPublicNet {
 /// A public address of a load balancer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadBalancerIp {
+    /// ID of the Primary IP holding the address (sent since October 2026).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
     /// The address.
     #[serde(default)]
     pub ip: Option<String>,
@@ -344,6 +347,20 @@ pub struct CreateLoadBalancerRequest {
     /// Network to attach to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<i64>,
+    /// Existing Primary IPs to use; `None` (or an unset address) allocates new ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_net: Option<CreateLoadBalancerPublicNet>,
+}
+
+/// `public_net` of `POST /load_balancers`: IDs of existing, unassigned Primary IPs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CreateLoadBalancerPublicNet {
+    /// Primary IP (IPv4) to use; `None` allocates a new one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<i64>,
+    /// Primary IP (IPv6) to use; `None` allocates a new one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ipv6: Option<i64>,
 }
 
 /// Answer of `POST /load_balancers`.

@@ -20,15 +20,15 @@ pub use common::{
 };
 pub use load_balancer::{
     Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
-    CreateLoadBalancerRequest, CreateLoadBalancerResponse, HealthCheck, HealthCheckHttp,
-    HealthCheckProtocol, HealthStatus, HealthStatusValue, LabelSelector, LoadBalancer,
-    LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet, LoadBalancerService,
-    LoadBalancerTarget, LoadBalancerType, ServiceHttp, ServiceProtocol, ServiceSpec, ServiceUpdate,
-    TargetIp, TargetSpec, TargetType, UpdateRequest,
+    CreateLoadBalancerPublicNet, CreateLoadBalancerRequest, CreateLoadBalancerResponse,
+    HealthCheck, HealthCheckHttp, HealthCheckProtocol, HealthStatus, HealthStatusValue,
+    LabelSelector, LoadBalancer, LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet,
+    LoadBalancerService, LoadBalancerTarget, LoadBalancerType, ServiceHttp, ServiceProtocol,
+    ServiceSpec, ServiceUpdate, TargetIp, TargetSpec, TargetType, UpdateRequest,
 };
 pub use location::Location;
 pub use network::{Network, Route, Subnet, SubnetType};
 pub use server::{
     DnsPtr, Ipv4, Ipv6, Server, ServerFirewall, ServerPrivateNet, ServerProtection,
-    ServerPublicNet, ServerStatus, ServerType,
+    ServerPublicNet, ServerStatus, ServerType, ServerTypeLocation,
 };

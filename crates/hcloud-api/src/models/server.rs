@@ -108,6 +108,52 @@ pub struct ServerType {
     /// Deprecation details, if deprecated.
     #[serde(default)]
     pub deprecation: Option<Deprecation>,
+    /// The locations the type is offered in, with whether it can be ordered there.
+    #[serde(default, deserialize_with = "null_default")]
+    pub locations: Vec<ServerTypeLocation>,
+}
+
+impl ServerType {
+    /// The entry of `location` (by name), if the type lists it.
+    pub fn location(&self, location: &str) -> Option<&ServerTypeLocation> {
+        self.locations.iter().find(|l| l.name == location)
+    }
+
+    /// Whether the type can be ordered in `location` (by name): listed there, and
+    /// `available` there.
+    pub fn available_in(&self, location: &str) -> bool {
+        self.location(location).is_some_and(|l| l.available)
+    }
+}
+
+/// One location of a server type (`server_type.locations[]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerTypeLocation {
+    /// ID of the location.
+    pub id: i64,
+    /// Name of the location, e.g. `fsn1`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub name: String,
+    /// Deprecation of the type in this location, if any.
+    #[serde(default)]
+    pub deprecation: Option<Deprecation>,
+    /// Whether the type can be ordered in this location (since April 2026). An answer
+    /// without the field predates it: a listed location counted as orderable, so absent or
+    /// `null` reads `true`.
+    #[serde(default = "yes", deserialize_with = "null_true")]
+    pub available: bool,
+    /// Whether Hetzner recommends the type in this location (since April 2026); absent or
+    /// `null` reads `false`.
+    #[serde(default, deserialize_with = "null_default")]
+    pub recommended: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn null_true<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(true))
 }
 
 /// Public network configuration of a server.

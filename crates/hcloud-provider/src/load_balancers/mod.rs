@@ -437,7 +437,12 @@ impl LoadBalancer for HcloudLoadBalancers {
         }
         tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "deleting load balancer");
         match self.client.load_balancers().delete(lb.id).await {
-            Ok(()) => Ok(()),
+            // The load balancer is gone once its delete action succeeded.
+            Ok(Some(action)) => {
+                let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
+                self.executor(&lb, &lb.name).wait(&what, &[action]).await
+            }
+            Ok(None) => Ok(()),
             Err(err) if err.is_not_found() => Ok(()),
             Err(err) if err.code() == Some(&hcloud_api::ErrorCode::Protected) => {
                 tracing::info!(service = %key, load_balancer = lb.name, "keeping the load balancer: it has delete protection");

@@ -370,6 +370,7 @@ impl Plan {
             labels: Some(self.labels(&Labels::new())),
             public_interface: Some(self.public_interface || network.is_none()),
             network,
+            public_net: None,
         }
     }
 
@@ -723,10 +724,12 @@ mod tests {
             public_net: LoadBalancerPublicNet {
                 enabled: true,
                 ipv4: LoadBalancerIp {
+                    id: None,
                     ip: Some("198.51.100.1".into()),
                     dns_ptr: None,
                 },
                 ipv6: LoadBalancerIp {
+                    id: None,
                     ip: Some("2001:db8::1".into()),
                     dns_ptr: None,
                 },

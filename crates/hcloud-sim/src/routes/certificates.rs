@@ -11,7 +11,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::input::{parse_body, parse_body_or_empty};
 use crate::model::{CertStatus, Certificate, Res};
 use crate::render;
-use crate::world::{Effect, World};
+use crate::world::{Effect, Outcome, World};
 
 /// A stable, fake SHA-256 style fingerprint of some text.
 pub fn fingerprint(text: &str) -> String {
@@ -30,7 +30,8 @@ pub fn fingerprint(text: &str) -> String {
         .join(":")
 }
 
-fn fake_pem(domains: &[String]) -> String {
+/// A fake PEM certificate for `domains`.
+pub fn fake_pem(domains: &[String]) -> String {
     format!(
         "-----BEGIN CERTIFICATE-----\nc2ltdWxhdGVkIGNlcnRpZmljYXRlIGZvcjog{}\n-----END CERTIFICATE-----\n",
         domains.join(",").len()
@@ -90,21 +91,36 @@ fn issue(w: &mut World, id: i64, command: &str, fail: Option<&str>) -> i64 {
             c.status = Some(CertStatus {
                 issuance: "failed".to_string(),
                 renewal: "unavailable".to_string(),
-                error: Some((
-                    "ca_dns_validation_failed".to_string(),
-                    "Certificate Authority: DNS validation failed".to_string(),
-                )),
+                error: Some((ISSUANCE_ERROR.0.to_string(), ISSUANCE_ERROR.1.to_string())),
             });
         }
     });
-    w.start_action(
+    // Issuance takes the configured time and fails as configured (admin API), unless a
+    // fault injection already decided.
+    let domains = w
+        .certificates
+        .get(&id)
+        .map(|c| c.domain_names.clone())
+        .unwrap_or_default();
+    let mut outcome = Outcome::injected(fail);
+    outcome.delay = w.cert_issuance.delay;
+    if outcome.fail.is_none() && w.cert_issuance.fails(&domains) {
+        outcome.fail = Some((ISSUANCE_ERROR.0.to_string(), ISSUANCE_ERROR.1.to_string()));
+    }
+    w.start_action_with(
         command,
         vec![Res::Certificate(id)],
-        fail,
+        outcome,
         Some(on_success),
         Some(on_error),
     )
 }
+
+/// Code and message of a failed issuance.
+const ISSUANCE_ERROR: (&str, &str) = (
+    "ca_dns_validation_failed",
+    "Certificate Authority: DNS validation failed",
+);
 
 /// `POST /certificates`: uploaded ones answer `action: null`, managed ones an issuance action.
 pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {

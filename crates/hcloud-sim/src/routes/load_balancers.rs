@@ -1,6 +1,8 @@
 //! Load balancers: CRUD and every action.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::Ipv6Net;
 
 use axum::response::Response;
 use chrono::Utc;
@@ -11,12 +13,13 @@ use super::lb_parts::{
     read_service, read_target,
 };
 use super::networks::pick_private_ip;
+use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
 use super::{check_name, not_unique, page_of, passes, selector_param};
-use crate::app::{Req, no_content, reply};
+use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{parse_body, parse_body_or_empty};
 use crate::ipalloc::{load_balancer_ipv4, load_balancer_ipv6};
-use crate::model::{LoadBalancer, Res};
+use crate::model::{Assignee, Labels, LoadBalancer, PrimaryAddr, Res};
 use crate::render;
 use crate::world::{Effect, World};
 
@@ -47,16 +50,100 @@ fn zone_of(w: &World, lb: &LoadBalancer) -> &'static str {
         .unwrap_or("eu-central")
 }
 
-/// Assigns the public IPs (when the create action finishes).
-fn assign_public_ips(w: &mut World, id: i64) {
+/// Gives a load balancer its public IPs (when the create action finishes, or at once for a
+/// seed): the Primary IPs given on create, new ones (deleted with the load balancer) else.
+pub fn assign_public_ips(w: &mut World, id: i64) {
+    let Some(lb) = w.load_balancers.get(&id) else {
+        return;
+    };
+    let (v4_id, v6_id, location) = (lb.ipv4_id, lb.ipv6_id, lb.location);
+    let given = |w: &World, pid: Option<i64>| pid.and_then(|p| w.primary_ips.get(&p)).map(|p| p.ip);
+    let (given_v4, given_v6) = (given(w, v4_id), given(w, v6_id));
+    let needs_new = !matches!(given_v4, Some(PrimaryAddr::V4(_)))
+        || !matches!(given_v6, Some(PrimaryAddr::V6(_)));
     let seq = w.lb_ip_seq;
-    w.lb_ip_seq += 1;
-    if let Some(lb) = w.load_balancers.get_mut(&id) {
-        lb.ipv4 = load_balancer_ipv4(seq);
-        lb.ipv6 = Some(load_balancer_ipv6(seq));
-        lb.ipv4_ptr = lb.ipv4.map(|ip| format!("static.{ip}.clients.example.com"));
-        lb.ipv6_ptr = lb.ipv6.map(|_| format!("lb-{id}.example.com"));
+    if needs_new {
+        w.lb_ip_seq += 1;
     }
+    let new_ip = |w: &mut World, ip: PrimaryAddr| {
+        insert_primary_ip(
+            w,
+            None,
+            PrimaryIpSpec {
+                name: None,
+                ip,
+                location,
+                assignee: Some(Assignee::LoadBalancer(id)),
+                auto_delete: true,
+                labels: Labels::new(),
+            },
+        )
+    };
+    let (ipv4, ipv4_id) = match (given_v4, v4_id) {
+        (Some(PrimaryAddr::V4(ip)), Some(pid)) => (Some(ip), Some(pid)),
+        _ => match load_balancer_ipv4(seq) {
+            Some(ip) => (Some(ip), Some(new_ip(w, PrimaryAddr::V4(ip)))),
+            None => (None, None),
+        },
+    };
+    let (ipv6, ipv6_id) = match (given_v6, v6_id) {
+        (Some(PrimaryAddr::V6(net)), Some(pid)) => (
+            Some(Ipv6Addr::from(u128::from(net.network()).saturating_add(1))),
+            Some(pid),
+        ),
+        _ => {
+            let ip = load_balancer_ipv6(seq);
+            let net = Ipv6Net::new(ip, 64).map(|n| n.trunc()).unwrap_or_default();
+            (Some(ip), Some(new_ip(w, PrimaryAddr::V6(net))))
+        }
+    };
+    if let Some(lb) = w.load_balancers.get_mut(&id) {
+        lb.ipv4 = ipv4;
+        lb.ipv6 = ipv6;
+        lb.ipv4_id = ipv4_id;
+        lb.ipv6_id = ipv6_id;
+        lb.ipv4_ptr = ipv4.map(|ip| format!("static.{ip}.clients.example.com"));
+        lb.ipv6_ptr = ipv6.map(|_| format!("lb-{id}.example.com"));
+    }
+}
+
+/// Checks Primary IPs given for a new load balancer in `location`: they exist, have the
+/// right type, are not assigned and lie in the same location.
+pub fn check_given_primary_ips(
+    w: &World,
+    ipv4: Option<i64>,
+    ipv6: Option<i64>,
+    location: i64,
+) -> ApiResult<()> {
+    for (field, kind, pid) in [
+        ("public_net.ipv4", "ipv4", ipv4),
+        ("public_net.ipv6", "ipv6", ipv6),
+    ] {
+        let Some(pid) = pid else { continue };
+        let p = w
+            .primary_ips
+            .get(&pid)
+            .ok_or_else(|| ApiError::field(field, format!("primary IP {pid} not found")))?;
+        if p.ip.kind() != kind {
+            return Err(ApiError::new(
+                "primary_ip_version_mismatch",
+                format!("primary IP {pid} is not an {kind} address"),
+            ));
+        }
+        if p.assignee.is_some() {
+            return Err(ApiError::new(
+                "primary_ip_already_assigned",
+                format!("primary IP {pid} is already assigned"),
+            ));
+        }
+        if p.location != location {
+            return Err(ApiError::field(
+                field,
+                format!("primary IP {pid} is in another location than the load balancer"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `POST /load_balancers`: 201 with the load balancer (IPs null) and the create action.
@@ -83,6 +170,12 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     let labels = input.opt_labels("labels").unwrap_or_default();
     let public = input.opt_bool("public_interface").unwrap_or(true);
     let network = input.opt_i64("network");
+    let (mut given_v4, mut given_v6) = (None, None);
+    if let Some(mut pn) = input.opt_obj("public_net") {
+        given_v4 = pn.opt_i64("ipv4");
+        given_v6 = pn.opt_i64("ipv6");
+        input.absorb(pn);
+    }
     let mut services = Vec::new();
     for mut s in input.opt_obj_list("services").unwrap_or_default() {
         if let Some(svc) = read_service(&mut s, None) {
@@ -141,6 +234,7 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
         check_service(w, svc)?;
     }
     check_services(&services, &t)?;
+    check_given_primary_ips(w, given_v4, given_v6, loc.id)?;
     let mut lb = LoadBalancer {
         id: 0,
         name,
@@ -150,6 +244,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
         lb_type: t.id,
         algorithm: algorithm.unwrap_or_else(|| "round_robin".to_string()),
         public_enabled: public,
+        ipv4_id: given_v4,
+        ipv6_id: given_v6,
         ipv4: None,
         ipv4_ptr: None,
         ipv6: None,
@@ -175,6 +271,13 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     if let Some(res) = private_ip {
         w.reserved_ips.insert(res);
     }
+    // Given Primary IPs are taken at once, so no one else can have them meanwhile.
+    let given: Vec<i64> = given_v4.into_iter().chain(given_v6).collect();
+    for pid in &given {
+        if let Some(p) = w.primary_ips.get_mut(pid) {
+            p.assignee = Some(Assignee::LoadBalancer(id));
+        }
+    }
     let on_success: Effect = Box::new(move |w: &mut World| {
         assign_public_ips(w, id);
         if let Some((n, ip)) = private_ip {
@@ -189,6 +292,15 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     let on_error: Effect = Box::new(move |w: &mut World| {
         if let Some(r) = private_ip {
             w.reserved_ips.remove(&r);
+        }
+        for pid in &given {
+            if let Some(p) = w.primary_ips.get_mut(pid) {
+                p.assignee = None;
+            }
+        }
+        if let Some(lb) = w.load_balancers.get_mut(&id) {
+            lb.ipv4_id = None;
+            lb.ipv6_id = None;
         }
     });
     let action = w.start_action(
@@ -236,7 +348,8 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(200, json!({"load_balancer": render::load_balancer(w, lb)}))
 }
 
-/// `DELETE /load_balancers/{id}` (204).
+/// `DELETE /load_balancers/{id}`: 200 with the `delete_load_balancer` action (since
+/// 2026-10-05). The load balancer stays, locked, until the action finished.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
     let lb = w.load_balancer(id)?;
@@ -247,9 +360,15 @@ pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
         ));
     }
     w.ensure_unlocked(Res::LoadBalancer(id))?;
-    w.load_balancers.remove(&id);
-    w.health.retain(|(lb, _, _), _| *lb != id);
-    no_content()
+    let on_success: Effect = Box::new(move |w: &mut World| w.remove_load_balancer(id));
+    let a = w.start_action(
+        "delete_load_balancer",
+        vec![Res::LoadBalancer(id)],
+        req.fail(),
+        Some(on_success),
+        None,
+    );
+    reply(200, json!({"action": render::action_by_id(w, a)}))
 }
 
 fn mutate(id: i64, f: impl FnOnce(&mut LoadBalancer) + Send + 'static) -> Effect {

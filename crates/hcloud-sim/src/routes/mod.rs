@@ -6,6 +6,7 @@ pub mod certificates;
 pub mod lb_parts;
 pub mod load_balancers;
 pub mod networks;
+pub mod primary_ips;
 pub mod servers;
 
 use std::sync::Arc;
@@ -91,6 +92,15 @@ pub fn api_routes() -> Router<Arc<App>> {
         .route(
             "/load_balancers/{id}/actions/{action}",
             post(h(load_balancers::action)).get(h(actions::get_for_resource)),
+        )
+        // Primary IPs.
+        .route(
+            "/primary_ips",
+            get(h(primary_ips::list)).post(h(primary_ips::create)),
+        )
+        .route(
+            "/primary_ips/{id}",
+            get(h(primary_ips::get)).delete(h(primary_ips::delete)),
         )
         // Certificates.
         .route(

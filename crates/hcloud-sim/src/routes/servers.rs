@@ -9,12 +9,13 @@ use rand::distr::Alphanumeric;
 use serde_json::json;
 
 use super::networks::pick_private_ip;
+use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
 use super::{not_unique, page_of, passes, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{IdOrName, parse_body, parse_body_or_empty};
 use crate::ipalloc::{server_ipv4, server_ipv6_net};
-use crate::model::{Labels, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
+use crate::model::{Assignee, Labels, PrimaryAddr, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
 use crate::render;
 use crate::world::World;
 
@@ -174,7 +175,26 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
     } else {
         None
     };
+    let addresses: Vec<(i64, PrimaryAddr)> = ipv4
+        .iter()
+        .map(|v4| (v4.id, PrimaryAddr::V4(v4.ip)))
+        .chain(ipv6.iter().map(|v6| (v6.id, PrimaryAddr::V6(v6.net))))
+        .collect();
     let id = w.new_server_id();
+    for (ip_id, ip) in addresses {
+        insert_primary_ip(
+            w,
+            Some(ip_id),
+            PrimaryIpSpec {
+                name: None,
+                ip,
+                location: location.id,
+                assignee: Some(Assignee::Server(id)),
+                auto_delete: true,
+                labels: Labels::new(),
+            },
+        );
+    }
     w.servers.insert(
         id,
         Server {

@@ -145,3 +145,86 @@ async fn managed_certificates_issue_through_an_action() {
     let c = api.get(&format!("/certificates/{fid}")).await.body["certificate"].clone();
     assert_eq!(c["status"]["issuance"], "completed");
 }
+
+#[tokio::test]
+async fn issuance_takes_the_configured_delay_and_fails_when_told() {
+    let api = start().await;
+    let admin = api.sim.admin();
+    assert_eq!(
+        admin.certificate_issuance().await.unwrap(),
+        hcloud_sim::CertificateIssuance::default()
+    );
+    let issuance = hcloud_sim::CertificateIssuance::default()
+        .delay(std::time::Duration::from_millis(600))
+        .fail_domain("broken.example.com");
+    admin.set_certificate_issuance(&issuance).await.unwrap();
+    assert_eq!(admin.certificate_issuance().await.unwrap(), issuance);
+
+    let create = |name: &str, domain: &str| json!({"name": name, "type": "managed", "domain_names": [domain]});
+    let started = std::time::Instant::now();
+    let ok = api
+        .post("/certificates", create("ok", "ok.example.com"))
+        .await;
+    let bad = api
+        .post("/certificates", create("bad", "broken.example.com"))
+        .await;
+    // Other actions keep the (short) action delay.
+    let lb = api
+        .post(
+            "/load_balancers",
+            json!({"name": "lb", "load_balancer_type": "lb11", "location": "fsn1"}),
+        )
+        .await;
+    let lb_action = api
+        .wait_action(lb.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(lb_action["status"], "success");
+    let ok_id = ok.body["certificate"]["id"].as_i64().unwrap();
+    let c = api.get(&format!("/certificates/{ok_id}")).await.body["certificate"].clone();
+    assert_eq!(c["status"]["issuance"], "pending", "still within the delay");
+
+    let a = api
+        .wait_action(ok.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(a["status"], "success");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(550));
+    let a = api
+        .wait_action(bad.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(a["status"], "error");
+    assert_eq!(a["error"]["code"], "ca_dns_validation_failed");
+    let bad_id = bad.body["certificate"]["id"].as_i64().unwrap();
+    let c = api.get(&format!("/certificates/{bad_id}")).await.body["certificate"].clone();
+    assert_eq!(c["status"]["issuance"], "failed");
+    assert_eq!(c["certificate"], Value::Null);
+
+    // Retrying while the domain still fails fails again; once fixed it succeeds.
+    let a = api
+        .post(&format!("/certificates/{bad_id}/actions/retry"), json!({}))
+        .await;
+    let a = api
+        .wait_action(a.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(a["status"], "error");
+    admin
+        .set_certificate_issuance(&hcloud_sim::CertificateIssuance::default())
+        .await
+        .unwrap();
+    api.act(&format!("/certificates/{bad_id}/actions/retry"), json!({}))
+        .await;
+    let c = api.get(&format!("/certificates/{bad_id}")).await.body["certificate"].clone();
+    assert_eq!(c["status"]["issuance"], "completed");
+
+    // The global switch fails every issuance.
+    admin
+        .set_certificate_issuance(&hcloud_sim::CertificateIssuance::default().fail_all(true))
+        .await
+        .unwrap();
+    let r = api
+        .post("/certificates", create("all", "any.example.org"))
+        .await;
+    let a = api
+        .wait_action(r.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(a["status"], "error");
+}

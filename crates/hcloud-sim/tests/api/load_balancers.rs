@@ -544,10 +544,13 @@ async fn other_actions_protection_and_delete() {
     );
     api.act(&p("change_protection"), json!({"delete": false}))
         .await;
-    assert_eq!(
-        api.delete(&format!("/load_balancers/{id}")).await.status,
-        204
-    );
+    let r = api.delete(&format!("/load_balancers/{id}")).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["action"]["command"], "delete_load_balancer");
+    let a = api
+        .wait_action(r.body["action"]["id"].as_i64().unwrap())
+        .await;
+    assert_eq!(a["status"], "success");
     assert_error(
         &api.get(&format!("/load_balancers/{id}")).await,
         404,

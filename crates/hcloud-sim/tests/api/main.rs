@@ -5,9 +5,12 @@ mod common;
 
 mod actions;
 mod admin;
+mod api_2026;
 mod binary;
 mod certificates;
 mod load_balancers;
+mod metadata;
 mod networks;
+mod seeding;
 mod semantics;
 mod servers;
