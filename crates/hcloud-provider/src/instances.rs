@@ -1,5 +1,6 @@
 //! The instances capability (InstancesV2) for Hetzner Cloud servers.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -79,6 +80,38 @@ impl HcloudInstances {
     }
 }
 
+/// The Node's InternalIP and ExternalIP addresses.
+fn node_ips(node: &Node) -> Vec<IpAddr> {
+    node.status
+        .iter()
+        .flat_map(|status| status.addresses.iter().flatten())
+        .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+        .filter_map(|a| a.address.parse().ok())
+        .collect()
+}
+
+/// Whether `ip` is one of `server`'s addresses: public IPv4, an address of its public IPv6
+/// network, or a private (or alias) IP in any network.
+fn server_has_ip(server: &Server, ip: IpAddr) -> bool {
+    let public_net = &server.public_net;
+    let public_v4 = public_net
+        .ipv4
+        .as_ref()
+        .and_then(|v4| v4.ip.parse::<IpAddr>().ok())
+        == Some(ip);
+    let public_v6 = public_net
+        .ipv6
+        .as_ref()
+        .and_then(|v6| v6.ip.parse::<ipnet::IpNet>().ok())
+        .is_some_and(|net| net.contains(&ip));
+    let private = server.private_net.iter().any(|p| {
+        std::iter::once(&p.ip)
+            .chain(p.alias_ips.iter())
+            .any(|a| a.parse::<IpAddr>().ok() == Some(ip))
+    });
+    public_v4 || public_v6 || private
+}
+
 /// How to find the server behind `node`: its providerID, else its name.
 pub fn server_key(node: &Node) -> Result<ServerKey> {
     let provider_id = node
@@ -101,13 +134,49 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
 
 #[async_trait]
 impl Instances for HcloudInstances {
+    /// For a Node without a providerID, "no server has its name" alone is not taken as gone
+    /// (that would let the lifecycle controller delete a Node whose name differs from its
+    /// server's, which routes support): the Node exists while a server has one of its
+    /// InternalIP/ExternalIP addresses. Only a Node with neither is reported gone.
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_EXISTS);
         let key = server_key(node)?;
-        self.cache
+        let exists = self
+            .cache
             .confirm_exists(&key)
             .await
-            .map_err(|err| Error::api(format!("checking whether {key} exists"), err))
+            .map_err(|err| Error::api(format!("checking whether {key} exists"), err))?;
+        if exists || !matches!(key, ServerKey::Name(_)) {
+            return Ok(exists);
+        }
+        let addresses = node_ips(node);
+        if addresses.is_empty() {
+            return Ok(false);
+        }
+        let snapshot = self.cache.all_servers().await.map_err(|err| {
+            Error::api(
+                format!(
+                    "looking for a server with the addresses of node without providerID ({key})"
+                ),
+                err,
+            )
+        })?;
+        match snapshot
+            .servers
+            .iter()
+            .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)))
+        {
+            Some(server) => {
+                tracing::warn!(
+                    node = node.metadata.name.as_deref().unwrap_or_default(),
+                    server = server.name,
+                    server_id = server.id,
+                    "no server is named like the Node, but server has one of its addresses: the Node is kept"
+                );
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
@@ -125,5 +194,46 @@ impl Instances for HcloudInstances {
         self.operations.count(op::instances::INSTANCE_METADATA);
         let server = self.find(node).await?;
         Ok(Some(instance_metadata(&server, &self.config)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcloud_api::models::{Ipv4, Ipv6, ServerPrivateNet, ServerPublicNet};
+
+    #[test]
+    fn server_addresses_cover_public_private_and_alias_ips() {
+        let server = Server {
+            public_net: ServerPublicNet {
+                ipv4: Some(Ipv4 {
+                    ip: "203.0.113.5".into(),
+                    ..Ipv4::default()
+                }),
+                ipv6: Some(Ipv6 {
+                    ip: "2001:db8:1::/64".into(),
+                    ..Ipv6::default()
+                }),
+                ..ServerPublicNet::default()
+            },
+            private_net: vec![ServerPrivateNet {
+                network: 1,
+                ip: "10.0.0.2".into(),
+                alias_ips: vec!["10.0.0.9".into()],
+                ..ServerPrivateNet::default()
+            }],
+            ..Server::default()
+        };
+        for (ip, expected) in [
+            ("203.0.113.5", true),
+            ("2001:db8:1::1", true),
+            ("10.0.0.2", true),
+            ("10.0.0.9", true),
+            ("10.0.0.3", false),
+            ("2001:db8:2::1", false),
+        ] {
+            let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
+            assert_eq!(server_has_ip(&server, ip), expected, "{ip}");
+        }
     }
 }

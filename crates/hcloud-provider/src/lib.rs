@@ -14,6 +14,15 @@
 //! Load balancers ([`HcloudLoadBalancers`]) are offered when
 //! [`ProviderSettings::load_balancers`] is set: one Hetzner load balancer per Service, named,
 //! labelled and annotated as the official Hetzner CCM does it (see [`load_balancers`]).
+//!
+//! Events and metrics follow the official CCM: the provider's own events carry the component
+//! `hcloud-cloud-controller-manager` and are written once `CloudProvider::initialize` has run
+//! ([`Events`]); [`HcloudProvider::register_metrics`] registers
+//! `cloud_controller_manager_operations_total{op}` (official `op` values, see [`op`]),
+//! `cloud_controller_manager_server_cache_requests_total{subsystem,mode,result}` and
+//! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`.
+//! A NotReady Node without a providerID whose name no server has is still reported to exist
+//! while a server has one of its addresses (see [`HcloudInstances`]).
 
 mod config;
 pub mod events;

@@ -491,3 +491,54 @@ async fn operation_metrics_use_the_official_names() {
     }
     assert!(!text.contains("subsystem=\"none\""), "{text}");
 }
+
+#[tokio::test]
+async fn a_node_without_provider_id_named_unlike_its_server_is_kept_while_a_server_has_its_ip() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let server = sim
+        .admin()
+        .create_server(ServerSeed {
+            networks: vec![network.into()],
+            ..ServerSeed::new("srv-x")
+        })
+        .await
+        .unwrap();
+    let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    let with_address = |name: &str, ip: &str| {
+        let mut n = node(name, None);
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            addresses: Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "InternalIP".into(),
+                address: ip.into(),
+            }]),
+            ..Default::default()
+        });
+        n
+    };
+    assert!(
+        instances
+            .instance_exists(&with_address("node-x", &private_ip))
+            .await
+            .unwrap()
+    );
+    // No server by name nor by address, or no address at all: gone, as upstream.
+    assert!(
+        !instances
+            .instance_exists(&with_address("ghost", "10.0.0.250"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !instances
+            .instance_exists(&node("ghost", None))
+            .await
+            .unwrap()
+    );
+}
