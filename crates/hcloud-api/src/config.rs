@@ -45,7 +45,9 @@ impl fmt::Debug for Token {
 /// Retry policy for failed requests (the official client's policy by default).
 ///
 /// Retried: codes `conflict`, `rate_limit_exceeded`, `bad_gateway`, `timeout`, bare 502 and
-/// 504 answers, and request timeouts. Never retried: `locked` and everything else. Delays
+/// 504 answers, failed connects, and timeouts of GET, PUT and DELETE requests. A POST that
+/// timed out is not retried (it may have been carried out; re-read the state instead).
+/// Never retried: `locked` and everything else. Delays
 /// grow from `base` by ×2 up to `cap`, with jitter between `base` and the computed delay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryConfig {

@@ -6,7 +6,9 @@
 //! - Typed errors: [`Error::Api`] carries status, [`ErrorCode`], message and details;
 //!   [`Error::is_not_found`] is true only for a 404 `not_found`.
 //! - Retries with the official client's policy (see [`RetryConfig`]), waiting for the API's
-//!   bucket after `RateLimit-Remaining: 0`.
+//!   bucket after `RateLimit-Remaining: 0`; a POST that timed out is never repeated.
+//! - Deleting a load balancer answers an action (since October 2026):
+//!   [`LoadBalancersApi::delete`] returns it, [`LoadBalancersApi::delete_and_wait`] waits.
 //! - One client-side request budget shared by every clone of a [`Client`] (default 3000
 //!   requests per hour, burst 100; see [`RateLimitConfig`]).
 //! - Metrics with the official CCM's names (see [`Metrics`]).
