@@ -1,0 +1,615 @@
+//! The shipped deployment: `deploy/ccm*.yaml` and `deploy/rbac.yaml` are what the chart in
+//! `deploy/chart` renders (without `helm`: a renderer for the chart's template subset lives in
+//! `support/chart.rs`), values files of the official chart render, every manifest passes the
+//! apiserver's server-side dry run, and the Deployment's own args and env start the binary.
+//!
+//! `HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy` rewrites the
+//! manifests from the chart instead of comparing them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/chart.rs"]
+mod chart;
+
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use chart::{Chart, by_kind_and_name, documents};
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn chart() -> Chart {
+    Chart::load(&repo().join("deploy/chart")).unwrap()
+}
+
+/// What the plain manifests are rendered with: the official Makefile's selector override.
+fn manifest_values(extra: Value) -> Value {
+    let mut values = json!({
+        "selectorLabels": {
+            "app.kubernetes.io/name": null,
+            "app.kubernetes.io/instance": null,
+            "app": "hcloud-cloud-controller-manager",
+        }
+    });
+    chart::merge(&mut values, &extra);
+    values
+}
+
+/// Each shipped manifest and the values it is rendered from.
+fn shipped() -> Vec<(&'static str, Value)> {
+    vec![
+        ("ccm.yaml", manifest_values(json!({}))),
+        (
+            "ccm-networks.yaml",
+            manifest_values(json!({ "networking": { "enabled": true } })),
+        ),
+        ("ccm-ha.yaml", manifest_values(json!({ "replicaCount": 2 }))),
+    ]
+}
+
+const KIND_ORDER: [&str; 6] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Deployment",
+    "PodDisruptionBudget",
+    "PodMonitor",
+];
+
+fn manifest_text(header: &str, objects: &[Value]) -> String {
+    let mut sorted: Vec<&Value> = objects.iter().collect();
+    sorted.sort_by_key(|o| {
+        KIND_ORDER
+            .iter()
+            .position(|k| o["kind"] == *k)
+            .unwrap_or(99)
+    });
+    let mut text = header.to_owned();
+    for object in sorted {
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(object).unwrap());
+    }
+    text
+}
+
+fn render(values: &Value) -> Vec<Value> {
+    chart().render("hcloud-ccm", "kube-system", values).unwrap()
+}
+
+fn object<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} among {:?}",
+                by_kind_and_name(objects).keys().collect::<Vec<_>>()
+            )
+        })
+}
+
+fn container(workload: &Value) -> &Value {
+    &workload["spec"]["template"]["spec"]["containers"][0]
+}
+
+fn args(workload: &Value) -> Vec<String> {
+    container(workload)["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn env_names(workload: &Value) -> Vec<String> {
+    container(workload)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_manifests_are_what_the_chart_renders_for_its_defaults() {
+    let update = std::env::var("HCLOUD_CCM_UPDATE_MANIFESTS").is_ok_and(|v| v == "1");
+    let deploy = repo().join("deploy");
+    let mut rbac_of_default = Vec::new();
+    for (file, values) in shipped() {
+        let rendered = render(&values);
+        if file == "ccm.yaml" {
+            rbac_of_default = rendered
+                .iter()
+                .filter(|o| KIND_ORDER[..3].contains(&o["kind"].as_str().unwrap()))
+                .cloned()
+                .collect();
+        }
+        let path = deploy.join(file);
+        if update {
+            let header = format!(
+                "# hcloud-ccm: rendered from deploy/chart ({}); do not edit, change the chart and run\n# HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy\n# Needs Secret kube-system/hcloud with key \"token\"{}.\n",
+                match file {
+                    "ccm.yaml" => "defaults",
+                    "ccm-networks.yaml" => "networking.enabled=true",
+                    _ => "replicaCount=2",
+                },
+                if file == "ccm-networks.yaml" {
+                    " and key \"network\""
+                } else {
+                    ""
+                },
+            );
+            std::fs::write(&path, manifest_text(&header, &rendered)).unwrap();
+        }
+        let shipped = documents(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(
+            by_kind_and_name(&shipped),
+            by_kind_and_name(&rendered),
+            "deploy/{file} differs from the chart's rendering; run with HCLOUD_CCM_UPDATE_MANIFESTS=1"
+        );
+    }
+    let path = deploy.join("rbac.yaml");
+    if update {
+        let header = "# hcloud-ccm's ServiceAccount and least-privilege RBAC, as in deploy/ccm.yaml (rendered from\n# deploy/chart; crates/hcloud-ccm/tests/rbac.rs shows each rule is needed).\n";
+        std::fs::write(&path, manifest_text(header, &rbac_of_default)).unwrap();
+    }
+    assert_eq!(
+        by_kind_and_name(&documents(&std::fs::read_to_string(&path).unwrap())),
+        by_kind_and_name(&rbac_of_default),
+        "deploy/rbac.yaml differs from the chart's RBAC"
+    );
+}
+
+#[test]
+fn the_defaults_keep_the_official_shape_plus_hardening() {
+    let single = render(&manifest_values(json!({})));
+    let deployment = object(&single, "Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(deployment["metadata"]["namespace"], "kube-system");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        json!({ "app": "hcloud-cloud-controller-manager" })
+    );
+    assert_eq!(pod["serviceAccountName"], "hcloud-cloud-controller-manager");
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["dnsPolicy"], "Default");
+    assert!(pod.get("hostNetwork").is_none());
+    let tolerated: Vec<&str> = pod["tolerations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    for key in [
+        UNINITIALIZED_TAINT,
+        "CriticalAddonsOnly",
+        "node-role.kubernetes.io/master",
+        "node-role.kubernetes.io/control-plane",
+        "node.kubernetes.io/not-ready",
+    ] {
+        assert!(
+            tolerated.contains(&key),
+            "{key} not tolerated: {tolerated:?}"
+        );
+    }
+    // The official chart's arguments, in its (sorted) order.
+    assert_eq!(
+        args(deployment),
+        [
+            "--allow-untagged-cloud",
+            "--cloud-provider=hcloud",
+            "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+            "--route-reconciliation-period=30s",
+            "--webhook-secure-port=0",
+            "--leader-elect=false",
+        ]
+    );
+    assert_eq!(
+        env_names(deployment),
+        ["HCLOUD_TOKEN", "ROBOT_PASSWORD", "ROBOT_USER"]
+    );
+    let c = container(deployment);
+    assert_eq!(
+        c["env"][0]["valueFrom"]["secretKeyRef"],
+        json!({ "name": "hcloud", "key": "token" })
+    );
+    assert_eq!(
+        c["image"],
+        format!("hcloud-ccm:v{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        c["resources"]["requests"],
+        json!({ "cpu": "100m", "memory": "50Mi" })
+    );
+    // Hardening.
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(single.iter().all(|o| o["kind"] != "PodDisruptionBudget"));
+
+    let networks = render(&manifest_values(
+        json!({ "networking": { "enabled": true } }),
+    ));
+    let deployment = object(&networks, "Deployment");
+    assert_eq!(deployment["spec"]["template"]["spec"]["hostNetwork"], true);
+    let a = args(deployment);
+    assert!(
+        a.contains(&"--allocate-node-cidrs=true".to_owned())
+            && a.contains(&"--cluster-cidr=10.244.0.0/16".to_owned()),
+        "{a:?}"
+    );
+    let network = &container(deployment)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "HCLOUD_NETWORK")
+        .unwrap()["valueFrom"];
+    assert_eq!(
+        network["secretKeyRef"],
+        json!({ "name": "hcloud", "key": "network" })
+    );
+
+    let ha = render(&manifest_values(json!({ "replicaCount": 2 })));
+    let deployment = object(&ha, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert!(
+        !args(deployment)
+            .iter()
+            .any(|a| a.starts_with("--leader-elect")),
+        "leader election stays on"
+    );
+    let pdb = object(&ha, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+}
+
+#[test]
+fn values_files_written_for_the_official_chart_render() {
+    let values: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("deploy/chart/ci/official-values.yaml")).unwrap(),
+    )
+    .unwrap();
+    let objects = render(&values);
+    let ds = object(&objects, "DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert!(ds["spec"].get("replicas").is_none() && pod.get("affinity").is_none());
+    assert_eq!(
+        ds["spec"]["selector"]["matchLabels"],
+        json!({ "app.kubernetes.io/name": "hcloud-cloud-controller-manager", "app.kubernetes.io/instance": "hcloud-ccm" })
+    );
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["labels"]["pod-label"],
+        "pod-label"
+    );
+    assert_eq!(
+        ds["spec"]["template"]["metadata"]["annotations"]["pod-annotation"],
+        "pod-annotation"
+    );
+    assert_eq!(pod["nodeSelector"], json!({ "foo": "bar" }));
+    assert!(
+        pod["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == "example-key")
+    );
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "hcloud-token");
+    assert_eq!(pod["imagePullSecrets"], json!([{ "name": "regcred" }]));
+    assert_eq!(pod["hostNetwork"], true);
+    let c = container(ds);
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/var/run/secrets/hcloud");
+    assert_eq!(c["image"], "registry.example.com/hcloud-ccm:v9.9.9");
+    assert_eq!(c["resources"]["limits"]["memory"], "200Mi");
+    let a = args(ds);
+    assert!(
+        a.contains(&"--cluster-cidr=10.42.0.0/16".to_owned()),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(&"--node-status-update-frequency=2m".to_owned()),
+        "{a:?}"
+    );
+    assert!(
+        !a.iter().any(|x| x.starts_with("--leader-elect")),
+        "a DaemonSet elects a leader: {a:?}"
+    );
+    assert!(
+        !a.iter().any(|x| x.starts_with("--feature-gates")),
+        "null removes an argument: {a:?}"
+    );
+    let env = env_names(ds);
+    assert!(
+        !env.contains(&"HCLOUD_TOKEN".to_owned()),
+        "null removes a variable: {env:?}"
+    );
+    for name in [
+        "HCLOUD_TOKEN_FILE",
+        "HCLOUD_NETWORK",
+        "ROBOT_ENABLED",
+        "HCLOUD_LOAD_BALANCERS_LOCATION",
+    ] {
+        assert!(env.contains(&name.to_owned()), "{name} missing: {env:?}");
+    }
+    assert_eq!(
+        object(&objects, "ServiceAccount")["metadata"]["annotations"]["service-account-annotation"],
+        "service-account-annotation"
+    );
+    let monitor = object(&objects, "PodMonitor");
+    assert_eq!(monitor["metadata"]["labels"]["environment"], "staging");
+    assert_eq!(
+        monitor["spec"]["podMetricsEndpoints"],
+        json!([{ "port": "metrics" }])
+    );
+    assert_eq!(
+        monitor["spec"]["selector"]["matchLabels"],
+        ds["spec"]["selector"]["matchLabels"]
+    );
+
+    // Without monitoring there is no metrics port, HCLOUD_METRICS_ENABLED=false and no PodMonitor.
+    let quiet = render(
+        &json!({ "monitoring": { "enabled": false, "podMonitor": { "enabled": true } }, "rbac": { "create": false } }),
+    );
+    let deployment = object(&quiet, "Deployment");
+    assert!(env_names(deployment).contains(&"HCLOUD_METRICS_ENABLED".to_owned()));
+    assert!(
+        !container(deployment)["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "metrics")
+    );
+    let kinds: Vec<&str> = quiet.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+}
+
+fn kubeconfig_file(plane: &ControlPlane, dir: &Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    plane.write_kubeconfig(&path).unwrap();
+    path
+}
+
+#[test]
+fn every_manifest_passes_the_apiservers_server_side_dry_run() {
+    let plane = ControlPlane::shared().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_file(plane, dir.path());
+    let official: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(repo().join("deploy/chart/ci/official-values.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut files: Vec<(String, String)> =
+        ["ccm.yaml", "ccm-networks.yaml", "ccm-ha.yaml", "rbac.yaml"]
+            .iter()
+            .map(|f| {
+                (
+                    format!("deploy/{f}"),
+                    std::fs::read_to_string(repo().join("deploy").join(f)).unwrap(),
+                )
+            })
+            .collect();
+    for (name, values) in [
+        ("chart defaults", json!({})),
+        (
+            "chart with networks and 3 replicas",
+            json!({ "networking": { "enabled": true }, "replicaCount": 3 }),
+        ),
+        ("chart with the official values file", official),
+    ] {
+        files.push((name.to_owned(), manifest_text("", &render(&values))));
+    }
+    for (name, text) in files {
+        let objects: Vec<Value> = documents(&text)
+            .into_iter()
+            // The PodMonitor CRD is not installed in the test control plane.
+            .filter(|o| o["kind"] != "PodMonitor")
+            .map(|mut o| {
+                // Kubernetes 1.20 serves PodDisruptionBudget only as policy/v1beta1 (same fields).
+                if o["kind"] == "PodDisruptionBudget" {
+                    o["apiVersion"] = json!("policy/v1beta1");
+                }
+                o
+            })
+            .collect();
+        let path = dir.path().join("manifest.yaml");
+        std::fs::write(&path, manifest_text("", &objects)).unwrap();
+        let output = Command::new("kubectl")
+            .env("KUBECONFIG", &kubeconfig)
+            .args(["apply", "--dry-run=server", "-f"])
+            .arg(&path)
+            .output()
+            .expect("kubectl (Debian's kubernetes-client, installed by scripts/control-plane.sh)");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{name}: kubectl apply --dry-run=server failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            stdout
+                .lines()
+                .filter(|l| l.contains("(server dry run)"))
+                .count(),
+            objects.len(),
+            "{name}: {stdout}"
+        );
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The container's environment as the kubelet would set it from `secret` (Secret `hcloud`).
+fn container_env(workload: &Value, secret: &BTreeMap<&str, String>) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    for var in container(workload)["env"].as_array().unwrap() {
+        let name = var["name"].as_str().unwrap().to_owned();
+        if let Some(value) = var["value"].as_str() {
+            env.push((name, value.to_owned()));
+            continue;
+        }
+        let reference = &var["valueFrom"]["secretKeyRef"];
+        assert_eq!(reference["name"], "hcloud", "{var}");
+        match secret.get(reference["key"].as_str().unwrap()) {
+            Some(value) => env.push((name, value.clone())),
+            None => assert_eq!(
+                reference["optional"], true,
+                "{var} needs a key the Secret lacks"
+            ),
+        }
+    }
+    env
+}
+
+#[tokio::test]
+async fn the_deployments_own_args_and_env_start_the_binary() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = ControlPlane::shared().unwrap();
+    let admin = plane.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_file(plane, dir.path());
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let network = sim
+        .admin()
+        .create_network(
+            NetworkSeed::new("deploy-test", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+    sim.admin()
+        .create_server(ServerSeed {
+            networks: vec![network.into()],
+            ..ServerSeed::new("deploy-node-1")
+        })
+        .await
+        .unwrap();
+
+    let objects =
+        documents(&std::fs::read_to_string(repo().join("deploy/ccm-networks.yaml")).unwrap());
+    let deployment = object(&objects, "Deployment");
+    let secret = BTreeMap::from([
+        ("token", TOKEN.to_owned()),
+        ("network", "deploy-test".to_owned()),
+    ]);
+    let metrics_port = free_port();
+    let secure_port = free_port();
+    let log = dir.path().join("ccm.log");
+    // Only what differs between a pod and this test is added: where the apiserver and the
+    // Hetzner API are, and free ports instead of 8233/10258.
+    let mut child = tokio::process::Command::new(BIN)
+        .env_clear()
+        .envs(container_env(deployment, &secret))
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .args(args(deployment))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args([
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={secure_port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let mut node = kubelet_node("deploy-node-1");
+    node.spec.as_mut().unwrap().pod_cidr = Some("10.244.1.0/24".into());
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = NodeStatus {
+        addresses: Some(vec![NodeAddress {
+            type_: "Hostname".into(),
+            address: "deploy-node-1".into(),
+        }]),
+        ..NodeStatus::default()
+    };
+    nodes
+        .patch_status(
+            "deploy-node-1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+    let provider_id = eventually("the Node initialized", Duration::from_secs(30), || async {
+        let node = nodes.get("deploy-node-1").await.unwrap();
+        if has_taint(&node, UNINITIALIZED_TAINT) {
+            return None;
+        }
+        node.spec?.provider_id
+    })
+    .await;
+    assert!(provider_id.starts_with("hcloud://"), "{provider_id}");
+    // The probes the Deployment declares answer on the secure port.
+    let http = reqwest::Client::builder()
+        .tls_danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &container(deployment)[probe]["httpGet"];
+        assert_eq!(get["port"], 10258);
+        let url = format!(
+            "{}://127.0.0.1:{secure_port}{}",
+            get["scheme"].as_str().unwrap().to_lowercase(),
+            get["path"].as_str().unwrap()
+        );
+        eventually(
+            &format!("{probe} {url} to pass"),
+            Duration::from_secs(20),
+            || async {
+                http.get(&url)
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status().is_success())
+            },
+        )
+        .await;
+    }
+    // The route for the Node's pod CIDR (routes are on with networks).
+    eventually(
+        "the route of deploy-node-1",
+        Duration::from_secs(30),
+        || async {
+            let state = sim.admin().state().await.unwrap();
+            let text = serde_json::to_string(&state).unwrap();
+            text.contains("10.244.1.0/24").then_some(())
+        },
+    )
+    .await;
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "exited:\n{}",
+        std::fs::read_to_string(&log).unwrap()
+    );
+    child.kill().await.unwrap();
+}
