@@ -122,36 +122,31 @@ pub fn provider_settings(
 
 /// Map `HCLOUD_LOAD_BALANCERS_*` onto the provider's defaults for every load balancer.
 pub fn load_balancer_settings(lb: &LoadBalancerSettings) -> hcloud_provider::LoadBalancerSettings {
-    let defaults = hcloud_provider::LoadBalancerSettings::default();
+    // Unset variables stay `None`: the provider then leaves that setting of a load balancer
+    // as it is, as the official CCM does.
     hcloud_provider::LoadBalancerSettings {
         location: lb.location.clone(),
         network_zone: lb.network_zone.clone(),
         lb_type: lb.lb_type.clone(),
-        algorithm: match lb.algorithm.unwrap_or_default() {
+        algorithm: lb.algorithm.map(|algorithm| match algorithm {
             LoadBalancerAlgorithm::RoundRobin => hcloud_api::models::AlgorithmType::RoundRobin,
             LoadBalancerAlgorithm::LeastConnections => {
                 hcloud_api::models::AlgorithmType::LeastConnections
             }
-        },
+        }),
         disable_private_ingress: !lb.private_ingress_enabled,
         use_private_ip: lb.use_private_ip,
         disable_ipv6: !lb.ipv6_enabled,
-        disable_public_network: lb.disable_public_network.unwrap_or(false),
+        disable_public_network: lb.disable_public_network,
         // Validation accepts only an IPv4 range here.
         private_subnet_ip_range: match lb.private_subnet_ip_range {
             Some(ipnet::IpNet::V4(range)) => Some(range),
             _ => None,
         },
-        uses_proxyprotocol: lb.uses_proxy_protocol.unwrap_or(false),
-        health_check_interval: lb
-            .health_check_interval
-            .unwrap_or(defaults.health_check_interval),
-        health_check_timeout: lb
-            .health_check_timeout
-            .unwrap_or(defaults.health_check_timeout),
-        health_check_retries: lb
-            .health_check_retries
-            .unwrap_or(defaults.health_check_retries),
-        ..defaults
+        uses_proxyprotocol: lb.uses_proxy_protocol,
+        health_check_interval: lb.health_check_interval,
+        health_check_timeout: lb.health_check_timeout,
+        health_check_retries: lb.health_check_retries,
+        ..hcloud_provider::LoadBalancerSettings::default()
     }
 }

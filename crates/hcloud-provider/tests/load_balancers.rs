@@ -684,15 +684,6 @@ async fn bad_annotations_are_clear_errors() {
         text.contains("load-balancer.hetzner.cloud/use-private-ip: \"maybe\""),
         "{text}"
     );
-    let both = service(
-        &[(80, "TCP", 30080)],
-        &[("location", "fsn1"), ("network-zone", "eu-central")],
-    );
-    let err = lbs
-        .ensure_load_balancer(CLUSTER, &both, &[env.node(0)])
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("network-zone"), "{err}");
     assert!(env.all().await.is_empty());
     // Deleting still works with broken annotations.
     lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
@@ -813,7 +804,7 @@ async fn an_unlabelled_load_balancer_is_only_touched_by_an_ensure() {
 }
 
 #[tokio::test]
-async fn ip_targets_the_ccm_did_not_create_are_kept() {
+async fn ip_targets_are_removed_while_robot_support_is_off() {
     let env = Env::start().await;
     let lbs = env.lbs().await;
     let svc = service(&[(80, "TCP", 30080)], &[]);
@@ -834,11 +825,9 @@ async fn ip_targets_the_ccm_did_not_create_are_kept() {
         .await
         .unwrap();
     let after = env.only().await;
+    // As the official CCM without Robot: no IP target belongs to a node it manages.
     assert!(
-        after
-            .targets
-            .iter()
-            .any(|t| t.ip.as_ref().is_some_and(|ip| ip.ip == "203.0.113.50")),
+        !after.targets.iter().any(|t| t.kind == TargetType::Ip),
         "{:?}",
         after.targets
     );
@@ -875,4 +864,419 @@ async fn ports_without_node_ports_are_an_error_not_an_empty_load_balancer() {
         1,
         "the load balancer keeps its service"
     );
+}
+
+/// Change a service of the load balancer behind the CCM's back, as a person would.
+async fn tune_by_hand(env: &Env, lb: &models::LoadBalancer) {
+    let lbs = env.client.load_balancers();
+    let update = models::ServiceUpdate {
+        listen_port: 80,
+        proxyprotocol: Some(true),
+        health_check: Some(models::HealthCheck {
+            protocol: models::HealthCheckProtocol::Tcp,
+            port: 30080,
+            interval: 5,
+            timeout: 3,
+            retries: 1,
+            http: None,
+        }),
+        ..models::ServiceUpdate::default()
+    };
+    let a = lbs.update_service(lb.id, &update).await.unwrap();
+    env.client.actions().wait(&a).await.unwrap();
+    let a = lbs
+        .change_algorithm(lb.id, models::AlgorithmType::LeastConnections)
+        .await
+        .unwrap();
+    env.client.actions().wait(&a).await.unwrap();
+    let a = lbs.change_type(lb.id, "lb21").await.unwrap();
+    env.client.actions().wait(&a).await.unwrap();
+    lbs.update(
+        lb.id,
+        &models::UpdateRequest {
+            name: Some("renamed-by-hand".into()),
+            labels: None,
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn takeover_leaves_settings_nobody_asked_for_alone() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    tune_by_hand(&env, &lb).await;
+
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+    let after = env.only().await;
+    assert_eq!(after.name, "renamed-by-hand");
+    assert_eq!(
+        after.algorithm.kind,
+        models::AlgorithmType::LeastConnections
+    );
+    assert_eq!(after.load_balancer_type.name, "lb21");
+    let first = &after.services[0];
+    assert!(first.proxyprotocol);
+    let hc = first.health_check.as_ref().unwrap();
+    assert_eq!((hc.interval, hc.timeout, hc.retries), (5, 3, 1));
+
+    // What is asked for (annotation or variable) is enforced.
+    let settings = LoadBalancerSettings {
+        uses_proxyprotocol: Some(false),
+        health_check_interval: Some(Duration::from_secs(20)),
+        lb_type: Some("lb11".into()),
+        ..located()
+    };
+    let lbs = env.lbs_with(settings, false).await;
+    let asked = service(
+        &[(80, "TCP", 30080)],
+        &[("algorithm-type", "Round_Robin"), ("name", "web")],
+    );
+    lbs.ensure_load_balancer(CLUSTER, &asked, &[env.node(0)])
+        .await
+        .unwrap();
+    let after = env.only().await;
+    assert_eq!(after.name, "web");
+    assert_eq!(after.algorithm.kind, models::AlgorithmType::RoundRobin);
+    assert_eq!(after.load_balancer_type.name, "lb11");
+    let first = &after.services[0];
+    assert!(!first.proxyprotocol);
+    let hc = first.health_check.as_ref().unwrap();
+    // The interval variable makes the check follow the (tcp) protocol; timeout and retries
+    // nobody set stay as they were.
+    assert_eq!((hc.interval, hc.timeout, hc.retries), (20, 3, 1));
+}
+
+#[tokio::test]
+async fn http_status_codes_and_lazy_validation() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    // A bad HTTP health-check field and a bad http-* value are unused while all is TCP.
+    let tcp = service(
+        &[(80, "TCP", 30080)],
+        &[
+            ("health-check-http-validate-certificate", "maybe"),
+            ("http-sticky-sessions", "perhaps"),
+            ("http-status-codes", "200,204"),
+        ],
+    );
+    lbs.ensure_load_balancer(CLUSTER, &tcp, &[env.node(0)])
+        .await
+        .unwrap();
+    let hc = env.only().await.services[0].health_check.clone().unwrap();
+    assert_eq!(hc.protocol, models::HealthCheckProtocol::Tcp);
+
+    // Once the check is HTTP the bad value is used: a clear error.
+    let http_check = service(
+        &[(80, "TCP", 30080)],
+        &[
+            ("health-check-protocol", "HTTP"),
+            ("health-check-http-validate-certificate", "maybe"),
+            ("http-status-codes", "200,204"),
+        ],
+    );
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &http_check, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(
+        err.to_string().contains(
+            "load-balancer.hetzner.cloud/health-check-http-validate-certificate: \"maybe\""
+        ),
+        "{err}"
+    );
+    let fixed = service(
+        &[(80, "TCP", 30080)],
+        &[
+            ("health-check-protocol", "HTTP"),
+            ("http-status-codes", "200,204"),
+        ],
+    );
+    lbs.ensure_load_balancer(CLUSTER, &fixed, &[env.node(0)])
+        .await
+        .unwrap();
+    let hc = env.only().await.services[0].health_check.clone().unwrap();
+    assert_eq!(hc.protocol, models::HealthCheckProtocol::Http);
+    assert_eq!(hc.http.unwrap().status_codes, vec!["200", "204"]);
+}
+
+#[tokio::test]
+async fn location_beats_network_zone() {
+    let env = Env::start().await;
+    let lbs = env
+        .lbs_with(fast(LoadBalancerSettings::default()), false)
+        .await;
+    let both = service(
+        &[(80, "TCP", 30080)],
+        &[("location", "nbg1"), ("network-zone", "eu-central")],
+    );
+    lbs.ensure_load_balancer(CLUSTER, &both, &[env.node(0)])
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    assert_eq!(lb.location.name, "nbg1");
+}
+
+#[tokio::test]
+async fn a_new_private_ipv4_reattaches_and_other_networks_are_left() {
+    let env = Env::start().await;
+    let other = env
+        .sim
+        .admin()
+        .create_network(
+            NetworkSeed::new("other", "10.9.0.0/16").subnet("10.9.0.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+    let no_network = env.lbs_with(located(), false).await;
+    let plain = service(&[(80, "TCP", 30080)], &[]);
+    no_network
+        .ensure_load_balancer(CLUSTER, &plain, &[env.node(0)])
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    // Someone attaches it to another network.
+    let a = env
+        .client
+        .load_balancers()
+        .attach_to_network(
+            lb.id,
+            &models::AttachToNetworkRequest {
+                network: other,
+                ..models::AttachToNetworkRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    env.client.actions().wait(&a).await.unwrap();
+
+    let lbs = env.lbs_with(located(), true).await;
+    let ours = lbs.network_id().unwrap();
+    let nets = |lb: &models::LoadBalancer| -> Vec<(i64, String)> {
+        lb.private_net
+            .iter()
+            .map(|p| (p.network, p.ip.clone()))
+            .collect()
+    };
+    let svc = service(&[(80, "TCP", 30080)], &[("private-ipv4", "10.0.0.50")]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    assert_eq!(
+        nets(&env.only().await),
+        vec![(ours, "10.0.0.50".to_owned())]
+    );
+
+    let moved = service(&[(80, "TCP", 30080)], &[("private-ipv4", "10.0.0.60")]);
+    lbs.ensure_load_balancer(CLUSTER, &moved, &[env.node(0)])
+        .await
+        .unwrap();
+    assert_eq!(
+        nets(&env.only().await),
+        vec![(ours, "10.0.0.60".to_owned())]
+    );
+
+    // Without HCLOUD_NETWORK the load balancer is detached from every network.
+    no_network
+        .ensure_load_balancer(CLUSTER, &plain, &[env.node(0)])
+        .await
+        .unwrap();
+    assert!(env.only().await.private_net.is_empty());
+}
+
+#[tokio::test]
+async fn duplicates_use_the_lowest_id_and_are_all_deleted() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let first = env.only().await;
+    // A second load balancer with the same UID label (e.g. a half-finished migration).
+    let mut labels = models::Labels::new();
+    labels.insert(SERVICE_UID_LABEL.into(), UID.into());
+    let second = env
+        .client
+        .load_balancers()
+        .create(&models::CreateLoadBalancerRequest {
+            name: "duplicate".into(),
+            load_balancer_type: "lb11".into(),
+            location: Some("fsn1".into()),
+            labels: Some(labels),
+            ..models::CreateLoadBalancerRequest::default()
+        })
+        .await
+        .unwrap();
+    env.client.actions().wait(&second.action).await.unwrap();
+
+    let dry = lbs.dry_run(&svc, &[env.node(1)]).await.unwrap();
+    assert_eq!(dry.load_balancer.as_ref().map(|lb| lb.id), Some(first.id));
+    let warning = dry
+        .notices
+        .iter()
+        .find(|n| n.reason == Some("DuplicateLoadBalancers"))
+        .expect("a duplicate warning");
+    assert!(warning.message.contains("\"duplicate\""), "{warning}");
+
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(1)])
+        .await
+        .unwrap();
+    let dup = env
+        .client
+        .load_balancers()
+        .get(second.load_balancer.id)
+        .await
+        .unwrap();
+    assert!(dup.targets.is_empty() && dup.services.is_empty(), "{dup:?}");
+
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    assert!(env.all().await.is_empty());
+}
+
+#[tokio::test]
+async fn managed_certificates_are_created_issued_attached_and_deleted() {
+    let env = Env::start().await;
+    env.sim
+        .admin()
+        .set_certificate_issuance(
+            &hcloud_sim::CertificateIssuance::default()
+                .delay(Duration::from_millis(100))
+                .fail_domain("broken.example.com"),
+        )
+        .await
+        .unwrap();
+    let lbs = env.lbs().await;
+    let svc = service(
+        &[(443, "TCP", 30443)],
+        &[
+            ("protocol", "https"),
+            ("certificate-type", "managed"),
+            ("http-managed-certificate-domains", "shop.example.com"),
+        ],
+    );
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let certs = env
+        .client
+        .certificates()
+        .list_all(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(certs.len(), 1, "{certs:?}");
+    let cert = &certs[0];
+    assert_eq!(cert.name, format!("ccm-managed-certificate-{UID}"));
+    assert_eq!(
+        cert.labels.get(SERVICE_UID_LABEL).map(String::as_str),
+        Some(UID)
+    );
+    assert_eq!(
+        cert.status.as_ref().and_then(|s| s.issuance.clone()),
+        Some(models::IssuanceStatus::Completed)
+    );
+    let lb = env.only().await;
+    assert_eq!(
+        lb.services[0].http.as_ref().unwrap().certificates,
+        vec![cert.id]
+    );
+
+    // A no-op ensure reads no certificates.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    assert!(env.all().await.is_empty());
+    let left = env
+        .client
+        .certificates()
+        .list_all(&Default::default())
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+
+    // A failed issuance is an error naming the certificate.
+    let broken = service(
+        &[(443, "TCP", 30443)],
+        &[
+            ("protocol", "https"),
+            ("certificate-type", "managed"),
+            ("http-managed-certificate-name", "shop-cert"),
+            ("http-managed-certificate-domains", "broken.example.com"),
+        ],
+    );
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &broken, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("\"shop-cert\""), "{err}");
+    assert!(err.to_string().contains("issuance failed"), "{err}");
+    assert!(env.all().await.is_empty());
+}
+
+#[tokio::test]
+async fn dry_run_reports_without_writing_and_operations_are_counted() {
+    let env = Env::start().await;
+    let operations = hcloud_provider::Operations::new();
+    let lbs = env.lbs().await.with_operations(operations.clone());
+    let svc = service(&[(80, "TCP", 30080), (53, "UDP", 30053)], &[]);
+
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let dry = lbs.dry_run(&svc, &[env.node(0)]).await.unwrap();
+    let request = dry.create.as_ref().expect("a create request");
+    assert_eq!(request.name, DEFAULT_NAME);
+    assert_eq!(request.targets.len(), 1);
+    let reasons: Vec<_> = dry.notices.iter().filter_map(|n| n.reason).collect();
+    assert!(
+        reasons.contains(&"LoadBalancerTypeUnconfigured"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&"UnsupportedProtocolConfigured"),
+        "{reasons:?}"
+    );
+    let counts = env.counts().await;
+    assert!(
+        counts.keys().all(|k| k.starts_with("GET ")),
+        "a dry run only reads: {counts:?}"
+    );
+    assert!(env.all().await.is_empty());
+
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let dry = lbs
+        .dry_run(&svc, &[env.node(0), env.node(1)])
+        .await
+        .unwrap();
+    let steps: Vec<String> = dry.steps.iter().map(ToString::to_string).collect();
+    assert_eq!(steps, vec![format!("add target server {}", env.servers[1])]);
+    assert!(dry.to_string().contains("add target server"), "{dry}");
+    assert_eq!(env.only().await.targets.len(), 1);
+
+    use hcloud_provider::op::load_balancer_ops as ops;
+    use hcloud_provider::op::load_balancers as calls;
+    assert_eq!(operations.value(calls::ENSURE_LOAD_BALANCER), 1);
+    assert_eq!(operations.value(ops::CREATE), 1);
+    assert!(operations.value(ops::GET_BY_K8S_SERVICE_UID) >= 3);
 }

@@ -1,9 +1,15 @@
-//! The `load-balancer.hetzner.cloud/*` Service annotations of the official Hetzner CCM, parsed
+//! The `load-balancer.hetzner.cloud/*` Service annotations of the official Hetzner CCM, read
 //! into typed values (pure: no defaults, no API).
 //!
-//! Every value error names the annotation and the rejected value. Values follow the official
-//! CCM's Go parsing: booleans as Go's `strconv.ParseBool`, durations as Go's
-//! `time.ParseDuration` (a bare number is also accepted, as seconds).
+//! Values are read **lazily**: [`Annotations`] keeps the raw strings and every accessor parses
+//! one annotation when the plan needs it, as the official CCM does. A bad value in an annotation
+//! the current configuration does not use (an HTTP health-check field while the check is TCP,
+//! `http-*` settings of a TCP service, `private-ipv4` without a network) therefore never fails a
+//! sync; a bad value that is used is an [`AnnotationError`] naming the annotation and the value.
+//!
+//! Parsing follows the official CCM's Go code: booleans as Go's `strconv.ParseBool`, durations as
+//! Go's `time.ParseDuration` (a bare number is also accepted, as seconds), enum values (protocol,
+//! algorithm, health-check protocol, certificate type) case-insensitively.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +18,7 @@ use std::time::Duration;
 
 use hcloud_api::models::{AlgorithmType, HealthCheckProtocol, ServiceProtocol};
 use ipnet::Ipv4Net;
+use k8s_openapi::api::core::v1::Service;
 
 use super::selector::NodeSelector;
 
@@ -23,16 +30,16 @@ pub mod keys {
     macro_rules! keys {
         ($($(#[$doc:meta])* $name:ident = $suffix:literal,)+) => {
             $($(#[$doc])* pub const $name: &str = concat!("load-balancer.hetzner.cloud/", $suffix);)+
-            /// Every annotation of the official CCM's table.
+            /// Every annotation read by this CCM.
             pub const ALL: &[&str] = &[$($name,)+];
         };
     }
     keys! {
         /// LB name.
         NAME = "name",
-        /// Location (mutually exclusive with network-zone).
+        /// Location (beats network-zone).
         LOCATION = "location",
-        /// Network zone (mutually exclusive with location).
+        /// Network zone (used when no location is given).
         NETWORK_ZONE = "network-zone",
         /// LB type.
         TYPE = "type",
@@ -80,6 +87,8 @@ pub mod keys {
         HTTP_MANAGED_CERTIFICATE_NAME = "http-managed-certificate-name",
         /// Domains of the managed certificate, comma separated.
         HTTP_MANAGED_CERTIFICATE_DOMAINS = "http-managed-certificate-domains",
+        /// Hetzner-internal: issue the managed certificate from Let's Encrypt staging.
+        HTTP_MANAGED_CERTIFICATE_ACME_STAGING = "http-managed-certificate-acme-staging",
         /// tcp / http / https.
         HEALTH_CHECK_PROTOCOL = "health-check-protocol",
         /// One health check port for all services.
@@ -96,8 +105,9 @@ pub mod keys {
         HEALTH_CHECK_HTTP_PATH = "health-check-http-path",
         /// Validate the certificate of HTTPS health checks.
         HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE = "health-check-http-validate-certificate",
-        /// Accepted status codes of HTTP health checks, comma separated.
-        HEALTH_CHECK_HTTP_STATUS_CODES = "health-check-http-status-codes",
+        /// Accepted status codes of HTTP health checks, comma separated (the official key has
+        /// no `health-check-` prefix).
+        HTTP_STATUS_CODES = "http-status-codes",
     }
 }
 
@@ -112,14 +122,24 @@ pub struct AnnotationError {
     pub reason: String,
 }
 
+impl AnnotationError {
+    fn new(key: &str, value: &str, reason: impl Into<String>) -> Self {
+        Self {
+            annotation: key.to_owned(),
+            value: value.to_owned(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl fmt::Display for AnnotationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {:?} {}", self.annotation, self.value, self.reason)
     }
 }
 
-/// All problems found in a Service's annotations.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// All problems found in the annotations a plan used.
+#[derive(Clone, Debug, Default, PartialEq, Eq, thiserror::Error)]
 pub struct AnnotationErrors(pub Vec<AnnotationError>);
 
 impl fmt::Display for AnnotationErrors {
@@ -144,79 +164,13 @@ pub enum CertificateType {
     Managed,
 }
 
-/// The annotations as typed values; `None` / empty means "not set".
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A parsed annotation: `Ok(None)` when not set.
+pub type Parsed<T> = Result<Option<T>, AnnotationError>;
+
+/// A Service's `load-balancer.hetzner.cloud/*` annotations, parsed on use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Annotations {
-    /// `name`.
-    pub name: Option<String>,
-    /// `location`.
-    pub location: Option<String>,
-    /// `network-zone`.
-    pub network_zone: Option<String>,
-    /// `type`.
-    pub lb_type: Option<String>,
-    /// `algorithm-type`.
-    pub algorithm: Option<AlgorithmType>,
-    /// `node-selector`.
-    pub node_selector: Option<NodeSelector>,
-    /// `disable-public-network`.
-    pub disable_public_network: Option<bool>,
-    /// `disable-private-ingress`.
-    pub disable_private_ingress: Option<bool>,
-    /// `use-private-ip`.
-    pub use_private_ip: Option<bool>,
-    /// `private-ipv4`.
-    pub private_ipv4: Option<Ipv4Addr>,
-    /// `private-subnet-ip-range`.
-    pub private_subnet_ip_range: Option<Ipv4Net>,
-    /// `ipv6-disabled`.
-    pub ipv6_disabled: Option<bool>,
-    /// `hostname`.
-    pub hostname: Option<String>,
-    /// `ipv4-rdns`.
-    pub ipv4_rdns: Option<String>,
-    /// `ipv6-rdns`.
-    pub ipv6_rdns: Option<String>,
-    /// `protocol`.
-    pub protocol: Option<ServiceProtocol>,
-    /// `uses-proxyprotocol`.
-    pub uses_proxyprotocol: Option<bool>,
-    /// `http-cookie-name`.
-    pub http_cookie_name: Option<String>,
-    /// `http-cookie-lifetime`, in seconds.
-    pub http_cookie_lifetime: Option<u32>,
-    /// `http-sticky-sessions`.
-    pub http_sticky_sessions: Option<bool>,
-    /// `http-timeout-idle`, in seconds.
-    pub http_timeout_idle: Option<u32>,
-    /// `http-redirect-http`.
-    pub http_redirect_http: Option<bool>,
-    /// `certificate-type`.
-    pub certificate_type: Option<CertificateType>,
-    /// `http-certificates` (IDs or names).
-    pub http_certificates: Vec<String>,
-    /// `http-managed-certificate-name`.
-    pub http_managed_certificate_name: Option<String>,
-    /// `http-managed-certificate-domains`.
-    pub http_managed_certificate_domains: Vec<String>,
-    /// `health-check-protocol`.
-    pub health_check_protocol: Option<HealthCheckProtocol>,
-    /// `health-check-port`.
-    pub health_check_port: Option<u16>,
-    /// `health-check-interval`, in seconds.
-    pub health_check_interval: Option<u32>,
-    /// `health-check-timeout`, in seconds.
-    pub health_check_timeout: Option<u32>,
-    /// `health-check-retries`.
-    pub health_check_retries: Option<u32>,
-    /// `health-check-http-domain`.
-    pub health_check_http_domain: Option<String>,
-    /// `health-check-http-path`.
-    pub health_check_http_path: Option<String>,
-    /// `health-check-http-validate-certificate`.
-    pub health_check_http_validate_certificate: Option<bool>,
-    /// `health-check-http-status-codes`.
-    pub health_check_http_status_codes: Vec<String>,
+    values: BTreeMap<String, String>,
 }
 
 /// Go's `strconv.ParseBool`.
@@ -282,198 +236,233 @@ fn comma_list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Collects parse results and errors.
-struct Reader<'a> {
-    annotations: &'a BTreeMap<String, String>,
-    errors: Vec<AnnotationError>,
+/// Case-insensitive lookup of `value` among `choices`.
+fn one_of<T: Clone>(key: &str, raw: &str, choices: &[(&str, T)]) -> Result<T, AnnotationError> {
+    let value = raw.trim();
+    if let Some((_, v)) = choices
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(value))
+    {
+        return Ok(v.clone());
+    }
+    let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+    Err(AnnotationError::new(
+        key,
+        raw,
+        format!("is not one of {}", names.join(", ")),
+    ))
 }
 
-impl Reader<'_> {
-    fn raw(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(String::as_str)
+const PROTOCOLS: [(&str, ServiceProtocol); 3] = [
+    ("tcp", ServiceProtocol::Tcp),
+    ("http", ServiceProtocol::Http),
+    ("https", ServiceProtocol::Https),
+];
+
+const HC_PROTOCOLS: [(&str, HealthCheckProtocol); 3] = [
+    ("tcp", HealthCheckProtocol::Tcp),
+    ("http", HealthCheckProtocol::Http),
+    ("https", HealthCheckProtocol::Https),
+];
+
+const ALGORITHMS: [(&str, AlgorithmType); 2] = [
+    ("round_robin", AlgorithmType::RoundRobin),
+    ("least_connections", AlgorithmType::LeastConnections),
+];
+
+const CERTIFICATE_TYPES: [(&str, CertificateType); 2] = [
+    ("uploaded", CertificateType::Uploaded),
+    ("managed", CertificateType::Managed),
+];
+
+impl Annotations {
+    /// The `load-balancer.hetzner.cloud/*` entries of `annotations` (others are ignored).
+    pub fn new(annotations: &BTreeMap<String, String>) -> Self {
+        Self {
+            values: annotations
+                .iter()
+                .filter(|(k, _)| k.starts_with(PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
     }
 
-    fn fail<T>(&mut self, key: &str, value: &str, reason: impl Into<String>) -> Option<T> {
-        self.errors.push(AnnotationError {
-            annotation: key.to_owned(),
-            value: value.to_owned(),
-            reason: reason.into(),
-        });
-        None
+    /// The annotations of `service`.
+    pub fn of(service: &Service) -> Self {
+        service
+            .metadata
+            .annotations
+            .as_ref()
+            .map(Self::new)
+            .unwrap_or_default()
+    }
+
+    /// The raw value of `key` (untrimmed), if set.
+    pub fn raw(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// Whether `key` is set (even to an empty value).
+    pub fn is_set(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    fn parsed<T>(&self, key: &str, parse: impl FnOnce(&str) -> Result<T, String>) -> Parsed<T> {
+        match self.raw(key) {
+            None => Ok(None),
+            Some(raw) => parse(raw.trim())
+                .map(Some)
+                .map_err(|reason| AnnotationError::new(key, raw, reason)),
+        }
     }
 
     /// A trimmed, non-empty string.
-    fn string(&mut self, key: &str) -> Option<String> {
-        let value = self.raw(key)?.trim().to_owned();
-        if value.is_empty() {
-            return self.fail(key, &value, "must not be empty");
-        }
-        Some(value)
+    pub fn string(&self, key: &str) -> Parsed<String> {
+        self.parsed(key, |v| {
+            if v.is_empty() {
+                Err("must not be empty".to_owned())
+            } else {
+                Ok(v.to_owned())
+            }
+        })
     }
 
-    fn parsed<T>(
-        &mut self,
-        key: &str,
-        reason: &str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Option<T> {
-        let raw = self.raw(key)?.to_owned();
-        match parse(raw.trim()) {
-            Some(v) => Some(v),
-            None => self.fail(key, &raw, reason),
-        }
+    /// A trimmed string that may be empty (e.g. `location: ""` clears the default location).
+    pub fn string_or_empty(&self, key: &str) -> Option<String> {
+        self.raw(key).map(|v| v.trim().to_owned())
     }
 
-    fn bool(&mut self, key: &str) -> Option<bool> {
-        self.parsed(key, "is not a boolean (true or false)", parse_bool)
+    /// A Go boolean.
+    pub fn bool(&self, key: &str) -> Parsed<bool> {
+        self.parsed(key, |v| {
+            parse_bool(v).ok_or_else(|| "is not a boolean (true or false)".to_owned())
+        })
     }
 
     /// A duration in whole seconds within `min..=max`.
-    fn seconds(&mut self, key: &str, min: u32, max: u32) -> Option<u32> {
-        let raw = self.raw(key)?.to_owned();
-        let Some(duration) = parse_duration(&raw) else {
-            return self.fail(key, &raw, "is not a duration (e.g. 15s)");
-        };
-        let secs = duration.as_secs();
-        if duration.subsec_nanos() != 0 || secs < u64::from(min) || secs > u64::from(max) {
-            return self.fail(
-                key,
-                &raw,
-                format!("must be whole seconds between {min}s and {max}s"),
-            );
-        }
-        u32::try_from(secs).ok()
+    pub fn seconds(&self, key: &str, min: u32, max: u32) -> Parsed<u32> {
+        self.parsed(key, |v| {
+            let duration =
+                parse_duration(v).ok_or_else(|| "is not a duration (e.g. 15s)".to_owned())?;
+            let secs = duration.as_secs();
+            if duration.subsec_nanos() != 0 || secs < u64::from(min) || secs > u64::from(max) {
+                return Err(format!("must be whole seconds between {min}s and {max}s"));
+            }
+            u32::try_from(secs)
+                .map_err(|_| format!("must be whole seconds between {min}s and {max}s"))
+        })
     }
 
-    fn number(&mut self, key: &str, min: u32, max: u32) -> Option<u32> {
-        let raw = self.raw(key)?.to_owned();
-        match raw.trim().parse::<u32>() {
-            Ok(n) if (min..=max).contains(&n) => Some(n),
-            Ok(_) => self.fail(key, &raw, format!("must be between {min} and {max}")),
-            Err(_) => self.fail(key, &raw, "is not a number"),
-        }
+    /// A whole number within `min..=max`.
+    pub fn number(&self, key: &str, min: u32, max: u32) -> Parsed<u32> {
+        self.parsed(key, |v| match v.parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            Ok(_) => Err(format!("must be between {min} and {max}")),
+            Err(_) => Err("is not a number".to_owned()),
+        })
     }
 
-    fn one_of<T>(&mut self, key: &str, choices: &[(&str, T)]) -> Option<T>
-    where
-        T: Clone,
-    {
-        let raw = self.raw(key)?.to_owned();
-        let value = raw.trim();
-        if let Some((_, v)) = choices.iter().find(|(name, _)| *name == value) {
-            return Some(v.clone());
-        }
-        let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
-        self.fail(key, &raw, format!("is not one of {}", names.join(", ")))
-    }
-
-    fn list(&mut self, key: &str) -> Vec<String> {
+    /// A comma separated list (blank entries dropped); empty when not set.
+    pub fn list(&self, key: &str) -> Vec<String> {
         self.raw(key).map(comma_list).unwrap_or_default()
+    }
+
+    /// `protocol`: tcp / http / https, any case.
+    pub fn protocol(&self) -> Parsed<ServiceProtocol> {
+        match self.raw(keys::PROTOCOL) {
+            None => Ok(None),
+            Some(raw) => one_of(keys::PROTOCOL, raw, &PROTOCOLS).map(Some),
+        }
+    }
+
+    /// `health-check-protocol`: tcp / http / https, any case.
+    pub fn health_check_protocol(&self) -> Parsed<HealthCheckProtocol> {
+        match self.raw(keys::HEALTH_CHECK_PROTOCOL) {
+            None => Ok(None),
+            Some(raw) => one_of(keys::HEALTH_CHECK_PROTOCOL, raw, &HC_PROTOCOLS).map(Some),
+        }
+    }
+
+    /// `algorithm-type`: round_robin / least_connections, any case.
+    pub fn algorithm(&self) -> Parsed<AlgorithmType> {
+        match self.raw(keys::ALGORITHM_TYPE) {
+            None => Ok(None),
+            Some(raw) => one_of(keys::ALGORITHM_TYPE, raw, &ALGORITHMS).map(Some),
+        }
+    }
+
+    /// `certificate-type`: uploaded / managed, any case.
+    pub fn certificate_type(&self) -> Parsed<CertificateType> {
+        match self.raw(keys::CERTIFICATE_TYPE) {
+            None => Ok(None),
+            Some(raw) => one_of(keys::CERTIFICATE_TYPE, raw, &CERTIFICATE_TYPES).map(Some),
+        }
+    }
+
+    /// `node-selector`.
+    pub fn node_selector(&self) -> Parsed<NodeSelector> {
+        match self.raw(keys::NODE_SELECTOR) {
+            None => Ok(None),
+            Some(raw) => NodeSelector::parse(raw).map(Some).map_err(|why| {
+                AnnotationError::new(
+                    keys::NODE_SELECTOR,
+                    raw,
+                    format!("is not a label selector: {why}"),
+                )
+            }),
+        }
+    }
+
+    /// `private-ipv4`.
+    pub fn private_ipv4(&self) -> Parsed<Ipv4Addr> {
+        self.parsed(keys::PRIVATE_IPV4, |v| {
+            v.parse().map_err(|_| "is not an IPv4 address".to_owned())
+        })
+    }
+
+    /// `private-subnet-ip-range`.
+    pub fn private_subnet_ip_range(&self) -> Parsed<Ipv4Net> {
+        self.parsed(keys::PRIVATE_SUBNET_IP_RANGE, |v| {
+            v.parse()
+                .map_err(|_| "is not an IPv4 CIDR (e.g. 10.0.1.0/24)".to_owned())
+        })
+    }
+
+    /// `health-check-port`.
+    pub fn health_check_port(&self) -> Parsed<u16> {
+        self.number(keys::HEALTH_CHECK_PORT, 1, 65_535)
+            .map(|p| p.and_then(|p| u16::try_from(p).ok()))
+    }
+
+    /// The `name` annotation when it is usable (for places that cannot fail, e.g. the name the
+    /// service controller logs): an empty value counts as unset there.
+    pub fn name_lenient(&self) -> Option<String> {
+        self.string(keys::NAME).ok().flatten()
     }
 }
 
-impl Annotations {
-    /// Parse the `load-balancer.hetzner.cloud/*` annotations; every bad value is reported.
-    pub fn parse(annotations: &BTreeMap<String, String>) -> Result<Self, AnnotationErrors> {
-        let mut r = Reader {
-            annotations,
-            errors: Vec::new(),
-        };
-        let protocols = [
-            ("tcp", ServiceProtocol::Tcp),
-            ("http", ServiceProtocol::Http),
-            ("https", ServiceProtocol::Https),
-        ];
-        let hc_protocols = [
-            ("tcp", HealthCheckProtocol::Tcp),
-            ("http", HealthCheckProtocol::Http),
-            ("https", HealthCheckProtocol::Https),
-        ];
-        let parsed = Self {
-            name: r.string(keys::NAME),
-            location: r.string(keys::LOCATION),
-            network_zone: r.string(keys::NETWORK_ZONE),
-            lb_type: r.string(keys::TYPE),
-            algorithm: r.one_of(
-                keys::ALGORITHM_TYPE,
-                &[
-                    ("round_robin", AlgorithmType::RoundRobin),
-                    ("least_connections", AlgorithmType::LeastConnections),
-                ],
-            ),
-            node_selector: {
-                let raw = r.raw(keys::NODE_SELECTOR).map(str::to_owned);
-                match raw {
-                    None => None,
-                    Some(raw) => match NodeSelector::parse(&raw) {
-                        Ok(s) => Some(s),
-                        Err(why) => r.fail(
-                            keys::NODE_SELECTOR,
-                            &raw,
-                            format!("is not a label selector: {why}"),
-                        ),
-                    },
-                }
-            },
-            disable_public_network: r.bool(keys::DISABLE_PUBLIC_NETWORK),
-            disable_private_ingress: r.bool(keys::DISABLE_PRIVATE_INGRESS),
-            use_private_ip: r.bool(keys::USE_PRIVATE_IP),
-            private_ipv4: r.parsed(keys::PRIVATE_IPV4, "is not an IPv4 address", |v| {
-                v.parse().ok()
-            }),
-            private_subnet_ip_range: r.parsed(
-                keys::PRIVATE_SUBNET_IP_RANGE,
-                "is not an IPv4 CIDR (e.g. 10.0.1.0/24)",
-                |v| v.parse().ok(),
-            ),
-            ipv6_disabled: r.bool(keys::IPV6_DISABLED),
-            hostname: r.string(keys::HOSTNAME),
-            ipv4_rdns: r.string(keys::IPV4_RDNS),
-            ipv6_rdns: r.string(keys::IPV6_RDNS),
-            protocol: r.one_of(keys::PROTOCOL, &protocols),
-            uses_proxyprotocol: r.bool(keys::USES_PROXYPROTOCOL),
-            http_cookie_name: r.string(keys::HTTP_COOKIE_NAME),
-            http_cookie_lifetime: r.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX),
-            http_sticky_sessions: r.bool(keys::HTTP_STICKY_SESSIONS),
-            http_timeout_idle: r.seconds(keys::HTTP_TIMEOUT_IDLE, 30, 300),
-            http_redirect_http: r.bool(keys::HTTP_REDIRECT_HTTP),
-            certificate_type: r.one_of(
-                keys::CERTIFICATE_TYPE,
-                &[
-                    ("uploaded", CertificateType::Uploaded),
-                    ("managed", CertificateType::Managed),
-                ],
-            ),
-            http_certificates: r.list(keys::HTTP_CERTIFICATES),
-            http_managed_certificate_name: r.string(keys::HTTP_MANAGED_CERTIFICATE_NAME),
-            http_managed_certificate_domains: r.list(keys::HTTP_MANAGED_CERTIFICATE_DOMAINS),
-            health_check_protocol: r.one_of(keys::HEALTH_CHECK_PROTOCOL, &hc_protocols),
-            health_check_port: r
-                .number(keys::HEALTH_CHECK_PORT, 1, 65_535)
-                .and_then(|p| u16::try_from(p).ok()),
-            health_check_interval: r.seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60),
-            health_check_timeout: r.seconds(keys::HEALTH_CHECK_TIMEOUT, 1, 60),
-            health_check_retries: r.number(keys::HEALTH_CHECK_RETRIES, 0, 5),
-            health_check_http_domain: r.string(keys::HEALTH_CHECK_HTTP_DOMAIN),
-            health_check_http_path: r.string(keys::HEALTH_CHECK_HTTP_PATH),
-            health_check_http_validate_certificate: r
-                .bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE),
-            health_check_http_status_codes: r.list(keys::HEALTH_CHECK_HTTP_STATUS_CODES),
-        };
-        if let (Some(location), Some(zone)) = (&parsed.location, &parsed.network_zone) {
-            r.errors.push(AnnotationError {
-                annotation: keys::LOCATION.to_owned(),
-                value: location.clone(),
-                reason: format!(
-                    "conflicts with {} {zone:?}: set only one of them",
-                    keys::NETWORK_ZONE
-                ),
-            });
+/// Collects the errors of the annotations a plan reads, so that all are reported together.
+#[derive(Debug, Default)]
+pub struct Errors(pub Vec<AnnotationError>);
+
+impl Errors {
+    /// The value, or `None` with the error kept.
+    pub fn take<T>(&mut self, parsed: Parsed<T>) -> Option<T> {
+        match parsed {
+            Ok(v) => v,
+            Err(err) => {
+                self.0.push(err);
+                None
+            }
         }
-        if r.errors.is_empty() {
-            Ok(parsed)
+    }
+
+    /// `Err` with every collected error, if any.
+    pub fn finish(self) -> Result<(), AnnotationErrors> {
+        if self.0.is_empty() {
+            Ok(())
         } else {
-            Err(AnnotationErrors(r.errors))
+            Err(AnnotationErrors(self.0))
         }
     }
 }
@@ -482,12 +471,12 @@ impl Annotations {
 mod tests {
     use super::*;
 
-    fn parse(pairs: &[(&str, &str)]) -> Result<Annotations, AnnotationErrors> {
+    fn ann(pairs: &[(&str, &str)]) -> Annotations {
         let map = pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Annotations::parse(&map)
+        Annotations::new(&map)
     }
 
     #[test]
@@ -529,162 +518,119 @@ mod tests {
     }
 
     #[test]
-    fn nothing_set_is_all_defaults() {
-        assert_eq!(parse(&[]).unwrap(), Annotations::default());
-        // Foreign annotations are ignored.
-        assert_eq!(
-            parse(&[("example.com/x", "y")]).unwrap(),
-            Annotations::default()
-        );
+    fn foreign_annotations_are_ignored_and_unset_is_none() {
+        let a = ann(&[("example.com/x", "y")]);
+        assert_eq!(a, Annotations::default());
+        assert_eq!(a.protocol(), Ok(None));
+        assert_eq!(a.bool(keys::USE_PRIVATE_IP), Ok(None));
+        assert!(a.list(keys::HTTP_CERTIFICATES).is_empty());
     }
 
     #[test]
-    fn every_annotation_is_parsed() {
-        let a = parse(&[
-            (keys::NAME, "my-lb"),
-            (keys::LOCATION, "nbg1"),
-            (keys::TYPE, "lb21"),
-            (keys::ALGORITHM_TYPE, "least_connections"),
-            (keys::NODE_SELECTOR, "role=worker"),
-            (keys::DISABLE_PUBLIC_NETWORK, "true"),
-            (keys::DISABLE_PRIVATE_INGRESS, "1"),
-            (keys::USE_PRIVATE_IP, "t"),
+    fn enums_are_case_insensitive() {
+        let a = ann(&[
+            (keys::PROTOCOL, "HTTPS"),
+            (keys::ALGORITHM_TYPE, "Least_Connections"),
+            (keys::HEALTH_CHECK_PROTOCOL, "Http"),
+            (keys::CERTIFICATE_TYPE, "MANAGED"),
+        ]);
+        assert_eq!(a.protocol(), Ok(Some(ServiceProtocol::Https)));
+        assert_eq!(a.algorithm(), Ok(Some(AlgorithmType::LeastConnections)));
+        assert_eq!(
+            a.health_check_protocol(),
+            Ok(Some(HealthCheckProtocol::Http))
+        );
+        assert_eq!(a.certificate_type(), Ok(Some(CertificateType::Managed)));
+    }
+
+    #[test]
+    fn typed_values() {
+        let a = ann(&[
             (keys::PRIVATE_IPV4, "10.0.0.99"),
             (keys::PRIVATE_SUBNET_IP_RANGE, "10.0.1.0/24"),
-            (keys::IPV6_DISABLED, "True"),
-            (keys::HOSTNAME, "lb.example.com"),
-            (keys::IPV4_RDNS, "v4.example.com"),
-            (keys::IPV6_RDNS, "v6.example.com"),
-            (keys::PROTOCOL, "http"),
-            (keys::USES_PROXYPROTOCOL, "false"),
-            (keys::HTTP_COOKIE_NAME, "SESSION"),
             (keys::HTTP_COOKIE_LIFETIME, "5m"),
-            (keys::HTTP_STICKY_SESSIONS, "true"),
-            (keys::HTTP_TIMEOUT_IDLE, "90s"),
-            (keys::HTTP_REDIRECT_HTTP, "true"),
-            (keys::CERTIFICATE_TYPE, "uploaded"),
-            (keys::HTTP_CERTIFICATES, "12, my-cert ,"),
-            (keys::HTTP_MANAGED_CERTIFICATE_NAME, "managed"),
-            (
-                keys::HTTP_MANAGED_CERTIFICATE_DOMAINS,
-                "a.example.com,b.example.com",
-            ),
-            (keys::HEALTH_CHECK_PROTOCOL, "http"),
             (keys::HEALTH_CHECK_PORT, "10254"),
-            (keys::HEALTH_CHECK_INTERVAL, "5s"),
-            (keys::HEALTH_CHECK_TIMEOUT, "3s"),
-            (keys::HEALTH_CHECK_RETRIES, "2"),
-            (keys::HEALTH_CHECK_HTTP_DOMAIN, "example.com"),
-            (keys::HEALTH_CHECK_HTTP_PATH, "/healthz"),
-            (keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE, "false"),
-            (keys::HEALTH_CHECK_HTTP_STATUS_CODES, "2??,301"),
-        ])
-        .unwrap();
-        assert_eq!(a.name.as_deref(), Some("my-lb"));
-        assert_eq!(a.location.as_deref(), Some("nbg1"));
-        assert_eq!(a.lb_type.as_deref(), Some("lb21"));
-        assert_eq!(a.algorithm, Some(AlgorithmType::LeastConnections));
-        assert!(a.node_selector.is_some());
-        assert_eq!(a.disable_public_network, Some(true));
-        assert_eq!(a.disable_private_ingress, Some(true));
-        assert_eq!(a.use_private_ip, Some(true));
-        assert_eq!(a.private_ipv4, Some(Ipv4Addr::new(10, 0, 0, 99)));
-        assert_eq!(a.private_subnet_ip_range, "10.0.1.0/24".parse().ok());
-        assert_eq!(a.ipv6_disabled, Some(true));
-        assert_eq!(a.hostname.as_deref(), Some("lb.example.com"));
-        assert_eq!(a.ipv4_rdns.as_deref(), Some("v4.example.com"));
-        assert_eq!(a.ipv6_rdns.as_deref(), Some("v6.example.com"));
-        assert_eq!(a.protocol, Some(ServiceProtocol::Http));
-        assert_eq!(a.uses_proxyprotocol, Some(false));
-        assert_eq!(a.http_cookie_name.as_deref(), Some("SESSION"));
-        assert_eq!(a.http_cookie_lifetime, Some(300));
-        assert_eq!(a.http_sticky_sessions, Some(true));
-        assert_eq!(a.http_timeout_idle, Some(90));
-        assert_eq!(a.http_redirect_http, Some(true));
-        assert_eq!(a.certificate_type, Some(CertificateType::Uploaded));
-        assert_eq!(a.http_certificates, vec!["12", "my-cert"]);
-        assert_eq!(a.http_managed_certificate_name.as_deref(), Some("managed"));
-        assert_eq!(a.http_managed_certificate_domains.len(), 2);
-        assert_eq!(a.health_check_protocol, Some(HealthCheckProtocol::Http));
-        assert_eq!(a.health_check_port, Some(10254));
-        assert_eq!(a.health_check_interval, Some(5));
-        assert_eq!(a.health_check_timeout, Some(3));
-        assert_eq!(a.health_check_retries, Some(2));
-        assert_eq!(a.health_check_http_domain.as_deref(), Some("example.com"));
-        assert_eq!(a.health_check_http_path.as_deref(), Some("/healthz"));
-        assert_eq!(a.health_check_http_validate_certificate, Some(false));
-        assert_eq!(a.health_check_http_status_codes, vec!["2??", "301"]);
+            (keys::HTTP_CERTIFICATES, "12, my-cert ,"),
+            (keys::HTTP_STATUS_CODES, "2??,301"),
+            (keys::NODE_SELECTOR, "role=worker"),
+            (keys::LOCATION, ""),
+        ]);
+        assert_eq!(a.private_ipv4(), Ok(Some(Ipv4Addr::new(10, 0, 0, 99))));
+        assert_eq!(a.private_subnet_ip_range(), Ok("10.0.1.0/24".parse().ok()));
+        assert_eq!(
+            a.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX),
+            Ok(Some(300))
+        );
+        assert_eq!(a.health_check_port(), Ok(Some(10254)));
+        assert_eq!(a.list(keys::HTTP_CERTIFICATES), vec!["12", "my-cert"]);
+        assert_eq!(a.list(keys::HTTP_STATUS_CODES), vec!["2??", "301"]);
+        assert!(a.node_selector().unwrap().is_some());
+        assert_eq!(a.string_or_empty(keys::LOCATION).as_deref(), Some(""));
+        assert!(a.string(keys::LOCATION).is_err());
     }
 
     #[test]
     fn bad_values_name_the_annotation_and_the_value() {
-        let cases: &[(&str, &str, &str)] = &[
+        let cases: Vec<(Parsed<String>, &str)> = vec![
             (
-                keys::HEALTH_CHECK_INTERVAL,
-                "abc",
+                ann(&[(keys::HEALTH_CHECK_INTERVAL, "abc")])
+                    .seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60)
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-interval: \"abc\" is not a duration (e.g. 15s)",
             ),
             (
-                keys::HEALTH_CHECK_INTERVAL,
-                "2s",
+                ann(&[(keys::HEALTH_CHECK_INTERVAL, "2s")])
+                    .seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60)
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-interval: \"2s\" must be whole seconds between 3s and 60s",
             ),
             (
-                keys::HEALTH_CHECK_RETRIES,
-                "many",
+                ann(&[(keys::HEALTH_CHECK_RETRIES, "many")])
+                    .number(keys::HEALTH_CHECK_RETRIES, 0, 5)
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-retries: \"many\" is not a number",
             ),
             (
-                keys::HEALTH_CHECK_RETRIES,
-                "9",
-                "load-balancer.hetzner.cloud/health-check-retries: \"9\" must be between 0 and 5",
-            ),
-            (
-                keys::HEALTH_CHECK_PORT,
-                "0",
+                ann(&[(keys::HEALTH_CHECK_PORT, "0")])
+                    .health_check_port()
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-port: \"0\" must be between 1 and 65535",
             ),
             (
-                keys::USE_PRIVATE_IP,
-                "yes",
+                ann(&[(keys::USE_PRIVATE_IP, "yes")])
+                    .bool(keys::USE_PRIVATE_IP)
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/use-private-ip: \"yes\" is not a boolean (true or false)",
             ),
             (
-                keys::ALGORITHM_TYPE,
-                "random",
+                ann(&[(keys::ALGORITHM_TYPE, "random")])
+                    .algorithm()
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/algorithm-type: \"random\" is not one of round_robin, least_connections",
             ),
             (
-                keys::PROTOCOL,
-                "udp",
+                ann(&[(keys::PROTOCOL, "udp")])
+                    .protocol()
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/protocol: \"udp\" is not one of tcp, http, https",
             ),
             (
-                keys::PRIVATE_IPV4,
-                "10.0.0",
+                ann(&[(keys::PRIVATE_IPV4, "10.0.0")])
+                    .private_ipv4()
+                    .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/private-ipv4: \"10.0.0\" is not an IPv4 address",
             ),
             (
-                keys::PRIVATE_SUBNET_IP_RANGE,
-                "10.0.1.0",
-                "load-balancer.hetzner.cloud/private-subnet-ip-range: \"10.0.1.0\" is not an IPv4 CIDR (e.g. 10.0.1.0/24)",
-            ),
-            (
-                keys::HTTP_TIMEOUT_IDLE,
-                "10s",
-                "load-balancer.hetzner.cloud/http-timeout-idle: \"10s\" must be whole seconds between 30s and 300s",
-            ),
-            (
-                keys::NAME,
-                " ",
-                "load-balancer.hetzner.cloud/name: \"\" must not be empty",
+                ann(&[(keys::NAME, " ")]).string(keys::NAME),
+                "load-balancer.hetzner.cloud/name: \" \" must not be empty",
             ),
         ];
-        for (key, value, message) in cases {
-            let err = parse(&[(key, value)]).unwrap_err();
-            assert_eq!(err.to_string(), *message);
+        for (parsed, message) in cases {
+            assert_eq!(parsed.unwrap_err().to_string(), message);
         }
-        let err = parse(&[(keys::NODE_SELECTOR, "zone in (a")]).unwrap_err();
+        let err = ann(&[(keys::NODE_SELECTOR, "zone in (a")])
+            .node_selector()
+            .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("load-balancer.hetzner.cloud/node-selector: \"zone in (a\""),
@@ -693,30 +639,33 @@ mod tests {
     }
 
     #[test]
-    fn all_errors_are_reported_together() {
-        let err = parse(&[
+    fn errors_are_collected() {
+        let a = ann(&[
             (keys::HEALTH_CHECK_TIMEOUT, "x"),
             (keys::IPV6_DISABLED, "maybe"),
-        ])
-        .unwrap_err();
+        ]);
+        let mut errors = Errors::default();
+        assert_eq!(
+            errors.take(a.seconds(keys::HEALTH_CHECK_TIMEOUT, 1, 60)),
+            None
+        );
+        assert_eq!(errors.take(a.bool(keys::IPV6_DISABLED)), None);
+        assert_eq!(errors.take(a.bool(keys::USE_PRIVATE_IP)), None);
+        let err = errors.finish().unwrap_err();
         assert_eq!(err.0.len(), 2);
         assert!(err.to_string().contains("health-check-timeout"));
         assert!(err.to_string().contains("ipv6-disabled"));
     }
 
     #[test]
-    fn location_and_network_zone_conflict() {
-        let err =
-            parse(&[(keys::LOCATION, "fsn1"), (keys::NETWORK_ZONE, "eu-central")]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "load-balancer.hetzner.cloud/location: \"fsn1\" conflicts with load-balancer.hetzner.cloud/network-zone \"eu-central\": set only one of them"
+    fn the_key_table_has_the_official_status_codes_key() {
+        assert!(keys::ALL.contains(&"load-balancer.hetzner.cloud/http-status-codes"));
+        assert!(
+            !keys::ALL
+                .iter()
+                .any(|k| k.ends_with("health-check-http-status-codes"))
         );
-    }
-
-    #[test]
-    fn the_key_table_is_complete() {
-        assert_eq!(keys::ALL.len(), 35);
+        assert_eq!(keys::ALL.len(), 36);
         assert!(keys::ALL.iter().all(|k| k.starts_with(PREFIX)));
     }
 }

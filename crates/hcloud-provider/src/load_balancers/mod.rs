@@ -8,8 +8,19 @@
 //!   [`LoadBalancerSettings`] give the desired state ([`Plan`]); [`Plan::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API
 //!   locks a load balancer while an action runs). A no-op ensure costs one listing.
+//! - **Unset means unchanged**: a setting that neither an annotation nor an
+//!   `HCLOUD_LOAD_BALANCERS_*` variable sets (algorithm, public interface, PROXY protocol,
+//!   health-check timings, sticky sessions, redirect, cookie, idle timeout) is left as the load
+//!   balancer has it; the name changes only with the `name` annotation.
 //! - **Update**: targets only. **Delete**: absent is success; delete protection keeps the
-//!   load balancer (success, logged).
+//!   load balancer (success, logged); every load balancer labelled with the Service's UID is
+//!   deleted, and so is the managed certificate this CCM created for the Service.
+//! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
+//!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
+//!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`) and, where this CCM is stricter on
+//!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
+//! - **Dry run**: [`HcloudLoadBalancers::dry_run`] does ensure's lookups and returns what it
+//!   would do ([`DryRun`]) without writing anything.
 //! - A load balancer that is busy with someone else's action, or still being created, gives
 //!   [`Error::Retry`] with [`LoadBalancerSettings::retry_after`].
 //!
@@ -17,11 +28,14 @@
 //! may run at the same time).
 
 pub mod annotations;
+mod ensure;
 pub mod naming;
 mod ops;
 pub mod plan;
 pub mod selector;
+mod services;
 mod settings;
+mod steps;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -29,22 +43,20 @@ use std::sync::{Arc, PoisonError};
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
 use cloud_provider::{Error, LoadBalancer};
-use hcloud_api::api::params::ListParams;
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
+pub use ensure::DryRun;
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
-pub use plan::{Placement, Plan, Step};
+pub use plan::{Notice, Placement, Plan, Step, Subject};
 pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
+pub use steps::reasons;
 
-use naming::{service_key, uid_selector};
+use crate::metrics::op::load_balancers as lbs_op;
+use naming::service_key;
 use ops::{Executor, api_error};
-
-/// How many diff-and-apply rounds one ensure runs (a type change can make room for more
-/// targets, which only the next round sees).
-const ROUNDS: usize = 2;
 
 /// Hetzner load balancers for Services.
 #[derive(Debug)]
@@ -141,13 +153,6 @@ impl HcloudLoadBalancers {
         }
     }
 
-    fn annotations(service: &Service) -> Result<Annotations> {
-        let empty = Default::default();
-        let map = service.metadata.annotations.as_ref().unwrap_or(&empty);
-        Annotations::parse(map)
-            .map_err(|err| Error::InvalidInput(format!("service {}: {err}", service_key(service))))
-    }
-
     fn uid(service: &Service) -> Result<&str> {
         service
             .metadata
@@ -159,273 +164,23 @@ impl HcloudLoadBalancers {
             })
     }
 
-    fn plan(
-        &self,
-        service: &Service,
-        annotations: &Annotations,
-        nodes: &[Arc<Node>],
-    ) -> Result<Plan> {
-        let plan = Plan::new(service, annotations, &self.settings, self.network_id, nodes)
-            .map_err(|why| {
-                Error::InvalidInput(format!("service {}: {why}", service_key(service)))
-            })?;
-        for note in &plan.skipped {
-            tracing::warn!(service = %service_key(service), "{note}");
-        }
-        Ok(plan)
-    }
-
-    /// The Service's load balancer.
-    ///
-    /// Only a load balancer labelled with the Service's UID is the Service's own: `get`,
-    /// `update` and delete act on nothing else. Ensure (`adopt_by_name`) may also take over a
-    /// load balancer with the Service's name that carries no UID label (made by hand or by a
-    /// very old CCM; the label is written as the first step), but never one labelled for
-    /// another Service: that is an error naming the name annotation and the owner's UID.
-    async fn find(
-        &self,
-        uid: &str,
-        name: &str,
-        adopt_by_name: bool,
-    ) -> Result<Option<models::LoadBalancer>> {
-        let lbs = self.client.load_balancers();
-        let labelled = lbs
-            .list_all(&ListParams::label_selector(uid_selector(uid)))
-            .await
-            .map_err(|err| {
-                api_error(
-                    &format!("listing load balancers labelled {}", uid_selector(uid)),
-                    err,
-                    self.settings.retry_after,
-                )
-            })?;
-        if labelled.len() > 1 {
-            tracing::warn!(
-                uid,
-                count = labelled.len(),
-                "several load balancers carry this service UID; using the first"
-            );
-        }
-        if let Some(lb) = labelled.into_iter().next() {
-            return Ok(Some(lb));
-        }
-        if !adopt_by_name {
-            return Ok(None);
-        }
-        let by_name = lbs.get_by_name(name).await.map_err(|err| {
-            api_error(
-                &format!("looking up load balancer {name:?}"),
-                err,
-                self.settings.retry_after,
-            )
-        })?;
-        match by_name {
-            Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
-                Some(owner) if owner != uid => Err(Error::InvalidInput(format!(
-                    "load balancer {name:?} belongs to the Service with UID {owner} (label {SERVICE_UID_LABEL}); choose another name with the annotation load-balancer.hetzner.cloud/name, or remove that label from the load balancer to hand it over"
-                ))),
-                _ => Ok(Some(lb)),
-            },
-            None => Ok(None),
-        }
-    }
-
-    async fn resolve_certificates(&self, plan: &mut Plan) -> Result<()> {
-        if plan.certificate_refs.is_empty() {
-            return Ok(());
-        }
-        let mut ids = Vec::with_capacity(plan.certificate_refs.len());
-        for reference in &plan.certificate_refs {
-            if let Ok(id) = reference.parse::<i64>() {
-                ids.push(id);
-                continue;
-            }
-            let found = self
-                .client
-                .certificates()
-                .get_by_name(reference)
-                .await
-                .map_err(|err| Error::api(format!("looking up certificate {reference:?}"), err))?;
-            match found {
-                Some(cert) => ids.push(cert.id),
-                None => {
-                    return Err(Error::InvalidInput(format!(
-                        "{}: certificate {reference:?} does not exist",
-                        annotations::keys::HTTP_CERTIFICATES
-                    )));
-                }
-            }
-        }
-        plan.set_certificates(&ids);
-        Ok(())
-    }
-
-    async fn create(&self, service: &Service, plan: &Plan) -> Result<models::LoadBalancer> {
-        let key = service_key(service);
-        let placement = plan.placement.as_ref().ok_or_else(|| {
-            Error::InvalidInput(format!(
-                "service {key}: cannot create load balancer {:?}: no location or network zone: set the {} or {} annotation, or HCLOUD_LOAD_BALANCERS_LOCATION or HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
-                plan.name,
-                annotations::keys::LOCATION,
-                annotations::keys::NETWORK_ZONE,
-            ))
-        })?;
-        let lb_type = self
-            .client
-            .load_balancer_types()
-            .get_by_name(&plan.create_type)
-            .await
-            .map_err(|err| {
-                Error::api(
-                    format!("looking up load balancer type {:?}", plan.create_type),
-                    err,
-                )
-            })?
-            .ok_or_else(|| {
-                Error::InvalidInput(format!(
-                    "service {key}: load balancer type {:?} does not exist",
-                    plan.create_type
-                ))
-            })?;
-        let max_targets = match lb_type.max_targets {
-            0 => usize::MAX,
-            n => n as usize,
-        };
-        let request = plan.create_request(placement, max_targets);
-        tracing::info!(service = %key, load_balancer = plan.name, ?placement, lb_type = plan.create_type, "creating load balancer");
-        let created = self
-            .client
-            .load_balancers()
-            .create(&request)
-            .await
-            .map_err(|err| {
-                api_error(
-                    &format!("creating load balancer {:?}", plan.name),
-                    err,
-                    self.settings.retry_after,
-                )
-            })?;
-        let exec = self.executor(&created.load_balancer, &plan.name);
-        exec.wait(
-            &format!("creating load balancer {:?}", plan.name),
-            &[created.action],
+    fn plan(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Plan> {
+        self.operations
+            .count(crate::metrics::op::load_balancer_ops::SERVICE_OPTS_EXTRACT);
+        Plan::new(
+            service,
+            &Annotations::of(service),
+            &self.settings,
+            self.network_id,
+            nodes,
         )
-        .await?;
-        exec.reload().await
+        .map_err(|why| Error::InvalidInput(format!("service {}: {why}", service_key(service))))
     }
 
-    /// Apply `plan` to `lb` (only target steps with `targets_only`); the fresh load balancer.
-    async fn reconcile(
-        &self,
-        service: &Service,
-        plan: &Plan,
-        mut lb: models::LoadBalancer,
-        targets_only: bool,
-    ) -> Result<models::LoadBalancer> {
-        for _ in 0..ROUNDS {
-            let mut steps = plan.diff(&lb);
-            if targets_only {
-                steps.retain(Step::is_target_step);
-            }
-            if steps.is_empty() {
-                break;
-            }
-            let exec = self.executor(&lb, &plan.name);
-            exec.run_all(&steps).await?;
-            lb = exec.reload().await?;
-        }
-        let over = plan.targets_over_limit(&lb);
-        if over > 0 {
-            tracing::warn!(
-                service = %service_key(service),
-                load_balancer = lb.name,
-                max_targets = lb.load_balancer_type.max_targets,
-                left_out = over,
-                "load balancer type's maximum number of targets reached"
-            );
-        }
-        Ok(lb)
-    }
-}
-
-#[async_trait]
-impl LoadBalancer for HcloudLoadBalancers {
-    async fn get_load_balancer(
-        &self,
-        _cluster_name: &str,
-        service: &Service,
-    ) -> Result<Option<LoadBalancerStatus>> {
-        let uid = Self::uid(service)?;
-        // Lenient: broken annotations must not block the deletion path that asks this.
-        let annotations = Self::annotations(service).unwrap_or_default();
-        let name = load_balancer_name(service, &annotations);
-        let Some(lb) = self.find(uid, &name, false).await? else {
-            return Ok(None);
-        };
-        let opts = plan::StatusOptions::new(&annotations, &self.settings);
-        Ok(Some(
-            plan::status(&lb, &opts).unwrap_or_else(|_| LoadBalancerStatus::default()),
-        ))
-    }
-
-    fn get_load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
-        let annotations = Self::annotations(service).unwrap_or_default();
-        load_balancer_name(service, &annotations)
-    }
-
-    async fn ensure_load_balancer(
-        &self,
-        _cluster_name: &str,
-        service: &Service,
-        nodes: &[Arc<Node>],
-    ) -> Result<LoadBalancerStatus> {
-        let uid = Self::uid(service)?;
-        let annotations = Self::annotations(service)?;
-        let mut plan = self.plan(service, &annotations, nodes)?;
-        self.resolve_certificates(&mut plan).await?;
-        let _serialised = self.lock(uid).await;
-        let lb = match self.find(uid, &plan.name, true).await? {
-            Some(lb) => lb,
-            None => self.create(service, &plan).await?,
-        };
-        let lb = self.reconcile(service, &plan, lb, false).await?;
-        plan::status(&lb, &plan.status).map_err(|why| Error::retry(why, self.settings.retry_after))
-    }
-
-    async fn update_load_balancer(
-        &self,
-        _cluster_name: &str,
-        service: &Service,
-        nodes: &[Arc<Node>],
-    ) -> Result<()> {
-        let uid = Self::uid(service)?;
-        let annotations = Self::annotations(service)?;
-        let plan = self.plan(service, &annotations, nodes)?;
-        let _serialised = self.lock(uid).await;
-        let Some(lb) = self.find(uid, &plan.name, false).await? else {
-            return Err(Error::other(format!(
-                "service {}: load balancer {:?} not found",
-                service_key(service),
-                plan.name
-            )));
-        };
-        self.reconcile(service, &plan, lb, true).await?;
-        Ok(())
-    }
-
-    async fn ensure_load_balancer_deleted(
-        &self,
-        _cluster_name: &str,
-        service: &Service,
-    ) -> Result<()> {
-        let uid = Self::uid(service)?;
-        let key = service_key(service);
-        let annotations = Self::annotations(service).unwrap_or_default();
-        let name = load_balancer_name(service, &annotations);
-        let _serialised = self.lock(uid).await;
-        let Some(lb) = self.find(uid, &name, false).await? else {
-            return Ok(());
-        };
+    /// Delete one load balancer of the Service (kept when delete protection is on).
+    async fn delete_one(&self, key: &str, lb: &models::LoadBalancer) -> Result<()> {
+        self.operations
+            .count(crate::metrics::op::load_balancer_ops::DELETE);
         if lb.protection.delete {
             tracing::info!(
                 service = %key,
@@ -440,7 +195,7 @@ impl LoadBalancer for HcloudLoadBalancers {
             // The load balancer is gone once its delete action succeeded.
             Ok(Some(action)) => {
                 let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
-                self.executor(&lb, &lb.name).wait(&what, &[action]).await
+                self.executor(lb, &lb.name).wait(&what, &[action]).await
             }
             Ok(None) => Ok(()),
             Err(err) if err.is_not_found() => Ok(()),
@@ -454,5 +209,121 @@ impl LoadBalancer for HcloudLoadBalancers {
                 self.settings.retry_after,
             )),
         }
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for HcloudLoadBalancers {
+    async fn get_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>> {
+        self.operations.count(lbs_op::GET_LOAD_BALANCER);
+        let uid = Self::uid(service)?;
+        // Lenient: broken annotations must not block the deletion path that asks this.
+        let annotations = Annotations::of(service);
+        let name = load_balancer_name(service, &annotations);
+        let Some(lb) = self.find(uid, &name, false).await?.lb else {
+            return Ok(None);
+        };
+        self.operations
+            .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
+        let opts = plan::StatusOptions::new(&annotations, &self.settings);
+        Ok(Some(
+            plan::status(&lb, &opts).unwrap_or_else(|_| LoadBalancerStatus::default()),
+        ))
+    }
+
+    fn get_load_balancer_name(&self, _cluster_name: &str, service: &Service) -> String {
+        load_balancer_name(service, &Annotations::of(service))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[Arc<Node>],
+    ) -> Result<LoadBalancerStatus> {
+        self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
+        let uid = Self::uid(service)?;
+        let mut plan = self.plan(service, nodes)?;
+        let _serialised = self.lock(uid).await;
+        let found = self.find(uid, &plan.name, true).await?;
+        let mut notices = plan.notices.clone();
+        notices.extend(found.notices.iter().cloned());
+        let result = async {
+            let lb =
+                match found.lb {
+                    Some(lb) => {
+                        self.certificates(&mut plan, Some(&lb)).await?;
+                        lb
+                    }
+                    None => {
+                        if let Some(owned) = found.notices.iter().find(|n| {
+                            n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
+                        }) {
+                            return Err(Error::InvalidInput(owned.message.clone()));
+                        }
+                        self.certificates(&mut plan, None).await?;
+                        let request = self.create_request(service, &plan, &mut notices).await?;
+                        self.create(service, &plan, &request).await?
+                    }
+                };
+            let (lb, more) = self.reconcile(service, &plan, lb, false).await?;
+            notices.extend(more);
+            self.operations
+                .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
+            plan::status(&lb, &plan.status)
+                .map_err(|why| Error::retry(why, self.settings.retry_after))
+        }
+        .await;
+        self.publish(service, nodes, &notices).await;
+        result
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[Arc<Node>],
+    ) -> Result<()> {
+        self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
+        let uid = Self::uid(service)?;
+        let plan = self.plan(service, nodes)?;
+        let _serialised = self.lock(uid).await;
+        let found = self.find(uid, &plan.name, false).await?;
+        let Some(lb) = found.lb else {
+            return Err(Error::other(format!(
+                "service {}: load balancer {:?} not found",
+                service_key(service),
+                plan.name
+            )));
+        };
+        let (_, notices) = self.reconcile(service, &plan, lb, true).await?;
+        self.publish(service, nodes, &notices).await;
+        Ok(())
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<()> {
+        self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
+        let uid = Self::uid(service)?;
+        let key = service_key(service);
+        let _serialised = self.lock(uid).await;
+        // Every load balancer labelled with the UID goes (duplicates included).
+        let found = self.list_labelled(uid).await?;
+        let mut kept = false;
+        for lb in &found {
+            self.delete_one(&key, lb).await?;
+            kept |= lb.protection.delete;
+        }
+        if !found.is_empty() && !kept {
+            self.delete_managed_certificates(&key, uid).await?;
+        }
+        Ok(())
     }
 }

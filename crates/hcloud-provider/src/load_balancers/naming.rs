@@ -8,13 +8,16 @@ use super::annotations::Annotations;
 /// Label on every load balancer of this CCM (and the official one): the Service UID.
 pub const SERVICE_UID_LABEL: &str = "hcloud-ccm/service-uid";
 
-/// The name of `service`'s load balancer: the `name` annotation, else `"a"` + the UID without
-/// dashes, cut to 32 characters.
+/// The name of `service`'s load balancer: the `name` annotation, else [`default_name`].
 pub fn load_balancer_name(service: &Service, annotations: &Annotations) -> String {
     annotations
-        .name
-        .clone()
-        .unwrap_or_else(|| default_load_balancer_name(service))
+        .name_lenient()
+        .unwrap_or_else(|| default_name(service))
+}
+
+/// `"a"` + the Service UID without dashes, cut to 32 characters (Kubernetes' default name).
+pub fn default_name(service: &Service) -> String {
+    default_load_balancer_name(service)
 }
 
 /// The label selector finding `uid`'s load balancer.
@@ -45,12 +48,11 @@ mod tests {
             load_balancer_name(&svc, &none),
             "a0f2f6c0e1b2a4c3d9e8f0123456789a"
         );
-        let named = Annotations::parse(
+        let named = Annotations::new(
             &[(keys::NAME.to_owned(), "web".to_owned())]
                 .into_iter()
                 .collect(),
-        )
-        .unwrap_or_default();
+        );
         assert_eq!(load_balancer_name(&svc, &named), "web");
         assert_eq!(uid_selector("0f2f"), "hcloud-ccm/service-uid=0f2f");
     }

@@ -64,12 +64,8 @@ impl Executor<'_> {
     pub async fn run(&self, step: &Step) -> Result<()> {
         let lbs = self.client.load_balancers();
         let id = self.id;
-        let what = format!(
-            "load balancer {:?} (ID {id}): {}",
-            self.name,
-            describe(step)
-        );
-        tracing::info!(load_balancer = id, step = %describe(step), "changing load balancer");
+        let what = format!("load balancer {:?} (ID {id}): {step}", self.name);
+        tracing::info!(load_balancer = id, %step, "changing load balancer");
         let action = match step {
             Step::Update { name, labels } => {
                 let request = UpdateRequest {
@@ -85,9 +81,9 @@ impl Executor<'_> {
             Step::AttachNetwork(request) => lbs.attach_to_network(id, request).await,
             Step::RemoveTarget(target) => lbs.remove_target(id, target).await,
             Step::DeleteService(port) => lbs.delete_service(id, *port).await,
-            Step::ChangeType(t) => lbs.change_type(id, t).await,
-            Step::ChangeAlgorithm(kind) => lbs.change_algorithm(id, kind.clone()).await,
-            Step::UpdateService(update) => lbs.update_service(id, update).await,
+            Step::ChangeType { to, .. } => lbs.change_type(id, to).await,
+            Step::ChangeAlgorithm { to, .. } => lbs.change_algorithm(id, to.clone()).await,
+            Step::UpdateService { update, .. } => lbs.update_service(id, update).await,
             Step::AddService(service) => lbs.add_service(id, service).await,
             Step::AddTarget(target) => lbs.add_target(id, target).await,
             Step::EnablePublicInterface => lbs.enable_public_interface(id).await,
@@ -96,14 +92,6 @@ impl Executor<'_> {
         }
         .map_err(|err| api_error(&what, err, self.retry_after))?;
         self.wait(&what, &[action]).await
-    }
-
-    /// Carry out `steps` in order.
-    pub async fn run_all(&self, steps: &[Step]) -> Result<()> {
-        for step in steps {
-            self.run(step).await?;
-        }
-        Ok(())
     }
 
     /// `GET` the load balancer.
@@ -119,33 +107,5 @@ impl Executor<'_> {
                     self.retry_after,
                 )
             })
-    }
-}
-
-/// A short description of `step` for logs and errors.
-pub fn describe(step: &Step) -> String {
-    let target = |t: &hcloud_api::models::TargetSpec| match (&t.server, &t.ip, &t.label_selector) {
-        (Some(s), _, _) => format!("server {}", s.id),
-        (_, Some(ip), _) => format!("ip {}", ip.ip),
-        (_, _, Some(sel)) => format!("label selector {:?}", sel.selector),
-        _ => "target".to_owned(),
-    };
-    match step {
-        Step::Update { name, labels } => match (name, labels) {
-            (Some(n), _) => format!("rename to {n:?}"),
-            _ => "set the service UID label".to_owned(),
-        },
-        Step::DetachNetwork(n) => format!("detach from network {n}"),
-        Step::AttachNetwork(r) => format!("attach to network {}", r.network),
-        Step::RemoveTarget(t) => format!("remove target {}", target(t)),
-        Step::DeleteService(p) => format!("delete service {p}"),
-        Step::ChangeType(t) => format!("change type to {t}"),
-        Step::ChangeAlgorithm(a) => format!("change algorithm to {a}"),
-        Step::UpdateService(u) => format!("update service {}", u.listen_port),
-        Step::AddService(s) => format!("add service {}", s.listen_port),
-        Step::AddTarget(t) => format!("add target {}", target(t)),
-        Step::EnablePublicInterface => "enable the public interface".to_owned(),
-        Step::DisablePublicInterface => "disable the public interface".to_owned(),
-        Step::ChangeDnsPtr(r) => format!("set reverse DNS of {}", r.ip),
     }
 }

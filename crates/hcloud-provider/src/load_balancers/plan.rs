@@ -1,20 +1,29 @@
 //! The desired state of a Service's load balancer and the steps that take the current load
 //! balancer there (pure: no API calls).
+//!
+//! The rule, as in the official CCM: a setting nobody asked for is left as it is. Only what an
+//! annotation or an `HCLOUD_LOAD_BALANCERS_*` variable sets is compared and changed; on
+//! creation an unset setting gets the API's default. Annotations are parsed where they are
+//! used, so a bad value in one the configuration does not use never fails a sync.
+//!
+//! [`Plan::new`] and [`Plan::diff`] are public so that a dry run (`hcloud-ccm plan`) can show
+//! what an ensure would do; every [`Step`] prints as one line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use hcloud_api::models::{
     Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
-    CreateLoadBalancerRequest, HealthCheck, HealthCheckHttp, HealthCheckProtocol, Labels,
-    LoadBalancer, LoadBalancerService, ServiceHttp, ServiceProtocol, ServiceSpec, ServiceUpdate,
+    CreateLoadBalancerRequest, HealthCheckProtocol, Labels, LoadBalancer, ServiceProtocol,
     TargetSpec, TargetType,
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
-use super::annotations::{Annotations, CertificateType, keys};
-use super::naming::{SERVICE_UID_LABEL, load_balancer_name};
+use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
+use super::naming::{SERVICE_UID_LABEL, default_name};
+pub use super::services::{HealthCheckHttpPlan, HealthCheckPlan, HttpPlan, ServicePlan};
 use super::settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
+pub use super::steps::{Notice, Step, Subject, reasons};
 use crate::provider_id::ProviderId;
 
 /// Where a new load balancer is placed.
@@ -31,10 +40,42 @@ pub enum Placement {
 pub struct NetworkPlan {
     /// The provider's network (`HCLOUD_NETWORK`).
     pub id: i64,
-    /// `private-ipv4`.
+    /// `private-ipv4`: a different IP re-attaches the load balancer.
     pub ip: Option<String>,
-    /// `private-subnet-ip-range` (annotation > env).
+    /// `private-subnet-ip-range` (annotation > env), used when attaching.
     pub ip_range: Option<String>,
+}
+
+/// The certificates of the https services.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Certificates {
+    /// None asked for (not https, or no `http-certificates`): left as they are.
+    #[default]
+    Unset,
+    /// `http-certificates`: IDs or names of uploaded certificates.
+    Uploaded(Vec<String>),
+    /// `certificate-type: managed`: the certificate to find by the Service UID label or create.
+    Managed(ManagedCertificate),
+}
+
+/// A managed certificate as the Service asks for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedCertificate {
+    /// `http-managed-certificate-name`, default `ccm-managed-certificate-<uid>`.
+    pub name: String,
+    /// `http-managed-certificate-domains`.
+    pub domains: Vec<String>,
+    /// `http-managed-certificate-acme-staging` (Hetzner-internal testing).
+    pub acme_staging: bool,
+}
+
+/// A target server and the node it stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetPlan {
+    /// Server ID.
+    pub server: i64,
+    /// Node name (for events).
+    pub node: String,
 }
 
 /// What the status reports.
@@ -51,64 +92,91 @@ pub struct StatusOptions {
 }
 
 impl StatusOptions {
-    /// From the annotations over the settings.
-    pub fn new(a: &Annotations, settings: &LoadBalancerSettings) -> Self {
+    /// From the annotations over the settings; bad values are collected into `errors`.
+    pub fn read(a: &Annotations, settings: &LoadBalancerSettings, errors: &mut Errors) -> Self {
         Self {
-            hostname: a.hostname.clone(),
-            disable_ipv6: a.ipv6_disabled.unwrap_or(settings.disable_ipv6),
-            disable_private_ingress: a
-                .disable_private_ingress
+            hostname: a.string_or_empty(keys::HOSTNAME).filter(|h| !h.is_empty()),
+            disable_ipv6: errors
+                .take(a.bool(keys::IPV6_DISABLED))
+                .unwrap_or(settings.disable_ipv6),
+            disable_private_ingress: errors
+                .take(a.bool(keys::DISABLE_PRIVATE_INGRESS))
                 .unwrap_or(settings.disable_private_ingress),
-            proxy_protocol: a.uses_proxyprotocol.unwrap_or(settings.uses_proxyprotocol),
+            proxy_protocol: errors
+                .take(a.bool(keys::USES_PROXYPROTOCOL))
+                .or(settings.uses_proxyprotocol)
+                .unwrap_or(false),
         }
+    }
+
+    /// Like [`StatusOptions::read`], ignoring bad values (for paths that must not fail).
+    pub fn new(a: &Annotations, settings: &LoadBalancerSettings) -> Self {
+        Self::read(a, settings, &mut Errors::default())
     }
 }
 
 /// Everything the Service asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    /// Load balancer name.
+    /// Load balancer name (lookup and creation).
     pub name: String,
     /// Service UID (the label value).
     pub uid: String,
+    /// Service name (for messages).
+    pub service: String,
+    /// The `name` annotation: the only thing that renames an existing load balancer.
+    pub rename: Option<String>,
     /// Placement for creation; `None` when neither annotation nor settings give one.
     pub placement: Option<Placement>,
-    /// The `type` annotation: the only thing that changes the type of an existing LB.
-    pub type_annotation: Option<String>,
-    /// Type used on creation (annotation > settings > lb11).
+    /// `type` annotation, else `HCLOUD_LOAD_BALANCERS_TYPE`: existing load balancers are
+    /// changed to it. `None`: left as they are.
+    pub lb_type: Option<String>,
+    /// Type used on creation ([`Plan::lb_type`], else lb11).
     pub create_type: String,
-    /// Balancing algorithm.
-    pub algorithm: AlgorithmType,
+    /// Balancing algorithm; `None`: left as it is.
+    pub algorithm: Option<AlgorithmType>,
     /// One service per TCP port, sorted by listen port.
-    pub services: Vec<ServiceSpec>,
-    /// Uploaded certificate IDs or names (https only); resolved before diffing.
-    pub certificate_refs: Vec<String>,
-    /// Server IDs of the target nodes, sorted.
-    pub targets: Vec<i64>,
+    pub services: Vec<ServicePlan>,
+    /// Certificates of the https services; resolved to IDs before diffing.
+    pub certificates: Certificates,
+    /// Target servers, sorted by server ID.
+    pub targets: Vec<TargetPlan>,
     /// Targets are reached over the private network.
     pub use_private_ip: bool,
-    /// The network to attach to.
+    /// The network to be attached to; `None`: detached from every network.
     pub network: Option<NetworkPlan>,
-    /// Whether the public interface is on.
-    pub public_interface: bool,
+    /// Whether the public interface is on; `None`: left as it is.
+    pub public_interface: Option<bool>,
     /// Reverse DNS of the public IPv4.
     pub ipv4_rdns: Option<String>,
     /// Reverse DNS of the public IPv6.
     pub ipv6_rdns: Option<String>,
     /// Status reporting.
     pub status: StatusOptions,
-    /// Human readable notes about ports and nodes that were left out.
-    pub skipped: Vec<String>,
+    /// Warnings (events) and notes about what was left out.
+    pub notices: Vec<Notice>,
 }
 
 fn seconds(d: std::time::Duration) -> u32 {
     u32::try_from(d.as_secs()).unwrap_or(u32::MAX)
 }
 
+fn service_name(service: &Service) -> &str {
+    service.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Whether `provider_id` starts with a prefix the official CCM knows.
+fn known_prefix(provider_id: &str) -> bool {
+    ["hcloud://", "hrobot://"]
+        .iter()
+        .any(|p| provider_id.starts_with(p))
+}
+
 impl Plan {
     /// The desired state for `service` with `nodes` as candidate targets.
     ///
-    /// Errors are user errors (e.g. an unsupported certificate type), as text.
+    /// Errors are user errors: every bad value of an annotation that is used, as text naming
+    /// the annotation and the value.
     pub fn new(
         service: &Service,
         a: &Annotations,
@@ -116,62 +184,105 @@ impl Plan {
         network_id: Option<i64>,
         nodes: &[Arc<Node>],
     ) -> Result<Self, String> {
+        let mut errors = Errors::default();
+        let mut notices = Vec::new();
         let uid = service.metadata.uid.clone().unwrap_or_default();
-        let placement = match (
-            &a.location,
-            &a.network_zone,
-            &settings.location,
-            &settings.network_zone,
-        ) {
-            (Some(l), _, _, _) => Some(Placement::Location(l.clone())),
-            (None, Some(z), _, _) => Some(Placement::NetworkZone(z.clone())),
-            (None, None, Some(l), _) => Some(Placement::Location(l.clone())),
-            (None, None, None, Some(z)) => Some(Placement::NetworkZone(z.clone())),
-            (None, None, None, None) => None,
-        };
-        let protocol = a.protocol.clone().unwrap_or(ServiceProtocol::Tcp);
-        let proxyprotocol = a.uses_proxyprotocol.unwrap_or(settings.uses_proxyprotocol);
-        let mut certificate_refs = Vec::new();
-        if protocol == ServiceProtocol::Https {
-            if a.certificate_type == Some(CertificateType::Managed) {
-                return Err(format!(
-                    "{}: managed certificates are not supported yet; upload the certificate and name it in {}",
-                    keys::CERTIFICATE_TYPE,
-                    keys::HTTP_CERTIFICATES
-                ));
-            }
-            certificate_refs = a.http_certificates.clone();
+        let svc_name = service_name(service);
+
+        let rename = errors.take(a.string(keys::NAME));
+
+        // Location (annotation, else env) beats network zone; `location: ""` clears the env
+        // location so that a network zone can be used.
+        let mut location = settings.location.clone();
+        if let Some(v) = a.string_or_empty(keys::LOCATION) {
+            location = Some(v).filter(|v| !v.is_empty());
         }
-        let hc_protocol = a
-            .health_check_protocol
-            .clone()
-            .unwrap_or(HealthCheckProtocol::Tcp);
-        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| HealthCheckHttp {
-            domain: a.health_check_http_domain.clone(),
-            path: Some(
-                a.health_check_http_path
-                    .clone()
-                    .unwrap_or_else(|| "/".to_owned()),
-            ),
-            response: None,
-            status_codes: if a.health_check_http_status_codes.is_empty() {
-                vec!["2??".to_owned(), "3??".to_owned()]
-            } else {
-                a.health_check_http_status_codes.clone()
+        let mut zone = settings.network_zone.clone();
+        if let Some(v) = a.string_or_empty(keys::NETWORK_ZONE) {
+            zone = Some(v).filter(|v| !v.is_empty());
+        }
+        let placement = location
+            .map(Placement::Location)
+            .or(zone.map(Placement::NetworkZone));
+
+        let mut lb_type = settings.lb_type.clone();
+        if let Some(v) = a.string_or_empty(keys::TYPE) {
+            lb_type = Some(v).filter(|v| !v.is_empty());
+        }
+        if lb_type.is_none() {
+            notices.push(Notice::warn(
+                reasons::LOAD_BALANCER_TYPE_UNCONFIGURED,
+                format!(
+                    "Load Balancer Type unconfigured: this will be required in the future, set it with the annotation {:?} or cluster-wide with the environment variable {:?}",
+                    keys::TYPE,
+                    "HCLOUD_LOAD_BALANCERS_TYPE"
+                ),
+            ));
+        }
+
+        let algorithm = errors.take(a.algorithm()).or(settings.algorithm.clone());
+        let disable_public = errors
+            .take(a.bool(keys::DISABLE_PUBLIC_NETWORK))
+            .or(settings.disable_public_network);
+        let proxyprotocol = errors
+            .take(a.bool(keys::USES_PROXYPROTOCOL))
+            .or(settings.uses_proxyprotocol);
+        let protocol = errors.take(a.protocol()).unwrap_or(ServiceProtocol::Tcp);
+
+        // HTTP settings and certificates: read only for http/https services.
+        let http = if protocol == ServiceProtocol::Tcp {
+            None
+        } else {
+            Some(HttpPlan {
+                cookie_name: errors.take(a.string(keys::HTTP_COOKIE_NAME)),
+                cookie_lifetime: errors.take(a.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX)),
+                certificates: None,
+                redirect_http: errors.take(a.bool(keys::HTTP_REDIRECT_HTTP)),
+                sticky_sessions: errors.take(a.bool(keys::HTTP_STICKY_SESSIONS)),
+                timeout_idle: errors.take(a.seconds(keys::HTTP_TIMEOUT_IDLE, 30, 300)),
+            })
+        };
+        let certificates = if protocol == ServiceProtocol::Https {
+            Self::certificates(a, &uid, &mut errors)
+        } else {
+            Certificates::Unset
+        };
+
+        // Health check: any health-check setting (annotation or variable) makes it follow the
+        // service protocol; with none it is TCP on the NodePort.
+        let hc_protocol = errors.take(a.health_check_protocol());
+        let hc_port = errors.take(a.health_check_port());
+        let interval = errors
+            .take(a.seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60))
+            .or(settings.health_check_interval.map(seconds));
+        let timeout = errors
+            .take(a.seconds(keys::HEALTH_CHECK_TIMEOUT, 1, 60))
+            .or(settings.health_check_timeout.map(seconds));
+        let retries = errors
+            .take(a.number(keys::HEALTH_CHECK_RETRIES, 0, 5))
+            .or(settings.health_check_retries);
+        let configured = hc_protocol.is_some()
+            || hc_port.is_some()
+            || interval.is_some()
+            || timeout.is_some()
+            || retries.is_some();
+        let hc_protocol = match (configured, hc_protocol) {
+            (false, _) => HealthCheckProtocol::Tcp,
+            (true, Some(p)) => p,
+            (true, None) => match protocol {
+                ServiceProtocol::Http => HealthCheckProtocol::Http,
+                ServiceProtocol::Https => HealthCheckProtocol::Https,
+                _ => HealthCheckProtocol::Tcp,
             },
-            tls: a.health_check_http_validate_certificate.unwrap_or(false),
-        });
-        let http = (protocol != ServiceProtocol::Tcp).then(|| ServiceHttp {
-            cookie_name: a.http_cookie_name.clone(),
-            cookie_lifetime: a.http_cookie_lifetime,
-            certificates: Vec::new(),
-            redirect_http: a.http_redirect_http.unwrap_or(false),
-            sticky_sessions: a.http_sticky_sessions.unwrap_or(false),
-            timeout_idle: a.http_timeout_idle,
+        };
+        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| HealthCheckHttpPlan {
+            domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
+            path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
+            status_codes: Some(a.list(keys::HTTP_STATUS_CODES)).filter(|c| !c.is_empty()),
+            tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
         });
 
-        let mut skipped = Vec::new();
-        let mut services: BTreeMap<u16, ServiceSpec> = BTreeMap::new();
+        let mut services: BTreeMap<u16, ServicePlan> = BTreeMap::new();
         let mut tcp_ports = 0usize;
         let ports = service
             .spec
@@ -187,45 +298,40 @@ impl Plan {
                 .filter(|n| !n.is_empty())
                 .map_or_else(|| port.port.to_string(), |n| format!("{n} ({})", port.port));
             if proto != "TCP" {
-                skipped.push(format!(
-                    "port {label}: protocol {proto} is not supported (only TCP)"
+                notices.push(Notice::warn(
+                    reasons::UNSUPPORTED_PROTOCOL_CONFIGURED,
+                    format!(
+                        "configured unsupported Hetzner Cloud load balancer protocol {proto} for service with name {svc_name}"
+                    ),
                 ));
                 continue;
             }
             tcp_ports += 1;
             let (Ok(listen_port), Some(node_port)) = (
                 u16::try_from(port.port),
-                port.node_port.and_then(|p| u16::try_from(p).ok()),
+                port.node_port
+                    .and_then(|p| u16::try_from(p).ok())
+                    .filter(|p| *p != 0),
             ) else {
-                skipped.push(format!("port {label}: no NodePort allocated"));
+                notices.push(Notice::log(format!("port {label}: no NodePort allocated")));
                 continue;
             };
-            if node_port == 0 {
-                skipped.push(format!("port {label}: no NodePort allocated"));
-                continue;
-            }
             services.insert(
                 listen_port,
-                ServiceSpec {
-                    protocol: protocol.clone(),
+                ServicePlan {
                     listen_port,
                     destination_port: node_port,
+                    protocol: protocol.clone(),
                     proxyprotocol,
                     http: http.clone(),
-                    health_check: Some(HealthCheck {
+                    health_check: HealthCheckPlan {
                         protocol: hc_protocol.clone(),
-                        port: a.health_check_port.unwrap_or(node_port),
-                        interval: a
-                            .health_check_interval
-                            .unwrap_or_else(|| seconds(settings.health_check_interval)),
-                        timeout: a
-                            .health_check_timeout
-                            .unwrap_or_else(|| seconds(settings.health_check_timeout)),
-                        retries: a
-                            .health_check_retries
-                            .unwrap_or(settings.health_check_retries),
+                        port: hc_port.unwrap_or(node_port),
+                        interval,
+                        timeout,
+                        retries,
                         http: hc_http.clone(),
-                    }),
+                    },
                 },
             );
         }
@@ -233,16 +339,28 @@ impl Plan {
         // TCP ports without NodePorts (e.g. allocateLoadBalancerNodePorts: false) would leave
         // the load balancer with no service: refuse instead of deleting every service it has.
         if services.is_empty() && tcp_ports > 0 {
-            return Err(
-                "spec.ports[].nodePort: none of the Service's TCP ports has a NodePort; Hetzner load balancers forward to NodePorts, so set allocateLoadBalancerNodePorts to true (or leave it unset)"
-                    .to_owned(),
-            );
+            errors.0.push(AnnotationError {
+                annotation: "spec.ports[].nodePort".to_owned(),
+                value: String::new(),
+                reason: "none of the Service's TCP ports has a NodePort; Hetzner load balancers forward to NodePorts, so set allocateLoadBalancerNodePorts to true (or leave it unset)".to_owned(),
+            });
         }
 
-        let mut targets = BTreeSet::new();
+        let use_private_ip = errors
+            .take(a.bool(keys::USE_PRIVATE_IP))
+            .unwrap_or(settings.use_private_ip);
+        if use_private_ip && network_id.is_none() {
+            errors.0.push(AnnotationError {
+                annotation: keys::USE_PRIVATE_IP.to_owned(),
+                value: "true".to_owned(),
+                reason: "needs a network: set HCLOUD_NETWORK (or HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP / the annotation to false)".to_owned(),
+            });
+        }
+        let selector = errors.take(a.node_selector());
+        let mut targets = BTreeMap::new();
         for node in nodes {
-            let node_name = node.metadata.name.as_deref().unwrap_or_default();
-            if let Some(selector) = &a.node_selector {
+            let node_name = node.metadata.name.clone().unwrap_or_default();
+            if let Some(selector) = &selector {
                 let labels = node.metadata.labels.clone().unwrap_or_default();
                 if !selector.matches(&labels) {
                     continue;
@@ -255,72 +373,126 @@ impl Plan {
                 .unwrap_or_default();
             match ProviderId::parse(provider_id) {
                 Ok(ProviderId::Cloud(id)) => {
-                    targets.insert(id);
+                    targets.entry(id).or_insert(node_name);
                 }
-                Ok(ProviderId::Robot(_)) => skipped.push(format!(
-                    "node {node_name}: Robot servers are not supported as targets yet"
+                Ok(ProviderId::Robot(_)) => notices.push(Notice::log(format!(
+                    "node {node_name}: Robot servers are not load balancer targets (Robot support is off)"
+                ))),
+                Err(_) if !known_prefix(provider_id) => notices.push(Notice::warn_node(
+                    &node_name,
+                    reasons::UNKNOWN_PROVIDER_ID_PREFIX,
+                    format!(
+                        "Node could not be added to Load Balancer for service {svc_name} because the provider ID does not match any known format"
+                    ),
                 )),
-                Err(_) if provider_id.is_empty() => {
-                    skipped.push(format!("node {node_name}: no providerID yet"));
-                }
-                Err(_) => skipped.push(format!(
-                    "node {node_name}: providerID {provider_id:?} is not a Hetzner Cloud server"
-                )),
+                Err(err) => notices.push(Notice::log(format!("node {node_name}: {err}"))),
             }
         }
 
+        // Fixed IP and subnet matter only with a network (read lazily).
         let network = network_id.map(|id| NetworkPlan {
             id,
-            ip: a.private_ipv4.map(|ip| ip.to_string()),
-            ip_range: a
-                .private_subnet_ip_range
+            ip: errors.take(a.private_ipv4()).map(|ip| ip.to_string()),
+            ip_range: errors
+                .take(a.private_subnet_ip_range())
                 .or(settings.private_subnet_ip_range)
                 .map(|r| r.to_string()),
         });
-        let disable_public = a
-            .disable_public_network
-            .unwrap_or(settings.disable_public_network);
-        if disable_public && network_id.is_none() {
-            skipped.push(
-                "the public interface stays enabled: disabling it needs a network (HCLOUD_NETWORK)"
-                    .to_owned(),
-            );
-        }
+        let public_interface = match disable_public {
+            Some(true) if network_id.is_none() => {
+                notices.push(Notice::log(
+                    "the public interface stays enabled: disabling it needs a network (HCLOUD_NETWORK)",
+                ));
+                None
+            }
+            other => other.map(|disable| !disable),
+        };
+        let status = StatusOptions::read(a, settings, &mut errors);
+        let rdns = |key: &str| a.string_or_empty(key).filter(|v| !v.is_empty());
+
+        errors.finish().map_err(|e| e.to_string())?;
         Ok(Self {
-            name: load_balancer_name(service, a),
+            name: rename.clone().unwrap_or_else(|| default_name(service)),
             uid,
+            service: svc_name.to_owned(),
+            rename,
             placement,
-            type_annotation: a.lb_type.clone(),
-            create_type: a
-                .lb_type
+            create_type: lb_type
                 .clone()
-                .or_else(|| settings.lb_type.clone())
                 .unwrap_or_else(|| DEFAULT_LB_TYPE.to_owned()),
-            algorithm: a.algorithm.clone().unwrap_or(settings.algorithm.clone()),
+            lb_type,
+            algorithm,
             services: services.into_values().collect(),
-            certificate_refs,
-            targets: targets.into_iter().collect(),
-            use_private_ip: a.use_private_ip.unwrap_or(settings.use_private_ip),
+            certificates,
+            targets: targets
+                .into_iter()
+                .map(|(server, node)| TargetPlan { server, node })
+                .collect(),
+            use_private_ip,
             network,
-            // Without a network the public interface cannot be turned off.
-            public_interface: !disable_public || network_id.is_none(),
-            ipv4_rdns: a.ipv4_rdns.clone(),
-            ipv6_rdns: a.ipv6_rdns.clone(),
-            status: StatusOptions::new(a, settings),
-            skipped,
+            public_interface,
+            ipv4_rdns: rdns(keys::IPV4_RDNS),
+            ipv6_rdns: rdns(keys::IPV6_RDNS),
+            status,
+            notices,
         })
+    }
+
+    fn certificates(a: &Annotations, uid: &str, errors: &mut Errors) -> Certificates {
+        match errors.take(a.certificate_type()).unwrap_or_default() {
+            CertificateType::Managed => {
+                let domains = a.list(keys::HTTP_MANAGED_CERTIFICATE_DOMAINS);
+                if domains.is_empty() {
+                    errors.0.push(AnnotationError {
+                        annotation: keys::HTTP_MANAGED_CERTIFICATE_DOMAINS.to_owned(),
+                        value: a
+                            .raw(keys::HTTP_MANAGED_CERTIFICATE_DOMAINS)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        reason: format!(
+                            "must name at least one domain when {} is managed",
+                            keys::CERTIFICATE_TYPE
+                        ),
+                    });
+                }
+                Certificates::Managed(ManagedCertificate {
+                    name: a
+                        .string_or_empty(keys::HTTP_MANAGED_CERTIFICATE_NAME)
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or_else(|| format!("ccm-managed-certificate-{uid}")),
+                    domains,
+                    // As officially: anything but a true value means no staging.
+                    acme_staging: a
+                        .bool(keys::HTTP_MANAGED_CERTIFICATE_ACME_STAGING)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(false),
+                })
+            }
+            CertificateType::Uploaded => {
+                let refs = a.list(keys::HTTP_CERTIFICATES);
+                if refs.is_empty() {
+                    Certificates::Unset
+                } else {
+                    Certificates::Uploaded(refs)
+                }
+            }
+        }
     }
 
     /// Put resolved certificate IDs into every https service.
     pub fn set_certificates(&mut self, ids: &[i64]) {
         for service in &mut self.services {
-            if let Some(http) = &mut service.http {
-                http.certificates = ids.to_vec();
+            if service.protocol == ServiceProtocol::Https
+                && let Some(http) = &mut service.http
+            {
+                http.certificates = Some(ids.to_vec());
             }
         }
     }
 
-    fn labels(&self, current: &Labels) -> Labels {
+    /// The labels `current` should have: as they are, plus the Service UID label.
+    pub fn labels(&self, current: &Labels) -> Labels {
         let mut labels = current.clone();
         labels.insert(SERVICE_UID_LABEL.to_owned(), self.uid.clone());
         labels
@@ -328,6 +500,13 @@ impl Plan {
 
     fn target(&self, id: i64) -> TargetSpec {
         TargetSpec::server(id, self.use_private_ip)
+    }
+
+    /// Whether an IP target stays. Robot support is off in this build, so none does: the
+    /// official CCM removes every IP target then. A Robot-aware build answers "the IP belongs
+    /// to a Robot node that is a target" here.
+    fn keeps_ip_target(&self, _ip: &str) -> bool {
+        false
     }
 
     /// Whether the create request can attach the network itself (no fixed IP or subnet).
@@ -338,7 +517,8 @@ impl Plan {
             .map(|n| n.id)
     }
 
-    /// `POST /load_balancers` for this plan; `max_targets` is the type's limit.
+    /// `POST /load_balancers` for this plan; `max_targets` is the type's limit. Unset settings
+    /// are not sent (algorithm, public interface) or sent as the API's defaults (services).
     pub fn create_request(
         &self,
         placement: &Placement,
@@ -356,21 +536,27 @@ impl Plan {
             self.targets
                 .iter()
                 .take(max_targets)
-                .map(|id| self.target(*id))
+                .map(|t| self.target(t.server))
                 .collect()
+        };
+        // Disabling the public interface needs the network: when it cannot be attached at
+        // creation, the interface is turned off after attaching.
+        let public_interface = match (self.public_interface, network) {
+            (Some(false), None) => None,
+            (p, _) => p,
         };
         CreateLoadBalancerRequest {
             name: self.name.clone(),
             load_balancer_type: self.create_type.clone(),
             location,
             network_zone,
-            algorithm: Some(Algorithm::new(self.algorithm.clone())),
-            services: self.services.clone(),
+            algorithm: self.algorithm.clone().map(Algorithm::new),
+            services: self.services.iter().map(ServicePlan::spec).collect(),
             targets,
             labels: Some(self.labels(&Labels::new())),
-            public_interface: Some(self.public_interface || network.is_none()),
+            public_interface,
             network,
-            public_net: None,
+            ..CreateLoadBalancerRequest::default()
         }
     }
 
@@ -379,49 +565,38 @@ impl Plan {
     pub fn diff(&self, lb: &LoadBalancer) -> Vec<Step> {
         let mut steps = Vec::new();
 
-        // Name and label (PUT, never locked).
-        let name = (lb.name != self.name).then(|| self.name.clone());
+        // Name (only with the name annotation) and label (PUT, never locked).
+        let name = self.rename.clone().filter(|n| *n != lb.name);
         let labels =
             (lb.labels.get(SERVICE_UID_LABEL) != Some(&self.uid)).then(|| self.labels(&lb.labels));
         if name.is_some() || labels.is_some() {
             steps.push(Step::Update { name, labels });
         }
 
-        // Network: detach from others, attach to ours.
-        if let Some(network) = &self.network {
-            for other in lb.private_net.iter().filter(|p| p.network != network.id) {
-                steps.push(Step::DetachNetwork(other.network));
+        // Networks: detach from every other one (from all without HCLOUD_NETWORK) and from
+        // ours when the fixed IP differs; then attach.
+        let keeps = |network: i64, ip: &str| {
+            self.network
+                .as_ref()
+                .is_some_and(|n| n.id == network && n.ip.as_deref().is_none_or(|want| want == ip))
+        };
+        for attached in &lb.private_net {
+            if !keeps(attached.network, &attached.ip) {
+                steps.push(Step::DetachNetwork(attached.network));
             }
-            if !lb.private_net.iter().any(|p| p.network == network.id) {
-                steps.push(Step::AttachNetwork(AttachToNetworkRequest {
-                    network: network.id,
-                    ip: network.ip.clone(),
-                    ip_range: network.ip_range.clone(),
-                }));
-            }
+        }
+        if let Some(network) = &self.network
+            && !lb.private_net.iter().any(|p| keeps(p.network, &p.ip))
+        {
+            steps.push(Step::AttachNetwork(AttachToNetworkRequest {
+                network: network.id,
+                ip: network.ip.clone(),
+                ip_range: network.ip_range.clone(),
+            }));
         }
 
-        // Targets to remove (not desired, other kinds, or a flipped use_private_ip).
-        let desired: BTreeSet<i64> = self.targets.iter().copied().collect();
-        let mut kept = Vec::new();
-        for target in &lb.targets {
-            let server = target.server.as_ref().map(|s| s.id);
-            match (&target.kind, server) {
-                (TargetType::Server, Some(id))
-                    if desired.contains(&id) && target.use_private_ip == self.use_private_ip =>
-                {
-                    kept.push(id);
-                }
-                (TargetType::Server, Some(id)) => {
-                    steps.push(Step::RemoveTarget(TargetSpec::server(id, false)));
-                }
-                // Label-selector and IP targets are never created by this CCM (IP targets are
-                // how Robot nodes are reached, which it does not manage yet): they are left as
-                // they are rather than removed, so taking over from a CCM that manages Robot
-                // targets cuts no traffic.
-                _ => {}
-            }
-        }
+        let (remove, add, _) = self.target_changes(lb);
+        steps.extend(remove);
 
         // Services to delete.
         let wanted_ports: BTreeSet<u16> = self.services.iter().map(|s| s.listen_port).collect();
@@ -431,14 +606,22 @@ impl Plan {
             }
         }
 
-        if let Some(t) = &self.type_annotation
+        if let Some(t) = &self.lb_type
             && *t != lb.load_balancer_type.name
             && t.parse::<i64>().ok() != Some(lb.load_balancer_type.id)
         {
-            steps.push(Step::ChangeType(t.clone()));
+            steps.push(Step::ChangeType {
+                from: lb.load_balancer_type.name.clone(),
+                to: t.clone(),
+            });
         }
-        if lb.algorithm.kind != self.algorithm {
-            steps.push(Step::ChangeAlgorithm(self.algorithm.clone()));
+        if let Some(algorithm) = &self.algorithm
+            && lb.algorithm.kind != *algorithm
+        {
+            steps.push(Step::ChangeAlgorithm {
+                from: lb.algorithm.kind.clone(),
+                to: algorithm.clone(),
+            });
         }
 
         for wanted in &self.services {
@@ -447,163 +630,147 @@ impl Plan {
                 .iter()
                 .find(|s| s.listen_port == wanted.listen_port)
             {
-                None => steps.push(Step::AddService(wanted.clone())),
-                Some(current) if service_differs(current, wanted) => {
-                    steps.push(Step::UpdateService(ServiceUpdate {
-                        listen_port: wanted.listen_port,
-                        protocol: Some(wanted.protocol.clone()),
-                        destination_port: Some(wanted.destination_port),
-                        proxyprotocol: Some(wanted.proxyprotocol),
-                        http: wanted.http.clone(),
-                        health_check: wanted.health_check.clone(),
-                    }));
+                None => steps.push(Step::AddService(wanted.spec())),
+                Some(current) => {
+                    let changes = wanted.changes(current);
+                    if !changes.is_empty() {
+                        steps.push(Step::UpdateService {
+                            update: wanted.update(current),
+                            changes,
+                        });
+                    }
                 }
-                Some(_) => {}
             }
         }
 
-        // Targets to add, within the type's limit (0 = unknown: no limit).
-        let max = match lb.load_balancer_type.max_targets {
-            0 => usize::MAX,
-            n => n as usize,
-        };
-        let room = max.saturating_sub(kept.len());
-        let missing: Vec<i64> = self
-            .targets
-            .iter()
-            .copied()
-            .filter(|id| !kept.contains(id))
-            .collect();
-        for id in missing.iter().take(room) {
-            steps.push(Step::AddTarget(self.target(*id)));
-        }
+        steps.extend(add);
 
-        if lb.public_net.enabled != self.public_interface {
-            steps.push(if self.public_interface {
+        if let Some(want) = self.public_interface
+            && lb.public_net.enabled != want
+        {
+            steps.push(if want {
                 Step::EnablePublicInterface
             } else {
                 Step::DisablePublicInterface
             });
         }
-        if self.public_interface {
-            let ptrs = [
-                (&lb.public_net.ipv4, &self.ipv4_rdns),
-                (&lb.public_net.ipv6, &self.ipv6_rdns),
-            ];
-            for (current, wanted) in ptrs {
-                if let (Some(ip), Some(ptr)) = (&current.ip, wanted)
-                    && current.dns_ptr.as_ref() != Some(ptr)
-                {
-                    steps.push(Step::ChangeDnsPtr(ChangeDnsPtrRequest {
-                        ip: ip.clone(),
-                        dns_ptr: Some(ptr.clone()),
-                    }));
-                }
+        let ptrs = [
+            (&lb.public_net.ipv4, &self.ipv4_rdns),
+            (&lb.public_net.ipv6, &self.ipv6_rdns),
+        ];
+        for (current, wanted) in ptrs {
+            if let (Some(ip), Some(ptr)) = (&current.ip, wanted)
+                && current.dns_ptr.as_ref() != Some(ptr)
+            {
+                steps.push(Step::ChangeDnsPtr(ChangeDnsPtrRequest {
+                    ip: ip.clone(),
+                    dns_ptr: Some(ptr.clone()),
+                }));
             }
         }
         steps
     }
 
-    /// Server targets beyond the type's limit that [`Plan::diff`] leaves out.
-    pub fn targets_over_limit(&self, lb: &LoadBalancer) -> usize {
-        match lb.load_balancer_type.max_targets {
-            0 => 0,
-            n => self.targets.len().saturating_sub(n as usize),
-        }
-    }
-}
-
-/// Whether `current` must be updated to become `wanted`. Optional HTTP settings the plan
-/// leaves unset are not compared (the API fills in its defaults).
-pub fn service_differs(current: &LoadBalancerService, wanted: &ServiceSpec) -> bool {
-    if current.protocol != wanted.protocol
-        || current.destination_port != wanted.destination_port
-        || current.proxyprotocol != wanted.proxyprotocol
-    {
-        return true;
-    }
-    let hc_differs = match (&current.health_check, &wanted.health_check) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(c), Some(w)) => {
-            c.protocol != w.protocol
-                || c.port != w.port
-                || c.interval != w.interval
-                || c.timeout != w.timeout
-                || c.retries != w.retries
-                || match (&c.http, &w.http) {
-                    (_, None) => false,
-                    (None, Some(_)) => true,
-                    (Some(ch), Some(wh)) => {
-                        ch.domain != wh.domain
-                            || (wh.path.is_some() && ch.path != wh.path)
-                            || ch.status_codes != wh.status_codes
-                            || ch.tls != wh.tls
+    /// Removals, additions (within the type's limit) and the nodes left out for the limit.
+    fn target_changes(&self, lb: &LoadBalancer) -> (Vec<Step>, Vec<Step>, Vec<&TargetPlan>) {
+        let desired: BTreeSet<i64> = self.targets.iter().map(|t| t.server).collect();
+        let mut remove = Vec::new();
+        let mut kept = BTreeSet::new();
+        // Every target counts against the limit, label-selector targets included.
+        let mut count = lb.targets.len();
+        for target in &lb.targets {
+            match target.kind {
+                TargetType::Server => {
+                    let Some(id) = target.server.as_ref().map(|s| s.id) else {
+                        continue;
+                    };
+                    if desired.contains(&id) && target.use_private_ip == self.use_private_ip {
+                        kept.insert(id);
+                    } else {
+                        remove.push(Step::RemoveTarget(TargetSpec::server(id, false)));
+                        count = count.saturating_sub(1);
                     }
                 }
+                TargetType::Ip => {
+                    if let Some(ip) = &target.ip
+                        && !self.keeps_ip_target(&ip.ip)
+                    {
+                        remove.push(Step::RemoveTarget(TargetSpec::ip(ip.ip.clone())));
+                        count = count.saturating_sub(1);
+                    }
+                }
+                // Label-selector targets are left as they are, as officially.
+                _ => {}
+            }
         }
+        let max = match lb.load_balancer_type.max_targets {
+            0 => usize::MAX,
+            n => n as usize,
+        };
+        let mut add = Vec::new();
+        let mut left_out = Vec::new();
+        for target in self.targets.iter().filter(|t| !kept.contains(&t.server)) {
+            if count >= max {
+                left_out.push(target);
+            } else {
+                add.push(Step::AddTarget(self.target(target.server)));
+                count += 1;
+            }
+        }
+        (remove, add, left_out)
+    }
+
+    /// `MaxTargetsReached` for every node [`Plan::diff`] leaves out of `lb` for the type's
+    /// limit (ask after the last round).
+    pub fn left_out(&self, lb: &LoadBalancer) -> Vec<Notice> {
+        let svc = &self.service;
+        self.target_changes(lb)
+            .2
+            .into_iter()
+            .map(|t| {
+                Notice::warn_node(
+                    &t.node,
+                    reasons::MAX_TARGETS_REACHED,
+                    format!(
+                        "Node could not be added to Load Balancer for service {svc} because the max number of targets has been reached"
+                    ),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The deprecation warning for `lb_type` at `now` (RFC 3339 times compared as instants):
+/// `Ok(Some)` while deprecated but orderable, `Err` once it can no longer be ordered.
+pub fn deprecation(
+    lb_type: &hcloud_api::models::LoadBalancerType,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<Notice>, String> {
+    let Some(deprecation) = &lb_type.deprecation else {
+        return Ok(None);
     };
-    if hc_differs {
-        return true;
-    }
-    match (&current.http, &wanted.http) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some(c), Some(w)) => {
-            let mut certs = c.certificates.clone();
-            certs.sort_unstable();
-            let mut wanted_certs = w.certificates.clone();
-            wanted_certs.sort_unstable();
-            certs != wanted_certs
-                || c.redirect_http != w.redirect_http
-                || c.sticky_sessions != w.sticky_sessions
-                || (w.cookie_name.is_some() && c.cookie_name != w.cookie_name)
-                || (w.cookie_lifetime.is_some() && c.cookie_lifetime != w.cookie_lifetime)
-                || (w.timeout_idle.is_some() && c.timeout_idle != w.timeout_idle)
-        }
-    }
-}
-
-/// One change of a load balancer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Step {
-    /// `PUT` name and/or labels.
-    Update {
-        /// New name.
-        name: Option<String>,
-        /// New labels (the whole map).
-        labels: Option<Labels>,
-    },
-    /// `detach_from_network`.
-    DetachNetwork(i64),
-    /// `attach_to_network`.
-    AttachNetwork(AttachToNetworkRequest),
-    /// `remove_target`.
-    RemoveTarget(TargetSpec),
-    /// `delete_service`.
-    DeleteService(u16),
-    /// `change_type`.
-    ChangeType(String),
-    /// `change_algorithm`.
-    ChangeAlgorithm(AlgorithmType),
-    /// `update_service`.
-    UpdateService(ServiceUpdate),
-    /// `add_service`.
-    AddService(ServiceSpec),
-    /// `add_target`.
-    AddTarget(TargetSpec),
-    /// `enable_public_interface`.
-    EnablePublicInterface,
-    /// `disable_public_interface`.
-    DisablePublicInterface,
-    /// `change_dns_ptr`.
-    ChangeDnsPtr(ChangeDnsPtrRequest),
-}
-
-impl Step {
-    /// Whether the step only touches targets (what `update_load_balancer` may do).
-    pub fn is_target_step(&self) -> bool {
-        matches!(self, Self::AddTarget(_) | Self::RemoveTarget(_))
+    let unavailable_after = deprecation
+        .unavailable_after
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc));
+    match unavailable_after {
+        Some(after) if now > after => Err(format!(
+            "Load Balancer Type {:?} is unavailable and can no longer be ordered",
+            lb_type.name
+        )),
+        Some(after) => Ok(Some(Notice::warn(
+            reasons::LOAD_BALANCER_TYPE_DEPRECATED,
+            format!(
+                "Load Balancer Type {:?} is deprecated and will no longer be available for order as of {}",
+                lb_type.name,
+                after.format("%Y-%m-%d")
+            ),
+        ))),
+        None => Ok(Some(Notice::warn(
+            reasons::LOAD_BALANCER_TYPE_DEPRECATED,
+            format!("Load Balancer Type {:?} is deprecated", lb_type.name),
+        ))),
     }
 }
 
@@ -655,14 +822,15 @@ pub fn status(lb: &LoadBalancer, opts: &StatusOptions) -> Result<LoadBalancerSta
 mod tests {
     use super::*;
     use hcloud_api::models::{
-        LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet, LoadBalancerTarget,
-        LoadBalancerType, ResourceId,
+        Deprecation, LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet,
+        LoadBalancerService, LoadBalancerTarget, LoadBalancerType, TargetIp,
     };
     use k8s_openapi::api::core::v1::{NodeSpec, ServicePort, ServiceSpec as K8sServiceSpec};
-    use std::collections::BTreeMap;
+    use std::time::Duration;
 
     fn service(ports: &[(i32, &str, Option<i32>)]) -> Service {
         let mut svc = Service::default();
+        svc.metadata.name = Some("web".into());
         svc.metadata.uid = Some("0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab".into());
         svc.spec = Some(K8sServiceSpec {
             ports: Some(
@@ -697,20 +865,35 @@ mod tests {
         Arc::new(node)
     }
 
-    fn annotations(pairs: &[(&str, &str)]) -> Annotations {
+    fn ann(pairs: &[(&str, &str)]) -> Annotations {
         let map: BTreeMap<String, String> = pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Annotations::parse(&map).unwrap()
+        Annotations::new(&map)
     }
 
-    fn plan(svc: &Service, a: &Annotations, nodes: &[Arc<Node>]) -> Plan {
-        Plan::new(svc, a, &LoadBalancerSettings::default(), None, nodes).unwrap()
+    fn tcp80() -> Service {
+        service(&[(80, "TCP", Some(30080))])
+    }
+
+    fn plan_with(
+        svc: &Service,
+        pairs: &[(&str, &str)],
+        settings: &LoadBalancerSettings,
+        network: Option<i64>,
+        nodes: &[Arc<Node>],
+    ) -> Plan {
+        Plan::new(svc, &ann(pairs), settings, network, nodes).unwrap()
+    }
+
+    fn plan(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Plan {
+        plan_with(svc, pairs, &LoadBalancerSettings::default(), None, nodes)
     }
 
     /// The LB as the API would show it right after creating `plan`.
     fn created(plan: &Plan) -> LoadBalancer {
+        let request = plan.create_request(&Placement::Location("fsn1".into()), usize::MAX);
         let mut lb = LoadBalancer {
             id: 1,
             name: plan.name.clone(),
@@ -720,23 +903,21 @@ mod tests {
                 max_targets: 25,
                 ..LoadBalancerType::default()
             },
-            algorithm: Algorithm::new(plan.algorithm.clone()),
+            algorithm: Algorithm::new(plan.algorithm.clone().unwrap_or(AlgorithmType::RoundRobin)),
             public_net: LoadBalancerPublicNet {
-                enabled: true,
+                enabled: request.public_interface.unwrap_or(true),
                 ipv4: LoadBalancerIp {
-                    id: None,
                     ip: Some("198.51.100.1".into()),
-                    dns_ptr: None,
+                    ..LoadBalancerIp::default()
                 },
                 ipv6: LoadBalancerIp {
-                    id: None,
                     ip: Some("2001:db8::1".into()),
-                    dns_ptr: None,
+                    ..LoadBalancerIp::default()
                 },
             },
             ..LoadBalancer::default()
         };
-        for s in &plan.services {
+        for s in &request.services {
             lb.services.push(LoadBalancerService {
                 protocol: s.protocol.clone(),
                 listen_port: s.listen_port,
@@ -746,246 +927,401 @@ mod tests {
                 health_check: s.health_check.clone(),
             });
         }
-        for id in &plan.targets {
+        for t in &request.targets {
             lb.targets.push(LoadBalancerTarget {
                 kind: TargetType::Server,
-                server: Some(ResourceId { id: *id }),
-                use_private_ip: plan.use_private_ip,
+                server: t.server,
+                use_private_ip: t.use_private_ip.unwrap_or(false),
                 ..LoadBalancerTarget::default()
+            });
+        }
+        if let Some(network) = request.network {
+            lb.private_net.push(LoadBalancerPrivateNet {
+                network,
+                ip: "10.0.0.2".into(),
             });
         }
         lb
     }
 
-    #[test]
-    fn services_per_tcp_port_with_the_node_port() {
-        let svc = service(&[
-            (80, "TCP", Some(30080)),
-            (53, "UDP", Some(30053)),
-            (443, "TCP", Some(30443)),
-            (8080, "TCP", None),
-        ]);
-        let p = plan(&svc, &Annotations::default(), &[]);
-        let ports: Vec<(u16, u16, u16)> = p
-            .services
-            .iter()
-            .map(|s| {
-                (
-                    s.listen_port,
-                    s.destination_port,
-                    s.health_check.as_ref().unwrap().port,
-                )
-            })
-            .collect();
-        assert_eq!(ports, vec![(80, 30080, 30080), (443, 30443, 30443)]);
-        assert_eq!(p.skipped.len(), 2, "{:?}", p.skipped);
-        let hc = p.services[0].health_check.as_ref().unwrap();
-        assert_eq!(hc.protocol, HealthCheckProtocol::Tcp);
-        assert_eq!((hc.interval, hc.timeout, hc.retries), (15, 10, 3));
-        assert_eq!(p.services[0].protocol, ServiceProtocol::Tcp);
-        assert!(p.services[0].http.is_none());
+    fn texts(steps: &[Step]) -> Vec<String> {
+        steps.iter().map(ToString::to_string).collect()
     }
 
     #[test]
-    fn annotations_beat_settings() {
+    fn the_official_status_codes_annotation_drives_http_health_checks() {
+        let p = plan(
+            &tcp80(),
+            &[
+                (keys::HEALTH_CHECK_PROTOCOL, "http"),
+                (keys::HTTP_STATUS_CODES, "200,204"),
+            ],
+            &[],
+        );
+        let hc = p.services[0].spec().health_check.unwrap();
+        assert_eq!(hc.http.unwrap().status_codes, vec!["200", "204"]);
+    }
+
+    #[test]
+    fn unset_settings_are_left_as_the_load_balancer_has_them() {
+        let svc = tcp80();
+        let p = plan(&svc, &[], &[]);
+        let mut lb = created(&p);
+        // Someone tuned the load balancer by hand: nothing asks otherwise, so nothing changes.
+        lb.name = "renamed-by-hand".into();
+        lb.algorithm = Algorithm::new(AlgorithmType::LeastConnections);
+        lb.load_balancer_type.name = "lb21".into();
+        lb.public_net.enabled = false;
+        let s = &mut lb.services[0];
+        s.proxyprotocol = true;
+        let hc = s.health_check.as_mut().unwrap();
+        (hc.interval, hc.timeout, hc.retries) = (5, 3, 1);
+        assert_eq!(p.diff(&lb), Vec::new());
+        // The request on creation leaves algorithm and public interface to the API.
+        let request = p.create_request(&Placement::Location("fsn1".into()), 25);
+        assert_eq!(request.algorithm, None);
+        assert_eq!(request.public_interface, None);
+    }
+
+    #[test]
+    fn set_settings_are_enforced_annotation_over_env() {
+        let svc = tcp80();
         let settings = LoadBalancerSettings {
-            location: Some("fsn1".into()),
+            algorithm: Some(AlgorithmType::RoundRobin),
+            uses_proxyprotocol: Some(false),
+            health_check_retries: Some(2),
             lb_type: Some("lb21".into()),
-            uses_proxyprotocol: true,
-            health_check_retries: 5,
             ..LoadBalancerSettings::default()
         };
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let p = Plan::new(&svc, &Annotations::default(), &settings, None, &[]).unwrap();
-        assert_eq!(p.placement, Some(Placement::Location("fsn1".into())));
-        assert_eq!(p.create_type, "lb21");
-        assert_eq!(p.type_annotation, None);
-        assert!(p.services[0].proxyprotocol);
-        assert_eq!(p.services[0].health_check.as_ref().unwrap().retries, 5);
-
-        let a = annotations(&[
-            (keys::NETWORK_ZONE, "eu-central"),
-            (keys::TYPE, "lb31"),
-            (keys::USES_PROXYPROTOCOL, "false"),
-            (keys::HEALTH_CHECK_RETRIES, "1"),
-            (keys::HEALTH_CHECK_PORT, "10254"),
-        ]);
-        let p = Plan::new(&svc, &a, &settings, None, &[]).unwrap();
-        assert_eq!(
-            p.placement,
-            Some(Placement::NetworkZone("eu-central".into()))
-        );
-        assert_eq!(p.create_type, "lb31");
-        assert!(!p.services[0].proxyprotocol);
-        let hc = p.services[0].health_check.as_ref().unwrap();
-        assert_eq!((hc.retries, hc.port), (1, 10254));
-
-        let none = Plan::new(
+        let base = plan(&svc, &[], &[]);
+        let lb = created(&base);
+        let p = plan_with(
             &svc,
-            &Annotations::default(),
+            &[
+                (keys::ALGORITHM_TYPE, "LEAST_CONNECTIONS"),
+                (keys::NAME, "web-lb"),
+            ],
+            &settings,
+            None,
+            &[],
+        );
+        assert_eq!(
+            texts(&p.diff(&lb)),
+            vec![
+                "rename to \"web-lb\"",
+                "change type lb11 -> lb21",
+                "change algorithm round_robin -> least_connections",
+                "update service 80: health check retries 3 -> 2",
+            ]
+        );
+    }
+
+    #[test]
+    fn health_check_follows_the_service_protocol_only_when_configured() {
+        let svc = service(&[(443, "TCP", Some(30443))]);
+        let https = [(keys::PROTOCOL, "https"), (keys::HTTP_CERTIFICATES, "7")];
+        // Nothing about health checks: TCP on the NodePort.
+        let p = plan(&svc, &https, &[]);
+        assert_eq!(
+            p.services[0].health_check.protocol,
+            HealthCheckProtocol::Tcp
+        );
+        // An annotation makes it follow the protocol ...
+        let mut pairs = https.to_vec();
+        pairs.push((keys::HEALTH_CHECK_INTERVAL, "5s"));
+        let p = plan(&svc, &pairs, &[]);
+        assert_eq!(
+            p.services[0].health_check.protocol,
+            HealthCheckProtocol::Https
+        );
+        // ... and so does a variable.
+        let settings = LoadBalancerSettings {
+            health_check_timeout: Some(Duration::from_secs(4)),
+            ..LoadBalancerSettings::default()
+        };
+        let p = plan_with(&svc, &https, &settings, None, &[]);
+        let hc = &p.services[0].health_check;
+        assert_eq!(hc.protocol, HealthCheckProtocol::Https);
+        assert_eq!(hc.timeout, Some(4));
+        assert_eq!(hc.interval, None);
+    }
+
+    #[test]
+    fn bad_values_fail_only_where_they_are_used() {
+        let svc = tcp80();
+        // Unused: HTTP health-check fields of a TCP check, http-* of a TCP service,
+        // private-ipv4 without a network.
+        let unused = [
+            (keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE, "maybe"),
+            (keys::HTTP_STICKY_SESSIONS, "perhaps"),
+            (keys::HTTP_TIMEOUT_IDLE, "forever"),
+            (keys::PRIVATE_IPV4, "not-an-ip"),
+        ];
+        type Case<'a> = (Vec<(&'a str, &'a str)>, Option<&'a str>);
+        let cases: Vec<Case<'_>> = vec![
+            (unused.to_vec(), None),
+            (
+                [unused.as_slice(), &[(keys::HEALTH_CHECK_PROTOCOL, "http")]].concat(),
+                Some("health-check-http-validate-certificate: \"maybe\" is not a boolean"),
+            ),
+            (
+                [unused.as_slice(), &[(keys::PROTOCOL, "http")]].concat(),
+                Some("http-sticky-sessions: \"perhaps\" is not a boolean"),
+            ),
+            (
+                vec![(keys::ALGORITHM_TYPE, "fastest")],
+                Some("algorithm-type: \"fastest\" is not one of round_robin, least_connections"),
+            ),
+        ];
+        for (pairs, error) in cases {
+            let result = Plan::new(
+                &svc,
+                &ann(&pairs),
+                &LoadBalancerSettings::default(),
+                None,
+                &[],
+            );
+            match error {
+                None => assert!(result.is_ok(), "{pairs:?}: {result:?}"),
+                Some(text) => {
+                    let err = result.unwrap_err();
+                    assert!(err.contains(text), "{pairs:?}: {err}");
+                }
+            }
+        }
+        // With a network, private-ipv4 is used.
+        let err = Plan::new(
+            &svc,
+            &ann(&[(keys::PRIVATE_IPV4, "not-an-ip")]),
+            &LoadBalancerSettings::default(),
+            Some(7),
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.contains("private-ipv4: \"not-an-ip\""), "{err}");
+    }
+
+    #[test]
+    fn location_beats_network_zone() {
+        let svc = tcp80();
+        let env_location = LoadBalancerSettings {
+            location: Some("fsn1".into()),
+            ..LoadBalancerSettings::default()
+        };
+        let env_zone = LoadBalancerSettings {
+            network_zone: Some("eu-central".into()),
+            ..LoadBalancerSettings::default()
+        };
+        let loc = |l: &str| Some(Placement::Location(l.into()));
+        let zone = |z: &str| Some(Placement::NetworkZone(z.into()));
+        let cases = [
+            (vec![], &env_location, loc("fsn1")),
+            (
+                vec![(keys::NETWORK_ZONE, "us-east")],
+                &env_location,
+                loc("fsn1"),
+            ),
+            (
+                vec![(keys::LOCATION, ""), (keys::NETWORK_ZONE, "us-east")],
+                &env_location,
+                zone("us-east"),
+            ),
+            (
+                vec![(keys::LOCATION, "nbg1"), (keys::NETWORK_ZONE, "us-east")],
+                &env_zone,
+                loc("nbg1"),
+            ),
+            (vec![], &env_zone, zone("eu-central")),
+            (vec![(keys::LOCATION, "")], &env_location, None),
+        ];
+        for (pairs, settings, want) in cases {
+            let p = plan_with(&svc, &pairs, settings, None, &[]);
+            assert_eq!(p.placement, want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn networks_detach_others_and_reattach_for_a_new_private_ip() {
+        let svc = tcp80();
+        let mut lb = created(&plan(&svc, &[], &[]));
+        lb.private_net = vec![
+            LoadBalancerPrivateNet {
+                network: 7,
+                ip: "10.0.0.5".into(),
+            },
+            LoadBalancerPrivateNet {
+                network: 9,
+                ip: "10.9.0.5".into(),
+            },
+        ];
+        let s = LoadBalancerSettings::default();
+        let ours = plan_with(&svc, &[], &s, Some(7), &[]);
+        assert_eq!(texts(&ours.diff(&lb)), vec!["detach from network 9"]);
+        let moved = plan_with(&svc, &[(keys::PRIVATE_IPV4, "10.0.0.50")], &s, Some(7), &[]);
+        assert_eq!(
+            texts(&moved.diff(&lb)),
+            vec![
+                "detach from network 7",
+                "detach from network 9",
+                "attach to network 7 with IP 10.0.0.50"
+            ]
+        );
+        let none = plan_with(&svc, &[], &s, None, &[]);
+        assert_eq!(
+            texts(&none.diff(&lb)),
+            vec!["detach from network 7", "detach from network 9"]
+        );
+    }
+
+    #[test]
+    fn targets_ip_targets_go_label_selectors_stay_and_the_limit_counts_all() {
+        let svc = tcp80();
+        let nodes: Vec<_> = (1..=4)
+            .map(|i| node(&format!("n{i}"), &format!("hcloud://{i}"), &[]))
+            .collect();
+        let p = plan(&svc, &[], &nodes);
+        let mut lb = created(&plan(&svc, &[], &nodes[..1]));
+        lb.load_balancer_type.max_targets = 3;
+        lb.targets.push(LoadBalancerTarget {
+            kind: TargetType::Ip,
+            ip: Some(TargetIp {
+                ip: "203.0.113.9".into(),
+            }),
+            ..LoadBalancerTarget::default()
+        });
+        lb.targets.push(LoadBalancerTarget {
+            kind: TargetType::LabelSelector,
+            ..LoadBalancerTarget::default()
+        });
+        assert_eq!(
+            texts(&p.diff(&lb)),
+            vec!["remove target ip 203.0.113.9", "add target server 2"]
+        );
+        let left_out = p.left_out(&lb);
+        // 3 = server 1 + the label selector + server 2: n3 and n4 are left out.
+        assert_eq!(left_out.len(), 2, "{left_out:?}");
+        assert_eq!(left_out[0].reason, Some(reasons::MAX_TARGETS_REACHED));
+        assert_eq!(left_out[0].subject, Subject::Node("n3".into()));
+        assert_eq!(
+            left_out[0].message,
+            "Node could not be added to Load Balancer for service web because the max number of targets has been reached"
+        );
+    }
+
+    #[test]
+    fn notices_use_the_official_reasons() {
+        let svc = service(&[(80, "TCP", Some(30080)), (53, "UDP", Some(30053))]);
+        let nodes = [
+            node("a", "hcloud://1", &[]),
+            node("b", "aws:///i-1", &[]),
+            node("c", "hrobot://5", &[]),
+        ];
+        let p = plan(&svc, &[], &nodes);
+        let reasons: Vec<_> = p.notices.iter().filter_map(|n| n.reason).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                reasons::LOAD_BALANCER_TYPE_UNCONFIGURED,
+                reasons::UNSUPPORTED_PROTOCOL_CONFIGURED,
+                reasons::UNKNOWN_PROVIDER_ID_PREFIX
+            ]
+        );
+        assert_eq!(
+            p.notices[1].message,
+            "configured unsupported Hetzner Cloud load balancer protocol UDP for service with name web"
+        );
+        let typed = plan(&svc, &[(keys::TYPE, "lb21")], &nodes);
+        assert!(
+            !typed
+                .notices
+                .iter()
+                .any(|n| n.reason == Some(reasons::LOAD_BALANCER_TYPE_UNCONFIGURED))
+        );
+    }
+
+    #[test]
+    fn managed_certificates_are_planned_with_the_official_default_name() {
+        let svc = service(&[(443, "TCP", Some(30443))]);
+        let p = plan(
+            &svc,
+            &[
+                (keys::PROTOCOL, "https"),
+                (keys::CERTIFICATE_TYPE, "Managed"),
+                (
+                    keys::HTTP_MANAGED_CERTIFICATE_DOMAINS,
+                    "a.example.com, b.example.com",
+                ),
+            ],
+            &[],
+        );
+        assert_eq!(
+            p.certificates,
+            Certificates::Managed(ManagedCertificate {
+                name: "ccm-managed-certificate-0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab".into(),
+                domains: vec!["a.example.com".into(), "b.example.com".into()],
+                acme_staging: false,
+            })
+        );
+        let err = Plan::new(
+            &svc,
+            &ann(&[
+                (keys::PROTOCOL, "https"),
+                (keys::CERTIFICATE_TYPE, "managed"),
+            ]),
             &LoadBalancerSettings::default(),
             None,
             &[],
         )
-        .unwrap();
-        assert_eq!(none.placement, None);
-        assert_eq!(none.create_type, "lb11");
+        .unwrap_err();
+        assert!(err.contains("http-managed-certificate-domains"), "{err}");
     }
 
     #[test]
-    fn targets_from_cloud_nodes_filtered_by_selector() {
-        let nodes = [
-            node("a", "hcloud://11", &[("role", "worker")]),
-            node("b", "hcloud://12", &[("role", "master")]),
-            node("c", "hrobot://5", &[("role", "worker")]),
-            node("d", "aws:///i-1", &[("role", "worker")]),
-            node("e", "", &[("role", "worker")]),
-            node("f", "hcloud://10", &[("role", "worker")]),
-        ];
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let all = plan(&svc, &Annotations::default(), &nodes);
-        assert_eq!(all.targets, vec![10, 11, 12]);
-        assert_eq!(all.skipped.len(), 3, "{:?}", all.skipped);
-        let workers = plan(
-            &svc,
-            &annotations(&[(keys::NODE_SELECTOR, "role=worker")]),
-            &nodes,
+    fn type_deprecation_messages() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-06-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let mut t = LoadBalancerType {
+            name: "lb11".into(),
+            ..LoadBalancerType::default()
+        };
+        assert_eq!(deprecation(&t, now), Ok(None));
+        t.deprecation = Some(Deprecation {
+            announced: Some("2026-01-01T00:00:00Z".into()),
+            unavailable_after: Some("2026-09-01T00:00:00Z".into()),
+        });
+        assert_eq!(
+            deprecation(&t, now).unwrap().unwrap().message,
+            "Load Balancer Type \"lb11\" is deprecated and will no longer be available for order as of 2026-09-01"
         );
-        assert_eq!(workers.targets, vec![10, 11]);
+        t.deprecation = Some(Deprecation {
+            announced: None,
+            unavailable_after: Some("2026-05-01T00:00:00Z".into()),
+        });
+        assert_eq!(
+            deprecation(&t, now),
+            Err("Load Balancer Type \"lb11\" is unavailable and can no longer be ordered".into())
+        );
     }
 
     #[test]
     fn a_freshly_created_lb_needs_nothing() {
         let svc = service(&[(80, "TCP", Some(30080)), (443, "TCP", Some(30443))]);
         let nodes = [node("a", "hcloud://1", &[]), node("b", "hcloud://2", &[])];
-        let p = plan(&svc, &annotations(&[(keys::PROTOCOL, "http")]), &nodes);
+        let p = plan(
+            &svc,
+            &[
+                (keys::PROTOCOL, "http"),
+                (keys::HEALTH_CHECK_HTTP_PATH, "/healthz"),
+            ],
+            &nodes,
+        );
         assert_eq!(p.diff(&created(&p)), Vec::new());
     }
 
     #[test]
-    fn diff_adds_updates_and_removes() {
-        let svc = service(&[(80, "TCP", Some(30080)), (443, "TCP", Some(30443))]);
-        let nodes = [node("a", "hcloud://1", &[]), node("b", "hcloud://2", &[])];
-        let old = plan(&svc, &Annotations::default(), &nodes);
-        let lb = created(&old);
-
-        let svc2 = service(&[(80, "TCP", Some(30081)), (8443, "TCP", Some(30843))]);
-        let nodes2 = [node("b", "hcloud://2", &[]), node("c", "hcloud://3", &[])];
-        let new = plan(
-            &svc2,
-            &annotations(&[(keys::ALGORITHM_TYPE, "least_connections")]),
-            &nodes2,
-        );
-        let steps = new.diff(&lb);
-        let kinds: Vec<String> = steps
-            .iter()
-            .map(|s| match s {
-                Step::RemoveTarget(t) => format!("remove_target {:?}", t.server),
-                Step::DeleteService(p) => format!("delete_service {p}"),
-                Step::ChangeAlgorithm(a) => format!("change_algorithm {a}"),
-                Step::UpdateService(u) => {
-                    format!(
-                        "update_service {} -> {:?}",
-                        u.listen_port, u.destination_port
-                    )
-                }
-                Step::AddService(s) => format!("add_service {}", s.listen_port),
-                Step::AddTarget(t) => format!("add_target {:?}", t.server),
-                other => format!("{other:?}"),
-            })
-            .collect();
-        assert_eq!(
-            kinds,
-            vec![
-                "remove_target Some(ResourceId { id: 1 })",
-                "delete_service 443",
-                "change_algorithm least_connections",
-                "update_service 80 -> Some(30081)",
-                "add_service 8443",
-                "add_target Some(ResourceId { id: 3 })",
-            ]
-        );
-    }
-
-    #[test]
-    fn type_changes_only_by_annotation_and_name_label_are_fixed() {
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let p = plan(&svc, &Annotations::default(), &[]);
-        let mut lb = created(&p);
-        lb.load_balancer_type.name = "lb21".into();
-        // No annotation: an lb21 stays lb21 even though the default is lb11.
-        assert_eq!(p.diff(&lb), Vec::new());
-        let p = plan(
-            &svc,
-            &annotations(&[(keys::TYPE, "lb31"), (keys::NAME, "web")]),
-            &[],
-        );
-        lb.labels.clear();
-        lb.labels.insert("keep".into(), "me".into());
-        let steps = p.diff(&lb);
-        let mut want_labels = Labels::new();
-        want_labels.insert("keep".into(), "me".into());
-        want_labels.insert(SERVICE_UID_LABEL.into(), p.uid.clone());
-        assert_eq!(
-            steps,
-            vec![
-                Step::Update {
-                    name: Some("web".into()),
-                    labels: Some(want_labels)
-                },
-                Step::ChangeType("lb31".into()),
-            ]
-        );
-    }
-
-    #[test]
-    fn private_ip_flip_recreates_targets_and_network_is_attached() {
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let nodes = [node("a", "hcloud://1", &[])];
-        let p = plan(&svc, &Annotations::default(), &nodes);
-        let lb = created(&p);
-        let a = annotations(&[
-            (keys::USE_PRIVATE_IP, "true"),
-            (keys::PRIVATE_IPV4, "10.0.0.50"),
-            (keys::DISABLE_PUBLIC_NETWORK, "true"),
-        ]);
-        let p = Plan::new(&svc, &a, &LoadBalancerSettings::default(), Some(7), &nodes).unwrap();
-        assert_eq!(
-            p.diff(&lb),
-            vec![
-                Step::AttachNetwork(AttachToNetworkRequest {
-                    network: 7,
-                    ip: Some("10.0.0.50".into()),
-                    ip_range: None
-                }),
-                Step::RemoveTarget(TargetSpec::server(1, false)),
-                Step::AddTarget(TargetSpec::server(1, true)),
-                Step::DisablePublicInterface,
-            ]
-        );
-    }
-
-    #[test]
-    fn max_targets_is_respected_keeping_existing_targets() {
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let nodes: Vec<_> = (1..=4)
-            .map(|i| node(&format!("n{i}"), &format!("hcloud://{i}"), &[]))
-            .collect();
-        let p = plan(&svc, &Annotations::default(), &nodes[2..]);
-        let mut lb = created(&p);
-        lb.load_balancer_type.max_targets = 3;
-        let p = plan(&svc, &Annotations::default(), &nodes);
-        assert_eq!(
-            p.diff(&lb),
-            vec![Step::AddTarget(TargetSpec::server(1, false))]
-        );
-        assert_eq!(p.targets_over_limit(&lb), 1);
-    }
-
-    #[test]
     fn status_variants() {
-        let svc = service(&[(80, "TCP", Some(30080))]);
-        let p = plan(&svc, &Annotations::default(), &[]);
+        let p = plan(&tcp80(), &[], &[]);
         let mut lb = created(&p);
         lb.private_net.push(LoadBalancerPrivateNet {
             network: 7,
@@ -1024,22 +1360,7 @@ mod tests {
             ..StatusOptions::default()
         };
         assert_eq!(ips(&host, &lb), vec!["lb.example.com/"]);
-        let mut private_only = lb.clone();
-        private_only.public_net.enabled = false;
-        assert_eq!(ips(&default, &private_only), vec!["10.0.0.5/VIP"]);
         lb.public_net.ipv4.ip = None;
         assert!(status(&lb, &default).is_err());
-        assert!(status(&lb, &host).is_ok());
-    }
-
-    #[test]
-    fn managed_certificates_are_rejected_clearly() {
-        let svc = service(&[(443, "TCP", Some(30443))]);
-        let a = annotations(&[
-            (keys::PROTOCOL, "https"),
-            (keys::CERTIFICATE_TYPE, "managed"),
-        ]);
-        let err = Plan::new(&svc, &a, &LoadBalancerSettings::default(), None, &[]).unwrap_err();
-        assert!(err.contains("certificate-type"), "{err}");
     }
 }

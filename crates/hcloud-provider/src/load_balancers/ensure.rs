@@ -1,0 +1,646 @@
+//! The I/O shell of ensure, update and dry run: lookups, certificates, creation, running the
+//! plan's steps, and publishing the plan's notices as events.
+
+use std::sync::Arc;
+
+use cloud_provider::Error;
+use cloud_provider::provider::Result;
+use hcloud_api::api::params::{ListCertificatesParams, ListParams};
+use hcloud_api::models::{
+    self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest, IssuanceStatus,
+    ServiceProtocol,
+};
+use k8s_openapi::api::core::v1::{Node, Service};
+
+use super::HcloudLoadBalancers;
+use super::annotations::keys;
+use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
+use super::ops::api_error;
+use super::plan::{self, Certificates, ManagedCertificate, Notice, Placement, Plan, Step, Subject};
+use super::steps::reasons;
+use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
+
+/// How many diff-and-apply rounds one ensure runs (a type change can make room for more
+/// targets and a re-attached network can drop private targets, which only the next round
+/// sees).
+const ROUNDS: usize = 3;
+
+/// Label asking Hetzner to issue a managed certificate from Let's Encrypt staging (internal).
+const STAGING_LABEL: &str = "HC-Use-Staging-CA";
+
+/// What the Service's load balancer lookup found.
+#[derive(Debug, Default)]
+pub(super) struct Found {
+    /// The load balancer to use (lowest ID when several carry the UID).
+    pub lb: Option<models::LoadBalancer>,
+    /// Other load balancers labelled with the same UID.
+    pub duplicates: Vec<models::LoadBalancer>,
+    /// Notices of the lookup (a load balancer of another Service, duplicates).
+    pub notices: Vec<Notice>,
+}
+
+/// What an ensure would do, computed without writing anything.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DryRun {
+    /// The existing load balancer (`None`: it would be created).
+    pub load_balancer: Option<models::LoadBalancer>,
+    /// The creation request, when the load balancer would be created.
+    pub create: Option<CreateLoadBalancerRequest>,
+    /// The managed certificate that would be created first (by name), if any.
+    pub create_certificate: Option<String>,
+    /// The steps on the existing (or freshly created) load balancer, in order; for a load
+    /// balancer that would be created these are the steps after creation (usually none).
+    pub steps: Vec<Step>,
+    /// Warnings and notes, as ensure would publish them.
+    pub notices: Vec<Notice>,
+}
+
+impl std::fmt::Display for DryRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.load_balancer, &self.create) {
+            (Some(lb), _) => writeln!(f, "load balancer {:?} (ID {})", lb.name, lb.id)?,
+            (None, Some(c)) => writeln!(
+                f,
+                "create load balancer {:?} ({}, {} services, {} targets)",
+                c.name,
+                c.load_balancer_type,
+                c.services.len(),
+                c.targets.len()
+            )?,
+            (None, None) => writeln!(f, "no load balancer")?,
+        }
+        if let Some(cert) = &self.create_certificate {
+            writeln!(f, "  create managed certificate {cert:?}")?;
+        }
+        for step in &self.steps {
+            writeln!(f, "  {step}")?;
+        }
+        if self.steps.is_empty() && self.load_balancer.is_some() {
+            writeln!(f, "  no changes")?;
+        }
+        for notice in &self.notices {
+            writeln!(f, "  {notice}")?;
+        }
+        Ok(())
+    }
+}
+
+impl HcloudLoadBalancers {
+    /// Every load balancer labelled with `uid`, lowest ID first (one listing).
+    pub(super) async fn list_labelled(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
+        self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
+        let mut lbs = self
+            .client
+            .load_balancers()
+            .list_all(&ListParams::label_selector(uid_selector(uid)))
+            .await
+            .map_err(|err| {
+                api_error(
+                    &format!("listing load balancers labelled {}", uid_selector(uid)),
+                    err,
+                    self.settings.retry_after,
+                )
+            })?;
+        lbs.sort_by_key(|lb| lb.id);
+        Ok(lbs)
+    }
+
+    /// The Service's load balancer.
+    ///
+    /// Only a load balancer labelled with the Service's UID is the Service's own. Several with
+    /// the UID: the lowest ID is used and a `DuplicateLoadBalancers` warning names the others
+    /// (the official CCM refuses to act instead). Ensure (`adopt_by_name`) may also take over a
+    /// load balancer with the Service's name that carries no UID label (made by hand or by a
+    /// very old CCM; the label is written as the first step), but never one labelled for
+    /// another Service: that is an error and a `LoadBalancerOwnedByOtherService` warning (the
+    /// official CCM would relabel it).
+    pub(super) async fn find(&self, uid: &str, name: &str, adopt_by_name: bool) -> Result<Found> {
+        let mut labelled = self.list_labelled(uid).await?.into_iter();
+        let mut found = Found {
+            lb: labelled.next(),
+            duplicates: labelled.collect(),
+            notices: Vec::new(),
+        };
+        if let Some(lb) = &found.lb {
+            if !found.duplicates.is_empty() {
+                let others: Vec<String> = found
+                    .duplicates
+                    .iter()
+                    .map(|d| format!("{:?} (ID {})", d.name, d.id))
+                    .collect();
+                found.notices.push(Notice::warn(
+                    reasons::DUPLICATE_LOAD_BALANCERS,
+                    format!(
+                        "several load balancers carry the label {}: using {:?} (ID {}), the lowest ID; not managed: {}. Deleting the Service deletes all of them",
+                        uid_selector(uid),
+                        lb.name,
+                        lb.id,
+                        others.join(", ")
+                    ),
+                ));
+            }
+            return Ok(found);
+        }
+        if !adopt_by_name {
+            return Ok(found);
+        }
+        self.operations.count(lb_op::GET_BY_NAME);
+        let by_name = self
+            .client
+            .load_balancers()
+            .get_by_name(name)
+            .await
+            .map_err(|err| {
+                api_error(
+                    &format!("looking up load balancer {name:?}"),
+                    err,
+                    self.settings.retry_after,
+                )
+            })?;
+        match by_name {
+            Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
+                Some(owner) if owner != uid => {
+                    let message = format!(
+                        "load balancer {name:?} belongs to the Service with UID {owner} (label {SERVICE_UID_LABEL}); choose another name with the annotation {}, or remove that label from the load balancer to hand it over",
+                        keys::NAME
+                    );
+                    found.notices.push(Notice::warn(
+                        reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
+                        message,
+                    ));
+                    Ok(found)
+                }
+                _ => {
+                    found.lb = Some(lb);
+                    Ok(found)
+                }
+            },
+            None => Ok(found),
+        }
+    }
+
+    /// Publish `notices` as `Warning` events on the Service (or the named Node), or log them.
+    pub(super) async fn publish(&self, service: &Service, nodes: &[Arc<Node>], notices: &[Notice]) {
+        let key = service_key(service);
+        for notice in notices {
+            match (notice.reason, &notice.subject) {
+                (None, _) => tracing::info!(service = %key, "{}", notice.message),
+                (Some(reason), Subject::Service) => {
+                    self.events.warn(service, reason, &notice.message).await;
+                }
+                (Some(reason), Subject::Node(name)) => {
+                    match nodes
+                        .iter()
+                        .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+                    {
+                        Some(node) => {
+                            self.events
+                                .warn(node.as_ref(), reason, &notice.message)
+                                .await
+                        }
+                        None => {
+                            tracing::warn!(service = %key, node = %name, reason, "{}", notice.message)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolve uploaded certificate names to IDs (IDs need no request).
+    pub(super) async fn resolve_uploaded(&self, refs: &[String]) -> Result<Vec<i64>> {
+        let mut ids = Vec::with_capacity(refs.len());
+        for reference in refs {
+            if let Ok(id) = reference.parse::<i64>() {
+                ids.push(id);
+                continue;
+            }
+            self.operations
+                .count(lb_op::SERVICE_OPTS_RESOLVE_CERTS_BY_NAME_OR_ID);
+            self.operations.count(cert_op::GET_BY_NAME_OR_ID);
+            let found = self
+                .client
+                .certificates()
+                .get_by_name(reference)
+                .await
+                .map_err(|err| Error::api(format!("looking up certificate {reference:?}"), err))?;
+            match found {
+                Some(cert) => ids.push(cert.id),
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "{}: certificate {reference:?} does not exist",
+                        keys::HTTP_CERTIFICATES
+                    )));
+                }
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The certificates labelled with the Service's UID.
+    pub(super) async fn labelled_certificates(&self, uid: &str) -> Result<Vec<Certificate>> {
+        self.operations.count(cert_op::GET_BY_LABEL);
+        self.client
+            .certificates()
+            .list_all(&ListCertificatesParams::label_selector(uid_selector(uid)))
+            .await
+            .map_err(|err| {
+                Error::api(
+                    format!("listing certificates labelled {}", uid_selector(uid)),
+                    err,
+                )
+            })
+    }
+
+    /// Delete the managed certificates labelled with the Service's UID (the ones this CCM, or
+    /// the official one, created for it) once its load balancers are gone.
+    pub(super) async fn delete_managed_certificates(&self, key: &str, uid: &str) -> Result<()> {
+        for cert in self.labelled_certificates(uid).await? {
+            if cert.kind != Some(models::CertificateType::Managed)
+                || cert.labels.get(SERVICE_UID_LABEL).map(String::as_str) != Some(uid)
+            {
+                continue;
+            }
+            tracing::info!(service = %key, certificate = cert.name, id = cert.id, "deleting managed certificate");
+            match self.client.certificates().delete(cert.id).await {
+                Ok(()) => {}
+                Err(err) if err.is_not_found() => {}
+                Err(err) => {
+                    return Err(Error::api(
+                        format!(
+                            "deleting managed certificate {:?} (ID {})",
+                            cert.name, cert.id
+                        ),
+                        err,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The managed certificate of the Service: found by the UID label, else created; waited
+    /// for until issued. A failed issuance is an error naming the certificate.
+    pub(super) async fn managed_certificate(
+        &self,
+        uid: &str,
+        want: &ManagedCertificate,
+    ) -> Result<i64> {
+        self.operations.count(lb_op::RECONCILE_MANAGED_CERTIFICATE);
+        let existing = self.labelled_certificates(uid).await?;
+        let cert = match existing
+            .iter()
+            .filter(|c| c.kind == Some(models::CertificateType::Managed))
+            .min_by_key(|c| c.id)
+        {
+            Some(cert) => cert.clone(),
+            None => {
+                self.operations.count(cert_op::CREATE_MANAGED);
+                let mut labels = models::Labels::new();
+                labels.insert(SERVICE_UID_LABEL.to_owned(), uid.to_owned());
+                if want.acme_staging {
+                    labels.insert(STAGING_LABEL.to_owned(), "true".to_owned());
+                }
+                let request = CreateCertificateRequest::managed(&want.name, want.domains.clone())
+                    .with_labels(labels);
+                tracing::info!(certificate = want.name, domains = ?want.domains, "creating managed certificate");
+                let created = self
+                    .client
+                    .certificates()
+                    .create(&request)
+                    .await
+                    .map_err(|err| {
+                        Error::api(format!("creating managed certificate {:?}", want.name), err)
+                    })?;
+                created.certificate
+            }
+        };
+        self.issued(cert).await
+    }
+
+    /// Wait until `cert` is issued (bounded by `certificate_timeout`: then a retry).
+    async fn issued(&self, mut cert: Certificate) -> Result<i64> {
+        let deadline = tokio::time::Instant::now() + self.settings.certificate_timeout;
+        loop {
+            let status = cert.status.clone().unwrap_or_default();
+            match status.issuance {
+                Some(IssuanceStatus::Failed) => {
+                    let why = status
+                        .error
+                        .map(|e| format!("{}: {}", e.code, e.message))
+                        .unwrap_or_else(|| "no reason given".to_owned());
+                    return Err(Error::other(format!(
+                        "managed certificate {:?} (ID {}): issuance failed ({why}); fix the domains in {} or delete the certificate to try again",
+                        cert.name,
+                        cert.id,
+                        keys::HTTP_MANAGED_CERTIFICATE_DOMAINS
+                    )));
+                }
+                Some(IssuanceStatus::Pending) => {}
+                // Completed, uploaded, or a status this client does not know: usable.
+                _ => return Ok(cert.id),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::retry(
+                    format!(
+                        "managed certificate {:?} (ID {}) is not issued yet",
+                        cert.name, cert.id
+                    ),
+                    self.settings.retry_after,
+                ));
+            }
+            tokio::time::sleep(
+                self.client
+                    .poll_interval()
+                    .max(std::time::Duration::from_millis(10)),
+            )
+            .await;
+            cert = self
+                .client
+                .certificates()
+                .get(cert.id)
+                .await
+                .map_err(|err| Error::api(format!("reading certificate {:?}", cert.name), err))?;
+        }
+    }
+
+    /// Fill in the certificate IDs when they are needed: always for uploaded ones named by
+    /// ID or name; for a managed one only when an https service lacks a certificate (creation,
+    /// a new port, or none set), so that a no-op ensure reads no certificates.
+    pub(super) async fn certificates(
+        &self,
+        plan: &mut Plan,
+        lb: Option<&models::LoadBalancer>,
+    ) -> Result<()> {
+        match plan.certificates.clone() {
+            Certificates::Unset => Ok(()),
+            Certificates::Uploaded(refs) => {
+                let ids = self.resolve_uploaded(&refs).await?;
+                plan.set_certificates(&ids);
+                Ok(())
+            }
+            Certificates::Managed(want) => {
+                let needed = plan
+                    .services
+                    .iter()
+                    .filter(|s| s.protocol == ServiceProtocol::Https)
+                    .any(|s| {
+                        lb.and_then(|lb| {
+                            lb.services.iter().find(|c| c.listen_port == s.listen_port)
+                        })
+                        .and_then(|c| c.http.as_ref())
+                        .is_none_or(|h| h.certificates.is_empty())
+                    });
+                if needed {
+                    let id = self.managed_certificate(&plan.uid, &want).await?;
+                    plan.set_certificates(&[id]);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Check the type the plan creates or changes to: `Err` when it can no longer be
+    /// ordered, a `LoadBalancerTypeDeprecated` notice while deprecated.
+    async fn type_for_order(&self, name: &str) -> Result<Option<Arc<models::LoadBalancerType>>> {
+        let found = match &self.lb_types {
+            Some(cache) => cache.get(name).await.map_err(|err| {
+                Error::other(format!("looking up load balancer type {name:?}: {err}"))
+            })?,
+            None => self
+                .client
+                .load_balancer_types()
+                .get_by_name(name)
+                .await
+                .map_err(|err| Error::api(format!("looking up load balancer type {name:?}"), err))?
+                .map(Arc::new),
+        };
+        Ok(found)
+    }
+
+    async fn checked_type(
+        &self,
+        service: &Service,
+        name: &str,
+        notices: &mut Vec<Notice>,
+    ) -> Result<Arc<models::LoadBalancerType>> {
+        let lb_type = self.type_for_order(name).await?.ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "service {}: load balancer type {name:?} does not exist ({} or HCLOUD_LOAD_BALANCERS_TYPE)",
+                service_key(service),
+                keys::TYPE
+            ))
+        })?;
+        match plan::deprecation(&lb_type, chrono::Utc::now()) {
+            Ok(notice) => notices.extend(notice),
+            Err(why) => {
+                return Err(Error::InvalidInput(format!(
+                    "service {}: {why}",
+                    service_key(service)
+                )));
+            }
+        }
+        Ok(lb_type)
+    }
+
+    /// The create request for `plan` (with the type checked).
+    pub(super) async fn create_request(
+        &self,
+        service: &Service,
+        plan: &Plan,
+        notices: &mut Vec<Notice>,
+    ) -> Result<CreateLoadBalancerRequest> {
+        let key = service_key(service);
+        let placement: &Placement = plan.placement.as_ref().ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "service {key}: cannot create load balancer {:?}: no location or network zone: set the {} or {} annotation, or HCLOUD_LOAD_BALANCERS_LOCATION or HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+                plan.name,
+                keys::LOCATION,
+                keys::NETWORK_ZONE,
+            ))
+        })?;
+        let lb_type = self
+            .checked_type(service, &plan.create_type, notices)
+            .await?;
+        let max_targets = match lb_type.max_targets {
+            0 => usize::MAX,
+            n => n as usize,
+        };
+        Ok(plan.create_request(placement, max_targets))
+    }
+
+    /// Create the load balancer and wait until it is ready.
+    pub(super) async fn create(
+        &self,
+        service: &Service,
+        plan: &Plan,
+        request: &CreateLoadBalancerRequest,
+    ) -> Result<models::LoadBalancer> {
+        self.operations.count(lb_op::CREATE);
+        tracing::info!(service = %service_key(service), load_balancer = plan.name, placement = ?plan.placement, lb_type = plan.create_type, "creating load balancer");
+        let created = self
+            .client
+            .load_balancers()
+            .create(request)
+            .await
+            .map_err(|err| {
+                api_error(
+                    &format!("creating load balancer {:?}", plan.name),
+                    err,
+                    self.settings.retry_after,
+                )
+            })?;
+        let exec = self.executor(&created.load_balancer, &plan.name);
+        exec.wait(
+            &format!("creating load balancer {:?}", plan.name),
+            &[created.action],
+        )
+        .await?;
+        self.operations.count(lb_op::GET_BY_NAME);
+        exec.reload().await
+    }
+
+    /// Deprecation notices for the type the plan keeps or changes to on `lb`: the embedded
+    /// type when it stays (no request), a lookup only when changing.
+    pub(super) async fn type_notices(
+        &self,
+        service: &Service,
+        plan: &Plan,
+        lb: &models::LoadBalancer,
+        steps: &[Step],
+        notices: &mut Vec<Notice>,
+    ) -> Result<()> {
+        if let Some(Step::ChangeType { to, .. }) =
+            steps.iter().find(|s| matches!(s, Step::ChangeType { .. }))
+        {
+            self.checked_type(service, to, notices).await?;
+        } else if plan.create_type == lb.load_balancer_type.name {
+            // Already of that type: a deprecation is only a warning, never an error.
+            match plan::deprecation(&lb.load_balancer_type, chrono::Utc::now()) {
+                Ok(notice) => notices.extend(notice),
+                Err(why) => notices.push(Notice::warn(reasons::LOAD_BALANCER_TYPE_DEPRECATED, why)),
+            }
+        }
+        Ok(())
+    }
+
+    fn count_step(&self, step: &Step) {
+        let op = match step {
+            Step::Update { .. } => lb_op::CHANGE_HCLB_INFO,
+            Step::DetachNetwork(_) => lb_op::DETACH_FROM_NETWORK,
+            Step::AttachNetwork(_) => lb_op::ATTACH_TO_NETWORK,
+            Step::RemoveTarget(_) | Step::AddTarget(_) => lb_op::RECONCILE_HCLB_TARGETS,
+            Step::DeleteService(_) => lb_op::RECONCILE_HCLB_SERVICES,
+            Step::ChangeType { .. } => lb_op::CHANGE_TYPE,
+            Step::ChangeAlgorithm { .. } => lb_op::CHANGE_ALGORITHM,
+            Step::UpdateService { .. } => lb_op::SERVICE_OPTS_BUILD_UPDATE,
+            Step::AddService(_) => lb_op::SERVICE_OPTS_BUILD_ADD,
+            Step::EnablePublicInterface | Step::DisablePublicInterface => {
+                lb_op::TOGGLE_PUBLIC_INTERFACE
+            }
+            Step::ChangeDnsPtr(r) if r.ip.contains(':') => lb_op::CHANGE_IPV6_RDNS,
+            Step::ChangeDnsPtr(_) => lb_op::CHANGE_IPV4_RDNS,
+        };
+        self.operations.count(op);
+    }
+
+    /// Apply `plan` to `lb` (only target steps with `targets_only`); the fresh load balancer
+    /// and the notices of the last round (`MaxTargetsReached`, type deprecation).
+    pub(super) async fn reconcile(
+        &self,
+        service: &Service,
+        plan: &Plan,
+        mut lb: models::LoadBalancer,
+        targets_only: bool,
+    ) -> Result<(models::LoadBalancer, Vec<Notice>)> {
+        let mut notices = Vec::new();
+        self.operations.count(lb_op::RECONCILE_HCLB);
+        for round in 0..ROUNDS {
+            let mut steps = plan.diff(&lb);
+            if targets_only {
+                steps.retain(Step::is_target_step);
+            }
+            if round == 0 && !targets_only {
+                self.type_notices(service, plan, &lb, &steps, &mut notices)
+                    .await?;
+            }
+            if steps.is_empty() {
+                break;
+            }
+            let exec = self.executor(&lb, &plan.name);
+            for step in &steps {
+                self.count_step(step);
+                exec.run(step).await?;
+            }
+            self.operations.count(lb_op::GET_BY_NAME);
+            lb = exec.reload().await?;
+        }
+        notices.extend(plan.left_out(&lb));
+        Ok((lb, notices))
+    }
+
+    /// What ensure would do for `service` with `nodes`, without writing anything: the same
+    /// lookups (by UID label, then by name), uploaded certificates resolved by name, a managed
+    /// certificate only looked up (never created), the load balancer type checked. Returns the
+    /// creation request or the steps on the existing load balancer, and every notice.
+    pub async fn dry_run(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<DryRun> {
+        let uid = Self::uid(service)?;
+        let mut plan = self.plan(service, nodes)?;
+        let found = self.find(uid, &plan.name, true).await?;
+        let mut notices = plan.notices.clone();
+        notices.extend(found.notices.iter().cloned());
+        let mut create_certificate = None;
+        match plan.certificates.clone() {
+            Certificates::Managed(want) => {
+                let existing = self.labelled_certificates(uid).await?;
+                match existing
+                    .iter()
+                    .filter(|c| c.kind == Some(models::CertificateType::Managed))
+                    .min_by_key(|c| c.id)
+                {
+                    Some(cert) => plan.set_certificates(&[cert.id]),
+                    None => create_certificate = Some(want.name.clone()),
+                }
+            }
+            _ => self.certificates(&mut plan, found.lb.as_ref()).await?,
+        }
+        match found.lb {
+            Some(lb) => {
+                let steps = plan.diff(&lb);
+                self.type_notices(service, &plan, &lb, &steps, &mut notices)
+                    .await?;
+                notices.extend(plan.left_out(&lb));
+                Ok(DryRun {
+                    load_balancer: Some(lb),
+                    create: None,
+                    create_certificate,
+                    steps,
+                    notices,
+                })
+            }
+            None if found
+                .notices
+                .iter()
+                .any(|n| n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)) =>
+            {
+                Ok(DryRun {
+                    load_balancer: None,
+                    create: None,
+                    create_certificate,
+                    steps: Vec::new(),
+                    notices,
+                })
+            }
+            None => {
+                let request = self.create_request(service, &plan, &mut notices).await?;
+                Ok(DryRun {
+                    load_balancer: None,
+                    create: Some(request),
+                    create_certificate,
+                    steps: Vec::new(),
+                    notices,
+                })
+            }
+        }
+    }
+}

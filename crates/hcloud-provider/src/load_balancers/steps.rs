@@ -1,0 +1,290 @@
+//! [`Step`]s (one API change each) and [`Notice`]s (what a plan reports instead of doing),
+//! both printable for logs and for a dry run.
+
+use std::fmt;
+
+use hcloud_api::models::{
+    AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest, Labels, ServiceSpec, ServiceUpdate,
+    TargetSpec,
+};
+
+/// One change of a load balancer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// `PUT` name and/or labels.
+    Update {
+        /// New name.
+        name: Option<String>,
+        /// New labels (the whole map).
+        labels: Option<Labels>,
+    },
+    /// `detach_from_network`.
+    DetachNetwork(i64),
+    /// `attach_to_network`.
+    AttachNetwork(AttachToNetworkRequest),
+    /// `remove_target`.
+    RemoveTarget(TargetSpec),
+    /// `delete_service`.
+    DeleteService(u16),
+    /// `change_type`.
+    ChangeType {
+        /// Current type name.
+        from: String,
+        /// New type (name or ID).
+        to: String,
+    },
+    /// `change_algorithm`.
+    ChangeAlgorithm {
+        /// Current algorithm.
+        from: AlgorithmType,
+        /// New algorithm.
+        to: AlgorithmType,
+    },
+    /// `update_service`.
+    UpdateService {
+        /// The body.
+        update: ServiceUpdate,
+        /// What changes, `what old -> new` (for people).
+        changes: Vec<String>,
+    },
+    /// `add_service`.
+    AddService(ServiceSpec),
+    /// `add_target`.
+    AddTarget(TargetSpec),
+    /// `enable_public_interface`.
+    EnablePublicInterface,
+    /// `disable_public_interface`.
+    DisablePublicInterface,
+    /// `change_dns_ptr`.
+    ChangeDnsPtr(ChangeDnsPtrRequest),
+}
+
+impl Step {
+    /// Whether the step only touches targets (what `update_load_balancer` may do).
+    pub fn is_target_step(&self) -> bool {
+        matches!(self, Self::AddTarget(_) | Self::RemoveTarget(_))
+    }
+}
+
+struct Target<'a>(&'a TargetSpec);
+
+impl fmt::Display for Target<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.0;
+        match (&t.server, &t.ip, &t.label_selector) {
+            (Some(s), _, _) => write!(f, "server {}", s.id)?,
+            (_, Some(ip), _) => write!(f, "ip {}", ip.ip)?,
+            (_, _, Some(sel)) => write!(f, "label selector {:?}", sel.selector)?,
+            _ => f.write_str("target")?,
+        }
+        if t.use_private_ip == Some(true) {
+            f.write_str(" (private IP)")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Update { name, labels } => {
+                let mut parts = Vec::new();
+                if let Some(n) = name {
+                    parts.push(format!("rename to {n:?}"));
+                }
+                if let Some(l) = labels
+                    && let Some(uid) = l.get(super::naming::SERVICE_UID_LABEL)
+                {
+                    parts.push(format!(
+                        "set label {}={uid}",
+                        super::naming::SERVICE_UID_LABEL
+                    ));
+                }
+                f.write_str(&parts.join(", "))
+            }
+            Self::DetachNetwork(n) => write!(f, "detach from network {n}"),
+            Self::AttachNetwork(r) => {
+                write!(f, "attach to network {}", r.network)?;
+                if let Some(ip) = &r.ip {
+                    write!(f, " with IP {ip}")?;
+                }
+                if let Some(range) = &r.ip_range {
+                    write!(f, " in subnet {range}")?;
+                }
+                Ok(())
+            }
+            Self::RemoveTarget(t) => write!(f, "remove target {}", Target(t)),
+            Self::DeleteService(p) => write!(f, "delete service {p}"),
+            Self::ChangeType { from, to } => write!(f, "change type {from} -> {to}"),
+            Self::ChangeAlgorithm { from, to } => write!(f, "change algorithm {from} -> {to}"),
+            Self::UpdateService { update, changes } => {
+                write!(
+                    f,
+                    "update service {}: {}",
+                    update.listen_port,
+                    changes.join(", ")
+                )
+            }
+            Self::AddService(s) => write!(
+                f,
+                "add service {} ({} -> {})",
+                s.listen_port, s.protocol, s.destination_port
+            ),
+            Self::AddTarget(t) => write!(f, "add target {}", Target(t)),
+            Self::EnablePublicInterface => f.write_str("enable the public interface"),
+            Self::DisablePublicInterface => f.write_str("disable the public interface"),
+            Self::ChangeDnsPtr(r) => match &r.dns_ptr {
+                Some(ptr) => write!(f, "set reverse DNS of {} to {ptr:?}", r.ip),
+                None => write!(f, "reset reverse DNS of {}", r.ip),
+            },
+        }
+    }
+}
+
+/// What a notice is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// The Service.
+    Service,
+    /// The Node with this name (as the official CCM reports `MaxTargetsReached` and
+    /// `UnknownProviderIDPrefix`).
+    Node(String),
+}
+
+/// Something a plan leaves out or warns about. With a `reason` it becomes a `Warning` event
+/// (the official CCM's reasons); without one it is only logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// The object the event is written for.
+    pub subject: Subject,
+    /// Event reason; `None`: log only.
+    pub reason: Option<&'static str>,
+    /// The message.
+    pub message: String,
+}
+
+impl Notice {
+    /// A `Warning` event about the Service.
+    pub fn warn(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            subject: Subject::Service,
+            reason: Some(reason),
+            message: message.into(),
+        }
+    }
+
+    /// A `Warning` event about the Node `node`.
+    pub fn warn_node(node: &str, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            subject: Subject::Node(node.to_owned()),
+            reason: Some(reason),
+            message: message.into(),
+        }
+    }
+
+    /// A log line only.
+    pub fn log(message: impl Into<String>) -> Self {
+        Self {
+            subject: Subject::Service,
+            reason: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            Some(reason) => write!(f, "{reason}: ")?,
+            None => f.write_str("note: ")?,
+        }
+        if let Subject::Node(node) = &self.subject {
+            write!(f, "node {node}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Event reasons, as the official CCM writes them.
+pub mod reasons {
+    /// A node could not be added: the type's target limit is reached.
+    pub const MAX_TARGETS_REACHED: &str = "MaxTargetsReached";
+    /// A Service port uses a protocol other than TCP.
+    pub const UNSUPPORTED_PROTOCOL_CONFIGURED: &str = "UnsupportedProtocolConfigured";
+    /// Neither the `type` annotation nor `HCLOUD_LOAD_BALANCERS_TYPE` is set.
+    pub const LOAD_BALANCER_TYPE_UNCONFIGURED: &str = "LoadBalancerTypeUnconfigured";
+    /// The load balancer type is deprecated.
+    pub const LOAD_BALANCER_TYPE_DEPRECATED: &str = "LoadBalancerTypeDeprecated";
+    /// A node's providerID has no known prefix.
+    pub const UNKNOWN_PROVIDER_ID_PREFIX: &str = "UnknownProviderIDPrefix";
+    /// This CCM only (a safer divergence): a load balancer with the Service's name belongs to
+    /// another Service and is not taken over.
+    pub const LOAD_BALANCER_OWNED_BY_OTHER_SERVICE: &str = "LoadBalancerOwnedByOtherService";
+    /// This CCM only (a safer divergence): several load balancers carry the Service's UID.
+    pub const DUPLICATE_LOAD_BALANCERS: &str = "DuplicateLoadBalancers";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_read_like_a_plan() {
+        let cases = [
+            (
+                Step::ChangeAlgorithm {
+                    from: AlgorithmType::RoundRobin,
+                    to: AlgorithmType::LeastConnections,
+                },
+                "change algorithm round_robin -> least_connections",
+            ),
+            (
+                Step::AddTarget(TargetSpec::server(42, false)),
+                "add target server 42",
+            ),
+            (
+                Step::RemoveTarget(TargetSpec::ip("203.0.113.5")),
+                "remove target ip 203.0.113.5",
+            ),
+            (
+                Step::ChangeType {
+                    from: "lb11".into(),
+                    to: "lb21".into(),
+                },
+                "change type lb11 -> lb21",
+            ),
+            (
+                Step::AttachNetwork(AttachToNetworkRequest {
+                    network: 7,
+                    ip: Some("10.0.0.5".into()),
+                    ip_range: None,
+                }),
+                "attach to network 7 with IP 10.0.0.5",
+            ),
+            (
+                Step::UpdateService {
+                    update: ServiceUpdate {
+                        listen_port: 80,
+                        ..ServiceUpdate::default()
+                    },
+                    changes: vec!["destination port 30080 -> 30081".into()],
+                },
+                "update service 80: destination port 30080 -> 30081",
+            ),
+            (
+                Step::Update {
+                    name: Some("web".into()),
+                    labels: None,
+                },
+                "rename to \"web\"",
+            ),
+        ];
+        for (step, text) in cases {
+            assert_eq!(step.to_string(), text);
+        }
+        assert_eq!(
+            Notice::warn_node("n1", reasons::MAX_TARGETS_REACHED, "full").to_string(),
+            "MaxTargetsReached: node n1: full"
+        );
+    }
+}
