@@ -105,9 +105,7 @@ pub fn provider_settings(
         // Effective only with a network; whether the route controller runs at all is decided
         // by the flags (--configure-cloud-routes, --controllers).
         routes_enabled: settings.routes_enabled,
-        // The parsed --cluster-cidr is not among these settings yet: without it the provider
-        // skips the ClusterCIDRMisconfigured check.
-        cluster_cidrs: Vec::new(),
+        cluster_cidrs: settings.cluster_cidrs.clone(),
         cache: CacheConfig {
             mode: match settings.server_cache_mode {
                 ServerCacheMode::All => CacheMode::All,

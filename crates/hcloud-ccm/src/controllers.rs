@@ -204,6 +204,8 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         cluster_name: config.cluster_name.clone(),
                         cluster_cidrs: config.cluster_cidrs.clone(),
                         reconciliation_period: config.route_reconciliation_period,
+                        watch_nodes: config.feature_gates.watch_based_routes,
+                        ..RouteControllerConfig::default()
                     },
                 )
                 .with_route_metrics(ctx.route_metrics.clone());
@@ -222,6 +224,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     ServiceControllerConfig {
                         cluster_name: config.cluster_name.clone(),
                         workers: config.concurrent_service_syncs,
+                        node_sync_period: config.node_sync_period,
                         ..ServiceControllerConfig::default()
                     },
                 )

@@ -1,10 +1,18 @@
 //! The Kubernetes client, configured like client-go's `BuildConfigFromFlags`: `--kubeconfig`
 //! when given, otherwise the in-cluster service account (falling back to `KUBECONFIG` /
-//! the default kubeconfig outside a cluster); `--master` overrides the server URL.
+//! the default kubeconfig outside a cluster); `--master` overrides the server URL. Requests are
+//! limited by a client-side token bucket (`--kube-api-qps`, `--kube-api-burst`), as client-go's.
 
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::time::{Instant, Sleep};
 
-use crate::config::KubeSettings;
+use crate::config::{KubeRateLimit, KubeSettings};
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -68,8 +76,212 @@ pub async fn build_config(settings: &KubeSettings) -> Result<kube::Config, Clien
     Ok(config)
 }
 
-/// Builds the client.
+/// Builds the client, rate limited by `settings.rate_limit`.
 pub async fn build_client(settings: &KubeSettings) -> Result<kube::Client, ClientError> {
     let config = build_config(settings).await?;
-    Ok(kube::Client::try_from(config)?)
+    let builder = ClientBuilder::try_from(config)?;
+    Ok(match settings.rate_limit {
+        Some(limit) => builder.with_layer(&RateLimitLayer::new(limit)).build(),
+        None => builder.build(),
+    })
+}
+
+/// client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter`): starts full with
+/// `burst` tokens and gains `qps` per second. A request takes one token; when none is left it
+/// reserves the next one and waits for it, so waiting requests are served in order.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(limit: KubeRateLimit, now: Instant) -> Self {
+        let burst = f64::from(limit.burst.max(1));
+        Self {
+            qps: limit.qps,
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    /// Takes a token at `now`; returns how long the caller must wait before using it.
+    pub fn reserve(&mut self, now: Instant) -> Duration {
+        if now > self.last {
+            let refill = now.duration_since(self.last).as_secs_f64() * self.qps;
+            self.tokens = (self.tokens + refill).min(self.burst);
+            self.last = now;
+        }
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.qps)
+        }
+    }
+}
+
+/// Tower layer putting a [`TokenBucket`] in front of the Kubernetes client's HTTP stack. Every
+/// request takes one token when it starts; a watch is one request however long its stream
+/// runs (a re-watch is a new request).
+#[derive(Debug, Clone)]
+pub struct RateLimitLayer {
+    bucket: Arc<Mutex<TokenBucket>>,
+}
+
+impl RateLimitLayer {
+    /// A layer sharing one full bucket among the services it wraps.
+    pub fn new(limit: KubeRateLimit) -> Self {
+        Self {
+            bucket: Arc::new(Mutex::new(TokenBucket::new(limit, Instant::now()))),
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> RateLimited<S> {
+        RateLimited {
+            inner,
+            bucket: self.bucket.clone(),
+            wait: None,
+            permitted: false,
+        }
+    }
+}
+
+/// The service made by [`RateLimitLayer`]: `poll_ready` waits for a token.
+pub struct RateLimited<S> {
+    inner: S,
+    bucket: Arc<Mutex<TokenBucket>>,
+    wait: Option<Pin<Box<Sleep>>>,
+    permitted: bool,
+}
+
+impl<S> std::fmt::Debug for RateLimited<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimited")
+            .field("permitted", &self.permitted)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, Req> tower::Service<Req> for RateLimited<S>
+where
+    S: tower::Service<Req>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if !self.permitted {
+            if self.wait.is_none() {
+                let delay = self
+                    .bucket
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .reserve(Instant::now());
+                if delay.is_zero() {
+                    self.permitted = true;
+                } else {
+                    self.wait = Some(Box::pin(tokio::time::sleep(delay)));
+                }
+            }
+            if let Some(wait) = self.wait.as_mut() {
+                if wait.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.wait = None;
+                self.permitted = true;
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        self.permitted = false;
+        self.inner.call(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::Layer as _;
+
+    fn limit(qps: f64, burst: u32) -> KubeRateLimit {
+        KubeRateLimit { qps, burst }
+    }
+
+    #[test]
+    fn bucket_allows_the_burst_then_one_request_per_token() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limit(20.0, 3), start);
+        let waits: Vec<Duration> = (0..5).map(|_| bucket.reserve(start)).collect();
+        assert_eq!(waits[..3], [Duration::ZERO; 3], "the burst passes at once");
+        assert_eq!(waits[3], Duration::from_millis(50));
+        assert_eq!(
+            waits[4],
+            Duration::from_millis(100),
+            "reservations queue up"
+        );
+
+        // After a quiet second the bucket is full again, never fuller than the burst.
+        let later = start + Duration::from_secs(10);
+        let waits: Vec<Duration> = (0..4).map(|_| bucket.reserve(later)).collect();
+        assert_eq!(waits[..3], [Duration::ZERO; 3]);
+        assert_eq!(waits[3], Duration::from_millis(50));
+    }
+
+    #[test]
+    fn bucket_refills_at_qps() {
+        let start = Instant::now();
+        let mut bucket = TokenBucket::new(limit(2.0, 1), start);
+        assert_eq!(bucket.reserve(start), Duration::ZERO);
+        assert_eq!(bucket.reserve(start), Duration::from_millis(500));
+        // The reserved token is used; the next one comes 500 ms later.
+        let t = start + Duration::from_millis(500);
+        assert_eq!(bucket.reserve(t), Duration::from_millis(500));
+        let t = start + Duration::from_secs(2);
+        assert_eq!(bucket.reserve(t), Duration::ZERO);
+    }
+
+    /// A kube client over a stub HTTP service, built with the layer the way `build_client` adds
+    /// it: requests beyond the burst wait for tokens.
+    #[tokio::test]
+    async fn client_requests_beyond_the_burst_wait_for_tokens() {
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
+        let stub = tower::service_fn(move |_req: http::Request<kube::client::Body>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, Infallible>(
+                    http::Response::builder()
+                        .header("content-type", "application/json")
+                        .body(kube::client::Body::from(b"{}".to_vec()))
+                        .unwrap(),
+                )
+            }
+        });
+        let service = RateLimitLayer::new(limit(10.0, 2)).layer(stub);
+        let client = ClientBuilder::new(service, "default").build();
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            let request = http::Request::get("/version").body(Vec::new()).unwrap();
+            client.request_text(request).await.ok();
+        }
+        let elapsed = started.elapsed();
+        assert_eq!(served.load(Ordering::SeqCst), 5);
+        // 2 at once, then 3 more at 10/s.
+        assert!(elapsed >= Duration::from_millis(290), "{elapsed:?}");
+        assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
+    }
 }

@@ -8,4 +8,5 @@ pub mod http;
 pub mod kube_client;
 pub mod leader;
 pub mod logging;
+pub mod metadata;
 pub mod signals;

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser as _;
 use cloud_provider::NodeCache;
 use hcloud_ccm::config::Args;
 use hcloud_ccm::controllers::{ControllerContext, start_controllers};
@@ -22,7 +21,11 @@ use tokio_util::sync::CancellationToken;
 const CONTROLLER_STOP_GRACE: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
-    let config = match Args::parse().validate() {
+    let args = match Args::parse_command_line() {
+        Ok(args) => args,
+        Err(e) => return ExitCode::from(e.report()),
+    };
+    let config = match args.validate() {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
@@ -66,6 +69,23 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     // Before leader election, on every replica: a rejected token or unknown network fails the
     // start here, and the shared Node cache warms up so a standby can take over at once.
     let cloud = cloud::connect(&config.hcloud, &config.load_balancers, &endpoints.metrics).await?;
+    if let (Some(network), Some(network_id)) = (&config.hcloud.network, cloud.provider.network_id())
+    {
+        if config.hcloud.network_attached_check {
+            hcloud_ccm::metadata::check_attached(
+                &config.hcloud.metadata_endpoint,
+                network,
+                network_id,
+            )
+            .await?;
+        } else {
+            tracing::info!(
+                network,
+                "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true: not checking that this server is \
+                 attached to the network"
+            );
+        }
+    }
     let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
     let route_metrics = cloud_provider::RouteMetrics::new();

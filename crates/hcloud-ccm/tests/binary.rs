@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hcloud_sim::{SimConfig, Simulator};
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube_harness::{ControlPlane, unique_name};
@@ -60,13 +60,36 @@ fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
 }
 
 #[test]
-fn unknown_flags_are_usage_errors() {
+fn unknown_flags_are_usage_errors_naming_the_flag() {
     let output = Command::new(BIN)
         .env_clear()
-        .arg("--no-such-flag")
+        .args(["--cloud-provider=hcloud", "--no-such-flag=1"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("--no-such-flag"), "{stderr}");
+}
+
+#[test]
+fn the_token_is_never_a_flag() {
+    let output = Command::new(BIN)
+        .env_clear()
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--hcloud-token={TOKEN}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("--hcloud-token")
+            && stderr.contains("HCLOUD_TOKEN")
+            && stderr.contains("HCLOUD_TOKEN_FILE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(TOKEN), "the token is not echoed: {stderr}");
 }
 
 #[test]
@@ -296,6 +319,257 @@ async fn an_unknown_network_stops_the_start_naming_hcloud_network() {
     assert_eq!(code, Some(1), "{log}");
     assert!(
         log.contains("HCLOUD_NETWORK") && log.contains("missing-net"),
+        "{log}"
+    );
+}
+
+/// The `args:` of the official deploy/ccm.yaml.
+const OFFICIAL_CCM_ARGS: &[&str] = &[
+    "--allow-untagged-cloud",
+    "--cloud-provider=hcloud",
+    "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    "--route-reconciliation-period=30s",
+    "--webhook-secure-port=0",
+    "--leader-elect=false",
+];
+
+/// The `args:` of the official deploy/ccm-networks.yaml.
+const OFFICIAL_NETWORKS_ARGS: &[&str] = &[
+    "--allow-untagged-cloud",
+    "--cloud-provider=hcloud",
+    "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    "--route-reconciliation-period=30s",
+    "--webhook-secure-port=0",
+    "--allocate-node-cidrs=true",
+    "--cluster-cidr=10.244.0.0/16",
+    "--leader-elect=false",
+];
+
+/// What the official chart renders with its default values (its `args` map in key order, then
+/// `--leader-elect=false` for one replica), and with `networking.enabled=true`.
+const CHART_DEFAULT_ARGS: &[&str] = &[
+    "--allow-untagged-cloud",
+    "--cloud-provider=hcloud",
+    "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    "--route-reconciliation-period=30s",
+    "--webhook-secure-port=0",
+    "--leader-elect=false",
+];
+const CHART_NETWORKING_ARGS: &[&str] = &[
+    "--allow-untagged-cloud",
+    "--cloud-provider=hcloud",
+    "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    "--route-reconciliation-period=30s",
+    "--webhook-secure-port=0",
+    "--allocate-node-cidrs=true",
+    "--cluster-cidr=10.244.0.0/16",
+    "--leader-elect=false",
+];
+
+/// Starts the binary with exactly `args` and the manifests' environment (plus what points it at
+/// the test control plane and simulator: KUBECONFIG, HCLOUD_ENDPOINT, the metrics address and
+/// the metadata endpoint); waits until /readyz answers 200, then stops it with SIGTERM. Returns
+/// its log.
+async fn start_like_a_manifest(
+    sim: &Simulator,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> String {
+    let metrics_port = free_port();
+    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    // The manifests leave the secure port at its default, 10258; another process on this
+    // machine may hold it.
+    if TcpListener::bind("0.0.0.0:10258").is_err() {
+        args.push("--secure-port=0".to_owned());
+    }
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = http
+            .get(format!("http://127.0.0.1:{metrics_port}/readyz"))
+            .send()
+            .await
+            .map(|r| r.status().is_success())
+            .unwrap_or(false);
+        if ready {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            panic!("{args:?} exited with {status:?}:\n{stderr}");
+        }
+        assert!(Instant::now() < deadline, "{args:?}: not ready within 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{args:?}: exit {status:?}:\n{stderr}");
+    stderr
+}
+
+#[tokio::test]
+async fn the_official_manifests_and_chart_command_lines_start_the_binary() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plane = ControlPlane::shared().expect("control plane");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    // The CCM's own server, attached to the network the networks variants name.
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let server = sim
+        .admin()
+        .create_server(ServerSeed {
+            networks: vec![network.into()],
+            ..ServerSeed::new("control-plane-1")
+        })
+        .await
+        .unwrap();
+    sim.admin()
+        .set_metadata_server(server["id"].as_i64())
+        .await
+        .unwrap();
+    let network_env = [
+        ("HCLOUD_NETWORK", "k8s".to_owned()),
+        ("HCLOUD_METADATA_ENDPOINT", sim.metadata_url()),
+    ];
+    let chart_env = [("HCLOUD_METRICS_ENABLED", "true".to_owned())];
+    let chart_network_env = [
+        network_env[0].clone(),
+        network_env[1].clone(),
+        chart_env[0].clone(),
+    ];
+
+    for (name, args, env) in [
+        ("deploy/ccm.yaml", OFFICIAL_CCM_ARGS, &[][..]),
+        (
+            "deploy/ccm-networks.yaml",
+            OFFICIAL_NETWORKS_ARGS,
+            &network_env[..],
+        ),
+        ("chart defaults", CHART_DEFAULT_ARGS, &chart_env[..]),
+        (
+            "chart networking",
+            CHART_NETWORKING_ARGS,
+            &chart_network_env[..],
+        ),
+    ] {
+        let log = start_like_a_manifest(&sim, &kubeconfig, args, env).await;
+        let networks = env.iter().any(|(k, _)| *k == "HCLOUD_NETWORK");
+        // No flag is refused or ignored, except --allocate-node-cidrs (accepted, no effect).
+        let ignored: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("has no effect"))
+            .collect();
+        if networks {
+            assert_eq!(ignored.len(), 1, "{name}: {ignored:?}");
+            assert!(ignored[0].contains("--allocate-node-cidrs"), "{name}");
+            assert!(
+                log.contains("attached to the network"),
+                "{name}: the attached check ran:\n{log}"
+            );
+            assert!(
+                log.lines().any(
+                    |l| l.contains("controller started") && l.contains("node-route-controller")
+                ),
+                "{name}: routes run:\n{log}"
+            );
+        } else {
+            assert!(ignored.is_empty(), "{name}: {ignored:?}");
+        }
+        assert!(!log.contains("ERROR"), "{name}:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_outside_the_network_stops_the_start() {
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let elsewhere = sim
+        .admin()
+        .create_server(ServerSeed::new("not-in-network"))
+        .await
+        .unwrap();
+    sim.admin()
+        .set_metadata_server(elsewhere["id"].as_i64())
+        .await
+        .unwrap();
+    let metadata = sim.metadata_url();
+    let base = [
+        ("HCLOUD_NETWORK", "k8s"),
+        ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
+        ("HCLOUD_METADATA_ENDPOINT", metadata.as_str()),
+    ];
+    let (code, log) = run_to_exit(&sim, TOKEN, &base).await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("HCLOUD_NETWORK")
+            && log.contains("not attached")
+            && log.contains(&network.to_string())
+            && log.contains("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK"),
+        "{log}"
+    );
+    assert!(!log.contains("controller started"), "{log}");
+
+    // Unreachable metadata service: a clear error too.
+    let (code, log) = run_to_exit(
+        &sim,
+        TOKEN,
+        &[
+            ("HCLOUD_NETWORK", "k8s"),
+            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
+            (
+                "HCLOUD_METADATA_ENDPOINT",
+                "http://127.0.0.1:9/hetzner/v1/metadata",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{log}");
+    assert!(
+        log.contains("metadata service") && log.contains("127.0.0.1:9"),
         "{log}"
     );
 }

@@ -36,6 +36,11 @@ async fn pod_cidrs_become_routes_of_the_network() {
         .await
         .unwrap();
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    // The CCM runs "on" this server: the metadata service lists its network.
+    sim.admin()
+        .set_metadata_server(server["id"].as_i64())
+        .await
+        .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -45,6 +50,7 @@ async fn pod_cidrs_become_routes_of_the_network() {
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
         .env("HCLOUD_NETWORK", "k8s")
+        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
         .env("HCLOUD_METRICS_ENABLED", "false")
         .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
         .args([

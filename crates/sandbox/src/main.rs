@@ -127,6 +127,8 @@ async fn main() -> anyhow::Result<()> {
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
         .env("HCLOUD_NETWORK", NETWORK)
+        // The sandbox runs on no Hetzner server: there is no metadata service to ask.
+        .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
         .env(
             "HCLOUD_METRICS_ADDRESS",
             format!("127.0.0.1:{metrics_port}"),

@@ -4,9 +4,11 @@
 //! [`Args::validate`](crate::config::Args::validate), so that one run reports every problem at
 //! once instead of stopping at the first.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use super::values::{Secret, parse_secret};
 
@@ -16,6 +18,8 @@ pub mod defaults {
     pub const HCLOUD_DEBUG: &str = "false";
     /// Default of `HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK`.
     pub const HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK: &str = "false";
+    /// Default of `HCLOUD_METADATA_ENDPOINT` (as hcloud-go's metadata client).
+    pub const HCLOUD_METADATA_ENDPOINT: &str = "http://169.254.169.254/hetzner/v1/metadata";
     /// Default of `HCLOUD_NETWORK_ROUTES_ENABLED`.
     pub const HCLOUD_NETWORK_ROUTES_ENABLED: &str = "true";
     /// Default of `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
@@ -53,7 +57,8 @@ const CONTROLLERS: &str = "Controllers";
 const LEADER: &str = "Leader election";
 const SERVING: &str = "Secure serving";
 const LOGGING: &str = "Logging";
-const COMPAT: &str = "Accepted for compatibility";
+const COMPAT: &str = "Upstream compatibility";
+const NO_EFFECT: &str = "Accepted without effect (a startup line says so when one is given)";
 const HCLOUD: &str = "Hetzner Cloud (environment)";
 const LB: &str = "Load balancers (environment)";
 const ROBOT: &str = "Robot dedicated servers (environment; not implemented yet)";
@@ -63,9 +68,14 @@ Kubernetes cloud-controller-manager for Hetzner Cloud.
 
 A drop-in replacement for the official hcloud-cloud-controller-manager: it takes the same \
 command-line flags as every Kubernetes cloud-controller-manager and the same HCLOUD_* and ROBOT_* \
-environment variables as the official Hetzner CCM. Each environment variable can also be given as \
-the flag of the same name in lower case (HCLOUD_NETWORK = --hcloud-network); prefer the \
-environment (or the *_FILE variants) for secrets.
+environment variables as the official Hetzner CCM. Each environment variable except HCLOUD_TOKEN \
+can also be given as the flag of the same name in lower case (HCLOUD_NETWORK = --hcloud-network); \
+prefer the environment (or the *_FILE variants) for secrets. HCLOUD_TOKEN is read from the \
+environment only: a token on a command line shows in `ps` and in Pod specs.
+
+Upstream flags that mean nothing here are accepted and listed under \"Accepted without effect\"; \
+each one given logs a warning at startup. Flag names may use _ for - (--leader_elect), and a flag \
+given twice takes its last value.
 
 Durations use Go syntax (\"30s\", \"5m\", \"1m30s\", \"200ms\"). Booleans accept Go's forms \
 (true/false, 1/0, t/f, TRUE/FALSE, True/False); a boolean flag given without a value means true, \
@@ -88,7 +98,8 @@ the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRES
     about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
     long_about = LONG_ABOUT,
     after_long_help = AFTER_LONG_HELP,
-    max_term_width = 110
+    max_term_width = 110,
+    args_override_self = true
 )]
 pub struct Args {
     // ---- Cloud provider and Kubernetes client ----
@@ -108,6 +119,16 @@ pub struct Args {
     #[arg(long, value_name = "NAME", default_value = "kubernetes", help_heading = KUBE)]
     pub cluster_name: String,
 
+    /// Requests per second to the Kubernetes API (client-side token bucket; a negative value
+    /// disables the limit, 0 means client-go's default of 5).
+    #[arg(long, value_name = "QPS", default_value = "20", help_heading = KUBE)]
+    pub kube_api_qps: String,
+
+    /// Burst of requests to the Kubernetes API above --kube-api-qps (0 means client-go's
+    /// default of 10).
+    #[arg(long, value_name = "N", default_value = "30", help_heading = KUBE)]
+    pub kube_api_burst: String,
+
     // ---- Controllers ----
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable. Names:
     /// cloud-node-controller (cloud-node), cloud-node-lifecycle-controller
@@ -121,12 +142,13 @@ pub struct Args {
     )]
     pub controllers: Vec<String>,
 
-    /// CIDR range(s) of pods (comma-separated; at most one IPv4 and one IPv6). Required when
-    /// routes are configured.
+    /// CIDR range(s) of pods (comma-separated; at most one IPv4 and one IPv6). Routes need it:
+    /// with HCLOUD_NETWORK set but this missing or unusable, routes are off (a warning says so).
     #[arg(long, value_name = "CIDRS", help_heading = CONTROLLERS)]
     pub cluster_cidr: Option<String>,
 
-    /// Whether pod CIDRs are allocated to nodes (informational for this CCM).
+    /// Whether pod CIDRs are allocated to nodes. Accepted; no effect here (true logs so once):
+    /// kube-controller-manager allocates them, and routes do not need it.
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
         require_equals = true, default_missing_value = "true", help_heading = CONTROLLERS)]
     pub allocate_node_cidrs: String,
@@ -160,7 +182,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "10s", help_heading = CONTROLLERS)]
     pub route_reconciliation_period: String,
 
-    /// Minimum resync period of the informers (randomised between this and twice this).
+    /// Minimum resync period of informers. Accepted; no effect here (another value logs so
+    /// once): the caches are watches without periodic resyncs.
     #[arg(long, value_name = "DURATION", default_value = "12h", help_heading = CONTROLLERS)]
     pub min_resync_period: String,
 
@@ -238,53 +261,37 @@ pub struct Args {
         help_heading = LOGGING)]
     pub verbosity: String,
 
-    // ---- Accepted for compatibility ----
-    /// Cloud config file (unused: hcloud is configured through the environment).
-    #[arg(long, value_name = "PATH", help_heading = COMPAT)]
-    pub cloud_config: Option<PathBuf>,
-
-    /// Deprecated and without effect.
+    // ---- Compatibility with upstream ----
+    /// Required by the official CCM, which stops without it (Hetzner Cloud has no cluster ID);
+    /// here `false` only logs a warning.
     #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
         require_equals = true, default_missing_value = "true", help_heading = COMPAT)]
     pub allow_untagged_cloud: String,
 
-    /// Per-controller ServiceAccount credentials (not supported; the CCM's own are used).
-    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = COMPAT)]
-    pub use_service_account_credentials: String,
-
-    /// Directory for generated serving certificates (unused: kept in memory).
-    #[arg(long, value_name = "PATH", help_heading = COMPAT)]
-    pub cert_dir: Option<PathBuf>,
-
-    /// Kubeconfig for TokenReviews (unused: the main client is used).
-    #[arg(long, value_name = "PATH", help_heading = COMPAT)]
-    pub authentication_kubeconfig: Option<PathBuf>,
-
-    /// Kubeconfig for SubjectAccessReviews (unused: the main client is used).
-    #[arg(long, value_name = "PATH", help_heading = COMPAT)]
-    pub authorization_kubeconfig: Option<PathBuf>,
-
-    /// Profiling endpoints (not available).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
-        default_missing_value = "true", help_heading = COMPAT)]
-    pub profiling: Option<String>,
-
-    /// Kubernetes feature gates (none are implemented; a warning lists what was given).
+    /// Feature gates, `Name=BOOL,...`. Implemented:
+    /// CloudControllerManagerWatchBasedRoutesReconciliation (routes also reconcile on Node
+    /// changes). Other names are warned about and ignored.
     #[arg(long, value_name = "GATES", help_heading = COMPAT)]
     pub feature_gates: Option<String>,
 
-    /// Deprecated and without effect.
-    #[arg(long, value_name = "DURATION", help_heading = COMPAT)]
-    pub node_sync_period: Option<String>,
+    /// Period of a full load balancer backend pass (every Service's targets re-sent even when
+    /// no Node changed); 0 = only on Node changes, as upstream.
+    #[arg(long, value_name = "DURATION", default_value = "0s", help_heading = COMPAT)]
+    pub node_sync_period: String,
+
+    /// Secure port of cloud provider webhooks [default: 10260]. This CCM has none: 0 (off, as
+    /// the official manifests pass) is silent, another port has no effect.
+    #[arg(long, value_name = "PORT", help_heading = COMPAT)]
+    pub webhook_secure_port: Option<String>,
 
     // ---- Hetzner Cloud (environment) ----
-    /// API token (required, or HCLOUD_TOKEN_FILE).
-    #[arg(long, env = "HCLOUD_TOKEN", hide_env_values = true, value_name = "TOKEN",
-        value_parser = parse_secret, help_heading = HCLOUD)]
+    /// `HCLOUD_TOKEN`, read from the environment only: there is no `--hcloud-token` flag, a
+    /// token on a command line shows in `ps` and Pod specs.
+    #[arg(skip)]
     pub hcloud_token: Option<Secret>,
 
-    /// File holding the API token (used when HCLOUD_TOKEN is unset).
+    /// File holding the API token, used when HCLOUD_TOKEN is unset. The token itself is read
+    /// from the environment variable HCLOUD_TOKEN only (no flag).
     #[arg(long, env = "HCLOUD_TOKEN_FILE", value_name = "PATH", help_heading = HCLOUD)]
     pub hcloud_token_file: Option<PathBuf>,
 
@@ -305,6 +312,12 @@ pub struct Args {
     #[arg(long, env = "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", value_name = "BOOL",
         default_value = defaults::HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK, help_heading = HCLOUD)]
     pub hcloud_network_disable_attached_check: String,
+
+    /// Hetzner metadata service asked for the attached-network check (this project's variable,
+    /// for tests and unusual setups).
+    #[arg(long, env = "HCLOUD_METADATA_ENDPOINT", value_name = "URL",
+        default_value = defaults::HCLOUD_METADATA_ENDPOINT, help_heading = HCLOUD)]
+    pub hcloud_metadata_endpoint: String,
 
     /// Whether routes are programmed in HCLOUD_NETWORK (only when it is set).
     #[arg(long, env = "HCLOUD_NETWORK_ROUTES_ENABLED", value_name = "BOOL",
@@ -449,4 +462,327 @@ pub struct Args {
     #[arg(long, env = "ROBOT_FORWARD_INTERNAL_IPS", value_name = "BOOL", default_value = defaults::ROBOT_FORWARD_INTERNAL_IPS,
         help_heading = ROBOT)]
     pub robot_forward_internal_ips: String,
+
+    /// Flags of [`NO_EFFECT_FLAGS`] given on the command line (filled by
+    /// [`Args::try_parse_command_line`]).
+    #[arg(skip)]
+    pub no_effect: Vec<GivenFlag>,
+}
+
+/// The value type of a flag accepted without effect (checked like upstream would).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlagKind {
+    /// A boolean; given without a value it means true.
+    Bool,
+    /// A Go duration.
+    Duration,
+    /// An integer.
+    Int,
+    /// Anything.
+    Text,
+}
+
+/// An upstream cloud-controller-manager flag that means nothing for this CCM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoEffectFlag {
+    /// Name without the leading dashes.
+    pub name: &'static str,
+    /// Its value type.
+    pub kind: FlagKind,
+    /// Why it has no effect here (shown in `--help` and in the startup line).
+    pub reason: &'static str,
+}
+
+/// One of [`NO_EFFECT_FLAGS`] as given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenFlag {
+    /// The flag.
+    pub flag: NoEffectFlag,
+    /// Its value (`true` for a bare boolean).
+    pub value: String,
+}
+
+const fn no_effect(name: &'static str, kind: FlagKind, reason: &'static str) -> NoEffectFlag {
+    NoEffectFlag { name, kind, reason }
+}
+
+const NO_SERVING: &str = "the secure port only serves /healthz, /readyz and /metrics";
+const NO_WEBHOOKS: &str = "this CCM serves no webhooks";
+const NO_AUTHN: &str = "the secure port authenticates bearer tokens with TokenReviews only";
+const NO_AUTHZ: &str = "the secure port authorises with SubjectAccessReviews through the main \
+                        Kubernetes client, without a cache";
+const NO_LOGS: &str = "logging is configured with -v, --logging-format and RUST_LOG";
+const NO_METRICS: &str = "all metrics are always exposed";
+
+/// Every upstream flag (k8s.io/cloud-provider options, controller-manager options and
+/// component-base) this CCM accepts so that existing command lines start, without acting on it.
+pub const NO_EFFECT_FLAGS: &[NoEffectFlag] = &[
+    // Generic controller-manager options.
+    no_effect(
+        "controller-start-interval",
+        FlagKind::Duration,
+        "controllers start together once leading",
+    ),
+    no_effect(
+        "kube-api-content-type",
+        FlagKind::Text,
+        "this CCM always speaks JSON to the API server",
+    ),
+    no_effect(
+        "profiling",
+        FlagKind::Bool,
+        "no profiling endpoints are served",
+    ),
+    no_effect(
+        "contention-profiling",
+        FlagKind::Bool,
+        "no profiling endpoints are served",
+    ),
+    // Cloud provider and shared options.
+    no_effect(
+        "cloud-config",
+        FlagKind::Text,
+        "hcloud is configured through HCLOUD_* environment variables",
+    ),
+    no_effect(
+        "external-cloud-volume-plugin",
+        FlagKind::Text,
+        "only used by kube-controller-manager",
+    ),
+    no_effect(
+        "use-service-account-credentials",
+        FlagKind::Bool,
+        "every controller uses the CCM's own credentials",
+    ),
+    no_effect(
+        "cidr-allocator-type",
+        FlagKind::Text,
+        "this CCM allocates no pod CIDRs",
+    ),
+    // Webhooks.
+    no_effect("webhooks", FlagKind::Text, NO_WEBHOOKS),
+    no_effect("webhook-bind-address", FlagKind::Text, NO_WEBHOOKS),
+    no_effect("webhook-cert-dir", FlagKind::Text, NO_WEBHOOKS),
+    no_effect("webhook-tls-cert-file", FlagKind::Text, NO_WEBHOOKS),
+    no_effect("webhook-tls-private-key-file", FlagKind::Text, NO_WEBHOOKS),
+    // Secure serving.
+    no_effect(
+        "cert-dir",
+        FlagKind::Text,
+        "a generated serving certificate is kept in memory",
+    ),
+    no_effect(
+        "tls-cipher-suites",
+        FlagKind::Text,
+        "rustls' safe default cipher suites are used",
+    ),
+    no_effect(
+        "tls-min-version",
+        FlagKind::Text,
+        "TLS 1.2 and 1.3 are served",
+    ),
+    no_effect(
+        "tls-sni-cert-key",
+        FlagKind::Text,
+        "one certificate serves every name",
+    ),
+    no_effect(
+        "http2-max-streams-per-connection",
+        FlagKind::Int,
+        "the secure port speaks HTTP/1.1",
+    ),
+    no_effect(
+        "disable-http2-serving",
+        FlagKind::Bool,
+        "the secure port speaks HTTP/1.1",
+    ),
+    no_effect("permit-port-sharing", FlagKind::Bool, NO_SERVING),
+    no_effect("permit-address-sharing", FlagKind::Bool, NO_SERVING),
+    // Authentication of the secure port.
+    no_effect("authentication-kubeconfig", FlagKind::Text, NO_AUTHN),
+    no_effect("authentication-skip-lookup", FlagKind::Bool, NO_AUTHN),
+    no_effect(
+        "authentication-token-webhook-cache-ttl",
+        FlagKind::Duration,
+        NO_AUTHN,
+    ),
+    no_effect(
+        "authentication-tolerate-lookup-failure",
+        FlagKind::Bool,
+        NO_AUTHN,
+    ),
+    no_effect("client-ca-file", FlagKind::Text, NO_AUTHN),
+    no_effect("requestheader-allowed-names", FlagKind::Text, NO_AUTHN),
+    no_effect("requestheader-client-ca-file", FlagKind::Text, NO_AUTHN),
+    no_effect(
+        "requestheader-extra-headers-prefix",
+        FlagKind::Text,
+        NO_AUTHN,
+    ),
+    no_effect("requestheader-group-headers", FlagKind::Text, NO_AUTHN),
+    no_effect("requestheader-username-headers", FlagKind::Text, NO_AUTHN),
+    no_effect("requestheader-uid-headers", FlagKind::Text, NO_AUTHN),
+    // Authorisation of the secure port.
+    no_effect("authorization-kubeconfig", FlagKind::Text, NO_AUTHZ),
+    no_effect(
+        "authorization-webhook-cache-authorized-ttl",
+        FlagKind::Duration,
+        NO_AUTHZ,
+    ),
+    no_effect(
+        "authorization-webhook-cache-unauthorized-ttl",
+        FlagKind::Duration,
+        NO_AUTHZ,
+    ),
+    // Metrics.
+    no_effect(
+        "show-hidden-metrics-for-version",
+        FlagKind::Text,
+        NO_METRICS,
+    ),
+    no_effect("disabled-metrics", FlagKind::Text, NO_METRICS),
+    no_effect("allow-metric-labels", FlagKind::Text, NO_METRICS),
+    no_effect("allow-metric-labels-manifest", FlagKind::Text, NO_METRICS),
+    // Logging.
+    no_effect("vmodule", FlagKind::Text, NO_LOGS),
+    no_effect(
+        "log-flush-frequency",
+        FlagKind::Duration,
+        "log lines are written at once",
+    ),
+    no_effect("log-json-split-stream", FlagKind::Bool, NO_LOGS),
+    no_effect("log-json-info-buffer-size", FlagKind::Text, NO_LOGS),
+    no_effect("log-text-split-stream", FlagKind::Bool, NO_LOGS),
+    no_effect("log-text-info-buffer-size", FlagKind::Text, NO_LOGS),
+];
+
+/// Why the command line was refused (exit status 2; `--help` and `--version` are "errors" that
+/// print to stdout and exit 0, as clap's).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandLineError {
+    /// A clap usage error, `--help` or `--version`.
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+    /// `--hcloud-token` was given.
+    #[error(
+        "error: --hcloud-token is not a flag: a token on the command line is visible in `ps` and \
+         in Pod specs. Put it in the environment variable HCLOUD_TOKEN, or in a file named by \
+         HCLOUD_TOKEN_FILE"
+    )]
+    TokenFlag,
+}
+
+impl CommandLineError {
+    /// Print the message (stdout for help/version) and return the exit status.
+    pub fn report(&self) -> u8 {
+        match self {
+            Self::Clap(e) => {
+                let _ = e.print();
+                u8::try_from(e.exit_code()).unwrap_or(2)
+            }
+            Self::TokenFlag => {
+                eprintln!("{self}");
+                2
+            }
+        }
+    }
+}
+
+/// Rewrite `--some_flag` to `--some-flag` (upstream's `WordSepNormalizeFunc`); values are kept.
+fn normalize(arg: OsString) -> OsString {
+    let Some(text) = arg.to_str() else {
+        return arg;
+    };
+    let Some(rest) = text.strip_prefix("--") else {
+        return arg;
+    };
+    let (name, value) = match rest.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (rest, None),
+    };
+    let mut out = format!("--{}", name.replace('_', "-"));
+    if let Some(value) = value {
+        out.push('=');
+        out.push_str(value);
+    }
+    OsString::from(out)
+}
+
+fn no_effect_arg(flag: &NoEffectFlag) -> clap::Arg {
+    let arg = clap::Arg::new(flag.name)
+        .long(flag.name)
+        .help(format!("No effect: {}.", flag.reason))
+        .help_heading(NO_EFFECT);
+    match flag.kind {
+        FlagKind::Bool => arg
+            .value_name("BOOL")
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true"),
+        FlagKind::Duration => arg.value_name("DURATION"),
+        FlagKind::Int => arg.value_name("N"),
+        FlagKind::Text => arg.value_name("VALUE"),
+    }
+}
+
+impl Args {
+    /// The clap command: the derived flags plus [`NO_EFFECT_FLAGS`].
+    pub fn full_command() -> clap::Command {
+        NO_EFFECT_FLAGS
+            .iter()
+            .fold(<Self as CommandFactory>::command(), |cmd, flag| {
+                cmd.arg(no_effect_arg(flag))
+            })
+    }
+
+    /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised
+    /// (`_` to `-`), `--hcloud-token` is refused, and `HCLOUD_TOKEN` is read from the
+    /// environment.
+    pub fn try_parse_command_line<I, T>(argv: I) -> Result<Self, CommandLineError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let mut seen_end = false;
+        let mut normalized = Vec::new();
+        for (i, arg) in argv.into_iter().map(Into::into).enumerate() {
+            if i == 0 || seen_end {
+                normalized.push(arg);
+                continue;
+            }
+            if arg == "--" {
+                seen_end = true;
+                normalized.push(arg);
+                continue;
+            }
+            let arg = normalize(arg);
+            if let Some(text) = arg.to_str()
+                && (text == "--hcloud-token" || text.starts_with("--hcloud-token="))
+            {
+                return Err(CommandLineError::TokenFlag);
+            }
+            normalized.push(arg);
+        }
+        let matches = Self::full_command().try_get_matches_from(normalized)?;
+        let mut args = <Self as FromArgMatches>::from_arg_matches(&matches)?;
+        args.no_effect = NO_EFFECT_FLAGS
+            .iter()
+            .filter(|flag| matches.value_source(flag.name) == Some(ValueSource::CommandLine))
+            .map(|flag| GivenFlag {
+                flag: *flag,
+                value: matches
+                    .get_one::<String>(flag.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect();
+        args.hcloud_token =
+            std::env::var_os("HCLOUD_TOKEN").map(|v| Secret::new(v.to_string_lossy().into_owned()));
+        Ok(args)
+    }
+
+    /// [`Args::try_parse_command_line`] on the process's own arguments.
+    pub fn parse_command_line() -> Result<Self, CommandLineError> {
+        Self::try_parse_command_line(std::env::args_os())
+    }
 }

@@ -4,11 +4,13 @@
 //! [`Args::validate`] checks everything in one pass and returns every problem at once
 //! ([`ConfigError`]), each naming the flag or environment variable at fault.
 //!
+//! Every upstream cloud-controller-manager flag is accepted: the ones that mean something here
+//! are implemented, the others ([`NO_EFFECT_FLAGS`]) produce one startup warning each when given.
+//!
 //! # Features that are not implemented yet
 //! Robot dedicated servers are not implemented yet (see [`Capabilities::CURRENT`]); their
-//! variables are still parsed and validated. Beyond that:
-//! - **Robot**: an error when `ROBOT_ENABLED=true`. Without Robot support, dedicated-server
-//!   Nodes (`hrobot://`) could be mistaken for deleted cloud servers.
+//! variables are still parsed and validated, and `ROBOT_ENABLED=true` is an error. Without Robot
+//! support, dedicated-server Nodes (`hrobot://`) could be mistaken for deleted cloud servers.
 
 mod args;
 mod controllers;
@@ -23,7 +25,9 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-pub use args::{Args, defaults};
+pub use args::{
+    Args, CommandLineError, FlagKind, GivenFlag, NO_EFFECT_FLAGS, NoEffectFlag, defaults,
+};
 pub use controllers::{Controller, EnabledControllers};
 pub use duration::{DurationError, GoDuration, parse_go_duration};
 pub use values::{
@@ -35,29 +39,63 @@ pub use values::{
 /// feature into warnings or errors (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
-    /// The service (load balancer) controller and the hcloud load balancer implementation.
-    pub load_balancers: bool,
-    /// The route controller and the hcloud routes implementation.
-    pub routes: bool,
     /// Robot dedicated servers.
     pub robot: bool,
 }
 
 impl Capabilities {
     /// What this build implements.
-    pub const CURRENT: Capabilities = Capabilities {
-        load_balancers: true,
-        routes: true,
-        robot: false,
-    };
+    pub const CURRENT: Capabilities = Capabilities { robot: false };
 
     /// Everything implemented (for tests of the remaining validation rules).
-    pub const ALL: Capabilities = Capabilities {
-        load_balancers: true,
-        routes: true,
-        robot: true,
-    };
+    pub const ALL: Capabilities = Capabilities { robot: true };
 }
+
+/// Feature gates (`--feature-gates`) this CCM implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FeatureGates {
+    /// `CloudControllerManagerWatchBasedRoutesReconciliation`: the route controller also
+    /// reconciles when Nodes are added or deleted or change pod CIDRs or addresses.
+    pub watch_based_routes: bool,
+}
+
+/// Name of the watch-based route reconciliation gate.
+pub const WATCH_BASED_ROUTES_GATE: &str = "CloudControllerManagerWatchBasedRoutesReconciliation";
+
+/// Parses `Name=BOOL,Name=BOOL` (spaces around entries allowed). Returns the gates and the names
+/// this CCM does not know (upstream refuses unknown names; this CCM implements a subset of
+/// upstream's gates, so it only warns), or the first syntax error.
+pub fn parse_feature_gates(value: &str) -> Result<(FeatureGates, Vec<String>), String> {
+    let mut gates = FeatureGates::default();
+    let mut unknown = Vec::new();
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, raw)) = entry.split_once('=') else {
+            return Err(format!("{entry:?} is not Name=true or Name=false"));
+        };
+        let name = name.trim();
+        let Some(enabled) = parse_go_bool(raw.trim()) else {
+            return Err(format!("invalid boolean {:?} for {name}", raw.trim()));
+        };
+        if name == WATCH_BASED_ROUTES_GATE {
+            gates.watch_based_routes = enabled;
+        } else {
+            unknown.push(name.to_owned());
+        }
+    }
+    Ok((gates, unknown))
+}
+
+/// Client-side limit of requests to the Kubernetes API (`--kube-api-qps`, `--kube-api-burst`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KubeRateLimit {
+    /// Tokens added per second (> 0).
+    pub qps: f64,
+    /// Bucket size (≥ 1).
+    pub burst: u32,
+}
+
+// Validation only produces finite, positive rates.
+impl Eq for KubeRateLimit {}
 
 /// One configuration problem, naming the flag or environment variable at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,6 +149,8 @@ pub struct KubeSettings {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: overrides the server URL.
     pub master: Option<String>,
+    /// `--kube-api-qps` / `--kube-api-burst`; `None` = unlimited (negative QPS).
+    pub rate_limit: Option<KubeRateLimit>,
 }
 
 /// Leader election settings (`--leader-elect*`).
@@ -176,7 +216,13 @@ pub struct HcloudSettings {
     pub network: Option<String>,
     /// Inverse of `HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK`.
     pub network_attached_check: bool,
-    /// `HCLOUD_NETWORK_ROUTES_ENABLED`, effective only with a network (false without one).
+    /// `--cluster-cidr`, parsed (same as [`Config::cluster_cidrs`]), for the provider's route
+    /// checks.
+    pub cluster_cidrs: Vec<IpNet>,
+    /// `HCLOUD_METADATA_ENDPOINT`: the metadata service asked by the attached-network check.
+    pub metadata_endpoint: String,
+    /// `HCLOUD_NETWORK_ROUTES_ENABLED`, effective only with a network (false without one, and
+    /// false when `--cluster-cidr` is missing or unusable, as the official CCM).
     pub routes_enabled: bool,
     /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
     pub address_family: AddressFamily,
@@ -269,8 +315,12 @@ pub struct Config {
     pub node_status_update_frequency: Duration,
     /// `--route-reconciliation-period`.
     pub route_reconciliation_period: Duration,
-    /// `--min-resync-period`.
+    /// `--min-resync-period` (accepted; the caches here are watches without resync).
     pub min_resync_period: Duration,
+    /// `--node-sync-period`: period of a full load balancer backend pass; zero = off.
+    pub node_sync_period: Duration,
+    /// `--feature-gates`.
+    pub feature_gates: FeatureGates,
     /// The secure port; `None` when `--secure-port=0`.
     pub secure_serving: Option<SecureServingSettings>,
     /// Plain-HTTP metrics address; `None` when `HCLOUD_METRICS_ENABLED=false`.
@@ -546,6 +596,21 @@ impl Args {
             &self.route_reconciliation_period,
         );
         let min_resync_period = c.positive_duration("--min-resync-period", &self.min_resync_period);
+        if self.min_resync_period != "12h" {
+            c.warn(format!(
+                "--min-resync-period={} has no effect: the caches here are watches, kept current \
+                 without periodic resyncs",
+                self.min_resync_period
+            ));
+        }
+        if allocate_node_cidrs {
+            c.warn(
+                "--allocate-node-cidrs=true has no effect: this CCM allocates no pod CIDRs \
+                 (kube-controller-manager's node IPAM does); routes need only --cluster-cidr",
+            );
+        }
+        let node_sync_period = c.duration("--node-sync-period", &self.node_sync_period);
+        let rate_limit = self.check_kube_rate_limit(&mut c);
 
         // ---- Leader election ----
         let leader_election = self.check_leader_election(&mut c);
@@ -558,53 +623,61 @@ impl Args {
         let verbosity: u8 = c.number("-v", &self.verbosity, 0u8);
 
         // ---- Compatibility flags ----
-        if let Some(path) = &self.cloud_config {
-            c.warn(format!(
-                "--cloud-config={} is ignored: hcloud is configured through environment variables",
-                path.display()
-            ));
-        }
-        c.bool("--allow-untagged-cloud", &self.allow_untagged_cloud);
-        if c.bool(
-            "--use-service-account-credentials",
-            &self.use_service_account_credentials,
-        ) {
+        if !c.bool("--allow-untagged-cloud", &self.allow_untagged_cloud) {
             c.warn(
-                "--use-service-account-credentials=true is not supported; every controller uses \
-                 the cloud-controller-manager's own credentials",
+                "--allow-untagged-cloud is not set: the official CCM refuses to start without it \
+                 (Hetzner Cloud has no cluster ID); this one starts anyway",
             );
         }
-        if let Some(dir) = &self.cert_dir {
-            c.warn(format!(
-                "--cert-dir={} is ignored: the self-signed serving certificate is kept in memory",
-                dir.display()
-            ));
-        }
-        for (flag, value) in [
-            (
-                "--authentication-kubeconfig",
-                &self.authentication_kubeconfig,
-            ),
-            ("--authorization-kubeconfig", &self.authorization_kubeconfig),
-        ] {
-            if let Some(path) = value {
-                c.warn(format!(
-                    "{flag}={} is ignored: TokenReviews and SubjectAccessReviews use the main \
-                     Kubernetes client",
-                    path.display()
-                ));
+        let mut feature_gates = FeatureGates::default();
+        if let Some(value) = non_empty(self.feature_gates.as_deref()) {
+            match parse_feature_gates(value) {
+                Ok((gates, unknown)) => {
+                    feature_gates = gates;
+                    for name in unknown {
+                        c.warn(format!(
+                            "--feature-gates: {name} is not a feature gate of this CCM; ignored \
+                             (implemented: {WATCH_BASED_ROUTES_GATE})"
+                        ));
+                    }
+                }
+                Err(e) => c.problem("--feature-gates", e),
             }
         }
-        if c.opt_bool("--profiling", self.profiling.as_deref()) == Some(true) {
-            c.warn("--profiling=true is ignored: no profiling endpoints are served");
+        if let Some(value) = non_empty(self.webhook_secure_port.as_deref()) {
+            match value.parse::<u16>() {
+                Ok(0) => {}
+                Ok(_) => c.warn(format!(
+                    "--webhook-secure-port={value} has no effect: this CCM serves no webhooks"
+                )),
+                Err(_) => c.problem(
+                    "--webhook-secure-port",
+                    format!("{value:?} is not a port number (0-65535)"),
+                ),
+            }
         }
-        if let Some(gates) = non_empty(self.feature_gates.as_deref()) {
-            c.warn(format!(
-                "--feature-gates={gates} is ignored: no feature gates are implemented"
-            ));
-        }
-        if let Some(period) = non_empty(self.node_sync_period.as_deref()) {
-            c.duration("--node-sync-period", period);
+        for given in &self.no_effect {
+            let flag = format!("--{}", given.flag.name);
+            let valid = match given.flag.kind {
+                FlagKind::Bool => {
+                    c.bool(&flag, &given.value);
+                    true
+                }
+                FlagKind::Duration => parse_go_duration(&given.value)
+                    .map_err(|e| c.problem(&flag, e.to_string()))
+                    .is_ok(),
+                FlagKind::Int => {
+                    c.number(&flag, &given.value, i64::MIN);
+                    true
+                }
+                FlagKind::Text => true,
+            };
+            if valid {
+                c.warn(format!(
+                    "{flag}={} has no effect: {}",
+                    given.value, given.flag.reason
+                ));
+            }
         }
 
         // ---- Hetzner Cloud ----
@@ -634,57 +707,42 @@ impl Args {
 
         // ---- Load balancers ----
         let load_balancers = self.check_load_balancers(&mut c);
-        if !capabilities.load_balancers {
-            if controllers.is_enabled(Controller::ServiceLb) && load_balancers.enabled {
-                c.warn(
-                    "load balancers are not implemented yet: Services of type LoadBalancer are not \
-                     reconciled (existing load balancers are left untouched); set \
-                     HCLOUD_LOAD_BALANCERS_ENABLED=false or --controllers=*,-service to silence \
-                     this warning",
-                );
-            }
-            for var in self.non_default_load_balancer_vars() {
-                c.warn(format!(
-                    "{var} is set but load balancers are not implemented yet; it has no effect"
-                ));
-            }
-        }
 
         // ---- Robot ----
         let robot = self.check_robot(&mut c, hcloud.routes_enabled, capabilities);
 
         // ---- Routes and --cluster-cidr ----
+        let mut hcloud = hcloud;
         let routes_would_run = controllers.is_enabled(Controller::NodeRoute)
             && configure_cloud_routes
             && hcloud.routes_enabled;
         let mut cluster_cidrs = Vec::new();
-        if routes_would_run {
-            if !capabilities.routes {
-                c.problem(
-                    "HCLOUD_NETWORK_ROUTES_ENABLED",
-                    "routes are not implemented yet, but with HCLOUD_NETWORK set they are on by \
-                     default; set HCLOUD_NETWORK_ROUTES_ENABLED=false, \
-                     --configure-cloud-routes=false or --controllers=*,-route",
+        match self.cluster_cidr.as_deref() {
+            None if routes_would_run => {
+                c.warn(
+                    "HCLOUD_NETWORK is set but --cluster-cidr is not: routes are turned off (set \
+                     --cluster-cidr to the pod CIDR range to program routes, or \
+                     HCLOUD_NETWORK_ROUTES_ENABLED=false to silence this warning)",
                 );
+                hcloud.routes_enabled = false;
             }
-            match self.cluster_cidr.as_deref() {
-                None => c.problem(
-                    "--cluster-cidr",
-                    "required when routes are configured (HCLOUD_NETWORK set and routes enabled)",
-                ),
-                Some(value) => match parse_cluster_cidrs(value) {
-                    Ok(cidrs) => cluster_cidrs = cidrs,
-                    Err(e) => c.problem("--cluster-cidr", e),
-                },
-            }
-        } else if let Some(value) = self.cluster_cidr.as_deref() {
-            match parse_cluster_cidrs(value) {
+            None => {}
+            Some(value) => match parse_cluster_cidrs(value) {
                 Ok(cidrs) => cluster_cidrs = cidrs,
+                Err(e) if routes_would_run => {
+                    c.warn(format!(
+                        "--cluster-cidr is invalid ({e}): routes are turned off although \
+                         HCLOUD_NETWORK is set"
+                    ));
+                    hcloud.routes_enabled = false;
+                }
                 Err(e) => c.warn(format!(
                     "--cluster-cidr is invalid ({e}); ignored because routes are not configured"
                 )),
-            }
+            },
         }
+
+        hcloud.cluster_cidrs = cluster_cidrs.clone();
 
         if !c.problems.is_empty() {
             return Err(ConfigError {
@@ -699,6 +757,7 @@ impl Args {
                     .clone()
                     .filter(|p| !p.as_os_str().is_empty()),
                 master: non_empty(self.master.as_deref()).map(str::to_owned),
+                rate_limit,
             },
             controllers,
             leader_election,
@@ -713,6 +772,8 @@ impl Args {
             node_status_update_frequency,
             route_reconciliation_period,
             min_resync_period,
+            node_sync_period,
+            feature_gates,
             secure_serving,
             metrics_address: metrics_enabled.then_some(metrics_address),
             logging: LoggingSettings {
@@ -724,6 +785,28 @@ impl Args {
             load_balancers,
             robot,
             warnings: c.warnings,
+        })
+    }
+
+    /// client-go's rules: a negative QPS disables the limit; 0 means 5 QPS and a 0 burst 10.
+    fn check_kube_rate_limit(&self, c: &mut Checker) -> Option<KubeRateLimit> {
+        let burst: u32 = c.number("--kube-api-burst", &self.kube_api_burst, 0u32);
+        let qps = match self.kube_api_qps.trim().parse::<f64>() {
+            Ok(q) if q.is_finite() => q,
+            _ => {
+                c.problem(
+                    "--kube-api-qps",
+                    format!("{:?} is not a number", self.kube_api_qps),
+                );
+                return None;
+            }
+        };
+        if qps < 0.0 {
+            return None;
+        }
+        Some(KubeRateLimit {
+            qps: if qps == 0.0 { 5.0 } else { qps },
+            burst: if burst == 0 { 10 } else { burst },
         })
     }
 
@@ -928,6 +1011,13 @@ impl Args {
             &self.hcloud_network_disable_attached_check,
             defaults::HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK,
         );
+        let metadata_endpoint = or_default(
+            &self.hcloud_metadata_endpoint,
+            defaults::HCLOUD_METADATA_ENDPOINT,
+        )
+        .trim_end_matches('/')
+        .to_owned();
+        check_url(c, "HCLOUD_METADATA_ENDPOINT", &metadata_endpoint);
         let routes_enabled = c.env_bool(
             "HCLOUD_NETWORK_ROUTES_ENABLED",
             &self.hcloud_network_routes_enabled,
@@ -966,6 +1056,8 @@ impl Args {
             routes_enabled: network.is_some() && routes_enabled,
             network,
             network_attached_check: !disable_attached_check,
+            metadata_endpoint,
+            cluster_cidrs: Vec::new(),
             address_family,
             zone_label_enabled,
             server_cache_mode,
@@ -1018,7 +1110,17 @@ impl Args {
                 .as_deref(),
         )
         .and_then(|v| match IpNet::from_str(v) {
-            Ok(net) => Some(net),
+            Ok(net @ IpNet::V4(_)) => Some(net),
+            Ok(IpNet::V6(_)) => {
+                c.problem(
+                    "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
+                    format!(
+                        "{v:?} is an IPv6 range; Hetzner Cloud subnets (and so load balancer \
+                         private IPs) are IPv4"
+                    ),
+                );
+                None
+            }
             Err(_) => {
                 c.problem(
                     "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
@@ -1052,78 +1154,6 @@ impl Args {
             health_check_timeout,
             health_check_retries,
         }
-    }
-
-    /// The load balancer variables whose value differs from the default.
-    fn non_default_load_balancer_vars(&self) -> Vec<&'static str> {
-        let mut vars = Vec::new();
-        let optional = [
-            (
-                "HCLOUD_LOAD_BALANCERS_LOCATION",
-                &self.hcloud_load_balancers_location,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
-                &self.hcloud_load_balancers_network_zone,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_TYPE",
-                &self.hcloud_load_balancers_type,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
-                &self.hcloud_load_balancers_algorithm_type,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK",
-                &self.hcloud_load_balancers_disable_public_network,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
-                &self.hcloud_load_balancers_private_subnet_ip_range,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL",
-                &self.hcloud_load_balancers_uses_proxyprotocol,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
-                &self.hcloud_load_balancers_health_check_interval,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
-                &self.hcloud_load_balancers_health_check_timeout,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
-                &self.hcloud_load_balancers_health_check_retries,
-            ),
-        ];
-        for (var, value) in optional {
-            if non_empty(value.as_deref()).is_some() {
-                vars.push(var);
-            }
-        }
-        let booleans = [
-            (
-                "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
-                &self.hcloud_load_balancers_disable_private_ingress,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP",
-                &self.hcloud_load_balancers_use_private_ip,
-            ),
-            (
-                "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6",
-                &self.hcloud_load_balancers_disable_ipv6,
-            ),
-        ];
-        for (var, value) in booleans {
-            if parse_go_bool(value) == Some(true) {
-                vars.push(var);
-            }
-        }
-        vars
     }
 
     fn check_robot(

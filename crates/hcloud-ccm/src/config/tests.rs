@@ -1,16 +1,27 @@
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 
 use super::*;
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+/// Parses like the binary (normalised names, flags without effect), with `HCLOUD_TOKEN` set.
+fn parse(argv: &[&str]) -> Args {
+    let mut args = Args::try_parse_command_line(argv).unwrap();
+    args.hcloud_token = Some(Secret::new(TOKEN));
+    args
+}
+
+/// `--cloud-provider=hcloud --allow-untagged-cloud` (as the official manifests) plus `extra`.
 fn args(extra: &[&str]) -> Args {
-    let token = format!("--hcloud-token={TOKEN}");
-    let mut argv = vec!["hcloud-ccm", "--cloud-provider=hcloud", token.as_str()];
+    let mut argv = vec![
+        "hcloud-ccm",
+        "--cloud-provider=hcloud",
+        "--allow-untagged-cloud",
+    ];
     argv.extend_from_slice(extra);
-    Args::try_parse_from(argv).unwrap()
+    parse(&argv)
 }
 
 fn config(extra: &[&str]) -> Config {
@@ -24,13 +35,25 @@ fn problems(extra: &[&str]) -> ConfigError {
 #[test]
 fn clap_definition_is_consistent() {
     Args::command().debug_assert();
+    Args::full_command().debug_assert();
 }
 
 #[test]
 fn defaults_match_upstream() {
     let cfg = config(&[]);
     assert_eq!(cfg.cloud_provider, "hcloud");
-    assert_eq!(cfg.kube, KubeSettings::default());
+    assert_eq!(
+        cfg.kube,
+        KubeSettings {
+            rate_limit: Some(KubeRateLimit {
+                qps: 20.0,
+                burst: 30
+            }),
+            ..KubeSettings::default()
+        }
+    );
+    assert_eq!(cfg.node_sync_period, Duration::ZERO);
+    assert_eq!(cfg.feature_gates, FeatureGates::default());
     assert_eq!(cfg.controllers, EnabledControllers::all());
     assert_eq!(
         cfg.leader_election,
@@ -71,6 +94,10 @@ fn defaults_match_upstream() {
     assert_eq!(cfg.hcloud.endpoint, None);
     assert_eq!(cfg.hcloud.network, None);
     assert!(cfg.hcloud.network_attached_check);
+    assert_eq!(
+        cfg.hcloud.metadata_endpoint,
+        "http://169.254.169.254/hetzner/v1/metadata"
+    );
     assert!(!cfg.hcloud.routes_enabled, "no routes without a network");
     assert_eq!(cfg.hcloud.address_family, AddressFamily::Ipv4);
     assert!(cfg.hcloud.zone_label_enabled);
@@ -117,12 +144,10 @@ fn go_boolean_flag_forms() {
     assert!(!config(&["--configure-cloud-routes=false"]).configure_cloud_routes);
     assert!(config(&["--allocate-node-cidrs"]).allocate_node_cidrs);
     // Like pflag, a boolean flag does not take the next word as its value.
-    let token = format!("--hcloud-token={TOKEN}");
     assert!(
-        Args::try_parse_from([
+        Args::try_parse_command_line([
             "hcloud-ccm",
             "--cloud-provider=hcloud",
-            &token,
             "--leader-elect",
             "false"
         ])
@@ -194,7 +219,7 @@ fn verbosity_and_log_format() {
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let err = Args::try_parse_from([
+    let err = Args::try_parse_command_line([
         "hcloud-ccm",
         "--cloud-provider=aws",
         "--controllers=*,bogus",
@@ -232,7 +257,6 @@ fn every_problem_is_reported_at_once() {
         "--secure-port",
         "--bind-address",
         "--tls-private-key-file",
-        "--cluster-cidr",
         "HCLOUD_TOKEN",
         "HCLOUD_INSTANCES_ADDRESS_FAMILY",
         "HCLOUD_LOAD_BALANCERS_LOCATION",
@@ -285,13 +309,15 @@ fn cluster_cidr_rules() {
 
 #[test]
 fn routes_would_run_rules() {
-    // A network turns routes on by default; they then need a valid --cluster-cidr.
+    // A network turns routes on by default; they then need a usable --cluster-cidr.
     let cfg = config(&["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"]);
     assert!(cfg.controller_wanted(Controller::NodeRoute));
-    let err = problems(&["--hcloud-network=net"]);
-    assert_eq!(err.problems.len(), 1, "{err}");
-    assert!(err.mentions("--cluster-cidr"));
-    // Each way of switching routes off is accepted.
+    assert!(cfg.hcloud.routes_enabled);
+    assert_eq!(
+        cfg.cluster_cidrs,
+        vec!["10.244.0.0/16".parse::<IpNet>().unwrap()]
+    );
+    // Each way of switching routes off is accepted, without a --cluster-cidr warning.
     for off in [
         "--hcloud-network-routes-enabled=false",
         "--configure-cloud-routes=false",
@@ -300,31 +326,30 @@ fn routes_would_run_rules() {
         let cfg = config(&["--hcloud-network=net", off]);
         assert!(!cfg.controller_wanted(Controller::NodeRoute), "{off}");
         assert_eq!(cfg.hcloud.network.as_deref(), Some("net"));
+        assert!(cfg.warnings.is_empty(), "{off}: {:?}", cfg.warnings);
     }
-    // Once routes exist, the --cluster-cidr rules apply when routes would run.
-    let run = |extra: &[&str]| {
-        let mut all = vec!["--hcloud-network=net"];
-        all.extend_from_slice(extra);
-        args(&all).validate_with(Capabilities::ALL)
-    };
-    let cfg = run(&["--cluster-cidr=10.244.0.0/16"]).unwrap();
-    assert_eq!(
-        cfg.cluster_cidrs,
-        vec!["10.244.0.0/16".parse::<IpNet>().unwrap()]
-    );
-    assert!(cfg.controller_wanted(Controller::NodeRoute));
-    assert!(run(&[]).unwrap_err().mentions("--cluster-cidr"));
-    assert!(
-        run(&["--cluster-cidr="])
-            .unwrap_err()
-            .mentions("--cluster-cidr")
-    );
-    assert!(
-        run(&["--cluster-cidr=10.0.0.0/8,10.1.0.0/16"])
-            .unwrap_err()
-            .mentions("--cluster-cidr")
-    );
-    // Without routes, a bad --cluster-cidr is only a warning.
+    // As the official CCM: a missing or unusable --cluster-cidr turns routes off with a
+    // warning instead of stopping the start.
+    for cidr in [
+        None,
+        Some("--cluster-cidr="),
+        Some("--cluster-cidr=nonsense"),
+        Some("--cluster-cidr=10.0.0.0/8,10.1.0.0/16"),
+    ] {
+        let mut extra = vec!["--hcloud-network=net"];
+        extra.extend(cidr);
+        let cfg = config(&extra);
+        assert!(!cfg.hcloud.routes_enabled, "{cidr:?}");
+        assert!(!cfg.controller_wanted(Controller::NodeRoute), "{cidr:?}");
+        assert!(cfg.cluster_cidrs.is_empty(), "{cidr:?}");
+        assert_eq!(cfg.warnings.len(), 1, "{cidr:?}: {:?}", cfg.warnings);
+        assert!(
+            cfg.warnings[0].contains("--cluster-cidr") && cfg.warnings[0].contains("routes"),
+            "{:?}",
+            cfg.warnings
+        );
+    }
+    // Without routes, a bad --cluster-cidr is only a warning too.
     let cfg = config(&["--cluster-cidr=nonsense"]);
     assert!(cfg.warnings.iter().any(|w| w.contains("--cluster-cidr")));
 }
@@ -394,57 +419,72 @@ fn load_balancer_settings_are_parsed() {
     // Disabled load balancers: the service controller does not run.
     let cfg = config(&["--hcloud-load-balancers-enabled=false"]);
     assert!(!cfg.controller_wanted(Controller::ServiceLb));
-    // Without the capability, every non-default setting is reported as not supported.
-    let cfg = args(&["--hcloud-load-balancers-location=fsn1"])
-        .validate_with(Capabilities {
-            load_balancers: false,
-            ..Capabilities::ALL
-        })
-        .unwrap();
+    // Subnets are IPv4: an IPv6 range is refused, naming the variable.
+    let err = problems(&["--hcloud-load-balancers-private-subnet-ip-range=fd00::/64"]);
+    assert_eq!(err.problems.len(), 1, "{err}");
     assert!(
-        cfg.warnings
-            .iter()
-            .any(|w| w.starts_with("HCLOUD_LOAD_BALANCERS_LOCATION")),
-        "{:?}",
-        cfg.warnings
+        err.mentions("HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE"),
+        "{err}"
+    );
+    let cfg = config(&["--hcloud-load-balancers-private-subnet-ip-range=10.0.1.0/24"]);
+    assert_eq!(
+        cfg.load_balancers.private_subnet_ip_range,
+        Some("10.0.1.0/24".parse().unwrap())
     );
 }
 
 #[test]
 fn token_sources() {
-    let none = Args::try_parse_from(["hcloud-ccm", "--cloud-provider=hcloud"]).unwrap();
+    let mut none = Args::try_parse_command_line(["hcloud-ccm", "--cloud-provider=hcloud"]).unwrap();
+    none.hcloud_token = None;
     let err = none.validate().unwrap_err();
     assert!(err.mentions("HCLOUD_TOKEN"), "{err}");
 
     let mut file = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut file, format!("  {TOKEN}\n").as_bytes()).unwrap();
     let path = format!("--hcloud-token-file={}", file.path().display());
-    let cfg = Args::try_parse_from(["hcloud-ccm", "--cloud-provider=hcloud", &path])
-        .unwrap()
-        .validate()
-        .unwrap();
+    let mut from_file =
+        Args::try_parse_command_line(["hcloud-ccm", "--cloud-provider=hcloud", &path]).unwrap();
+    from_file.hcloud_token = None;
+    let cfg = from_file.validate().unwrap();
     assert_eq!(cfg.hcloud.token.expose(), TOKEN);
 
-    let err = Args::try_parse_from([
+    let mut missing_file = Args::try_parse_command_line([
         "hcloud-ccm",
         "--cloud-provider=hcloud",
         "--hcloud-token-file=/nonexistent/token",
     ])
-    .unwrap()
-    .validate()
-    .unwrap_err();
+    .unwrap();
+    missing_file.hcloud_token = None;
+    let err = missing_file.validate().unwrap_err();
     assert_eq!(err.problems.len(), 1, "{err}");
     assert!(err.mentions("HCLOUD_TOKEN_FILE"));
 
-    let cfg = Args::try_parse_from([
-        "hcloud-ccm",
-        "--cloud-provider=hcloud",
-        "--hcloud-token=short",
-    ])
-    .unwrap()
-    .validate()
-    .unwrap();
+    let mut short = args(&[]);
+    short.hcloud_token = Some(Secret::new("short"));
+    let cfg = short.validate().unwrap();
     assert!(cfg.warnings.iter().any(|w| w.contains("64")));
+
+    // The token is never a flag: the error names it and the variables to use instead, and
+    // does not echo the value.
+    for argv in [
+        ["hcloud-ccm", "--hcloud-token=sekrit-value"],
+        ["hcloud-ccm", "--hcloud_token=sekrit-value"],
+    ] {
+        let err = Args::try_parse_command_line(argv).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, CommandLineError::TokenFlag), "{text}");
+        assert!(
+            text.contains("--hcloud-token")
+                && text.contains("HCLOUD_TOKEN")
+                && text.contains("HCLOUD_TOKEN_FILE"),
+            "{text}"
+        );
+        assert!(!text.contains("sekrit"), "{text}");
+    }
+    let help = Args::full_command().render_long_help().to_string();
+    assert!(!help.contains("--hcloud-token "), "{help}");
+    assert!(!help.contains("--hcloud-token=") && !help.contains("--hcloud-token <"));
 }
 
 #[test]
@@ -522,23 +562,256 @@ fn serving_settings() {
     );
 }
 
+/// The `args:` of the official deploy/ccm-networks.yaml (deploy/ccm.yaml is the same without
+/// the last three).
+const OFFICIAL_NETWORK_ARGS: &[&str] = &[
+    "hcloud-ccm",
+    "--allow-untagged-cloud",
+    "--cloud-provider=hcloud",
+    "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    "--route-reconciliation-period=30s",
+    "--webhook-secure-port=0",
+    "--leader-elect=false",
+    "--allocate-node-cidrs=true",
+    "--cluster-cidr=10.244.0.0/16",
+];
+
 #[test]
-fn compatibility_flags_are_accepted_with_warnings() {
+fn the_official_manifest_arguments_are_understood() {
+    let mut a = parse(OFFICIAL_NETWORK_ARGS);
+    a.hcloud_network = Some("net".into());
+    let cfg = a.validate().unwrap();
+    assert!(cfg.feature_gates.watch_based_routes);
+    assert_eq!(cfg.route_reconciliation_period, Duration::from_secs(30));
+    assert!(!cfg.leader_election.enabled);
+    assert!(cfg.allocate_node_cidrs);
+    assert!(cfg.controller_wanted(Controller::NodeRoute));
+    // Only --allocate-node-cidrs is worth a line: it is accepted and ignored.
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(cfg.warnings[0].starts_with("--allocate-node-cidrs=true has no effect"));
+
+    let cfg = parse(&OFFICIAL_NETWORK_ARGS[..7]).validate().unwrap();
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+}
+
+#[test]
+fn every_flag_without_effect_is_accepted_with_one_line_each() {
+    let mut argv = vec![
+        "hcloud-ccm".to_owned(),
+        "--cloud-provider=hcloud".to_owned(),
+    ];
+    argv.push("--allow-untagged-cloud".to_owned());
+    for flag in NO_EFFECT_FLAGS {
+        argv.push(match flag.kind {
+            FlagKind::Bool => format!("--{}", flag.name),
+            FlagKind::Duration => format!("--{}=10s", flag.name),
+            FlagKind::Int => format!("--{}=100", flag.name),
+            FlagKind::Text => format!("--{}=x", flag.name),
+        });
+    }
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let a = parse(&argv);
+    assert_eq!(a.no_effect.len(), NO_EFFECT_FLAGS.len());
+    let cfg = a.validate().unwrap();
+    assert_eq!(
+        cfg.warnings.len(),
+        NO_EFFECT_FLAGS.len(),
+        "{:?}",
+        cfg.warnings
+    );
+    for flag in NO_EFFECT_FLAGS {
+        let prefix = format!("--{}=", flag.name);
+        assert!(
+            cfg.warnings
+                .iter()
+                .any(|w| w.starts_with(&prefix) && w.contains("has no effect")),
+            "no line for --{}",
+            flag.name
+        );
+    }
+    // Their values are still checked like upstream's.
+    let err = args(&["--profiling=maybe", "--log-flush-frequency=5"])
+        .validate()
+        .unwrap_err();
+    assert!(
+        err.mentions("--profiling") && err.mentions("--log-flush-frequency"),
+        "{err}"
+    );
+    // Not given: not mentioned.
+    assert!(config(&[]).warnings.is_empty());
+}
+
+#[test]
+fn flag_names_are_normalised_and_unknown_ones_are_refused_by_name() {
     let cfg = config(&[
-        "--allow-untagged-cloud",
-        "--cloud-config=/etc/cloud.conf",
-        "--use-service-account-credentials=true",
-        "--feature-gates=Foo=true",
-        "--profiling",
-        "--node-sync-period=1m",
-        "--hcloud-load-balancers-enabled=false",
+        "--route_reconciliation_period=45s",
+        "--leader_elect=false",
+        "--kube_api_qps=7",
+        "--cluster-name=under_score",
     ]);
-    assert_eq!(cfg.warnings.len(), 4, "{:?}", cfg.warnings);
+    assert_eq!(cfg.route_reconciliation_period, Duration::from_secs(45));
+    assert!(!cfg.leader_election.enabled);
+    assert_eq!(cfg.kube.rate_limit.map(|l| l.qps), Some(7.0));
+    assert_eq!(cfg.cluster_name, "under_score", "values are kept");
+
+    let err = Args::try_parse_command_line(["hcloud-ccm", "--no-such-flag=1"]).unwrap_err();
+    let CommandLineError::Clap(clap_err) = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(clap_err.exit_code(), 2);
+    assert!(err.to_string().contains("--no-such-flag"), "{err}");
+    // A flag may be repeated; the last value wins, as with pflag.
+    let cfg = config(&["--cluster-name=a", "--cluster-name=b"]);
+    assert_eq!(cfg.cluster_name, "b");
+}
+
+#[test]
+fn feature_gates() {
+    let cases: &[(&str, Result<(bool, usize), ()>)] = &[
+        ("", Ok((false, 0))),
+        (
+            "CloudControllerManagerWatchBasedRoutesReconciliation=true",
+            Ok((true, 0)),
+        ),
+        (
+            "CloudControllerManagerWatchBasedRoutesReconciliation=false",
+            Ok((false, 0)),
+        ),
+        (
+            " CloudControllerManagerWatchBasedRoutesReconciliation=1 , Other=false",
+            Ok((true, 1)),
+        ),
+        ("AllAlpha=true,AllBeta=false", Ok((false, 2))),
+        (
+            "CloudControllerManagerWatchBasedRoutesReconciliation",
+            Err(()),
+        ),
+        (
+            "CloudControllerManagerWatchBasedRoutesReconciliation=yes",
+            Err(()),
+        ),
+    ];
+    for (value, expected) in cases {
+        let got = parse_feature_gates(value)
+            .map(|(gates, unknown)| (gates.watch_based_routes, unknown.len()))
+            .map_err(|_| ());
+        assert_eq!(&got, expected, "{value:?}");
+    }
+    let cfg = config(&["--feature-gates=Foo=true"]);
+    assert!(!cfg.feature_gates.watch_based_routes);
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(cfg.warnings[0].contains("Foo"), "{:?}", cfg.warnings);
+    assert!(
+        problems(&["--feature-gates=Foo"]).mentions("--feature-gates"),
+        "syntax errors stop the start"
+    );
+}
+
+#[test]
+fn compatibility_flags_with_meaning() {
+    // --allow-untagged-cloud: the official CCM requires it; this one warns.
+    let mut a = Args::try_parse_command_line(["hcloud-ccm", "--cloud-provider=hcloud"]).unwrap();
+    a.hcloud_token = Some(Secret::new(TOKEN));
+    let cfg = a.validate().unwrap();
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(cfg.warnings[0].contains("--allow-untagged-cloud"));
+    assert!(config(&["--allow-untagged-cloud=true"]).warnings.is_empty());
+
+    // --webhook-secure-port: 0 is silent, another port has no effect, garbage is an error.
+    assert!(config(&["--webhook-secure-port=0"]).warnings.is_empty());
+    let cfg = config(&["--webhook-secure-port=10260"]);
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
+    assert!(problems(&["--webhook-secure-port=x"]).mentions("--webhook-secure-port"));
+
+    // --node-sync-period drives the periodic backend pass.
+    assert_eq!(
+        config(&["--node-sync-period=5m"]).node_sync_period,
+        Duration::from_secs(300)
+    );
+    assert!(problems(&["--node-sync-period=5"]).mentions("--node-sync-period"));
+
+    // Accepted and ignored: one line each.
+    let cfg = config(&["--min-resync-period=1h", "--allocate-node-cidrs"]);
+    assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.starts_with("--min-resync-period"))
+    );
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.starts_with("--allocate-node-cidrs"))
+    );
+}
+
+#[test]
+fn kube_api_rate_limit_follows_client_go() {
+    let limit = |extra: &[&str]| config(extra).kube.rate_limit;
+    assert_eq!(
+        limit(&["--kube-api-qps=50", "--kube-api-burst=100"]),
+        Some(KubeRateLimit {
+            qps: 50.0,
+            burst: 100
+        })
+    );
+    assert_eq!(
+        limit(&["--kube-api-qps=0.5", "--kube-api-burst=0"]),
+        Some(KubeRateLimit {
+            qps: 0.5,
+            burst: 10
+        })
+    );
+    assert_eq!(
+        limit(&["--kube-api-qps=0"]),
+        Some(KubeRateLimit {
+            qps: 5.0,
+            burst: 30
+        })
+    );
+    assert_eq!(limit(&["--kube-api-qps=-1"]), None, "negative: unlimited");
+    let err = problems(&["--kube-api-qps=fast", "--kube-api-burst=-3"]);
+    assert!(
+        err.mentions("--kube-api-qps") && err.mentions("--kube-api-burst"),
+        "{err}"
+    );
+}
+
+#[test]
+fn metadata_endpoint() {
+    assert_eq!(
+        config(&["--hcloud-metadata-endpoint=http://127.0.0.1:8080/hetzner/v1/metadata/"])
+            .hcloud
+            .metadata_endpoint,
+        "http://127.0.0.1:8080/hetzner/v1/metadata"
+    );
+    assert!(
+        problems(&["--hcloud-metadata-endpoint=169.254.169.254"])
+            .mentions("HCLOUD_METADATA_ENDPOINT")
+    );
+    assert!(
+        !config(&["--hcloud-network-disable-attached-check=true"])
+            .hcloud
+            .network_attached_check
+    );
+    // A set-but-empty boolean variable means its default (the official CCM refuses it).
+    assert!(
+        config(&["--hcloud-network-disable-attached-check="])
+            .hcloud
+            .network_attached_check
+    );
 }
 
 #[test]
 fn help_documents_every_flag_and_variable() {
-    let help = Args::command().render_long_help().to_string();
+    let help = Args::full_command().render_long_help().to_string();
+    for flag in NO_EFFECT_FLAGS {
+        assert!(
+            help.contains(&format!("--{}", flag.name)),
+            "--help lacks --{}",
+            flag.name
+        );
+    }
     for needle in [
         "--cloud-provider",
         "--kubeconfig",
@@ -565,6 +838,12 @@ fn help_documents_every_flag_and_variable() {
         "--tls-cert-file",
         "--tls-private-key-file",
         "--allow-untagged-cloud",
+        "--feature-gates",
+        "--node-sync-period",
+        "--webhook-secure-port",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "HCLOUD_METADATA_ENDPOINT",
         "--log-format",
         "--v",
         "RUST_LOG",
