@@ -254,6 +254,45 @@ mod tests {
         assert_eq!(bucket.reserve(t), Duration::ZERO);
     }
 
+    /// `build_client` itself puts the limit in front of every request: a client built from a
+    /// kubeconfig pointing at a local stub server waits for tokens beyond the burst.
+    #[tokio::test]
+    async fn build_client_applies_the_rate_limit() {
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
+        let app = axum::Router::new().fallback(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { axum::Json(serde_json::json!({"major": "1", "minor": "33"})) }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+                 http://{addr}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+                 current-context: c\nusers:\n- name: u\n  user: {{}}\n"
+            ),
+        )
+        .unwrap();
+        let settings = KubeSettings {
+            kubeconfig: Some(path),
+            master: None,
+            rate_limit: Some(limit(10.0, 2)),
+        };
+        let client = build_client(&settings).await.unwrap();
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            client.apiserver_version().await.unwrap();
+        }
+        let elapsed = started.elapsed();
+        assert_eq!(served.load(Ordering::SeqCst), 5);
+        assert!(elapsed >= Duration::from_millis(290), "{elapsed:?}");
+    }
+
     /// A kube client over a stub HTTP service, built with the layer the way `build_client` adds
     /// it: requests beyond the burst wait for tokens.
     #[tokio::test]

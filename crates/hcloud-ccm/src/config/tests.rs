@@ -667,7 +667,9 @@ fn flag_names_are_normalised_and_unknown_ones_are_refused_by_name() {
 
 #[test]
 fn feature_gates() {
-    let cases: &[(&str, Result<(bool, usize), ()>)] = &[
+    /// (watch-based routes on, unknown names) or a syntax error.
+    type Parsed = Result<(bool, usize), ()>;
+    let cases: &[(&str, Parsed)] = &[
         ("", Ok((false, 0))),
         (
             "CloudControllerManagerWatchBasedRoutesReconciliation=true",
