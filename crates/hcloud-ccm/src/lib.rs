@@ -9,4 +9,5 @@ pub mod kube_client;
 pub mod leader;
 pub mod logging;
 pub mod metadata;
+pub mod plan;
 pub mod signals;

@@ -3,7 +3,8 @@
 //! Wiring only: parse and validate the configuration (exit 2 listing every problem), set up
 //! logging, the crypto provider, the Kubernetes client, the endpoints and leader election; start
 //! the controllers once leading; exit 1 when leadership is lost, 0 after a graceful shutdown
-//! (controllers stopped first, then the lease released).
+//! (controllers stopped first, then the lease released). `hcloud-ccm plan` runs the dry run of
+//! [`hcloud_ccm::plan`] with the same configuration instead.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,14 +15,31 @@ use hcloud_ccm::config::Args;
 use hcloud_ccm::controllers::{ControllerContext, start_controllers};
 use hcloud_ccm::http::{self, Endpoints, MetricsRegistry};
 use hcloud_ccm::leader::{self, LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
-use hcloud_ccm::{cloud, kube_client, logging, signals};
+use hcloud_ccm::{cloud, kube_client, logging, plan, signals};
 use tokio_util::sync::CancellationToken;
 
 /// How long stopping controllers may take before the lease is released anyway.
 const CONTROLLER_STOP_GRACE: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
-    let args = match Args::parse_command_line() {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `hcloud-ccm plan [-o json] [--detailed-exitcode] <the usual flags>`: a dry run.
+    let plan_options = if plan::requested(&argv) {
+        argv.remove(1);
+        match plan::PlanOptions::extract(argv) {
+            Ok((options, rest)) => {
+                argv = rest;
+                Some(options)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let args = match Args::try_parse_command_line(argv) {
         Ok(args) => args,
         Err(e) => return ExitCode::from(e.report()),
     };
@@ -46,7 +64,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config)) {
+    let outcome = match plan_options {
+        Some(options) => runtime.block_on(plan::run(&config, options)),
+        None => runtime.block_on(run(config)),
+    };
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "fatal");

@@ -219,11 +219,23 @@ pub fn current_status(service: &Service) -> Option<&LoadBalancerStatus> {
 }
 
 /// Semantic, order-sensitive equality of the ingress lists (absent and empty are equal).
+///
+/// An absent `ipMode` counts as `VIP`, which is what Kubernetes assumes for it: an apiserver
+/// older than 1.29 drops the field, and a status written without it (e.g. by an older CCM)
+/// means the same as one that says `VIP`. Rewriting it would change nothing but cost a write
+/// on every sync.
 pub fn load_balancer_status_equal(
     old: Option<&LoadBalancerStatus>,
     new: Option<&LoadBalancerStatus>,
 ) -> bool {
-    ingress(old) == ingress(new)
+    let (old, new) = (ingress(old), ingress(new));
+    let mode = |i: &LoadBalancerIngress| i.ip_mode.clone().unwrap_or_else(|| "VIP".to_owned());
+    old.len() == new.len()
+        && old.iter().zip(new).all(|(a, b)| {
+            let (mut a, mut b) = (a.clone(), b.clone());
+            (a.ip_mode, b.ip_mode) = (Some(mode(&a)), Some(mode(&b)));
+            a == b
+        })
 }
 
 /// Strategic-merge patch (for `services/status`) adding the cleanup finalizer.
@@ -773,6 +785,14 @@ mod tests {
             }]),
         };
         let empty = LoadBalancerStatus { ingress: None };
+        let with_mode = |mode: &str| LoadBalancerStatus {
+            ingress: Some(vec![LoadBalancerIngress {
+                ip: Some("1.1.1.1".into()),
+                ip_mode: Some(mode.into()),
+                ..Default::default()
+            }]),
+        };
+        let (vip, proxy) = (with_mode("VIP"), with_mode("Proxy"));
         let cases = [
             ("both absent", None, None, true),
             ("absent vs empty", None, Some(&empty), true),
@@ -797,6 +817,18 @@ mod tests {
             ),
             ("hostname", Some(&st(&[])), Some(&host), false),
             ("absent vs set", None, Some(&host), false),
+            (
+                "no ipMode is VIP",
+                Some(&st(&["1.1.1.1"])),
+                Some(&vip),
+                true,
+            ),
+            (
+                "no ipMode is not Proxy",
+                Some(&st(&["1.1.1.1"])),
+                Some(&proxy),
+                false,
+            ),
         ];
         for (name, old, new, want) in cases {
             assert_eq!(load_balancer_status_equal(old, new), want, "{name}");

@@ -42,7 +42,7 @@ use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
-use cloud_provider::{Error, LoadBalancer};
+use cloud_provider::{Error, LoadBalancer, LoadBalancerPlan};
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
@@ -325,5 +325,73 @@ impl LoadBalancer for HcloudLoadBalancers {
             self.delete_managed_certificates(&key, uid).await?;
         }
         Ok(())
+    }
+
+    async fn plan_load_balancer(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+        nodes: &[Arc<Node>],
+    ) -> Result<LoadBalancerPlan> {
+        let dry = self.dry_run(service, nodes).await?;
+        Ok(dry_run_plan(
+            &dry,
+            &plan::StatusOptions::new(&Annotations::of(service), &self.settings),
+        ))
+    }
+}
+
+/// A [`DryRun`] as the provider-neutral [`LoadBalancerPlan`]: one line per change, the
+/// warnings that would become events, and the status when the load balancer's addresses are
+/// known and stay as they are.
+fn dry_run_plan(dry: &DryRun, status: &plan::StatusOptions) -> LoadBalancerPlan {
+    let mut changes = Vec::new();
+    if let Some(certificate) = &dry.create_certificate {
+        changes.push(format!("create managed certificate {certificate:?}"));
+    }
+    if let Some(create) = &dry.create {
+        let at = create
+            .location
+            .as_deref()
+            .or(create.network_zone.as_deref())
+            .unwrap_or("?");
+        changes.push(format!(
+            "create load balancer {:?} ({} in {at}, {} services, {} targets)",
+            create.name,
+            create.load_balancer_type,
+            create.services.len(),
+            create.targets.len()
+        ));
+    }
+    changes.extend(dry.steps.iter().map(ToString::to_string));
+    let warnings = dry
+        .notices
+        .iter()
+        .filter_map(|notice| {
+            let reason = notice.reason?;
+            let message = match &notice.subject {
+                Subject::Service => notice.message.clone(),
+                Subject::Node(node) => format!("(on Node {node}) {}", notice.message),
+            };
+            Some((reason.to_owned(), message))
+        })
+        .collect();
+    let addresses_change = dry.steps.iter().any(|step| {
+        matches!(
+            step,
+            Step::EnablePublicInterface
+                | Step::DisablePublicInterface
+                | Step::AttachNetwork(_)
+                | Step::DetachNetwork(_)
+        )
+    });
+    let status = match &dry.load_balancer {
+        Some(lb) if !addresses_change => plan::status(lb, status).ok(),
+        _ => None,
+    };
+    LoadBalancerPlan {
+        changes,
+        warnings,
+        status,
     }
 }

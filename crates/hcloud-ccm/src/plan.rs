@@ -1,0 +1,251 @@
+//! `hcloud-ccm plan`: what the controllers would change now, without changing anything.
+//!
+//! It takes the same flags and environment as the controller manager, reads the Nodes and
+//! Services once, connects to the Hetzner API like a normal start (token check, network lookup)
+//! and runs [`cloud_provider::dryrun::plan`], which asks the provider only read-only questions
+//! and feeds the answers to the controllers' own decision functions. It never writes to
+//! Kubernetes or to the cloud, records no event and takes no lease.
+//!
+//! Output: a text plan (default) or JSON (`-o json`). Exit status: 0 on success, 1 on an error
+//! (including errors inside the plan, such as a Node whose server cannot be looked up), 2 for an
+//! invalid command line; with `--detailed-exitcode` 0 means "nothing to do" and 2 "changes".
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use cloud_provider::dryrun::{ClusterPlan, DryRunOptions};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::config::{Config, Controller};
+use crate::http::MetricsRegistry;
+use crate::{cloud, kube_client};
+
+/// The first argument that selects the plan command.
+pub const SUBCOMMAND: &str = "plan";
+
+/// Output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Output {
+    /// For people.
+    #[default]
+    Text,
+    /// For machines (`-o json`).
+    Json,
+}
+
+/// The plan command's own flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// `-o text|json` / `--output=…`.
+    pub output: Output,
+    /// `--detailed-exitcode`: 0 nothing to do, 2 changes, 1 error.
+    pub detailed_exitcode: bool,
+}
+
+impl PlanOptions {
+    /// Take the plan command's own flags out of `args` (program name first, `plan` already
+    /// removed); the rest are the controller manager's flags.
+    pub fn extract(args: Vec<OsString>) -> Result<(Self, Vec<OsString>), String> {
+        let mut options = Self::default();
+        let mut rest = Vec::with_capacity(args.len());
+        let mut iter = args.into_iter();
+        let parse_output = |value: &str| match value {
+            "json" => Ok(Output::Json),
+            "text" => Ok(Output::Text),
+            other => Err(format!(
+                "--output: {other:?} is not one of text, json (plan)"
+            )),
+        };
+        while let Some(arg) = iter.next() {
+            let text = arg.to_string_lossy();
+            if let Some(value) = text
+                .strip_prefix("--output=")
+                .or_else(|| text.strip_prefix("-o="))
+            {
+                options.output = parse_output(value)?;
+            } else if text == "-o" || text == "--output" {
+                let value = iter
+                    .next()
+                    .ok_or_else(|| "--output needs a value: text or json".to_owned())?;
+                options.output = parse_output(&value.to_string_lossy())?;
+            } else if let Some(value) = text.strip_prefix("-o") {
+                options.output = parse_output(value)?;
+            } else if text == "--detailed-exitcode" {
+                options.detailed_exitcode = true;
+            } else {
+                rest.push(arg);
+            }
+        }
+        Ok((options, rest))
+    }
+
+    /// The exit status for a finished plan.
+    pub fn exit_code(&self, plan: &ClusterPlan) -> u8 {
+        if plan.error_count() > 0 {
+            1
+        } else if self.detailed_exitcode && plan.change_count() > 0 {
+            2
+        } else {
+            0
+        }
+    }
+}
+
+/// Whether the command line asks for the plan command (`hcloud-ccm plan …`).
+pub fn requested(args: &[OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == SUBCOMMAND)
+}
+
+/// Which controllers the configuration runs, as dry-run options.
+pub fn dry_run_options(
+    config: &Config,
+    provider: &dyn cloud_provider::CloudProvider,
+) -> DryRunOptions {
+    let routes = config.controller_wanted(Controller::NodeRoute) && provider.routes().is_some();
+    DryRunOptions {
+        cluster_name: config.cluster_name.clone(),
+        node: config.controller_wanted(Controller::CloudNode),
+        node_lifecycle: config.controller_wanted(Controller::CloudNodeLifecycle),
+        service: config.controller_wanted(Controller::ServiceLb),
+        routes: routes.then(|| config.cluster_cidrs.clone()),
+    }
+}
+
+/// Read the cluster and the cloud and compute the plan.
+pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
+    let client = kube_client::build_client(&config.kube).await?;
+    // Metrics are collected into a registry nobody serves.
+    let cloud = cloud::connect(
+        &config.hcloud,
+        &config.load_balancers,
+        &MetricsRegistry::new(),
+    )
+    .await?;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing Nodes")?;
+    let services = Api::<Service>::all(client)
+        .list(&ListParams::default())
+        .await
+        .context("listing Services")?;
+    let nodes: Vec<_> = nodes.items.into_iter().map(std::sync::Arc::new).collect();
+    let services: Vec<_> = services
+        .items
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect();
+    let options = dry_run_options(config, cloud.provider.as_ref());
+    Ok(cloud_provider::dryrun::plan(cloud.provider.as_ref(), &nodes, &services, &options).await)
+}
+
+/// Run the plan command: compute, print to standard output, and choose the exit status.
+pub async fn run(config: &Config, options: PlanOptions) -> anyhow::Result<ExitCode> {
+    // As the controller manager does: one process-wide rustls provider (an error only means
+    // it was installed already).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let plan = compute(config).await?;
+    let rendered = match options.output {
+        Output::Text => plan.render_text(),
+        Output::Json => {
+            let mut json = serde_json::to_string_pretty(&plan).context("encoding the plan")?;
+            json.push('\n');
+            json
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(rendered.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing the plan")?;
+    Ok(ExitCode::from(options.exit_code(&plan)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloud_provider::dryrun::{Action, Change, ObjectPlan};
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn own_flags_are_taken_out_and_the_rest_kept_in_order() {
+        let (options, rest) = PlanOptions::extract(os(&[
+            "hcloud-ccm",
+            "--cloud-provider=hcloud",
+            "-o",
+            "json",
+            "--kubeconfig",
+            "k",
+            "--detailed-exitcode",
+        ]))
+        .unwrap_or_default();
+        assert_eq!(
+            options,
+            PlanOptions {
+                output: Output::Json,
+                detailed_exitcode: true
+            }
+        );
+        assert_eq!(
+            rest,
+            os(&["hcloud-ccm", "--cloud-provider=hcloud", "--kubeconfig", "k"])
+        );
+        for spelling in [
+            &["--output=json"][..],
+            &["-ojson"],
+            &["-o=json"],
+            &["--output", "json"],
+        ] {
+            let mut args = vec!["hcloud-ccm"];
+            args.extend_from_slice(spelling);
+            let (options, _) = PlanOptions::extract(os(&args)).unwrap_or_default();
+            assert_eq!(options.output, Output::Json, "{spelling:?}");
+        }
+        assert!(PlanOptions::extract(os(&["x", "-o", "yaml"])).is_err());
+        assert!(PlanOptions::extract(os(&["x", "-o"])).is_err());
+    }
+
+    #[test]
+    fn the_subcommand_is_the_first_argument_only() {
+        assert!(requested(&os(&["hcloud-ccm", "plan", "-o", "json"])));
+        assert!(!requested(&os(&["hcloud-ccm", "--cluster-name", "plan"])));
+        assert!(!requested(&os(&["hcloud-ccm"])));
+    }
+
+    #[test]
+    fn exit_codes() {
+        let empty = ClusterPlan::default();
+        let mut changes = ClusterPlan::default();
+        changes.objects.push(ObjectPlan {
+            kind: "Node".into(),
+            name: "n".into(),
+            changes: vec![Change {
+                action: Action::Add,
+                target: "label x".into(),
+                from: None,
+                to: Some("y".into()),
+            }],
+            ..ObjectPlan::default()
+        });
+        let mut errors = changes.clone();
+        errors.objects[0].errors.push("boom".into());
+        let plain = PlanOptions::default();
+        let detailed = PlanOptions {
+            detailed_exitcode: true,
+            ..PlanOptions::default()
+        };
+        assert_eq!(plain.exit_code(&empty), 0);
+        assert_eq!(plain.exit_code(&changes), 0);
+        assert_eq!(plain.exit_code(&errors), 1);
+        assert_eq!(detailed.exit_code(&empty), 0);
+        assert_eq!(detailed.exit_code(&changes), 2);
+        assert_eq!(detailed.exit_code(&errors), 1);
+    }
+}
