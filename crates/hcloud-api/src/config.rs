@@ -72,27 +72,45 @@ impl Default for RetryConfig {
     }
 }
 
-/// Client-side request budget: a token bucket shared by every clone of a [`crate::Client`].
+/// An optional client-side request budget: a token bucket shared by every clone of a
+/// [`crate::Client`].
 ///
-/// The default, 3000 requests per hour (one every 1.2 s) with a burst of 100, stays below
-/// the project's 3600 requests per hour, so a burst of work queues in the client instead of
-/// earning 429 answers, and some budget is left for other users of the project.
+/// Off by default ([`RateLimitConfig::off`]): the client paces itself by the API's own
+/// `RateLimit-*` headers instead, keeping [`ClientConfig::rate_limit_reserve`] for other
+/// tools (see [`crate::ratelimit`]). A fixed client-side budget would slow the client down
+/// while the API still reports thousands of requests left. Set one only to cap this client
+/// harder than the reserve does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitConfig {
-    /// Sustained requests per hour (default 3000).
+    /// Sustained requests per hour (0 together with a `burst` of 0: no client-side limit).
     pub requests_per_hour: u32,
-    /// Requests that may be sent at once before pacing starts (default 100).
+    /// Requests that may be sent at once before pacing starts.
     pub burst: u32,
+}
+
+impl RateLimitConfig {
+    /// No client-side limit (the default).
+    pub fn off() -> Self {
+        RateLimitConfig {
+            requests_per_hour: 0,
+            burst: 0,
+        }
+    }
+
+    /// Whether this is [`RateLimitConfig::off`].
+    pub fn is_off(&self) -> bool {
+        self.requests_per_hour == 0 && self.burst == 0
+    }
 }
 
 impl Default for RateLimitConfig {
     fn default() -> Self {
-        RateLimitConfig {
-            requests_per_hour: 3000,
-            burst: 100,
-        }
+        RateLimitConfig::off()
     }
 }
+
+/// Default of [`ClientConfig::rate_limit_reserve`]: 600 of the API's 3600 requests per hour.
+pub const DEFAULT_RATE_LIMIT_RESERVE: u32 = 600;
 
 /// Configuration of a [`crate::Client`].
 #[derive(Debug, Clone)]
@@ -105,8 +123,14 @@ pub struct ClientConfig {
     pub user_agent: String,
     /// Retry policy.
     pub retry: RetryConfig,
-    /// Client-side request budget.
+    /// Optional client-side request budget (off by default).
     pub rate_limit: RateLimitConfig,
+    /// Requests per hour of the API's budget left to other tools (CSI driver, autoscaler,
+    /// humans; default 600 of 3600). The client spends freely while the API reports more than
+    /// this remaining and paces itself to the rest of the API's refill rate once it reports
+    /// this much or less (at most half of `RateLimit-Limit` is reserved). 0: pace only once the
+    /// API reports an empty bucket.
+    pub rate_limit_reserve: u32,
     /// An existing budget to share (overrides `rate_limit`); use it when several clients
     /// in one process talk to the same project.
     pub budget: Option<RequestBudget>,
@@ -131,6 +155,7 @@ impl ClientConfig {
             user_agent: USER_AGENT.to_owned(),
             retry: RetryConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            rate_limit_reserve: DEFAULT_RATE_LIMIT_RESERVE,
             budget: None,
             max_rate_limit_wait: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
@@ -189,6 +214,13 @@ impl ClientConfig {
     /// Sets the client-side request budget.
     pub fn with_rate_limit(mut self, rate_limit: RateLimitConfig) -> Self {
         self.rate_limit = rate_limit;
+        self
+    }
+
+    /// Sets the requests per hour left to other tools (see
+    /// [`ClientConfig::rate_limit_reserve`]).
+    pub fn with_rate_limit_reserve(mut self, per_hour: u32) -> Self {
+        self.rate_limit_reserve = per_hour;
         self
     }
 

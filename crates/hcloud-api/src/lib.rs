@@ -9,8 +9,10 @@
 //!   bucket after `RateLimit-Remaining: 0`; a POST that timed out is never repeated.
 //! - Deleting a load balancer answers an action (since October 2026):
 //!   [`LoadBalancersApi::delete`] returns it, [`LoadBalancersApi::delete_and_wait`] waits.
-//! - One client-side request budget shared by every clone of a [`Client`] (default 3000
-//!   requests per hour, burst 100; see [`RateLimitConfig`]).
+//! - Pacing by the API's own `RateLimit-*` headers: requests go freely while the API reports
+//!   plenty left and are paced once its remaining budget reaches a reserve kept for other
+//!   tools (default 600 of 3600 per hour; see [`ClientConfig::rate_limit_reserve`]). An
+//!   optional client-side budget ([`RateLimitConfig`], off by default) can cap it further.
 //! - Metrics with the official CCM's names (see [`Metrics`]).
 //!
 //! ```no_run
@@ -40,7 +42,10 @@ pub use api::{
     ActionRef, ActionsApi, CertificatesApi, ListCertificatesParams, ListParams, ListServersParams,
     LoadBalancerTypesApi, LoadBalancersApi, LocationsApi, NetworksApi, ServersApi,
 };
-pub use config::{ClientConfig, DEFAULT_ENDPOINT, RateLimitConfig, RetryConfig, Token, USER_AGENT};
+pub use config::{
+    ClientConfig, DEFAULT_ENDPOINT, DEFAULT_RATE_LIMIT_RESERVE, RateLimitConfig, RetryConfig,
+    Token, USER_AGENT,
+};
 pub use error::{
     ActionError, ApiError, ConfigError, DecodeError, Error, ErrorCode, ErrorDetails, FieldError,
     TransportError,
@@ -129,6 +134,11 @@ impl Client {
     /// Remaining budget of the API's bucket as last reported.
     pub fn rate_limit_remaining(&self) -> Option<u64> {
         self.transport.bucket().remaining()
+    }
+
+    /// Whether requests are being paced to keep the reserve of the API's budget.
+    pub fn rate_limit_reserving(&self) -> bool {
+        self.transport.bucket().reserving()
     }
 
     /// The endpoint, e.g. `https://api.hetzner.cloud/v1`.

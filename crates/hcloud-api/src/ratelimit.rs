@@ -1,11 +1,17 @@
-//! Rate limiting: the client's own request budget and the API's bucket.
+//! Rate limiting: pacing by the API's own bucket, with a reserve for other tools.
 //!
-//! [`RequestBudget`] is a token bucket on the client side, shared by every clone of a
-//! client, so that a burst of work waits in the client instead of being answered with 429.
-//! The client's view of the API bucket follows the API's `RateLimit-*` headers: once the API reports
-//! `RateLimit-Remaining: 0`, requests are paced to the API's refill rate (derived from
-//! `RateLimit-Limit` and `RateLimit-Reset`; one per second for the real API) until it
-//! reports budget again.
+//! The API reports its bucket in every answer (`RateLimit-Limit`, `RateLimit-Remaining`,
+//! `RateLimit-Reset`). The client spends freely while the API reports plenty left. Once the
+//! remaining budget falls to the reserve (default 600 of the API's 3600 per hour, see
+//! [`crate::config::ClientConfig::rate_limit_reserve`]), requests are spaced so that this
+//! client uses only the API's refill rate minus the reserve's share (for the real API: one
+//! request per 1.2 s instead of one per second), leaving the rest to the CSI driver, the
+//! autoscaler and humans. Once the API reports `RateLimit-Remaining: 0`, requests wait for the
+//! API's refill. Concurrent callers queue one slot apart instead of all hitting the API.
+//!
+//! [`RequestBudget`] is an optional extra token bucket on the client side (off by default),
+//! shared by every clone of a client and, through [`crate::ClientConfig::with_budget`], by
+//! several clients.
 
 use std::fmt;
 use std::num::NonZeroU32;
@@ -20,17 +26,27 @@ use crate::error::ConfigError;
 /// A client-side token bucket. Cloning shares the bucket.
 #[derive(Clone)]
 pub struct RequestBudget {
-    limiter: Arc<DefaultDirectRateLimiter>,
+    /// `None`: no client-side limit ([`RateLimitConfig::off`]).
+    limiter: Option<Arc<DefaultDirectRateLimiter>>,
     config: RateLimitConfig,
 }
 
 impl RequestBudget {
-    /// A bucket refilling `requests_per_hour` evenly, holding at most `burst` requests.
+    /// A bucket refilling `requests_per_hour` evenly, holding at most `burst` requests; no
+    /// limit at all when both are 0 ([`RateLimitConfig::off`], the default).
     pub fn new(config: &RateLimitConfig) -> Result<Self, ConfigError> {
+        if config.is_off() {
+            return Ok(RequestBudget {
+                limiter: None,
+                config: config.clone(),
+            });
+        }
         if config.requests_per_hour == 0 {
             return Err(ConfigError::InvalidSetting {
                 setting: "rate_limit.requests_per_hour",
-                reason: "must be at least 1".to_owned(),
+                reason:
+                    "must be at least 1 (or 0 together with a burst of 0: no client-side limit)"
+                        .to_owned(),
             });
         }
         let period = Duration::from_secs(3600) / config.requests_per_hour;
@@ -42,19 +58,23 @@ impl RequestBudget {
             })?
             .allow_burst(burst);
         Ok(RequestBudget {
-            limiter: Arc::new(RateLimiter::direct(quota)),
+            limiter: Some(Arc::new(RateLimiter::direct(quota))),
             config: config.clone(),
         })
     }
 
     /// Waits until the budget allows one more request, and takes it.
     pub async fn acquire(&self) {
-        self.limiter.until_ready().await;
+        if let Some(limiter) = &self.limiter {
+            limiter.until_ready().await;
+        }
     }
 
     /// Takes one request from the budget if available now.
     pub fn try_acquire(&self) -> bool {
-        self.limiter.check().is_ok()
+        self.limiter
+            .as_ref()
+            .is_none_or(|limiter| limiter.check().is_ok())
     }
 
     /// The configuration the budget was built from.
@@ -125,34 +145,117 @@ impl RateLimitHeaders {
     }
 }
 
+/// The share of the API's bucket kept for other tools, and the pace that keeps it.
+///
+/// `reserve_per_hour` is counted against the API's hourly budget of 3600 requests. For a
+/// reported `RateLimit-Limit` the threshold is that reserve, at most half the bucket; at or
+/// below it, requests are spaced by the API's refill interval times `limit / (limit -
+/// threshold)`: this client then takes only its share of the refill and the bucket grows
+/// back by the reserve's share. Pacing ends once the API reports half the reserve more than
+/// the threshold (so the client does not spend each refilled request at once and hover at
+/// the threshold with the full refill rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    /// Requests per hour kept for other users of the project (0: none).
+    pub per_hour: u32,
+}
+
+impl Reserve {
+    /// The remaining budget at or below which pacing starts, for a bucket of `limit`.
+    pub fn threshold(&self, limit: u64) -> u64 {
+        u64::from(self.per_hour).min(limit / 2)
+    }
+
+    /// The spacing of requests while `remaining` is at or below the threshold (or, while
+    /// `pacing` already, below the threshold plus half of it), or `None` while the API reports
+    /// plenty. `api_interval` is the API's time to refill one request.
+    pub fn pace(
+        &self,
+        headers: &RateLimitHeaders,
+        api_interval: Duration,
+        pacing: bool,
+    ) -> Option<Duration> {
+        let (Some(limit), Some(remaining)) = (headers.limit, headers.remaining) else {
+            return None;
+        };
+        let threshold = self.threshold(limit);
+        let resume_above = if pacing {
+            threshold + threshold / 2
+        } else {
+            threshold
+        };
+        if threshold == 0 || remaining > resume_above {
+            return None;
+        }
+        // limit >= 2 * threshold here, so the divisor is at least `threshold` (> 0).
+        let share = limit - threshold;
+        let factor = limit as f64 / share as f64;
+        Some(api_interval.mul_f64(factor))
+    }
+}
+
+/// The API's time to refill one request, from the headers: the bucket is full at
+/// `RateLimit-Reset`, `limit - remaining` requests from now. `fallback` when they do not tell
+/// (a full bucket, or missing headers).
+pub fn refill_interval(
+    headers: &RateLimitHeaders,
+    now: SystemTime,
+    fallback: Duration,
+) -> Duration {
+    let (Some(limit), Some(remaining), Some(reset)) =
+        (headers.limit, headers.remaining, headers.reset)
+    else {
+        return fallback;
+    };
+    let missing = limit.saturating_sub(remaining);
+    let now_secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let until_full = reset.saturating_sub(now_secs);
+    if missing == 0 || until_full == 0 {
+        return fallback;
+    }
+    Duration::from_secs(until_full) / u32::try_from(missing).unwrap_or(u32::MAX)
+}
+
 /// The API's bucket as seen through its answers. Shared by the clones of a client.
 #[derive(Debug, Clone)]
 pub(crate) struct ServerBucket {
     state: Arc<Mutex<BucketState>>,
     refill: Duration,
     max_wait: Duration,
+    reserve: Reserve,
 }
 
 #[derive(Debug, Default)]
 struct BucketState {
     /// The last answer reported an empty bucket.
     exhausted: bool,
-    /// Earliest time the next request may go out while exhausted.
+    /// Earliest time the next request may go out while pacing.
     next_slot: Option<Instant>,
     /// Last reported remaining budget.
     remaining: Option<u64>,
-    /// Time the API needs to refill one request, as last derived from its headers.
+    /// Last reported remaining budget minus the requests sent since (an estimate, so that a
+    /// burst of concurrent requests notices the reserve before the answers tell).
+    estimate: Option<u64>,
+    /// Last reported bucket size.
+    limit: Option<u64>,
+    /// Spacing of requests while pacing (exhausted bucket or reserve reached).
     interval: Duration,
+    /// Pacing to keep the reserve.
+    reserving: bool,
 }
 
 impl ServerBucket {
     /// A tracker for a bucket refilling one request per `refill` unless its headers say
-    /// otherwise; waits are capped at `max_wait`.
-    pub(crate) fn new(refill: Duration, max_wait: Duration) -> Self {
+    /// otherwise; waits are capped at `max_wait`; `reserve` is kept for other tools.
+    pub(crate) fn new(refill: Duration, max_wait: Duration, reserve: Reserve) -> Self {
         ServerBucket {
             state: Arc::new(Mutex::new(BucketState::default())),
             refill,
             max_wait,
+            reserve,
         }
     }
 
@@ -161,28 +264,61 @@ impl ServerBucket {
         let Some(remaining) = headers.remaining else {
             return;
         };
+        let now = SystemTime::now();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.remaining = Some(remaining);
+        state.estimate = Some(remaining);
+        state.limit = headers.limit.or(state.limit);
         if remaining == 0 {
-            let wait = headers
-                .wait_for_token(SystemTime::now(), self.refill)
-                .min(self.max_wait);
+            let wait = headers.wait_for_token(now, self.refill).min(self.max_wait);
             let slot = Instant::now() + wait;
             state.exhausted = true;
             state.interval = wait;
             state.next_slot = Some(state.next_slot.map_or(slot, |s| s.max(slot)));
-        } else {
-            state.exhausted = false;
-            state.next_slot = None;
+            return;
+        }
+        state.exhausted = false;
+        let api_interval = refill_interval(headers, now, self.refill);
+        match self.reserve.pace(headers, api_interval, state.reserving) {
+            Some(pace) => {
+                if !state.reserving {
+                    tracing::debug!(
+                        remaining,
+                        pace_ms = pace.as_millis() as u64,
+                        "hcloud API budget at the reserve; pacing requests"
+                    );
+                }
+                state.reserving = true;
+                state.interval = pace.min(self.max_wait);
+            }
+            None => {
+                state.reserving = false;
+                state.next_slot = None;
+            }
         }
     }
 
     /// Reserves a slot for the next request: `None` to go now, or the instant to wait for.
-    /// While the bucket is exhausted, consecutive reservations are one refill apart, so
-    /// concurrent callers queue instead of all hitting the API at once.
+    /// While the bucket is exhausted or at the reserve, consecutive reservations are one
+    /// interval apart, so concurrent callers queue instead of all hitting the API at once.
     pub(crate) fn reserve(&self) -> Option<Instant> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if !state.exhausted {
+        if !state.exhausted && !state.reserving {
+            // Count the request against the estimate; once the estimate reaches the reserve,
+            // pace from here on (until an answer reports plenty again).
+            if let (Some(estimate), Some(limit)) = (state.estimate, state.limit) {
+                let next = estimate.saturating_sub(1);
+                state.estimate = Some(next);
+                let threshold = self.reserve.threshold(limit);
+                if threshold > 0 && next <= threshold {
+                    let share = limit.saturating_sub(threshold).max(1);
+                    state.reserving = true;
+                    state.interval = self
+                        .refill
+                        .mul_f64(limit as f64 / share as f64)
+                        .min(self.max_wait);
+                }
+            }
             return None;
         }
         let now = Instant::now();
@@ -198,6 +334,14 @@ impl ServerBucket {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remaining
+    }
+
+    /// Whether requests are being paced to keep the reserve.
+    pub(crate) fn reserving(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reserving
     }
 }
 
@@ -272,7 +416,11 @@ mod tests {
 
     #[test]
     fn exhausted_bucket_paces_reservations() {
-        let bucket = ServerBucket::new(Duration::from_millis(100), Duration::from_secs(5));
+        let bucket = ServerBucket::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            Reserve { per_hour: 0 },
+        );
         assert!(bucket.reserve().is_none());
         bucket.observe(&RateLimitHeaders {
             remaining: Some(0),
@@ -312,7 +460,7 @@ mod tests {
     }
 
     #[test]
-    fn zero_rate_is_rejected() {
+    fn zero_rate_is_rejected_unless_the_budget_is_off() {
         assert!(
             RequestBudget::new(&RateLimitConfig {
                 requests_per_hour: 0,
@@ -320,5 +468,122 @@ mod tests {
             })
             .is_err()
         );
+        let off = RequestBudget::new(&RateLimitConfig::off()).expect("off");
+        for _ in 0..10_000 {
+            assert!(off.try_acquire(), "no client-side limit");
+        }
+    }
+
+    fn headers(limit: u64, remaining: u64, reset: u64) -> RateLimitHeaders {
+        RateLimitHeaders {
+            limit: Some(limit),
+            remaining: Some(remaining),
+            reset: Some(reset),
+        }
+    }
+
+    #[test]
+    fn reserve_paces_only_near_the_threshold() {
+        let reserve = Reserve { per_hour: 600 };
+        let second = Duration::from_secs(1);
+        // Plenty left: no pacing, whatever the refill.
+        for remaining in [3600, 3000, 601] {
+            assert_eq!(
+                reserve.pace(&headers(3600, remaining, 0), second, false),
+                None
+            );
+        }
+        // At the reserve and below: 3000 of the API's 3600 per hour, one per 1.2 s.
+        for remaining in [600, 300, 1] {
+            let pace = reserve.pace(&headers(3600, remaining, 0), second, false);
+            assert_eq!(pace, Some(Duration::from_millis(1200)), "{remaining}");
+        }
+        // Once pacing, it goes on until the API reports 900 left.
+        for (remaining, paced) in [(601, true), (900, true), (901, false)] {
+            let pace = reserve.pace(&headers(3600, remaining, 0), second, true);
+            assert_eq!(pace.is_some(), paced, "{remaining}");
+        }
+        // A small bucket: at most half of it is reserved.
+        assert_eq!(reserve.threshold(10), 5);
+        assert_eq!(reserve.pace(&headers(10, 6, 0), second, false), None);
+        assert_eq!(
+            reserve.pace(&headers(10, 5, 0), Duration::from_millis(100), false),
+            Some(Duration::from_millis(200))
+        );
+        // No reserve, or no headers: never paced here.
+        assert_eq!(
+            Reserve { per_hour: 0 }.pace(&headers(3600, 1, 0), second, true),
+            None
+        );
+        assert_eq!(
+            reserve.pace(&RateLimitHeaders::default(), second, true),
+            None
+        );
+    }
+
+    #[test]
+    fn refill_interval_follows_the_headers() {
+        let now = UNIX_EPOCH + Duration::from_secs(1000);
+        let fallback = Duration::from_secs(1);
+        // The real API: 3000 missing, full in 3000 s.
+        assert_eq!(
+            refill_interval(&headers(3600, 600, 4000), now, fallback),
+            Duration::from_secs(1)
+        );
+        // 10 missing, full in 1 s: 100 ms each.
+        assert_eq!(
+            refill_interval(&headers(20, 10, 1001), now, fallback),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            refill_interval(&headers(3600, 3600, 1000), now, fallback),
+            fallback
+        );
+        assert_eq!(
+            refill_interval(&RateLimitHeaders::default(), now, fallback),
+            fallback
+        );
+    }
+
+    #[test]
+    fn bucket_paces_at_the_reserve_and_stops_when_budget_returns() {
+        let bucket = ServerBucket::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            Reserve { per_hour: 600 },
+        );
+        bucket.observe(&headers(3600, 2000, 0));
+        assert!(bucket.reserve().is_none(), "plenty left");
+        assert!(!bucket.reserving());
+        // The API reports the reserve reached: consecutive slots are spaced.
+        bucket.observe(&headers(3600, 600, 0));
+        assert!(bucket.reserving());
+        let _first = bucket.reserve();
+        let second = bucket.reserve().expect("second waits");
+        let third = bucket.reserve().expect("third waits");
+        assert!(third >= second + Duration::from_millis(100), "spaced");
+        // Budget back (the bucket refilled, e.g. other tools went quiet).
+        bucket.observe(&headers(3600, 1500, 0));
+        assert!(!bucket.reserving());
+        assert!(bucket.reserve().is_none());
+    }
+
+    #[test]
+    fn concurrent_requests_count_against_the_estimate() {
+        let bucket = ServerBucket::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            Reserve { per_hour: 600 },
+        );
+        bucket.observe(&headers(3600, 605, 0));
+        // Five requests go before any answer; the sixth would reach the reserve.
+        for _ in 0..4 {
+            assert!(bucket.reserve().is_none());
+        }
+        assert!(!bucket.reserving());
+        assert!(bucket.reserve().is_none(), "the fifth still goes at once");
+        assert!(bucket.reserving(), "the estimate reached the reserve");
+        let _first_paced = bucket.reserve();
+        assert!(bucket.reserve().is_some(), "the next one waits");
     }
 }

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
 use crate::error::{ApiError, ConfigError, DecodeError, Error, ErrorCode, TransportError};
 use crate::metrics::Metrics;
-use crate::ratelimit::{RateLimitHeaders, RequestBudget, ServerBucket};
+use crate::ratelimit::{RateLimitHeaders, RequestBudget, Reserve, ServerBucket};
 use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport_error};
 
 /// How fast the API refills its bucket: one request per second.
@@ -87,7 +87,13 @@ impl Transport {
             auth: auth_header(&config.token)?,
             retry: config.retry.clone(),
             budget,
-            bucket: ServerBucket::new(API_REFILL, config.max_rate_limit_wait),
+            bucket: ServerBucket::new(
+                API_REFILL,
+                config.max_rate_limit_wait,
+                Reserve {
+                    per_hour: config.rate_limit_reserve,
+                },
+            ),
             max_rate_limit_wait: config.max_rate_limit_wait,
             metrics: config.metrics.clone().unwrap_or_default(),
         })
@@ -258,13 +264,14 @@ impl Transport {
         }
     }
 
-    /// Waits for the client budget and, if the API reported an empty bucket, for its refill.
+    /// Waits for the client budget (when one is set) and, if the API reported an empty bucket
+    /// or a budget at the reserve, for the next paced slot.
     async fn wait_for_slot(&self) {
         if let Some(slot) = self.bucket.reserve() {
             let wait = slot.saturating_duration_since(Instant::now());
             tracing::debug!(
                 wait_ms = wait.as_millis() as u64,
-                "hcloud API bucket empty; waiting"
+                "hcloud API budget at the reserve or empty; waiting"
             );
             tokio::time::sleep_until(tokio::time::Instant::from_std(slot)).await;
         }

@@ -19,8 +19,9 @@ async fn empty_api_bucket_is_waited_for_instead_of_hammered() {
         .await
         .expect("sim");
     let mut config = config_for(&sim);
-    // A single try: any 429 would fail the test.
+    // A single try: any 429 would fail the test. No reserve: the bucket is drained.
     config.retry.max_tries = 1;
+    config.rate_limit_reserve = 0;
     let client = Client::new(config).expect("client");
     let start = Instant::now();
     for i in 0..16 {
@@ -60,6 +61,83 @@ async fn rate_limited_answers_are_retried_after_the_bucket_refills() {
         .expect("retried until refilled");
     assert!(
         start.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn plenty_of_api_budget_is_spent_without_pacing() {
+    // The API's default bucket (3600, 1/s): a busy burst of 400 requests leaves thousands, so
+    // nothing waits (a fixed client budget of 3000/h with a burst of 100 would have spread
+    // the last 300 over six minutes).
+    let sim = Simulator::start(SimConfig::default()).await.expect("sim");
+    let client =
+        Client::new(config_for(&sim).with_rate_limit(RateLimitConfig::default())).expect("client");
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for _ in 0..50 {
+                    client.locations().get(1).await.expect("request");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(count(&sim, "GET /locations/{id}").await, 400);
+    assert!(!client.rate_limit_reserving());
+    let remaining = client.rate_limit_remaining().expect("reported");
+    assert!((3100..3600).contains(&remaining), "{remaining}");
+}
+
+#[tokio::test]
+async fn the_reserve_is_kept_for_other_tools() {
+    // A bucket of 60, refilled 10 per second: at most half (30) is reserved. The client spends
+    // the first 30 at once, then paces itself to about half the refill rate, so the bucket
+    // never drops far below the reserve.
+    let sim = Simulator::start(SimConfig::default().rate_limit_bucket(60, 10.0))
+        .await
+        .expect("sim");
+    let mut config = config_for(&sim);
+    config.retry.max_tries = 1;
+    let client = Client::new(config).expect("client");
+    let start = Instant::now();
+    let mut lowest = u64::MAX;
+    for i in 0..40 {
+        client
+            .locations()
+            .get(1)
+            .await
+            .unwrap_or_else(|e| panic!("request {i}: {e}"));
+        lowest = lowest.min(client.rate_limit_remaining().expect("reported"));
+    }
+    let elapsed = start.elapsed();
+    assert!(client.rate_limit_reserving(), "at the reserve");
+    assert!(elapsed >= Duration::from_millis(1000), "paced: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+    assert!(lowest >= 20, "the reserve was spent: {lowest} left");
+
+    // Without a reserve the same requests go at once (the bucket holds them all).
+    let sim = Simulator::start(SimConfig::default().rate_limit_bucket(60, 10.0))
+        .await
+        .expect("sim");
+    let client = Client::new(config_for(&sim).with_rate_limit_reserve(0)).expect("client");
+    let start = Instant::now();
+    for _ in 0..40 {
+        client.locations().get(1).await.expect("request");
+    }
+    assert!(!client.rate_limit_reserving());
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
         "{:?}",
         start.elapsed()
     );
