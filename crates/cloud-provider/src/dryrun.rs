@@ -160,7 +160,12 @@ impl ClusterPlan {
         for object in &self.objects {
             let _ = writeln!(out, "{} {}", object.kind, object.name);
             for change in &object.changes {
-                let _ = write!(out, "  {} {}", change.action.symbol(), change.target);
+                let verb = match change.action {
+                    Action::Create => "create ",
+                    Action::Delete => "delete ",
+                    Action::Add | Action::Change | Action::Remove => "",
+                };
+                let _ = write!(out, "  {} {verb}{}", change.action.symbol(), change.target);
                 match (&change.from, &change.to) {
                     (Some(from), Some(to)) => {
                         let _ = write!(out, ": {from} -> {to}");
@@ -249,11 +254,12 @@ pub async fn plan(
         Some(instances) if options.node || options.node_lifecycle => {
             for node in &nodes {
                 let mut object = ObjectPlan::new("Node", name_of(node));
-                if options.node {
+                let deleted = options.node_lifecycle
+                    && plan_lifecycle(instances.as_ref(), node, &mut object).await;
+                // A Node that goes away needs no labels or addresses (and its metadata
+                // lookup fails: its server is gone).
+                if options.node && !deleted {
                     plan_node(instances.as_ref(), node, &mut object).await;
-                }
-                if options.node_lifecycle {
-                    plan_lifecycle(instances.as_ref(), node, &mut object).await;
                 }
                 out.push(object);
             }
@@ -434,26 +440,31 @@ async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPl
     address_change(&initialized, &metadata.node_addresses, object);
 }
 
-/// The cloud node lifecycle controller.
-async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) {
-    match decide(node, instances).await {
-        Ok(LifecycleAction::Nothing) => {}
+/// The cloud node lifecycle controller; whether it would delete the Node.
+async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) -> bool {
+    let change = match decide(node, instances).await {
+        Ok(LifecycleAction::Nothing) => return false,
         Ok(LifecycleAction::DeleteNode) => {
             object
                 .changes
                 .push(Change::new(Action::Delete, "node").values(
                     None,
                     Some("its instance no longer exists in the cloud".to_owned()),
-                ))
+                ));
+            return true;
         }
-        Ok(LifecycleAction::ChangeTaint(TaintChange::AddShutdown)) => object.changes.push(
-            Change::new(Action::Add, format!("taint {TAINT_SHUTDOWN}:NoSchedule")),
-        ),
-        Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown)) => object.changes.push(
-            Change::new(Action::Remove, format!("taint {TAINT_SHUTDOWN}:NoSchedule")),
-        ),
-        Err(err) => object.errors.push(error_chain(&err)),
-    }
+        Ok(LifecycleAction::ChangeTaint(TaintChange::AddShutdown)) => Action::Add,
+        Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown)) => Action::Remove,
+        Err(err) => {
+            object.errors.push(error_chain(&err));
+            return false;
+        }
+    };
+    object.changes.push(Change::new(
+        change,
+        format!("taint {TAINT_SHUTDOWN}:NoSchedule"),
+    ));
+    false
 }
 
 fn ingress_text(status: Option<&LoadBalancerStatus>) -> String {
@@ -526,14 +537,14 @@ async fn plan_service(
     match lb.plan_load_balancer(cluster_name, service, nodes).await {
         Ok(planned) => {
             for line in planned.changes {
-                let action = if line.starts_with("create ") {
-                    Action::Create
-                } else if line.starts_with("delete ") {
-                    Action::Delete
+                let change = if let Some(what) = line.strip_prefix("create ") {
+                    Change::new(Action::Create, what)
+                } else if let Some(what) = line.strip_prefix("delete ") {
+                    Change::new(Action::Delete, what)
                 } else {
-                    Action::Change
+                    Change::new(Action::Change, line)
                 };
-                object.changes.push(Change::new(action, line));
+                object.changes.push(change);
             }
             object.warnings.extend(
                 planned

@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -18,8 +21,7 @@ use kube_harness::{ControlPlane, eventually, unique_name};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+use ccm::{BIN, TOKEN};
 
 /// Lease timings for both sides: short, so that a test that waited out a full lease would
 /// still be quick, but a release must hand over well within one lease duration.

@@ -10,6 +10,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,13 +26,12 @@ use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, NodeCondition, NodeSpec,
     NodeStatus, Service, ServicePort, ServiceSpec, ServiceStatus,
 };
-use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, unique_name};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+use ccm::{BIN, TOKEN, cloud_writes, free_port, kube_writes, service_account_kubeconfig};
+
 const UID_LABEL: &str = "hcloud-ccm/service-uid";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const A: &str = "load-balancer.hetzner.cloud/";
@@ -237,14 +239,6 @@ fn tcp_check(node_port: u16) -> HealthCheckSeed {
     }
 }
 
-fn writes(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    counts
-        .iter()
-        .filter(|(key, _)| !key.starts_with("GET "))
-        .map(|(k, v)| (k.clone(), *v))
-        .collect()
-}
-
 fn metric(text: &str, name: &str, label: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l.contains(label))
@@ -260,14 +254,6 @@ async fn metrics(port: u16) -> Option<String> {
         .await
         .ok()?;
     Some(body)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[tokio::test]
@@ -477,24 +463,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     let dir = tempfile::tempdir().unwrap();
     // hcloud-ccm runs as a ServiceAccount of its own, so the audit log tells its writes apart.
     let account = "migration-ccm";
-    let token = plane
-        .service_account_token("kube-system", account)
-        .await
-        .unwrap();
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": { "name": account },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
-                "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": "kube-system" }],
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+    let kubeconfig = service_account_kubeconfig(&plane, &admin, account, dir.path()).await;
     let metrics_port = free_port();
     // The CCM's host is the first server, attached to the network (the attached check).
     let first_server = seeded
@@ -562,7 +531,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     let counts = sim_admin.request_counts().await.unwrap();
     let log = std::fs::read_to_string(dir.path().join("ccm.log")).unwrap_or_default();
     assert_eq!(
-        writes(&counts),
+        cloud_writes(&counts),
         BTreeMap::new(),
         "hcloud-ccm wrote to the cloud on takeover; all requests: {counts:?}\nlog:\n{log}"
     );
@@ -572,29 +541,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
         assert_eq!(current.as_ref(), Some(status), "ingress of {name} changed");
     }
     // No Service or Node was written either (events aside).
-    let written: Vec<String> = plane
-        .audit_events()
-        .into_iter()
-        .filter(|e| {
-            e["user"]["username"] == format!("system:serviceaccount:kube-system:{account}").as_str()
-        })
-        .filter(|e| {
-            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
-            resource == "nodes" || resource == "services"
-        })
-        .filter(|e| {
-            matches!(
-                e["verb"].as_str().unwrap_or_default(),
-                "create" | "update" | "patch" | "delete"
-            )
-        })
-        .map(|e| {
-            format!(
-                "{} {} {}",
-                e["verb"], e["objectRef"]["resource"], e["objectRef"]["name"]
-            )
-        })
-        .collect();
+    let written = kube_writes(&plane, account, &["nodes", "services"]);
     assert!(written.is_empty(), "hcloud-ccm wrote {written:?}");
     ccm.kill().await.unwrap();
 
@@ -619,5 +566,9 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     );
     assert!(stdout.contains("No changes"), "{stdout}");
     let counts = sim_admin.request_counts().await.unwrap();
-    assert_eq!(writes(&counts), BTreeMap::new(), "plan wrote: {counts:?}");
+    assert_eq!(
+        cloud_writes(&counts),
+        BTreeMap::new(),
+        "plan wrote: {counts:?}"
+    );
 }

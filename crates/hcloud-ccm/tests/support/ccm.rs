@@ -1,0 +1,97 @@
+//! Helpers for tests that run the `hcloud-ccm` binary against the control plane and the
+//! simulator and then check what it wrote.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, PostParams};
+use kube_harness::ControlPlane;
+use serde_json::json;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+/// A token of the real length (64 characters) that the simulator accepts.
+pub const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A kubeconfig in `dir` for a ServiceAccount `kube-system/<account>` bound to `cluster-admin`,
+/// so that the audit log tells this process's requests apart from the test's own.
+pub async fn service_account_kubeconfig(
+    plane: &ControlPlane,
+    admin: &kube::Client,
+    account: &str,
+    dir: &Path,
+) -> PathBuf {
+    let token = plane
+        .service_account_token("kube-system", account)
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": account },
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "cluster-admin",
+                },
+                "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": "kube-system" }],
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let path = dir.join(format!("{account}.kubeconfig"));
+    std::fs::write(&path, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+    path
+}
+
+/// The writes (`create`, `update`, `patch`, `delete`) the ServiceAccount made, as
+/// `verb resource name`, optionally only on `resources`.
+pub fn kube_writes(plane: &ControlPlane, account: &str, resources: &[&str]) -> Vec<String> {
+    let user = format!("system:serviceaccount:kube-system:{account}");
+    plane
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user.as_str())
+        .filter(|e| {
+            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
+            resources.is_empty() || resources.contains(&resource)
+        })
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str().unwrap_or_default(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        })
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e["verb"].as_str().unwrap_or_default(),
+                e["objectRef"]["resource"].as_str().unwrap_or_default(),
+                e["objectRef"]["name"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The simulator's request counts of everything but `GET`s.
+pub fn cloud_writes(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    counts
+        .iter()
+        .filter(|(key, _)| !key.starts_with("GET "))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
