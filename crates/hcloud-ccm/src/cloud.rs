@@ -142,9 +142,42 @@ pub fn load_balancer_settings(lb: &LoadBalancerSettings) -> hcloud_provider::Loa
             _ => None,
         },
         uses_proxyprotocol: lb.uses_proxy_protocol,
-        health_check_interval: lb.health_check_interval,
-        health_check_timeout: lb.health_check_timeout,
-        health_check_retries: lb.health_check_retries,
+        // As the official CCM reads them, 0 means unset: the health check is left as it is.
+        health_check_interval: lb.health_check_interval.filter(|d| !d.is_zero()),
+        health_check_timeout: lb.health_check_timeout.filter(|d| !d.is_zero()),
+        health_check_retries: lb.health_check_retries.filter(|n| *n != 0),
         ..hcloud_provider::LoadBalancerSettings::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn zero_health_check_variables_mean_unset() {
+        let zero = LoadBalancerSettings {
+            health_check_interval: Some(Duration::ZERO),
+            health_check_timeout: Some(Duration::ZERO),
+            health_check_retries: Some(0),
+            ..LoadBalancerSettings::default()
+        };
+        let mapped = load_balancer_settings(&zero);
+        assert_eq!(mapped.health_check_interval, None);
+        assert_eq!(mapped.health_check_timeout, None);
+        assert_eq!(mapped.health_check_retries, None);
+
+        let set = LoadBalancerSettings {
+            health_check_interval: Some(Duration::from_secs(5)),
+            health_check_timeout: Some(Duration::from_secs(3)),
+            health_check_retries: Some(2),
+            ..LoadBalancerSettings::default()
+        };
+        let mapped = load_balancer_settings(&set);
+        assert_eq!(mapped.health_check_interval, Some(Duration::from_secs(5)));
+        assert_eq!(mapped.health_check_timeout, Some(Duration::from_secs(3)));
+        assert_eq!(mapped.health_check_retries, Some(2));
     }
 }
