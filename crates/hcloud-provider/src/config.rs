@@ -87,11 +87,21 @@ pub struct CacheConfig {
     /// default 10 s as upstream).
     pub max_age: Duration,
     /// How old a listing may be when the lifecycle controller asks whether a server still
-    /// exists or is shut down (never less than `max_age`). NotReady Nodes are checked every
-    /// monitor period; with the plain max age they would cost a full listing every 10 s for as
-    /// long as any Node is NotReady. The price is that a deleted or powered-off server is
-    /// noticed up to this much later.
+    /// exists or is shut down (never less than `max_age`; default 5 min). NotReady Nodes are
+    /// checked every monitor period; with the plain max age they would cost a full listing
+    /// every 10 s for as long as any Node is NotReady. Changes are noticed sooner through the
+    /// status check (see `status_period`); this is the longest a change that the status check
+    /// cannot see (one server powered off while another started) may go unnoticed.
     pub status_max_age: Duration,
+    /// How often the lifecycle checks count the running servers (one request; default 10 s).
+    /// When the count changes, the servers that are not running are listed and the full
+    /// listing is refreshed before the next existence answer, so a powered-off server is
+    /// reported shut down, and a deleted one confirmed gone, within about this period plus
+    /// the lifecycle controller's monitor period.
+    pub status_period: Duration,
+    /// Longest time one shared listing of all servers may take before the lookups waiting
+    /// for it give up (default 60 s).
+    pub refresh_deadline: Duration,
     /// How long a server that was not found stays "not found" before the next refresh may look
     /// for it again. Keeps retries of a missing server from re-listing everything.
     pub miss_ttl: Duration,
@@ -102,7 +112,9 @@ impl Default for CacheConfig {
         Self {
             mode: CacheMode::All,
             max_age: Duration::from_secs(10),
-            status_max_age: Duration::from_secs(60),
+            status_max_age: Duration::from_secs(300),
+            status_period: Duration::from_secs(10),
+            refresh_deadline: Duration::from_secs(60),
             miss_ttl: Duration::from_secs(10),
         }
     }

@@ -9,12 +9,12 @@ use cloud_provider::{Error, InstanceMetadata, Instances};
 use hcloud_api::models::{Server, ServerStatus};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::config::InstancesConfig;
+use crate::config::{CacheMode, InstancesConfig};
 use crate::events::Events;
 use crate::metadata::instance_metadata;
 use crate::metrics::{Operations, op};
 use crate::provider_id::ProviderId;
-use crate::server_cache::{SUBSYSTEM_INSTANCES, ServerCache, ServerKey};
+use crate::server_cache::{SUBSYSTEM_INSTANCES, ServerCache, ServerKey, StatusCheck};
 
 /// Hetzner Cloud servers as Kubernetes instances.
 ///
@@ -68,6 +68,18 @@ impl HcloudInstances {
     /// The event handle.
     pub fn events(&self) -> &Events {
         &self.events
+    }
+
+    /// The status check of the shared cache (mode `all` only).
+    async fn status_check(&self) -> Result<Option<StatusCheck>> {
+        if self.cache.config().mode != CacheMode::All {
+            return Ok(None);
+        }
+        self.cache
+            .status_check()
+            .await
+            .map(Some)
+            .map_err(|err| Error::api("checking which servers are not running", err))
     }
 
     async fn find(&self, node: &Node) -> Result<Arc<Server>> {
@@ -138,9 +150,15 @@ impl Instances for HcloudInstances {
     /// (that would let the lifecycle controller delete a Node whose name differs from its
     /// server's, which routes support): the Node exists while a server has one of its
     /// InternalIP/ExternalIP addresses. Only a Node with neither is reported gone.
+    ///
+    /// With cache mode `all`, the status check runs first (one request per status period):
+    /// when the number of running servers changed, the listing is refreshed before answering,
+    /// so a deleted server is asked for directly (and confirmed gone by the API's own "not
+    /// found") within about a status period.
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_EXISTS);
         let key = server_key(node)?;
+        self.status_check().await?;
         let exists = self
             .cache
             .confirm_exists(&key)
@@ -179,15 +197,23 @@ impl Instances for HcloudInstances {
         }
     }
 
+    /// With cache mode `all`, the answer comes from the status check (servers that are not
+    /// running, checked every status period with one request): a server is shut down when it
+    /// is `off` there. The server itself is found through the listing.
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_SHUTDOWN);
         let key = server_key(node)?;
+        let check = self.status_check().await?;
         let server = match self.cache.get_for_status(&key).await {
             Ok(Some(server)) => server,
             Ok(None) => return Err(Error::InstanceNotFound),
             Err(err) => return Err(Error::api(format!("looking up {key}"), err)),
         };
-        Ok(server.status == ServerStatus::Off)
+        Ok(match check {
+            // The status check is younger than the listing (or as young): it decides.
+            Some(check) => check.is_off(server.id),
+            None => server.status == ServerStatus::Off,
+        })
     }
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {

@@ -51,7 +51,7 @@ pub use routes::{CLUSTER_CIDR_MISCONFIGURED, HcloudRoutes, RoutesConfig};
 pub use server_cache::{
     CacheError, CacheMetrics, RESULT_HIT, RESULT_MISS, SUBSYSTEM_INSTANCES,
     SUBSYSTEM_LOAD_BALANCER, SUBSYSTEM_NONE, SUBSYSTEM_ROUTES, ServerCache, ServerKey,
-    ServerSnapshot,
+    ServerSnapshot, StatusCheck,
 };
 
 use cloud_provider::{CloudProvider, EventRecorder, Instances, LoadBalancer, Routes};

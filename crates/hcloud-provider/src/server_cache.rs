@@ -1,25 +1,38 @@
 //! One cache of servers shared by every instance lookup of the process.
 //!
-//! In [`CacheMode::All`] the cache is filled by listing all servers (50 per page). Lookups wait
-//! on one lock, so a burst of lookups within the max age costs at most one refresh, and a
-//! lookup that misses a fresh listing triggers a refresh only when no refresh happened since
-//! the miss was last recorded: a server that is not found is remembered for
-//! [`CacheConfig::miss_ttl`], so retries for a missing server do not re-list everything.
+//! In [`CacheMode::All`] the cache is filled by listing all servers (50 per page). The listing
+//! is an immutable snapshot; a refresh is one shared in-flight request (single flight) with a
+//! deadline ([`CacheConfig::refresh_deadline`]), and no lock is held while it runs: a burst of
+//! lookups within the max age costs at most one refresh, lookups that need fresher data join
+//! the refresh under way, and lookups that accept older data (the `*_for_status` ones) answer
+//! from the last good snapshot and its age meanwhile. A lookup that misses a fresh listing
+//! triggers a refresh only when no refresh happened since the miss was last recorded: a server
+//! that is not found is remembered for [`CacheConfig::miss_ttl`], so retries for a missing
+//! server do not re-list everything.
+//!
+//! For the lifecycle controller's checks of NotReady Nodes, [`ServerCache::status_check`]
+//! keeps the servers that are not running: every [`CacheConfig::status_period`] it asks the
+//! API for the number of running servers (`GET /servers?status=running&per_page=1`, one
+//! request). Only when that number changed (a server powered off, started, was created or
+//! deleted), or the last listing of servers that are not running is older than
+//! [`CacheConfig::status_max_age`], does it list the servers that are not running (usually one
+//! page) and mark the full listing as outdated, so that the next existence check refreshes it.
 //!
 //! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
 //! directly for the one server before the lifecycle controller may delete a Node.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use hcloud_api::models::Server;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use hcloud_api::models::{Server, ServerStatus};
 use hcloud_api::{Client, ListServersParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tokio::sync::Mutex;
 
 use crate::config::{CacheConfig, CacheMode};
 
@@ -29,19 +42,28 @@ const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 /// A failed lookup. Cheap to clone: a failed listing is handed to every lookup that waited
 /// for it, instead of each of them repeating the listing.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct CacheError(Arc<hcloud_api::Error>);
+pub enum CacheError {
+    /// The API answered with an error, or could not be reached.
+    #[error(transparent)]
+    Api(Arc<hcloud_api::Error>),
+    /// The shared listing did not finish within its deadline.
+    #[error("listing servers did not finish within {0:?}")]
+    Deadline(Duration),
+}
 
 impl CacheError {
-    /// The API error behind it.
-    pub fn api_error(&self) -> &hcloud_api::Error {
-        &self.0
+    /// The API error behind it, if any.
+    pub fn api_error(&self) -> Option<&hcloud_api::Error> {
+        match self {
+            Self::Api(err) => Some(err),
+            Self::Deadline(_) => None,
+        }
     }
 }
 
 impl From<hcloud_api::Error> for CacheError {
     fn from(err: hcloud_api::Error) -> Self {
-        Self(Arc::new(err))
+        Self::Api(Arc::new(err))
     }
 }
 
@@ -150,15 +172,60 @@ impl CacheMetrics {
     }
 }
 
-#[derive(Debug, Default)]
+/// One listing of all servers: immutable once made, shared by every reader.
+#[derive(Debug)]
 struct Listing {
+    at: Instant,
     by_id: HashMap<i64, Arc<Server>>,
     by_name: HashMap<String, i64>,
 }
 
+impl Listing {
+    fn new(servers: Vec<Server>) -> Self {
+        let mut by_id = HashMap::with_capacity(servers.len());
+        let mut by_name = HashMap::with_capacity(servers.len());
+        for server in servers {
+            by_name.insert(server.name.clone(), server.id);
+            by_id.insert(server.id, Arc::new(server));
+        }
+        Self {
+            at: Instant::now(),
+            by_id,
+            by_name,
+        }
+    }
+
+    fn lookup(&self, key: &ServerKey) -> Option<Arc<Server>> {
+        let id = match key {
+            ServerKey::Id(id) => *id,
+            ServerKey::Name(name) => *self.by_name.get(name)?,
+        };
+        self.by_id.get(&id).cloned()
+    }
+}
+
+type Refresh = Shared<BoxFuture<'static, Result<Arc<Listing>, CacheError>>>;
+
+/// The listing under way.
+#[derive(Clone)]
+struct InFlight(Refresh);
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InFlight")
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
-    listing: Option<(Instant, Listing)>,
+    /// The last good listing.
+    listing: Option<Arc<Listing>>,
+    /// Servers added by direct reads since the listing (e.g. by `confirm_exists`).
+    extra: HashMap<i64, Arc<Server>>,
+    /// The listing under way, shared by everyone who waits for it.
+    refresh: Option<InFlight>,
+    /// The listing is outdated (the status check saw a change), whatever its age.
+    outdated: bool,
     /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
@@ -167,12 +234,57 @@ struct State {
     failed_refresh: Option<(Instant, CacheError)>,
 }
 
+/// Servers by ID, shared.
+type ServersById = Arc<HashMap<i64, Arc<Server>>>;
+
+/// Servers that are not running, as last listed by [`ServerCache::status_check`].
+#[derive(Clone, Debug, Default)]
+pub struct StatusCheck {
+    /// Servers whose status is not `running`, by ID.
+    pub not_running: ServersById,
+    /// Age of that listing.
+    pub age: Duration,
+}
+
+impl StatusCheck {
+    /// Whether the server with `id` was off (`status: off`) in the listing.
+    pub fn is_off(&self, id: i64) -> bool {
+        self.not_running
+            .get(&id)
+            .is_some_and(|s| s.status == ServerStatus::Off)
+    }
+}
+
+#[derive(Debug, Default)]
+struct StatusState {
+    /// When the running servers were last counted.
+    checked_at: Option<Instant>,
+    /// Their number then.
+    running: Option<u64>,
+    /// Servers not running, and when they were listed.
+    not_running: Option<(Instant, ServersById)>,
+}
+
+/// Statuses other than `running`.
+const NOT_RUNNING: [ServerStatus; 8] = [
+    ServerStatus::Initializing,
+    ServerStatus::Starting,
+    ServerStatus::Stopping,
+    ServerStatus::Off,
+    ServerStatus::Deleting,
+    ServerStatus::Migrating,
+    ServerStatus::Rebuilding,
+    ServerStatus::StatusUnknown,
+];
+
 /// The shared server cache. Cheap to clone; clones share the cached data and the counters.
 #[derive(Clone, Debug)]
 pub struct ServerCache {
     client: Client,
     config: CacheConfig,
-    state: Arc<Mutex<State>>,
+    state: Arc<std::sync::Mutex<State>>,
+    /// The status check, one at a time (it is one small request).
+    status: Arc<tokio::sync::Mutex<StatusState>>,
     metrics: CacheMetrics,
     /// The `subsystem` label of this handle's lookups.
     subsystem: &'static str,
@@ -185,6 +297,7 @@ impl ServerCache {
             client,
             config,
             state: Arc::default(),
+            status: Arc::default(),
             metrics: CacheMetrics::default(),
             subsystem: SUBSYSTEM_NONE,
         }
@@ -205,6 +318,11 @@ impl ServerCache {
         self.subsystem
     }
 
+    /// The settings.
+    pub fn config(&self) -> &CacheConfig {
+        &self.config
+    }
+
     fn count(&self, result: &'static str) {
         self.metrics.count(self.subsystem, self.config.mode, result);
     }
@@ -212,6 +330,10 @@ impl ServerCache {
     /// The cache's counters.
     pub fn metrics(&self) -> &CacheMetrics {
         &self.metrics
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Find a server. `Ok(None)` means "not found by this lookup", which may be stale by up to
@@ -255,14 +377,13 @@ impl ServerCache {
         }
         self.count(RESULT_MISS);
         let found = self.fetch(key).await?;
-        let mut state = self.state.lock().await;
+        let mut state = self.state();
         if let Some(server) = &found {
             state.misses.remove(key);
             state.misses.remove(&ServerKey::Id(server.id));
             // Later lookups (shutdown state, metadata) find it without another request.
-            if let Some((_, listing)) = &mut state.listing {
-                listing.by_name.insert(server.name.clone(), server.id);
-                listing.by_id.insert(server.id, server.clone());
+            if state.listing.is_some() {
+                state.extra.insert(server.id, server.clone());
             }
         }
         if self.config.mode == CacheMode::One {
@@ -271,79 +392,104 @@ impl ServerCache {
         Ok(found.is_some())
     }
 
+    /// The listing if it is younger than `max_age` and not outdated.
+    fn fresh_listing(state: &State, max_age: Duration) -> Option<Arc<Listing>> {
+        state
+            .listing
+            .as_ref()
+            .filter(|l| !state.outdated && l.at.elapsed() < max_age)
+            .cloned()
+    }
+
+    fn lookup(state: &State, listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
+        listing.lookup(key).or_else(|| match key {
+            ServerKey::Id(id) => state.extra.get(id).cloned(),
+            ServerKey::Name(name) => state.extra.values().find(|s| s.name == *name).cloned(),
+        })
+    }
+
+    /// Join the refresh under way or start one. `true` when this call started it.
+    fn refresh(&self) -> (Refresh, bool) {
+        let mut state = self.state();
+        if let Some(InFlight(refresh)) = &state.refresh {
+            return (refresh.clone(), false);
+        }
+        let client = self.client.clone();
+        let shared = self.state.clone();
+        let deadline = self.config.refresh_deadline;
+        let miss_ttl = self.config.miss_ttl;
+        let refresh = async move {
+            let listed = tokio::time::timeout(
+                deadline,
+                client.servers().list_all(&ListServersParams::default()),
+            )
+            .await;
+            let result = match listed {
+                Ok(Ok(servers)) => Ok(Arc::new(Listing::new(servers))),
+                Ok(Err(err)) => Err(CacheError::from(err)),
+                Err(_) => Err(CacheError::Deadline(deadline)),
+            };
+            let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            state.refresh = None;
+            match &result {
+                Ok(listing) => {
+                    state.listing = Some(listing.clone());
+                    state.extra.clear();
+                    state.outdated = false;
+                    state.failed_refresh = None;
+                    state.misses.retain(|_, at| at.elapsed() < miss_ttl);
+                }
+                Err(err) => state.failed_refresh = Some((Instant::now(), err.clone())),
+            }
+            result
+        }
+        .boxed()
+        .shared();
+        state.refresh = Some(InFlight(refresh.clone()));
+        (refresh, true)
+    }
+
     async fn get_from_listing(
         &self,
         key: &ServerKey,
         max_age: Duration,
     ) -> Result<Option<Arc<Server>>, CacheError> {
         let requested_at = Instant::now();
-        // Holding the lock across the refresh makes concurrent lookups wait for one listing.
-        let mut state = self.state.lock().await;
-        let fresh = state
-            .listing
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < max_age)
-            .map(|(at, listing)| (*at, lookup(listing, key)));
-        if let Some((listed_at, found)) = fresh {
-            if let Some(server) = found {
-                self.count(RESULT_HIT);
-                return Ok(Some(server));
-            }
-            // Missing from a fresh listing. Re-listing only helps for a server created after
-            // it, so skip the refresh when the listing was made while this lookup waited (a
-            // burst), is younger than the minimum refresh interval, or the key was missed
-            // recently.
-            let recently_missed = state
-                .misses
-                .get(key)
-                .is_some_and(|at| at.elapsed() < self.config.miss_ttl);
-            if listed_at >= requested_at
-                || listed_at.elapsed() < MIN_REFRESH_INTERVAL
-                || recently_missed
-            {
-                // Answered from the listing (and the remembered miss), no request.
-                self.count(RESULT_HIT);
-                state.misses.entry(key.clone()).or_insert(listed_at);
-                return Ok(None);
+        {
+            let mut state = self.state();
+            if let Some(listing) = Self::fresh_listing(&state, max_age) {
+                if let Some(server) = Self::lookup(&state, &listing, key) {
+                    self.count(RESULT_HIT);
+                    return Ok(Some(server));
+                }
+                // Missing from a fresh listing. Re-listing only helps for a server created
+                // after it, so skip the refresh when the listing is younger than the minimum
+                // refresh interval or the key was missed recently.
+                let recently_missed = state
+                    .misses
+                    .get(key)
+                    .is_some_and(|at| at.elapsed() < self.config.miss_ttl);
+                if listing.at.elapsed() < MIN_REFRESH_INTERVAL || recently_missed {
+                    self.count(RESULT_HIT);
+                    state.misses.entry(key.clone()).or_insert(listing.at);
+                    return Ok(None);
+                }
             }
         }
-        // A listing that failed while this lookup waited for the lock answers it too: during an
-        // outage or a rate limit, the lookups queued behind one failed listing do not each
-        // repeat it (with its retries).
-        if let Some((failed_at, err)) = &state.failed_refresh
-            && *failed_at >= requested_at
-        {
-            self.count(RESULT_MISS);
-            return Err(err.clone());
-        }
-        self.count(RESULT_MISS);
-        let servers = match self
-            .client
-            .servers()
-            .list_all(&ListServersParams::default())
-            .await
-        {
-            Ok(servers) => servers,
-            Err(err) => {
-                let err = CacheError::from(err);
-                state.failed_refresh = Some((Instant::now(), err.clone()));
-                return Err(err);
-            }
+        let (refresh, started) = self.refresh();
+        // The lookup that starts the listing pays for it; those joining it are answered by a
+        // listing made while they waited, without a request of their own.
+        self.count(if started { RESULT_MISS } else { RESULT_HIT });
+        let listing = match refresh.await {
+            Ok(listing) => listing,
+            Err(err) => return Err(err),
         };
-        state.failed_refresh = None;
-        let mut listing = Listing::default();
-        for server in servers {
-            listing.by_name.insert(server.name.clone(), server.id);
-            listing.by_id.insert(server.id, Arc::new(server));
-        }
-        let found = lookup(&listing, key);
-        let now = Instant::now();
-        state.listing = Some((now, listing));
-        state
-            .misses
-            .retain(|_, at| at.elapsed() < self.config.miss_ttl);
+        let mut state = self.state();
+        let found = Self::lookup(&state, &listing, key);
         if found.is_none() {
-            state.misses.insert(key.clone(), now);
+            state
+                .misses
+                .insert(key.clone(), listing.at.max(requested_at));
         } else {
             state.misses.remove(key);
         }
@@ -356,7 +502,7 @@ impl ServerCache {
         max_age: Duration,
     ) -> Result<Option<Arc<Server>>, CacheError> {
         {
-            let state = self.state.lock().await;
+            let state = self.state();
             if let Some((at, server)) = state.singles.get(key) {
                 let ttl = if server.is_some() {
                     max_age
@@ -371,7 +517,7 @@ impl ServerCache {
         }
         self.count(RESULT_MISS);
         let found = self.fetch(key).await?;
-        let mut state = self.state.lock().await;
+        let mut state = self.state();
         self.remember_single(&mut state, key, found.clone());
         Ok(found)
     }
@@ -408,12 +554,17 @@ impl ServerCache {
 
     /// Like [`ServerCache::all_servers`], accepting a listing as old as
     /// [`CacheConfig::status_max_age`]: for periodic reads that tolerate some staleness, such as
-    /// mapping route gateways to servers.
+    /// mapping route gateways to servers. While a refresh is under way, the last good listing
+    /// answers if it is that young.
     pub async fn all_servers_for_status(&self) -> Result<ServerSnapshot, CacheError> {
         self.all_servers_within(self.status_max_age()).await
     }
 
-    async fn all_servers_within(&self, max_age: Duration) -> Result<ServerSnapshot, CacheError> {
+    /// Every server, from a listing no older than `max_age` (refreshed otherwise).
+    pub async fn all_servers_within(
+        &self,
+        max_age: Duration,
+    ) -> Result<ServerSnapshot, CacheError> {
         if self.config.mode != CacheMode::All {
             self.count(RESULT_MISS);
             let servers = self
@@ -426,57 +577,98 @@ impl ServerCache {
                 age: Duration::ZERO,
             });
         }
-        let requested_at = Instant::now();
-        let mut state = self.state.lock().await;
-        if let Some((at, listing)) = &state.listing
-            && at.elapsed() < max_age
         {
-            self.count(RESULT_HIT);
-            return Ok(ServerSnapshot::of(listing, at.elapsed()));
-        }
-        // As for single lookups: a listing that failed while this call waited answers it too.
-        if let Some((failed_at, err)) = &state.failed_refresh
-            && *failed_at >= requested_at
-        {
-            self.count(RESULT_MISS);
-            return Err(err.clone());
-        }
-        self.count(RESULT_MISS);
-        let servers = match self
-            .client
-            .servers()
-            .list_all(&ListServersParams::default())
-            .await
-        {
-            Ok(servers) => servers,
-            Err(err) => {
-                let err = CacheError::from(err);
-                state.failed_refresh = Some((Instant::now(), err.clone()));
-                return Err(err);
+            let state = self.state();
+            // Outdated or not: a listing this young answers, and so does the last good one
+            // while a refresh is under way (the status check only hurries existence checks).
+            let usable = state.listing.as_ref().filter(|l| {
+                l.at.elapsed() < max_age && (!state.outdated || state.refresh.is_some())
+            });
+            if let Some(listing) = usable {
+                self.count(RESULT_HIT);
+                return Ok(ServerSnapshot::of(&state, listing));
             }
-        };
-        state.failed_refresh = None;
-        let mut listing = Listing::default();
-        for server in servers {
-            listing.by_name.insert(server.name.clone(), server.id);
-            listing.by_id.insert(server.id, Arc::new(server));
         }
-        let snapshot = ServerSnapshot::of(&listing, Duration::ZERO);
-        state.listing = Some((Instant::now(), listing));
-        state
-            .misses
-            .retain(|_, at| at.elapsed() < self.config.miss_ttl);
-        Ok(snapshot)
+        let (refresh, started) = self.refresh();
+        self.count(if started { RESULT_MISS } else { RESULT_HIT });
+        let listing = refresh.await?;
+        let state = self.state();
+        Ok(ServerSnapshot::of(&state, &listing))
     }
 
     /// Age of the current listing, if any (for tests and diagnostics).
     pub async fn listing_age(&self) -> Option<Duration> {
-        self.state
-            .lock()
-            .await
-            .listing
+        self.state().listing.as_ref().map(|l| l.at.elapsed())
+    }
+
+    /// The servers that are not running, checked at most every
+    /// [`CacheConfig::status_period`] (see the module documentation): one request to count
+    /// the running servers, and a listing of the others only when that count changed or their
+    /// listing is older than [`CacheConfig::status_max_age`]. A change also marks the full
+    /// listing outdated, so that the next existence check refreshes it.
+    pub async fn status_check(&self) -> Result<StatusCheck, CacheError> {
+        let mut status = self.status.lock().await;
+        let now = Instant::now();
+        let due = status
+            .checked_at
+            .is_none_or(|at| at.elapsed() >= self.config.status_period);
+        if !due && let Some((at, servers)) = &status.not_running {
+            self.count(RESULT_HIT);
+            return Ok(StatusCheck {
+                not_running: servers.clone(),
+                age: at.elapsed(),
+            });
+        }
+        self.count(RESULT_MISS);
+        let page = self
+            .client
+            .servers()
+            .list(&ListServersParams {
+                status: vec![ServerStatus::Running],
+                per_page: Some(1),
+                ..ListServersParams::default()
+            })
+            .await?;
+        let running = page
+            .pagination()
+            .and_then(|p| p.total_entries)
+            .or_else(|| u64::try_from(page.items.len()).ok());
+        let changed = status.running.is_none() || running.is_none() || running != status.running;
+        let stale = status
+            .not_running
             .as_ref()
-            .map(|(at, _)| at.elapsed())
+            .is_none_or(|(at, _)| at.elapsed() >= self.status_max_age());
+        if changed || stale {
+            let servers = self
+                .client
+                .servers()
+                .list_all(&ListServersParams {
+                    status: NOT_RUNNING.to_vec(),
+                    ..ListServersParams::default()
+                })
+                .await?;
+            let by_id: HashMap<i64, Arc<Server>> =
+                servers.into_iter().map(|s| (s.id, Arc::new(s))).collect();
+            status.not_running = Some((Instant::now(), Arc::new(by_id)));
+            if changed && status.running.is_some() {
+                tracing::debug!(
+                    before = status.running,
+                    now = running,
+                    "number of running servers changed; the server listing is outdated"
+                );
+                self.state().outdated = true;
+            }
+        }
+        status.running = running;
+        status.checked_at = Some(now);
+        let (at, servers) = status
+            .not_running
+            .clone()
+            .unwrap_or_else(|| (now, Arc::default()));
+        Ok(StatusCheck {
+            not_running: servers,
+            age: at.elapsed(),
+        })
     }
 }
 
@@ -490,18 +682,18 @@ pub struct ServerSnapshot {
 }
 
 impl ServerSnapshot {
-    fn of(listing: &Listing, age: Duration) -> Self {
+    fn of(state: &State, listing: &Listing) -> Self {
+        let mut servers: Vec<Arc<Server>> = listing.by_id.values().cloned().collect();
+        servers.extend(
+            state
+                .extra
+                .values()
+                .filter(|s| !listing.by_id.contains_key(&s.id))
+                .cloned(),
+        );
         Self {
-            servers: listing.by_id.values().cloned().collect(),
-            age,
+            servers,
+            age: listing.at.elapsed(),
         }
     }
-}
-
-fn lookup(listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
-    let id = match key {
-        ServerKey::Id(id) => *id,
-        ServerKey::Name(name) => *listing.by_name.get(name)?,
-    };
-    listing.by_id.get(&id).cloned()
 }

@@ -449,17 +449,18 @@ async fn lifecycle_checks_accept_an_older_listing_than_metadata_lookups() {
     instances.instance_metadata(&n).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    // Past the max age: the lifecycle controller's checks still use the listing...
+    // Past the max age: the lifecycle controller's checks still use the listing, plus the
+    // status check (one count of the running servers, one listing of the others)...
     for _ in 0..10 {
         assert!(instances.instance_exists(&n).await.unwrap());
         assert!(!instances.instance_shutdown(&n).await.unwrap());
     }
     let counts = sim.admin().request_counts().await.unwrap();
-    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+    assert_eq!(counts.values().sum::<u64>(), 3, "{counts:?}");
     // ...while metadata (initialization, address refresh) lists again.
     instances.instance_metadata(&n).await.unwrap();
     let counts = sim.admin().request_counts().await.unwrap();
-    assert_eq!(counts.get("GET /servers"), Some(&2), "{counts:?}");
+    assert_eq!(counts.get("GET /servers"), Some(&4), "{counts:?}");
 }
 
 #[tokio::test]
@@ -482,10 +483,11 @@ async fn operation_metrics_use_the_official_names() {
         );
         assert!(text.contains(&line), "{line} missing in:\n{text}");
     }
-    // Metadata listed (a miss), exists and shutdown were answered from that listing.
+    // Metadata listed (a miss), exists and shutdown were answered from that listing; the
+    // status check asked the API once (a miss) and answered shutdown from its result (a hit).
     for line in [
-        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"miss\"} 1",
-        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"hit\"} 2",
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"miss\"} 2",
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"hit\"} 3",
     ] {
         assert!(text.contains(line), "{line} missing in:\n{text}");
     }
@@ -541,4 +543,161 @@ async fn a_node_without_provider_id_named_unlike_its_server_is_kept_while_a_serv
             .await
             .unwrap()
     );
+}
+
+/// Settings whose status check runs every `period` and whose listings otherwise last long.
+fn status_settings(period: Duration) -> ProviderSettings {
+    ProviderSettings {
+        cache: CacheConfig {
+            status_period: period,
+            status_max_age: Duration::from_secs(300),
+            ..CacheConfig::default()
+        },
+        ..settings()
+    }
+}
+
+#[tokio::test]
+async fn a_powered_off_server_is_reported_shut_down_within_the_status_period() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("sleepy")).await;
+    let other = seed(&sim, ServerSeed::new("awake")).await;
+    let p = provider(&sim, status_settings(Duration::from_millis(300))).await;
+    let instances = p.instances().unwrap();
+    let n = node("sleepy", Some(&format!("hcloud://{id}")));
+    let awake = node("awake", Some(&format!("hcloud://{other}")));
+    assert!(instances.instance_exists(&n).await.unwrap());
+    assert!(!instances.instance_shutdown(&n).await.unwrap());
+
+    sim.admin().set_server_status(id, "off").await.unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        if instances.instance_shutdown(&n).await.unwrap() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "shutdown not noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!instances.instance_shutdown(&awake).await.unwrap());
+    assert!(
+        instances.instance_exists(&n).await.unwrap(),
+        "off is not gone"
+    );
+}
+
+#[tokio::test]
+async fn many_not_ready_nodes_cost_one_request_per_status_period() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..60 {
+        let name = format!("nr-{i}");
+        let id = seed(&sim, ServerSeed::new(&name)).await;
+        nodes.push(node(&name, Some(&format!("hcloud://{id}"))));
+    }
+    let period = Duration::from_millis(400);
+    let p = provider(&sim, status_settings(period)).await;
+    let instances = p.instances().unwrap();
+    // Warm up: the listing, the first count and listing of servers not running.
+    for n in &nodes {
+        assert!(instances.instance_exists(n).await.unwrap());
+    }
+    sim.admin().reset_request_counts().await.unwrap();
+    // Five monitor periods of the lifecycle controller, nothing changes.
+    for _ in 0..5 {
+        for n in &nodes {
+            assert!(instances.instance_exists(n).await.unwrap());
+            assert!(!instances.instance_shutdown(n).await.unwrap());
+        }
+        tokio::time::sleep(period).await;
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    let total: u64 = counts.values().sum();
+    // One count of the running servers per status period, nothing else.
+    assert!((4..=6).contains(&total), "{counts:?}");
+    assert_eq!(counts.keys().collect::<Vec<_>>(), vec!["GET /servers"]);
+}
+
+#[tokio::test]
+async fn a_deleted_server_is_confirmed_gone_within_the_status_period() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("doomed")).await;
+    seed(&sim, ServerSeed::new("keeper")).await;
+    let p = provider(&sim, status_settings(Duration::from_millis(300))).await;
+    let instances = p.instances().unwrap();
+    let n = node("doomed", Some(&format!("hcloud://{id}")));
+    assert!(instances.instance_exists(&n).await.unwrap());
+
+    sim.admin().delete_server(id).await.unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        if !instances.instance_exists(&n).await.unwrap() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "deletion not noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Gone only on the API's own answer for the one server.
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers/{id}"), Some(&1), "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_slow_listing_is_shared_and_blocks_no_reader_of_the_last_snapshot() {
+    use hcloud_provider::ServerKey;
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("slowpoke")).await;
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                max_age: Duration::from_millis(100),
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let cache = p.hcloud_instances().cache().clone();
+    assert!(cache.get(&ServerKey::Id(id)).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    sim.admin()
+        .inject_fault(
+            hcloud_sim::Fault::new("/servers")
+                .method("GET")
+                .latency(Duration::from_millis(1500)),
+        )
+        .await
+        .unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+
+    // Twenty lookups that need a fresh listing share one.
+    let lookups: Vec<_> = (0..20)
+        .map(|_| {
+            let cache = cache.clone();
+            tokio::spawn(async move { cache.get(&ServerKey::Id(id)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Meanwhile a reader that accepts older data is answered from the last snapshot at once.
+    let started = std::time::Instant::now();
+    let snapshot = cache.all_servers_for_status().await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(snapshot.servers.len(), 1);
+    assert!(
+        snapshot.age >= Duration::from_millis(150),
+        "{:?}",
+        snapshot.age
+    );
+    for lookup in lookups {
+        assert!(lookup.await.unwrap().unwrap().is_some());
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&1), "{counts:?}");
 }
