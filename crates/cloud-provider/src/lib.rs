@@ -4,7 +4,8 @@
 //! [`node`] the cloud node controller, [`nodelifecycle`] the cloud node lifecycle controller.
 //! [`cache`] is the shared Node reflector the binary starts before leader election,
 //! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics,
-//! [`dryrun`] what every controller would change, computed with reads only.
+//! [`dryrun`] what every controller would change, computed with reads only, and [`runtime`] the
+//! one controller runtime (informer, work queue, workers, heartbeat) they all run on.
 //!
 //! Leadership gates writes, not reads. A binary wires it like this:
 //!
@@ -55,6 +56,7 @@ pub mod node;
 pub mod nodelifecycle;
 pub mod provider;
 pub mod route;
+pub mod runtime;
 pub mod service;
 pub mod well_known;
 pub mod workqueue;
@@ -70,8 +72,9 @@ pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};
 pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
 pub use provider::{
-    CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, LoadBalancerPlan, Route,
-    Routes,
+    Category, CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, LoadBalancerPlan,
+    Route, Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
+pub use runtime::Heartbeat;
 pub use service::{ServiceController, ServiceControllerConfig, ServiceMetrics};

@@ -15,6 +15,15 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+/// Label set `{controller, category}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    /// Controller name.
+    pub controller: String,
+    /// The error category (`transient`, `conflict`, `not_found`).
+    pub category: String,
+}
+
 /// Label set `{controller, error}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
@@ -39,6 +48,7 @@ fn delay_histogram() -> Histogram {
 pub struct Metrics {
     reconciles: Family<ControllerLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
+    retries: Family<RetryLabels, Counter>,
     durations: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     taint_removal_delay: Histogram,
     initial_sync_delay: Histogram,
@@ -50,6 +60,7 @@ impl Default for Metrics {
         Self {
             reconciles: Family::default(),
             errors: Family::default(),
+            retries: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             taint_removal_delay: delay_histogram(),
             initial_sync_delay: delay_histogram(),
@@ -75,6 +86,11 @@ impl Metrics {
             "cloud_controller_reconcile_errors",
             "Failed reconciliations, by controller and error kind",
             self.errors.clone(),
+        );
+        registry.register(
+            "cloud_controller_retries",
+            "Keys queued again after a failed reconciliation, by controller and error category",
+            self.retries.clone(),
         );
         registry.register(
             "cloud_controller_reconcile_duration_seconds",
@@ -117,6 +133,26 @@ impl Metrics {
                 error: metric_label.to_owned(),
             })
             .inc();
+    }
+
+    /// Count one retry queued after a failure of `category`.
+    pub fn record_retry(&self, controller: &str, category: crate::provider::Category) {
+        self.retries
+            .get_or_create(&RetryLabels {
+                controller: controller.to_owned(),
+                category: category.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Retries counted so far for `controller` and `category`.
+    pub fn retry_count(&self, controller: &str, category: crate::provider::Category) -> u64 {
+        self.retries
+            .get_or_create(&RetryLabels {
+                controller: controller.to_owned(),
+                category: category.as_str().to_owned(),
+            })
+            .get()
     }
 
     /// Observe the delay between Node creation and taint removal.
@@ -184,6 +220,7 @@ mod tests {
         metrics.register(&mut registry);
         drop(metrics.reconcile_timer("cloud-node"));
         metrics.record_error("cloud-node", "cloud_api");
+        metrics.record_retry("cloud-node", crate::provider::Category::Transient);
         metrics.observe_taint_removal_delay(1.5);
         metrics.observe_initial_sync_delay(2.5);
 
@@ -193,6 +230,7 @@ mod tests {
             "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
             "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"cloud_api\"} 1",
             "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
+            "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
             "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
             "node_controller_initial_node_sync_delay_seconds_sum 2.5",
             "cloud_node_lifecycle_controller_deleted_nodes_total 0",

@@ -19,7 +19,60 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Result of a provider call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What a controller does with a failed reconcile, chosen by whoever built the [`Error`].
+///
+/// The runtime ([`crate::runtime`]) reads only this, never the message or a source chain:
+///
+/// | category | retried? | delay |
+/// |---|---|---|
+/// | [`Category::Transient`] | yes | `max(retry-after, per-key backoff)`, through the queue-wide bucket |
+/// | [`Category::Conflict`] | yes | as transient (someone else changed the object meanwhile) |
+/// | [`Category::NotFound`] | yes | as transient (the cloud may still be catching up) |
+/// | [`Category::User`] | no | one Warning with [`Error::user_reason`]; waits for the object to change |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    /// A failure that may go away by itself (network, 5xx, rate limit, busy resource).
+    Transient,
+    /// The object asks for something impossible (a bad annotation, no NodePorts, an unknown
+    /// location): retrying without a change to the object cannot help.
+    User,
+    /// Something the call needs does not exist.
+    NotFound,
+    /// An optimistic-concurrency conflict (the object or cloud resource changed meanwhile).
+    Conflict,
+}
+
+impl Category {
+    /// A short, stable label for metrics (`transient`, `user`, `not_found`, `conflict`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transient => "transient",
+            Self::User => "user",
+            Self::NotFound => "not_found",
+            Self::Conflict => "conflict",
+        }
+    }
+
+    /// Whether the runtime retries errors of this category on its own.
+    pub fn is_retried(self) -> bool {
+        !matches!(self, Self::User)
+    }
+}
+
+impl std::fmt::Display for Category {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The event reason of a user error whose provider named none.
+pub const REASON_INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+
 /// The one error type of the provider contract.
+///
+/// Every variant has a [`Category`] ([`Error::category`]) telling the controllers whether and
+/// when to retry; build errors with the constructors ([`Error::user`], [`Error::transient`],
+/// [`Error::retry`], [`Error::conflict`], [`Error::not_found`], [`Error::api`]).
 ///
 /// Callers tell an absent instance ([`Error::InstanceNotFound`]) apart from every other failure.
 /// Controllers never read any other variant as "the instance is gone".
@@ -37,18 +90,20 @@ pub enum Error {
     /// Another controller owns this load balancer (Ensure/Update only).
     #[error("load balancer is implemented elsewhere")]
     ImplementedElsewhere,
-    /// Ask the caller to retry after a fixed delay instead of its usual backoff.
+    /// A transient failure with a minimum delay before the next attempt (e.g. a cloud resource
+    /// locked by a running action). The caller waits `max(retry_after, its backoff)`.
     #[error("{message} (retry after {retry_after:?})")]
     Retry {
         /// Human readable reason.
         message: String,
-        /// Fixed delay before the next attempt.
+        /// Shortest delay before the next attempt.
         retry_after: Duration,
     },
-    /// The object handed to the provider is unusable (e.g. an unparsable providerID).
+    /// The object handed to the provider is unusable (e.g. an unparsable providerID). A user
+    /// error.
     #[error("invalid input: {0}")]
     InvalidInput(String),
-    /// The cloud API call failed (transport, HTTP status, rate limit, ...).
+    /// The cloud API call failed (transport, HTTP status, rate limit, ...). Transient.
     #[error("cloud API call failed: {message}")]
     Api {
         /// What was attempted.
@@ -57,10 +112,36 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
-    /// The provider is misconfigured.
+    /// The provider is misconfigured. A user error.
     #[error("configuration error: {0}")]
     Config(String),
-    /// Anything else.
+    /// The object asks for something that cannot work until it changes.
+    #[error("{message}")]
+    User {
+        /// The event reason, e.g. `InvalidConfiguration`.
+        reason: String,
+        /// What is wrong, naming the annotation / field and its value.
+        message: String,
+    },
+    /// Something the call needs does not exist in the cloud (not the instance itself: that is
+    /// [`Error::InstanceNotFound`]).
+    #[error("not found: {message}")]
+    NotFound {
+        /// What is missing.
+        message: String,
+        /// The underlying cause, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The cloud resource changed meanwhile (optimistic concurrency).
+    #[error("conflict: {message}")]
+    Conflict {
+        /// What conflicted.
+        message: String,
+        /// Shortest delay before the next attempt, if the cloud said.
+        retry_after: Option<Duration>,
+    },
+    /// Anything else. Transient.
     #[error("{message}")]
     Other {
         /// Description.
@@ -72,7 +153,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// A cloud API failure with a cause.
+    /// A cloud API failure with a cause (transient).
     pub fn api(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::Api {
             message: message.into(),
@@ -80,7 +161,7 @@ impl Error {
         }
     }
 
-    /// A cloud API failure without a separate cause.
+    /// A cloud API failure without a separate cause (transient).
     pub fn api_msg(message: impl Into<String>) -> Self {
         Self::Api {
             message: message.into(),
@@ -88,7 +169,7 @@ impl Error {
         }
     }
 
-    /// Any other failure.
+    /// Any other failure (transient).
     pub fn other(message: impl Into<String>) -> Self {
         Self::Other {
             message: message.into(),
@@ -96,11 +177,70 @@ impl Error {
         }
     }
 
-    /// A [`Error::Retry`] asking for a fixed-delay retry.
+    /// A transient failure with a cause.
+    pub fn transient(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Other {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A transient failure that must not be retried sooner than `retry_after`.
     pub fn retry(message: impl Into<String>, retry_after: Duration) -> Self {
         Self::Retry {
             message: message.into(),
             retry_after,
+        }
+    }
+
+    /// A user error: one Warning with `reason` (e.g. [`REASON_INVALID_CONFIGURATION`]), then
+    /// nothing until the object changes. `message` names the field or annotation and value.
+    pub fn user(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::User {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Something the call needs is missing in the cloud.
+    pub fn not_found(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::NotFound {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// A concurrent change got in the way.
+    pub fn conflict(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
+        Self::Conflict {
+            message: message.into(),
+            retry_after,
+        }
+    }
+
+    /// What the controllers do with this error.
+    pub fn category(&self) -> Category {
+        match self {
+            Self::InstanceNotFound | Self::NotFound { .. } => Category::NotFound,
+            Self::NotImplemented
+            | Self::ImplementedElsewhere
+            | Self::InvalidInput(_)
+            | Self::Config(_)
+            | Self::User { .. } => Category::User,
+            Self::Conflict { .. } => Category::Conflict,
+            Self::Retry { .. } | Self::Api { .. } | Self::Other { .. } => Category::Transient,
+        }
+    }
+
+    /// The event reason of a user error (`InvalidConfiguration` unless the provider named
+    /// one); `None` for the other categories.
+    pub fn user_reason(&self) -> Option<&str> {
+        match self {
+            Self::User { reason, .. } => Some(reason),
+            Self::InvalidInput(_) | Self::Config(_) => Some(REASON_INVALID_CONFIGURATION),
+            Self::NotImplemented => Some("NotImplemented"),
+            Self::ImplementedElsewhere => Some("ImplementedElsewhere"),
+            _ => None,
         }
     }
 
@@ -114,20 +254,15 @@ impl Error {
         matches!(self, Self::ImplementedElsewhere)
     }
 
-    /// The fixed retry delay, when this error (or any error in its source chain) is a
-    /// [`Error::Retry`].
+    /// The shortest delay before the next attempt, when the provider named one. Read from this
+    /// error only: the category and the delay are the provider's typed answer, nothing is
+    /// searched for in a source chain.
     pub fn retry_after(&self) -> Option<Duration> {
-        if let Self::Retry { retry_after, .. } = self {
-            return Some(*retry_after);
+        match self {
+            Self::Retry { retry_after, .. } => Some(*retry_after),
+            Self::Conflict { retry_after, .. } => *retry_after,
+            _ => None,
         }
-        let mut source = std::error::Error::source(self);
-        while let Some(err) = source {
-            if let Some(Self::Retry { retry_after, .. }) = err.downcast_ref::<Self>() {
-                return Some(*retry_after);
-            }
-            source = err.source();
-        }
-        None
     }
 
     /// A short, stable label for metrics.
@@ -140,6 +275,9 @@ impl Error {
             Self::InvalidInput(_) => "invalid_input",
             Self::Api { .. } => "cloud_api",
             Self::Config(_) => "configuration",
+            Self::User { .. } => "user",
+            Self::NotFound { .. } => "not_found",
+            Self::Conflict { .. } => "conflict",
             Self::Other { .. } => "other",
         }
     }
@@ -331,16 +469,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_after_is_found_directly_and_through_wrapping() {
+    fn retry_after_is_read_from_the_error_itself_only() {
         let direct = Error::retry("busy", Duration::from_secs(7));
         assert_eq!(direct.retry_after(), Some(Duration::from_secs(7)));
-
-        let wrapped = Error::Other {
-            message: "ensure failed".into(),
-            source: Some(Box::new(Error::retry("locked", Duration::from_secs(3)))),
-        };
-        assert_eq!(wrapped.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(direct.category(), Category::Transient);
+        // No downcasting through chains: a wrapped hint is the wrapper's business.
+        let wrapped = Error::transient(
+            "ensure failed",
+            Error::retry("locked", Duration::from_secs(3)),
+        );
+        assert_eq!(wrapped.retry_after(), None);
         assert_eq!(Error::api_msg("boom").retry_after(), None);
+        let conflict = Error::conflict("changed", Some(Duration::from_secs(2)));
+        assert_eq!(conflict.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(conflict.category(), Category::Conflict);
+    }
+
+    #[test]
+    fn every_variant_has_a_category() {
+        let cases = [
+            (Error::InstanceNotFound, Category::NotFound),
+            (Error::not_found("server 7", "404"), Category::NotFound),
+            (Error::NotImplemented, Category::User),
+            (Error::ImplementedElsewhere, Category::User),
+            (Error::InvalidInput("x".into()), Category::User),
+            (Error::Config("x".into()), Category::User),
+            (Error::user("InvalidConfiguration", "bad"), Category::User),
+            (Error::conflict("x", None), Category::Conflict),
+            (Error::retry("x", Duration::ZERO), Category::Transient),
+            (Error::api_msg("x"), Category::Transient),
+            (Error::other("x"), Category::Transient),
+        ];
+        for (err, category) in cases {
+            assert_eq!(err.category(), category, "{err}");
+            assert_eq!(
+                err.user_reason().is_some(),
+                category == Category::User,
+                "{err}"
+            );
+        }
+        let user = Error::user(
+            "UnsupportedLocation",
+            "annotation x: \"mars\" is no location",
+        );
+        assert_eq!(user.user_reason(), Some("UnsupportedLocation"));
+        assert_eq!(user.to_string(), "annotation x: \"mars\" is no location");
+        assert!(!Category::User.is_retried());
+        assert!(Category::Transient.is_retried());
     }
 
     #[test]
@@ -366,6 +541,13 @@ mod tests {
             Error::InvalidInput(String::new()).metric_label(),
             Error::api_msg("").metric_label(),
             Error::Config(String::new()).metric_label(),
+            Error::user("", "").metric_label(),
+            Error::NotFound {
+                message: String::new(),
+                source: None,
+            }
+            .metric_label(),
+            Error::conflict("", None).metric_label(),
             Error::other("").metric_label(),
         ];
         let unique: std::collections::BTreeSet<_> = labels.iter().collect();

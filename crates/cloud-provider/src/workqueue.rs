@@ -162,12 +162,21 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// Queue `key` after its backoff delay (the longer of its own exponential backoff and the
     /// queue-wide 10/s bucket) and count a failure. Returns the delay.
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        self.add_rate_limited_at_least(key, Duration::ZERO)
+    }
+
+    /// Like [`WorkQueue::add_rate_limited`], but never sooner than `at_least` (a provider's
+    /// retry-after): the delay is `max(at_least, per-key backoff, bucket)`, so a hint can only
+    /// lengthen the backoff, never shortcut it. Returns the delay.
+    pub fn add_rate_limited_at_least(&self, key: K, at_least: Duration) -> Duration {
         let delay = {
             let mut state = self.lock();
             let failures = state.failures.entry(key.clone()).or_insert(0);
             let per_item = self.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            per_item.max(state.bucket.reserve(Instant::now()))
+            per_item
+                .max(state.bucket.reserve(Instant::now()))
+                .max(at_least)
         };
         self.add_after(key, delay);
         delay
@@ -340,6 +349,29 @@ mod tests {
         q.done(&"x");
         assert_eq!(q.get().await, Some("late"));
         assert!(start.elapsed() >= Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_hint_lengthens_the_backoff_but_never_shortens_it() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_secs(5),
+            max: Duration::from_secs(300),
+        });
+        // The hint wins while it is longer than the backoff ...
+        assert_eq!(
+            q.add_rate_limited_at_least("lb", Duration::from_secs(7)),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            q.add_rate_limited_at_least("lb", Duration::from_secs(7)),
+            Duration::from_secs(10)
+        );
+        // ... and the backoff keeps growing under a constant hint.
+        assert_eq!(
+            q.add_rate_limited_at_least("lb", Duration::from_secs(7)),
+            Duration::from_secs(20)
+        );
+        assert_eq!(q.num_requeues(&"lb"), 3);
     }
 
     #[tokio::test]

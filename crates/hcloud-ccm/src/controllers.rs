@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::{
-    CloudProvider, NodeCache, NodeController, NodeControllerConfig, NodeLifecycleController,
-    NodeLifecycleControllerConfig, RouteController, RouteControllerConfig, RouteMetrics,
-    ServiceController, ServiceControllerConfig, ServiceMetrics,
+    CloudProvider, Heartbeat, NodeCache, NodeController, NodeControllerConfig,
+    NodeLifecycleController, NodeLifecycleControllerConfig, RouteController, RouteControllerConfig,
+    RouteMetrics, ServiceController, ServiceControllerConfig, ServiceMetrics,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
@@ -128,6 +128,27 @@ impl RunningControllers {
     }
 }
 
+/// Run a controller; its ending before `stop` fired is an error naming why (a dead task, as
+/// its heartbeat recorded), so the process exits non-zero and the Deployment restarts it.
+async fn supervised(
+    heartbeat: Heartbeat,
+    stop: CancellationToken,
+    run: impl Future<Output = ()>,
+) -> Result<(), String> {
+    run.await;
+    if stop.is_cancelled() {
+        return Ok(());
+    }
+    let why = heartbeat
+        .death()
+        .unwrap_or_else(|| "it returned without being asked to stop".to_owned());
+    tracing::error!(controller = heartbeat.controller(), reason = %why, "controller ended unexpectedly");
+    Err(format!(
+        "controller {} ended: {why}",
+        heartbeat.controller()
+    ))
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ManagedLabels {
     name: &'static str,
@@ -158,6 +179,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
             tracing::info!(%controller, "controller disabled by configuration");
             continue;
         }
+        let heartbeat = Heartbeat::new(controller.metric_name());
         let started = match controller {
             Controller::CloudNode => instances.as_ref().map(|instances| {
                 let node = NodeController::new(
@@ -171,12 +193,13 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         node_status_update_frequency: config.node_status_update_frequency,
                         ..NodeControllerConfig::default()
                     },
-                );
+                )
+                .with_heartbeat(heartbeat.clone());
                 let stop = ctx.stop.clone();
-                running.spawn(controller, async move {
-                    node.run(stop).await;
-                    Ok(())
-                });
+                running.spawn(
+                    controller,
+                    supervised(heartbeat.clone(), stop.clone(), node.run(stop)),
+                );
             }),
             Controller::CloudNodeLifecycle => instances.as_ref().map(|instances| {
                 let lifecycle = NodeLifecycleController::new(
@@ -187,12 +210,13 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     NodeLifecycleControllerConfig {
                         node_monitor_period: config.node_monitor_period,
                     },
-                );
+                )
+                .with_heartbeat(heartbeat.clone());
                 let stop = ctx.stop.clone();
-                running.spawn(controller, async move {
-                    lifecycle.run(stop).await;
-                    Ok(())
-                });
+                running.spawn(
+                    controller,
+                    supervised(heartbeat.clone(), stop.clone(), lifecycle.run(stop)),
+                );
             }),
             Controller::NodeRoute => ctx.provider.routes().map(|routes| {
                 let route = RouteController::new(
@@ -208,12 +232,13 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         ..RouteControllerConfig::default()
                     },
                 )
-                .with_route_metrics(ctx.route_metrics.clone());
+                .with_route_metrics(ctx.route_metrics.clone())
+                .with_heartbeat(heartbeat.clone());
                 let stop = ctx.stop.clone();
-                running.spawn(controller, async move {
-                    route.run(stop).await;
-                    Ok(())
-                });
+                running.spawn(
+                    controller,
+                    supervised(heartbeat.clone(), stop.clone(), route.run(stop)),
+                );
             }),
             Controller::ServiceLb => ctx.provider.load_balancer().map(|lb| {
                 let service = ServiceController::new(
@@ -228,19 +253,27 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         ..ServiceControllerConfig::default()
                     },
                 )
-                .with_service_metrics(ctx.service_metrics.clone());
+                .with_service_metrics(ctx.service_metrics.clone())
+                .with_heartbeat(heartbeat.clone());
                 let stop = ctx.stop.clone();
-                running.spawn(controller, async move {
-                    service.run(stop).await;
-                    Ok(())
-                });
+                running.spawn(
+                    controller,
+                    supervised(heartbeat.clone(), stop.clone(), service.run(stop)),
+                );
             }),
         };
         if started.is_some() {
             tracing::info!(%controller, "controller started");
+            // /healthz fails once a task of the controller died or its watch is stuck while
+            // the apiserver answers; /readyz once its caches synced.
+            let live = heartbeat.clone();
             ctx.endpoints
                 .health
-                .add(controller.metric_name(), || Ok(()));
+                .add(controller.metric_name(), move || live.liveness());
+            let ready = heartbeat.clone();
+            ctx.endpoints
+                .readiness
+                .add(controller.metric_name(), move || ready.readiness());
             managed
                 .get_or_create(&ManagedLabels {
                     name: controller.metric_name(),

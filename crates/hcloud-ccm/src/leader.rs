@@ -130,6 +130,11 @@ enum LeaseError {
     Api(#[from] kube::Error),
     #[error("lease request timed out")]
     Timeout,
+    /// Our own renewal lost an optimistic-concurrency race (409): the Lease changed between
+    /// our read and our write. Retried (re-read) until the renew deadline, as client-go does;
+    /// only a read showing another live holder ends leadership early.
+    #[error("renewing the lease conflicted with another write (409); re-reading")]
+    Conflict,
 }
 
 /// The outcome of one try.
@@ -396,6 +401,11 @@ impl LeaderElector {
             Ok(updated) => {
                 self.observe(&updated);
                 Ok(TryOutcome::Held)
+            }
+            // Our own renewal raced another write: read again (the renew loop retries until
+            // its deadline). Losing a takeover race is final for this try.
+            Err(kube::Error::Api(status)) if status.code == 409 && is_mine => {
+                Err(LeaseError::Conflict)
             }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(TryOutcome::HeldBy(holder)),
             Err(e) => Err(e.into()),

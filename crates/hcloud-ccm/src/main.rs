@@ -171,17 +171,19 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         route_metrics,
         service_metrics,
     };
-    let code = tokio::select! {
-        () = shutdown.cancelled() => ExitCode::SUCCESS,
+    // Whether the lease is still ours to release when leaving: every path after winning it
+    // releases it, except a lost leadership (then it is not ours any more).
+    let (code, release) = tokio::select! {
+        () = shutdown.cancelled() => (ExitCode::SUCCESS, true),
         acquired = leader.acquired() => match acquired {
-            Ok(()) => lead(ctx, &leader, &shutdown).await?,
+            Ok(()) => lead(ctx, &leader, &shutdown).await,
             Err(state) => {
                 tracing::error!(?state, "leader election ended before leadership was won");
-                ExitCode::FAILURE
+                (ExitCode::FAILURE, false)
             }
         },
     };
-    if code == ExitCode::SUCCESS {
+    if release {
         leader.stop().await;
     } else {
         leader.abort();
@@ -193,31 +195,39 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Runs the controllers while this replica leads.
+/// Runs the controllers while this replica leads. Returns the exit code and whether the lease
+/// must be released (every path but a lost leadership).
 async fn lead(
     ctx: ControllerContext,
     leader: &LeaderHandle,
     shutdown: &CancellationToken,
-) -> anyhow::Result<ExitCode> {
+) -> (ExitCode, bool) {
     let stop = ctx.stop.clone();
-    let mut controllers = start_controllers(ctx).await?;
-    let code = tokio::select! {
-        () = shutdown.cancelled() => ExitCode::SUCCESS,
+    let mut controllers = match start_controllers(ctx).await {
+        Ok(controllers) => controllers,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the controllers; releasing the lease and exiting");
+            stop.cancel();
+            return (ExitCode::FAILURE, true);
+        }
+    };
+    let (code, release) = tokio::select! {
+        () = shutdown.cancelled() => (ExitCode::SUCCESS, true),
         state = leader.lost() => {
             tracing::error!(?state, "leadership lost; exiting");
-            if state == LeaderState::Stopped { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            if state == LeaderState::Stopped { (ExitCode::SUCCESS, true) } else { (ExitCode::FAILURE, false) }
         }
         (controller, result) = controllers.first_exit() => {
             if shutdown.is_cancelled() {
                 // Controllers end when the shutdown cancels their (child) stop token.
-                ExitCode::SUCCESS
+                (ExitCode::SUCCESS, true)
             } else {
-                tracing::error!(%controller, ?result, "a controller stopped unexpectedly; exiting");
-                ExitCode::FAILURE
+                tracing::error!(%controller, ?result, "a controller stopped unexpectedly; releasing the lease and exiting");
+                (ExitCode::FAILURE, true)
             }
         }
     };
     stop.cancel();
     controllers.shutdown(CONTROLLER_STOP_GRACE).await;
-    Ok(code)
+    (code, release)
 }

@@ -252,3 +252,49 @@ async fn shutdown_token_stops_a_standby_without_touching_the_lease() {
     assert_eq!(holder(&lease(&client, &name).await).as_deref(), Some("a"));
     a.stop().await;
 }
+
+#[tokio::test]
+async fn concurrent_writes_to_the_lease_do_not_end_leadership() {
+    let client = client().await;
+    let name = unique_name("lease");
+    let shutdown = CancellationToken::new();
+    // Renewals every 50 ms, 2 s to get one through.
+    let a = LeaderElector::new(client.clone(), config(&name, "a", 3, 2000, 50)).spawn(&shutdown);
+    assert_eq!(a.acquired().await, Ok(()));
+
+    // Another writer keeps changing the Lease (its annotations, never the holder), so many of
+    // our read-then-replace renewals lose the optimistic-concurrency race with a 409.
+    let api = Api::<Lease>::namespaced(client.clone(), NAMESPACE);
+    let mut writes = 0u32;
+    let mut renewed_during = std::collections::BTreeSet::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {"touched": writes.to_string()}}});
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+        writes += 1;
+        let l = lease(&client, &name).await;
+        if let Some(t) = l.spec.and_then(|s| s.renew_time) {
+            renewed_during.insert(t.0.to_string());
+        }
+        assert_eq!(
+            a.state(),
+            LeaderState::Leading,
+            "after {writes} foreign writes"
+        );
+    }
+    assert!(writes > 20, "{writes}");
+    assert!(
+        renewed_during.len() > 5,
+        "renewals went on: {renewed_during:?}"
+    );
+    assert_eq!(holder(&lease(&client, &name).await).as_deref(), Some("a"));
+    a.stop().await;
+    shutdown.cancel();
+}

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::addresses::{NodeIpError, desired_addresses};
@@ -20,7 +20,9 @@ use super::decisions::{
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
-use crate::provider::{self, InstanceMetadata, Instances};
+use crate::provider::{self, Category, InstanceMetadata, Instances};
+use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
@@ -72,6 +74,34 @@ pub enum NodeSyncError {
     /// A Kubernetes API call failed.
     #[error("failed to update node")]
     Kube(#[source] kube::Error),
+}
+
+impl ReconcileError for NodeSyncError {
+    /// The provider's category for lookups; a providedIP that the cloud does not report is the
+    /// Node's (user) error; Kubernetes conflicts are conflicts.
+    fn category(&self) -> Category {
+        match self {
+            Self::Metadata(err) => err.category(),
+            Self::Init(InitError::MissingProviderId) => Category::Transient,
+            Self::Init(InitError::NodeIp(_)) | Self::Addresses(_) => Category::User,
+            Self::Kube(err) => kube_category(err),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Metadata(err) => err.retry_after(),
+            _ => None,
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
+        NodeSyncError::metric_label(self)
+    }
+
+    fn user_reason(&self) -> Option<&str> {
+        (self.category() == Category::User).then(|| self.event_reason())
+    }
 }
 
 impl NodeSyncError {
@@ -139,12 +169,16 @@ struct Inner {
     recorder: EventRecorder,
     metrics: Metrics,
     config: NodeControllerConfig,
-    queue: WorkQueue<String>,
+    queue: Arc<WorkQueue<String>>,
+    /// The user-error Warning last written per Node, so a Node that keeps changing (kubelet
+    /// status updates) with the same problem is not warned about again.
+    warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 /// The cloud node controller. Build it when leadership is won, then [`NodeController::run`] it.
 pub struct NodeController {
     inner: Arc<Inner>,
+    heartbeat: Heartbeat,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -177,7 +211,7 @@ impl NodeController {
         metrics: Metrics,
         config: NodeControllerConfig,
     ) -> Self {
-        let queue = WorkQueue::new(config.backoff);
+        let queue = Arc::new(WorkQueue::new(config.backoff));
         Self {
             inner: Arc::new(Inner {
                 nodes: Api::all(client),
@@ -187,17 +221,32 @@ impl NodeController {
                 metrics,
                 config,
                 queue,
+                warned: std::sync::Mutex::default(),
             }),
+            heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
 
-    /// Run until `shutdown` is cancelled. Waits for the cache to sync first.
+    /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
+    #[must_use]
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Run until `shutdown` is cancelled, or until one of its tasks dies (reported to the
+    /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
-        let inner = self.inner;
+        let Self { inner, heartbeat } = self;
+        heartbeat.watch(
+            inner.cache.progress().clone(),
+            crate::cache::NODE_WATCH_STUCK_AFTER,
+        );
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = inner.cache.wait_until_ready() => {}
         }
+        heartbeat.set_synced();
         let changes = inner.cache.subscribe();
         for node in inner.cache.list() {
             if let Some(name) = node.metadata.name.clone() {
@@ -205,16 +254,28 @@ impl NodeController {
             }
         }
         tracing::info!(controller = CONTROLLER, "starting");
-        let mut tasks = JoinSet::new();
-        tasks.spawn(feed(inner.clone(), changes, shutdown.clone()));
+        let mut tasks = Tasks::new(heartbeat);
+        tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
         for _ in 0..inner.config.workers.max(1) {
-            tasks.spawn(worker(inner.clone(), shutdown.clone()));
+            tasks.spawn(
+                "worker",
+                reconcile::worker(
+                    inner.clone(),
+                    inner.queue.clone(),
+                    inner.metrics.clone(),
+                    shutdown.clone(),
+                ),
+            );
         }
-        tasks.spawn(address_loop(inner.clone(), shutdown.clone()));
-        shutdown.cancelled().await;
+        tasks.spawn(
+            "address-refresh",
+            address_loop(inner.clone(), shutdown.clone()),
+        );
+        let clean = tasks.supervise(&shutdown).await;
         inner.queue.shut_down();
-        while tasks.join_next().await.is_some() {}
-        tracing::info!(controller = CONTROLLER, "stopped");
+        if clean {
+            tracing::info!(controller = CONTROLLER, "stopped");
+        }
     }
 }
 
@@ -234,7 +295,15 @@ async fn feed(
                     inner.queue.add(name);
                 }
             }
-            Ok(NodeChange::Deleted(_)) => {}
+            Ok(NodeChange::Deleted(gone)) => {
+                if let Some(name) = gone.metadata.name.as_deref() {
+                    inner
+                        .warned
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(name);
+                }
+            }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
                 for node in inner.cache.list() {
@@ -248,41 +317,57 @@ async fn feed(
     }
 }
 
-async fn worker(inner: Arc<Inner>, shutdown: CancellationToken) {
-    loop {
-        let next = tokio::select! {
-            () = shutdown.cancelled() => return,
-            next = inner.queue.get() => next,
-        };
-        let Some(name) = next else { return };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = process(&inner, &name) => {}
-        }
-        inner.queue.done(&name);
-    }
-}
+#[async_trait]
+impl Reconciler for Inner {
+    type Error = NodeSyncError;
 
-async fn process(inner: &Inner, name: &str) {
-    let _timer = inner.metrics.reconcile_timer(CONTROLLER);
-    match inner.sync_node(name).await {
-        Ok(()) => inner.queue.forget(&name.to_owned()),
-        Err(err) => {
-            inner.metrics.record_error(CONTROLLER, err.metric_label());
-            let delay = inner.queue.add_rate_limited(name.to_owned());
-            let chain = error_chain(&err);
-            tracing::warn!(node = name, error = %chain, retry_in = ?delay, "node sync failed");
-            if let Some(node) = inner.cache.get(name) {
-                inner
-                    .recorder
-                    .publish(
-                        node.as_ref(),
-                        EventType::Warning,
-                        err.event_reason(),
-                        &chain,
-                    )
-                    .await;
-            }
+    fn controller(&self) -> &'static str {
+        CONTROLLER
+    }
+
+    fn span(&self, key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", node = key)
+    }
+
+    async fn reconcile(&self, name: &str) -> Result<(), NodeSyncError> {
+        let result = self.sync_node(name).await;
+        if result.is_ok() {
+            self.warned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(name);
+        }
+        result
+    }
+
+    async fn user_error(&self, name: &str, reason: &str, err: &NodeSyncError) {
+        let chain = error_chain(err);
+        let repeated = self
+            .warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_owned(), chain.clone())
+            .is_some_and(|last| last == chain);
+        if repeated {
+            return;
+        }
+        if let Some(node) = self.cache.get(name) {
+            self.recorder
+                .publish(node.as_ref(), EventType::Warning, reason, &chain)
+                .await;
+        }
+    }
+
+    async fn retried_error(&self, name: &str, err: &NodeSyncError, _delay: Duration) {
+        if let Some(node) = self.cache.get(name) {
+            self.recorder
+                .publish(
+                    node.as_ref(),
+                    EventType::Warning,
+                    err.event_reason(),
+                    &error_chain(err),
+                )
+                .await;
         }
     }
 }

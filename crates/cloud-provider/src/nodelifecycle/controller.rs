@@ -128,6 +128,7 @@ pub struct NodeLifecycleController {
     recorder: EventRecorder,
     metrics: Metrics,
     config: NodeLifecycleControllerConfig,
+    heartbeat: crate::runtime::Heartbeat,
 }
 
 impl std::fmt::Debug for NodeLifecycleController {
@@ -175,7 +176,15 @@ impl NodeLifecycleController {
             recorder,
             metrics,
             config,
+            heartbeat: crate::runtime::Heartbeat::new(CONTROLLER),
         }
+    }
+
+    /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
+    #[must_use]
+    pub fn with_heartbeat(mut self, heartbeat: crate::runtime::Heartbeat) -> Self {
+        self.heartbeat = heartbeat;
+        self
     }
 
     /// Monitor every cached Node each period until `shutdown`. An empty or unsynced cache is a
@@ -185,6 +194,11 @@ impl NodeLifecycleController {
         // Sliding, like Go's wait.Until: the period is waited after each pass ends, so a slow
         // pass (a slow cloud) never makes the next one start at once.
         let period = crate::period(self.config.node_monitor_period);
+        self.heartbeat.watch(
+            self.cache.progress().clone(),
+            crate::cache::NODE_WATCH_STUCK_AFTER.max(period),
+        );
+        self.heartbeat.set_synced();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -201,7 +215,12 @@ impl NodeLifecycleController {
     async fn monitor_nodes(&self) {
         for node in self.cache.list() {
             let _timer = self.metrics.reconcile_timer(CONTROLLER);
-            if let Err(err) = self.monitor_node(&node).await {
+            let span = tracing::info_span!(
+                "reconcile",
+                node = node.metadata.name.as_deref().unwrap_or_default()
+            );
+            let result = tracing::Instrument::instrument(self.monitor_node(&node), span).await;
+            if let Err(err) = result {
                 let name = node.metadata.name.as_deref().unwrap_or_default();
                 let chain = error_chain(&err);
                 self.metrics.record_error(CONTROLLER, err.metric_label());

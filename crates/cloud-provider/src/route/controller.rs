@@ -24,7 +24,7 @@ use super::decisions::{
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
-use crate::provider::{self, Route, Routes};
+use crate::provider::{self, Category, Route, Routes};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "route_controller";
@@ -177,6 +177,7 @@ pub struct RouteController {
     metrics: Metrics,
     route_metrics: RouteMetrics,
     config: RouteControllerConfig,
+    heartbeat: crate::runtime::Heartbeat,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -198,25 +199,18 @@ fn is_kube_not_found(err: &kube::Error) -> bool {
 /// The delay before retrying a failed creation within the cycle, or `None` when it must wait
 /// for the next cycle.
 ///
-/// Upstream retries `CreateRoute` only on a Kubernetes `Conflict`. The conflict-like errors of
-/// this contract are [`provider::Error::Retry`] (anywhere in the source chain; waited for its
-/// `retry_after`, capped at `cap`) and an apiserver 409 in the source chain (100–200 ms, as
-/// upstream's backoff). Every other error is final for this cycle.
+/// Upstream retries `CreateRoute` only on a conflict. Here the provider's typed category
+/// decides: a [`Category::Conflict`] is retried after its retry-after (or 100–200 ms, as
+/// upstream's backoff), a transient error with a retry-after after that delay; both capped at
+/// `cap`. Every other error is final for this cycle.
 pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Duration> {
-    if let Some(after) = err.retry_after() {
-        return Some(after.min(cap));
-    }
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        if cause
-            .downcast_ref::<kube::Error>()
-            .is_some_and(is_kube_conflict)
-        {
-            return Some(jittered(RETRY_DELAY));
+    match (err.category(), err.retry_after()) {
+        (Category::Conflict, after) => {
+            Some(after.unwrap_or_else(|| jittered(RETRY_DELAY)).min(cap))
         }
-        source = cause.source();
+        (Category::Transient, Some(after)) => Some(after.min(cap)),
+        _ => None,
     }
-    None
 }
 
 fn jittered(base: Duration) -> Duration {
@@ -258,7 +252,15 @@ impl RouteController {
             metrics,
             route_metrics: RouteMetrics::new(),
             config,
+            heartbeat: crate::runtime::Heartbeat::new(CONTROLLER),
         }
+    }
+
+    /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
+    #[must_use]
+    pub fn with_heartbeat(mut self, heartbeat: crate::runtime::Heartbeat) -> Self {
+        self.heartbeat = heartbeat;
+        self
     }
 
     /// Use `route_metrics` (e.g. one registered before leader election) instead of a private one.
@@ -300,6 +302,11 @@ impl RouteController {
             }
             () = self.cache.wait_until_ready() => {}
         }
+        self.heartbeat.watch(
+            self.cache.progress().clone(),
+            crate::cache::NODE_WATCH_STUCK_AFTER.max(self.config.reconciliation_period),
+        );
+        self.heartbeat.set_synced();
         let period = crate::period(self.config.reconciliation_period);
         // Subscribed before the first pass lists the Nodes, so no change is missed.
         let mut changes = self.config.watch_nodes.then(|| self.cache.subscribe());
@@ -364,17 +371,26 @@ impl RouteController {
             .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
             .collect();
         let by_name = &by_name;
-        let deletions = futures::future::join_all(
-            plan.to_delete
-                .iter()
-                .map(|route| self.delete_route(&limiter, route)),
-        );
+        let deletions = futures::future::join_all(plan.to_delete.iter().map(|route| {
+            let span = tracing::info_span!(
+                "reconcile",
+                route = %route.destination_cidr,
+                node = %route.target_node
+            );
+            tracing::Instrument::instrument(self.delete_route(&limiter, route), span)
+        }));
         let creations = |limiter| {
-            futures::future::join_all(
-                plan.to_create
-                    .iter()
-                    .map(move |c| self.create_route(limiter, by_name.get(c.node.as_str()), c)),
-            )
+            futures::future::join_all(plan.to_create.iter().map(move |c| {
+                let span = tracing::info_span!(
+                    "reconcile",
+                    route = %c.route.destination_cidr,
+                    node = %c.node
+                );
+                tracing::Instrument::instrument(
+                    self.create_route(limiter, by_name.get(c.node.as_str()), c),
+                    span,
+                )
+            }))
         };
         let (deleted, created) = if plan.wait_for_deletions {
             let deleted = deletions.await;
@@ -542,19 +558,15 @@ mod tests {
             Some(cap),
             "long delays are cut to the period"
         );
-        let wrapped = provider::Error::Other {
-            message: "create route".into(),
-            source: Some(Box::new(provider::Error::retry("locked", Duration::ZERO))),
-        };
-        assert_eq!(create_retry_delay(&wrapped, cap), Some(Duration::ZERO));
-
-        let conflict = kube::Error::Api(
-            kube::core::Status::failure("conflict", "Conflict")
-                .with_code(409)
-                .boxed(),
+        // No downcasting: a hint wrapped in another error is not found.
+        let wrapped = provider::Error::transient(
+            "create route",
+            provider::Error::retry("locked", Duration::ZERO),
         );
-        let delay = create_retry_delay(&provider::Error::api("create route", conflict), cap)
-            .expect("a 409 is retried");
+        assert_eq!(create_retry_delay(&wrapped, cap), None);
+
+        let delay = create_retry_delay(&provider::Error::conflict("create route", None), cap)
+            .expect("a conflict is retried");
         assert!(
             delay >= RETRY_DELAY && delay <= RETRY_DELAY * 2,
             "{delay:?}"

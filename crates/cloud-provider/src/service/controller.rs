@@ -1,41 +1,42 @@
-//! I/O of the service controller; decisions live in [`super::decisions`].
+//! I/O of the service controller: its informers, queue and workers. The sync itself lives in
+//! [`super::sync`], the node-driven target update in [`super::node_sync`], decisions in
+//! [`super::decisions`].
+//!
+//! Every action on a Service runs on the Service's own queue key, so one Service never has two
+//! actions at once: a full sync (ensure or cleanup) and the node-driven "update targets"
+//! action are both queued, and the latter builds its target set from the Node cache when it
+//! runs, not when the Node changed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
-use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher::{self, Event};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
-use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::decisions::{
-    add_finalizer_patch, current_status, has_finalizer, load_balancer_status_equal, needs_cleanup,
-    node_names_for_log, node_update_needs_sync, nodes_sufficiently_equal, remove_finalizer_patch,
-    select_nodes, service_key, should_enqueue_added, should_enqueue_updated, status_patch,
-    wants_load_balancer,
+    needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
+    should_enqueue_updated, wants_load_balancer,
 };
+use super::errors::ServiceSyncError;
+use super::metrics::ServiceMetrics;
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
-use crate::provider::{self, LoadBalancer};
+use crate::provider::LoadBalancer;
+use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::informer::{Change, Informer};
+use crate::runtime::reconcile::{self, Reconciler};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "service-controller";
 /// Controller label of service syncs in metrics.
 pub const CONTROLLER: &str = "service";
-/// Controller label of node-driven backend syncs in metrics.
+/// Controller label of node-driven backend updates in metrics.
 pub const NODE_SYNC_CONTROLLER: &str = "service-nodesync";
 /// First retry delay of a failed service sync.
 pub const MIN_RETRY_DELAY: Duration = Duration::from_secs(5);
@@ -49,17 +50,16 @@ pub const SERVICE_RESYNC_PERIOD: Duration = Duration::from_secs(30);
 pub struct ServiceControllerConfig {
     /// `--cluster-name`, passed to every load balancer call.
     pub cluster_name: String,
-    /// `--concurrent-service-syncs` (default 1): service workers, and the parallelism of the
-    /// node-driven backend pass.
+    /// `--concurrent-service-syncs` (default 1): service workers.
     pub workers: usize,
     /// Per-service retry backoff (upstream: 5 s → 300 s).
     pub backoff: Backoff,
-    /// Period of the informer-style resync (default 30 s).
+    /// Period of the informer-style resync (default 30 s); also how long the Service watch may
+    /// fail (while the apiserver answers) before the controller counts as unhealthy.
     pub resync_period: Duration,
-    /// `--node-sync-period`: every period, one backend pass re-sends every load balancer's
-    /// Nodes even when no Node changed (repairing targets changed behind the controller's back,
-    /// or a backend update that was recorded but failed). Zero (the default) = backend passes
-    /// run only on Node changes, as upstream.
+    /// `--node-sync-period`: every period, every load balancer's targets are set again from
+    /// the current Nodes even when no Node changed (repairing targets changed behind the
+    /// controller's back). Zero (the default) = target updates run only on Node changes.
     pub node_sync_period: Duration,
 }
 
@@ -78,163 +78,67 @@ impl Default for ServiceControllerConfig {
     }
 }
 
-fn latency_histogram() -> Histogram {
-    // 1 s … ~4.5 h, as upstream's buckets.
-    Histogram::new(exponential_buckets(1.0, 2.0, 15))
-}
-
-/// The service controller's own metrics (upstream names). Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct ServiceMetrics {
-    loadbalancer_syncs: Counter,
-    nodesync_errors: Counter,
-    nodesync_latency: Histogram,
-    update_host_latency: Histogram,
-}
-
-impl Default for ServiceMetrics {
-    fn default() -> Self {
-        Self {
-            loadbalancer_syncs: Counter::default(),
-            nodesync_errors: Counter::default(),
-            nodesync_latency: latency_histogram(),
-            update_host_latency: latency_histogram(),
-        }
-    }
-}
-
-impl ServiceMetrics {
-    /// Fresh, unregistered metrics.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Register `service_controller_loadbalancer_sync_total`,
-    /// `service_controller_nodesync_error_total`, `service_controller_nodesync_latency_seconds`
-    /// and `service_controller_update_loadbalancer_host_latency_seconds`.
-    pub fn register(&self, registry: &mut Registry) {
-        registry.register(
-            "service_controller_loadbalancer_sync",
-            "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",
-            self.loadbalancer_syncs.clone(),
-        );
-        registry.register(
-            "service_controller_nodesync_error",
-            "A metric counting the amount of times any load balancer has been configured and errored, as an effect of node changes on the cluster",
-            self.nodesync_errors.clone(),
-        );
-        registry.register(
-            "service_controller_nodesync_latency_seconds",
-            "A metric measuring the latency for nodesync which updates loadbalancer hosts on cluster node updates",
-            self.nodesync_latency.clone(),
-        );
-        registry.register(
-            "service_controller_update_loadbalancer_host_latency_seconds",
-            "A metric measuring the latency for updating each load balancer hosts",
-            self.update_host_latency.clone(),
-        );
-    }
-
-    /// Load balancer configurations (ensure and backend updates) counted so far.
-    pub fn loadbalancer_sync_count(&self) -> u64 {
-        self.loadbalancer_syncs.get()
-    }
-
-    /// Failed node-driven backend updates counted so far.
-    pub fn nodesync_error_count(&self) -> u64 {
-        self.nodesync_errors.get()
-    }
-}
-
-/// Why a service sync failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceSyncError {
-    /// `GetLoadBalancer` failed before a cleanup.
-    #[error("failed to check if load balancer exists before cleanup")]
-    GetLoadBalancer(#[source] provider::Error),
-    /// `EnsureLoadBalancerDeleted` failed.
-    #[error("failed to delete load balancer")]
-    DeleteLoadBalancer(#[source] provider::Error),
-    /// `EnsureLoadBalancer` failed.
-    #[error("failed to ensure load balancer")]
-    EnsureLoadBalancer(#[source] provider::Error),
-    /// The finalizer could not be added.
-    #[error("failed to add load balancer cleanup finalizer")]
-    AddFinalizer(#[source] kube::Error),
-    /// The finalizer could not be removed.
-    #[error("failed to remove load balancer cleanup finalizer")]
-    RemoveFinalizer(#[source] kube::Error),
-    /// `status.loadBalancer` could not be written.
-    #[error("failed to update load balancer status")]
-    UpdateStatus(#[source] kube::Error),
-}
-
-impl ServiceSyncError {
-    /// The provider's fixed retry delay, when a [`provider::Error::Retry`] is in the chain.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::GetLoadBalancer(err)
-            | Self::DeleteLoadBalancer(err)
-            | Self::EnsureLoadBalancer(err) => err.retry_after(),
-            Self::AddFinalizer(_) | Self::RemoveFinalizer(_) | Self::UpdateStatus(_) => None,
-        }
-    }
-
-    /// A short, stable label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::GetLoadBalancer(err)
-            | Self::DeleteLoadBalancer(err)
-            | Self::EnsureLoadBalancer(err) => err.metric_label(),
-            Self::AddFinalizer(_) | Self::RemoveFinalizer(_) | Self::UpdateStatus(_) => "kube_api",
-        }
-    }
-}
-
+/// The next action queued for a Service key. A full sync includes the targets, so it wins
+/// when both are asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operation {
-    Ensure,
-    Delete,
+pub(super) enum Action {
+    /// Set the load balancer's targets from the current Nodes; `force`: even when they equal
+    /// the last set sent.
+    UpdateTargets { force: bool },
+    /// Ensure (or clean up) the load balancer as a whole.
+    Sync,
 }
 
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
+impl Action {
+    fn merge(self, other: Action) -> Action {
+        match (self, other) {
+            (Action::Sync, _) | (_, Action::Sync) => Action::Sync,
+            (Action::UpdateTargets { force: a }, Action::UpdateTargets { force: b }) => {
+                Action::UpdateTargets { force: a || b }
+            }
+        }
+    }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-struct Inner {
+pub(super) struct Inner {
+    pub(super) client: Client,
+    pub(super) services: Informer<Service>,
+    pub(super) nodes: NodeCache,
+    pub(super) lb: Arc<dyn LoadBalancer>,
+    pub(super) recorder: EventRecorder,
+    pub(super) metrics: Metrics,
+    pub(super) service_metrics: ServiceMetrics,
+    pub(super) config: ServiceControllerConfig,
+    pub(super) queue: Arc<WorkQueue<String>>,
+    /// The action each queued key is waiting for (absent = a full sync).
+    pub(super) pending: Mutex<HashMap<String, Action>>,
+    /// The last version of every synced Service (upstream's `cachedService.state`), kept until
+    /// its load balancer is known to be gone.
+    pub(super) remembered: Mutex<HashMap<String, Arc<Service>>>,
+    /// The targets each load balancer was last given successfully.
+    pub(super) last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
+}
+
+/// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
+pub struct ServiceController {
     client: Client,
-    store: Store<Service>,
     nodes: NodeCache,
     lb: Arc<dyn LoadBalancer>,
     recorder: EventRecorder,
     metrics: Metrics,
     service_metrics: ServiceMetrics,
     config: ServiceControllerConfig,
-    queue: WorkQueue<String>,
-    /// The last version of every synced Service (upstream's `cachedService.state`), kept until
-    /// its load balancer is known to be gone.
-    remembered: Mutex<HashMap<String, Arc<Service>>>,
-    /// The backend set each load balancer was last given.
-    last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
-    node_sync: Notify,
-    /// Set by the periodic trigger: the next backend pass updates every load balancer.
-    full_node_sync: std::sync::atomic::AtomicBool,
-}
-
-/// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
-pub struct ServiceController {
-    inner: Arc<Inner>,
-    writer: reflector::store::Writer<Service>,
+    heartbeat: Heartbeat,
 }
 
 impl std::fmt::Debug for ServiceController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceController")
-            .field("config", &self.inner.config)
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
@@ -249,82 +153,124 @@ impl ServiceController {
         metrics: Metrics,
         config: ServiceControllerConfig,
     ) -> Self {
-        let (store, writer) = reflector::store();
         let recorder = EventRecorder::new(client.clone(), COMPONENT);
-        let queue = WorkQueue::new(config.backoff);
         Self {
-            inner: Arc::new(Inner {
-                client,
-                store,
-                nodes,
-                lb,
-                recorder,
-                metrics,
-                service_metrics: ServiceMetrics::new(),
-                config,
-                queue,
-                remembered: Mutex::default(),
-                last_synced_nodes: Mutex::default(),
-                node_sync: Notify::new(),
-                full_node_sync: std::sync::atomic::AtomicBool::new(false),
-            }),
-            writer,
+            client,
+            nodes,
+            lb,
+            recorder,
+            metrics,
+            service_metrics: ServiceMetrics::new(),
+            config,
+            heartbeat: Heartbeat::new(CONTROLLER),
         }
-    }
-
-    fn inner_mut(&mut self) -> Option<&mut Inner> {
-        Arc::get_mut(&mut self.inner)
     }
 
     /// Use `service_metrics` (e.g. one registered before leader election) instead of a private
     /// one.
     #[must_use]
     pub fn with_service_metrics(mut self, service_metrics: ServiceMetrics) -> Self {
-        if let Some(inner) = self.inner_mut() {
-            inner.service_metrics = service_metrics;
-        }
+        self.service_metrics = service_metrics;
         self
     }
 
     /// Use an event recorder of your own.
     #[must_use]
     pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
-        if let Some(inner) = self.inner_mut() {
-            inner.recorder = recorder;
-        }
+        self.recorder = recorder;
+        self
+    }
+
+    /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
+    #[must_use]
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
+        self.heartbeat = heartbeat;
         self
     }
 
     /// The controller's own metrics.
     pub fn service_metrics(&self) -> &ServiceMetrics {
-        &self.inner.service_metrics
+        &self.service_metrics
     }
 
-    /// Run until `shutdown` is cancelled: waits for the Node cache, then watches Services and
-    /// Nodes and runs `workers` service workers plus one node-sync worker.
+    /// The controller's heartbeat.
+    pub fn heartbeat(&self) -> &Heartbeat {
+        &self.heartbeat
+    }
+
+    /// Run until `shutdown` is cancelled, or until one of its tasks dies (reported to the
+    /// heartbeat first). Waits for the Node cache, then watches Services and Nodes and runs
+    /// `workers` workers.
     pub async fn run(self, shutdown: CancellationToken) {
-        let Self { inner, writer } = self;
+        let api: Api<Service> = Api::all(self.client.clone());
+        let (services, driver) = Informer::new(api, "services", strip);
+        let heartbeat = self.heartbeat.clone();
+        heartbeat.watch(services.progress().clone(), self.config.resync_period);
+        heartbeat.watch(self.nodes.progress().clone(), self.config.resync_period);
+        let inner = Arc::new(Inner {
+            client: self.client,
+            services,
+            nodes: self.nodes,
+            lb: self.lb,
+            recorder: self.recorder,
+            metrics: self.metrics,
+            service_metrics: self.service_metrics,
+            queue: Arc::new(WorkQueue::new(self.config.backoff)),
+            config: self.config,
+            pending: Mutex::default(),
+            remembered: Mutex::default(),
+            last_synced_nodes: Mutex::default(),
+        });
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = inner.nodes.wait_until_ready() => {}
         }
-        let changes = inner.nodes.subscribe();
+        let node_changes = inner.nodes.subscribe();
+        let service_changes = inner.services.subscribe();
         tracing::info!(controller = CONTROLLER, "starting");
-        let mut tasks = JoinSet::new();
-        tasks.spawn(watch_services(inner.clone(), writer, shutdown.clone()));
-        tasks.spawn(node_feed(inner.clone(), changes, shutdown.clone()));
-        tasks.spawn(node_worker(inner.clone(), shutdown.clone()));
-        tasks.spawn(resync_loop(inner.clone(), shutdown.clone()));
+        let mut tasks = Tasks::new(heartbeat.clone());
+        tasks.spawn("service-watch", driver.run(shutdown.clone()));
+        tasks.spawn(
+            "service-feed",
+            service_feed(inner.clone(), service_changes, shutdown.clone()),
+        );
+        tasks.spawn(
+            "node-feed",
+            node_feed(inner.clone(), node_changes, shutdown.clone()),
+        );
+        tasks.spawn("resync", resync_loop(inner.clone(), shutdown.clone()));
         if !inner.config.node_sync_period.is_zero() {
-            tasks.spawn(periodic_node_sync(inner.clone(), shutdown.clone()));
+            tasks.spawn(
+                "periodic-node-sync",
+                periodic_node_sync(inner.clone(), shutdown.clone()),
+            );
         }
         for _ in 0..inner.config.workers.max(1) {
-            tasks.spawn(worker(inner.clone(), shutdown.clone()));
+            tasks.spawn(
+                "worker",
+                reconcile::worker(
+                    inner.clone(),
+                    inner.queue.clone(),
+                    inner.metrics.clone(),
+                    shutdown.clone(),
+                ),
+            );
         }
-        shutdown.cancelled().await;
+        let synced = {
+            let inner = inner.clone();
+            let heartbeat = heartbeat.clone();
+            async move {
+                inner.services.wait_until_synced().await;
+                heartbeat.set_synced();
+                std::future::pending::<()>().await;
+            }
+        };
+        tasks.spawn("sync-marker", synced);
+        let clean = tasks.supervise(&shutdown).await;
         inner.queue.shut_down();
-        while tasks.join_next().await.is_some() {}
-        tracing::info!(controller = CONTROLLER, "stopped");
+        if clean {
+            tracing::info!(controller = CONTROLLER, "stopped");
+        }
     }
 }
 
@@ -332,65 +278,46 @@ fn strip(service: &mut Service) {
     service.metadata.managed_fields = None;
 }
 
-async fn watch_services(
-    inner: Arc<Inner>,
-    mut writer: reflector::store::Writer<Service>,
-    shutdown: CancellationToken,
-) {
-    let api: Api<Service> = Api::all(inner.client.clone());
-    let stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(strip);
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = stream.next() => event,
-        };
-        match event {
-            None => return,
-            Some(Err(err)) => tracing::warn!(error = %err, "service watch failed; retrying"),
-            Some(Ok(event)) => inner.apply_service_event(&mut writer, event),
-        }
-    }
-}
-
 impl Inner {
-    fn apply_service_event(
+    pub(super) fn cluster(&self) -> &str {
+        &self.config.cluster_name
+    }
+
+    pub(super) async fn event(
         &self,
-        writer: &mut reflector::store::Writer<Service>,
-        event: Event<Service>,
+        service: &Service,
+        type_: EventType,
+        reason: &str,
+        message: &str,
     ) {
-        match &event {
-            Event::Apply(service) => {
-                let key = ObjectRef::from(service);
-                let old = self.store.get(&key);
-                writer.apply_watcher_event(&event);
-                if let Some(new) = self.store.get(&key) {
-                    self.on_service(old.as_deref(), &new);
-                }
+        self.recorder.publish(service, type_, reason, message).await;
+    }
+
+    /// Queue `action` for `key` (merged with one already waiting).
+    pub(super) fn enqueue(&self, key: String, action: Action) {
+        {
+            let mut pending = lock(&self.pending);
+            let merged = pending
+                .get(&key)
+                .map_or(action, |waiting| waiting.merge(action));
+            pending.insert(key.clone(), merged);
+        }
+        self.queue.add(key);
+    }
+
+    /// Queue a target update for every remembered Service with a load balancer, except those
+    /// already waiting for a full sync (which sets the targets anyway, after its backoff).
+    fn enqueue_target_updates(&self, force: bool) {
+        let keys: Vec<String> = lock(&self.remembered)
+            .iter()
+            .filter(|(_, s)| wants_load_balancer(s))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if lock(&self.pending).get(&key) == Some(&Action::Sync) {
+                continue;
             }
-            Event::Delete(service) => {
-                writer.apply_watcher_event(&event);
-                self.on_service_deleted(service);
-            }
-            Event::Init | Event::InitApply(_) => writer.apply_watcher_event(&event),
-            Event::InitDone => {
-                let mut before: HashMap<String, Arc<Service>> = self
-                    .store
-                    .state()
-                    .into_iter()
-                    .map(|s| (service_key(&s), s))
-                    .collect();
-                writer.apply_watcher_event(&event);
-                for new in self.store.state() {
-                    let old = before.remove(&service_key(&new));
-                    self.on_service(old.as_deref(), &new);
-                }
-                for gone in before.values() {
-                    self.on_service_deleted(gone);
-                }
-            }
+            self.enqueue(key, Action::UpdateTargets { force });
         }
     }
 
@@ -400,7 +327,7 @@ impl Inner {
             Some(old) => should_enqueue_updated(old, new),
         };
         if enqueue {
-            self.queue.add(service_key(new));
+            self.enqueue(service_key(new), Action::Sync);
         }
     }
 
@@ -413,13 +340,44 @@ impl Inner {
             .get(&key)
             .is_some_and(|s| wants_load_balancer(s));
         if remembered {
-            self.queue.add(key);
+            self.enqueue(key, Action::Sync);
         }
     }
 
-    fn cached_service(&self, key: &str) -> Option<Arc<Service>> {
+    pub(super) fn cached_service(&self, key: &str) -> Option<Arc<Service>> {
         let (namespace, name) = key.split_once('/')?;
-        self.store.get(&ObjectRef::new(name).within(namespace))
+        self.services.get(Some(namespace), name)
+    }
+
+    pub(super) fn forget(&self, key: &str) {
+        lock(&self.remembered).remove(key);
+        lock(&self.last_synced_nodes).remove(key);
+    }
+}
+
+async fn service_feed(
+    inner: Arc<Inner>,
+    mut changes: tokio::sync::broadcast::Receiver<Change<Service>>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return,
+            change = changes.recv() => change,
+        };
+        match change {
+            Ok(Change::Applied { old, new }) => inner.on_service(old.as_deref(), &new),
+            Ok(Change::Deleted(gone)) => inner.on_service_deleted(&gone),
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "service change feed lagged; syncing every service");
+                for service in inner.services.list() {
+                    if should_enqueue_added(&service) {
+                        inner.enqueue(service_key(&service), Action::Sync);
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
     }
 }
 
@@ -431,15 +389,15 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
             () = tokio::time::sleep(period) => {}
         }
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
-        for service in inner.store.state() {
+        for service in inner.services.list() {
             if needs_cleanup(&service) {
-                inner.queue.add(service_key(&service));
+                inner.enqueue(service_key(&service), Action::Sync);
             }
         }
     }
 }
 
-/// Every `node_sync_period`: ask for a full backend pass (coalescing with a pending one).
+/// Every `node_sync_period`: a forced target update for every load balancer.
 async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
     let period = crate::period(inner.config.node_sync_period);
     loop {
@@ -447,10 +405,8 @@ async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
-        inner
-            .full_node_sync
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        inner.node_sync.notify_one();
+        tracing::debug!("periodic node sync of every load balancer");
+        inner.enqueue_target_updates(true);
     }
 }
 
@@ -473,481 +429,91 @@ async fn node_feed(
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
                     missed,
-                    "node change feed lagged; resyncing load balancer backends"
+                    "node change feed lagged; resyncing load balancer targets"
                 );
                 true
             }
             Err(RecvError::Closed) => return,
         };
         if trigger {
-            // Coalesces: a pass already requested runs once.
-            inner.node_sync.notify_one();
+            // Queued per Service: keys already waiting coalesce.
+            inner.enqueue_target_updates(false);
         }
     }
 }
 
-async fn node_worker(inner: Arc<Inner>, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.node_sync.notified() => {}
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.node_sync_pass() => {}
-        }
-    }
-}
+#[async_trait]
+impl Reconciler for Inner {
+    type Error = ServiceSyncError;
 
-async fn worker(inner: Arc<Inner>, shutdown: CancellationToken) {
-    loop {
-        let next = tokio::select! {
-            () = shutdown.cancelled() => return,
-            next = inner.queue.get() => next,
-        };
-        let Some(key) = next else { return };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.process(&key) => {}
-        }
-        inner.queue.done(&key);
-    }
-}
-
-impl Inner {
-    fn cluster(&self) -> &str {
-        &self.config.cluster_name
+    fn controller(&self) -> &'static str {
+        CONTROLLER
     }
 
-    async fn event(&self, service: &Service, type_: EventType, reason: &str, message: &str) {
-        self.recorder.publish(service, type_, reason, message).await;
+    fn span(&self, key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", service = key)
     }
 
-    async fn process(&self, key: &str) {
-        let _timer = self.metrics.reconcile_timer(CONTROLLER);
-        let result = match self.cached_service(key) {
-            None => self.process_deletion(key).await,
-            Some(service) => self.process_create_or_update(service, key).await,
-        };
-        let owned = key.to_owned();
-        match result {
-            Ok(()) => self.queue.forget(&owned),
-            Err(err) => {
-                self.metrics.record_error(CONTROLLER, err.metric_label());
-                let chain = error_chain(&err);
-                if let Some(delay) = err.retry_after() {
-                    tracing::warn!(service = key, error = %chain, retry_in = ?delay, "service sync asked for a fixed-delay retry");
-                    self.queue.add_after(owned, delay);
-                } else {
-                    let delay = self.queue.add_rate_limited(owned);
-                    tracing::warn!(service = key, error = %chain, retry_in = ?delay, "service sync failed");
-                }
+    async fn reconcile(&self, key: &str) -> Result<(), ServiceSyncError> {
+        let action = lock(&self.pending).remove(key).unwrap_or(Action::Sync);
+        let result = match (self.cached_service(key), action) {
+            (None, _) => self.process_deletion(key).await,
+            (Some(service), Action::Sync) => self.process_create_or_update(service, key).await,
+            (Some(service), Action::UpdateTargets { force }) => {
+                self.update_targets(&service, key, force).await
             }
-        }
-    }
-
-    fn forget(&self, key: &str) {
-        lock(&self.remembered).remove(key);
-        lock(&self.last_synced_nodes).remove(key);
-    }
-
-    /// The Service is gone from the cache: delete the load balancer of the remembered version
-    /// (the legacy path for Services without the finalizer).
-    async fn process_deletion(&self, key: &str) -> Result<(), ServiceSyncError> {
-        let Some(previous) = lock(&self.remembered).get(key).cloned() else {
-            return Ok(());
         };
-        tracing::info!(
-            service = key,
-            "service has been deleted; cleaning up its load balancer"
-        );
-        self.process_load_balancer_delete(&previous).await?;
-        self.forget(key);
-        Ok(())
+        if result.is_err() {
+            // The retry repeats a full sync: it also sets the targets, and it repairs what a
+            // failed target update could not (e.g. a load balancer deleted behind our back).
+            let mut pending = lock(&self.pending);
+            let merged = pending
+                .get(key)
+                .map_or(Action::Sync, |p| p.merge(Action::Sync));
+            pending.insert(key.to_owned(), merged);
+        }
+        result
     }
 
-    async fn process_load_balancer_delete(
-        &self,
-        service: &Service,
-    ) -> Result<(), ServiceSyncError> {
-        if !wants_load_balancer(service) {
-            return Ok(());
+    async fn user_error(&self, key: &str, reason: &str, err: &ServiceSyncError) {
+        if let Some(service) = self.cached_service(key) {
+            let message = format!("Error syncing load balancer: {}", error_chain(err));
+            self.event(&service, EventType::Warning, reason, &message)
+                .await;
         }
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletingLoadBalancer",
-            "Deleting load balancer",
-        )
-        .await;
-        if let Err(err) = self
-            .lb
-            .ensure_load_balancer_deleted(self.cluster(), service)
-            .await
-        {
-            let message = format!("Error deleting load balancer: {}", error_chain(&err));
+    }
+
+    async fn retried_error(&self, key: &str, err: &ServiceSyncError, _delay: Duration) {
+        // A failed target update wrote its own UpdateLoadBalancerFailed; a Service that is gone
+        // (the legacy deletion path) gets no event.
+        if matches!(err, ServiceSyncError::UpdateLoadBalancer(_)) {
+            return;
+        }
+        if let Some(service) = self.cached_service(key) {
+            let message = format!("Error syncing load balancer: {}", error_chain(err));
             self.event(
-                service,
+                &service,
                 EventType::Warning,
-                "DeleteLoadBalancerFailed",
+                "SyncLoadBalancerFailed",
                 &message,
             )
             .await;
-            return Err(ServiceSyncError::DeleteLoadBalancer(err));
         }
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletedLoadBalancer",
-            "Deleted load balancer",
-        )
-        .await;
-        Ok(())
-    }
-
-    async fn process_create_or_update(
-        &self,
-        service: Arc<Service>,
-        key: &str,
-    ) -> Result<(), ServiceSyncError> {
-        let previous = lock(&self.remembered).get(key).cloned();
-        if let Some(previous) = previous
-            && previous.metadata.uid != service.metadata.uid
-        {
-            // Deleted and re-created without the finalizer: clean up the old one first.
-            self.process_load_balancer_delete(&previous).await?;
-        }
-        lock(&self.remembered).insert(key.to_owned(), service.clone());
-        match self.sync_load_balancer(&service, key).await {
-            Err(err) => {
-                let message = format!("Error syncing load balancer: {}", error_chain(&err));
-                self.event(
-                    &service,
-                    EventType::Warning,
-                    "SyncLoadBalancerFailed",
-                    &message,
-                )
-                .await;
-                Err(err)
-            }
-            Ok(Operation::Delete) => {
-                self.forget(key);
-                Ok(())
-            }
-            Ok(Operation::Ensure) => Ok(()),
-        }
-    }
-
-    fn services_api(&self, service: &Service) -> Api<Service> {
-        let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
-        Api::namespaced(self.client.clone(), namespace)
-    }
-
-    async fn patch_status(
-        &self,
-        service: &Service,
-        patch: &serde_json::Value,
-    ) -> Result<(), kube::Error> {
-        let name = service.metadata.name.as_deref().unwrap_or_default();
-        self.services_api(service)
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-            .map(|_| ())
-    }
-
-    async fn sync_load_balancer(
-        &self,
-        service: &Service,
-        key: &str,
-    ) -> Result<Operation, ServiceSyncError> {
-        let previous_status = current_status(service).cloned();
-        let (operation, new_status) = if !wants_load_balancer(service) || needs_cleanup(service) {
-            let existing = self
-                .lb
-                .get_load_balancer(self.cluster(), service)
-                .await
-                .map_err(ServiceSyncError::GetLoadBalancer)?;
-            if existing.is_some() {
-                tracing::info!(service = key, "deleting existing load balancer");
-                self.event(
-                    service,
-                    EventType::Normal,
-                    "DeletingLoadBalancer",
-                    "Deleting load balancer",
-                )
-                .await;
-                match self
-                    .lb
-                    .ensure_load_balancer_deleted(self.cluster(), service)
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(err) if err.is_implemented_elsewhere() => {
-                        tracing::debug!(
-                            service = key,
-                            "load balancer implemented elsewhere; ignoring on deletion"
-                        );
-                    }
-                    Err(err) => return Err(ServiceSyncError::DeleteLoadBalancer(err)),
-                }
-            }
-            // Always removed once the load balancer is gone, so the Service can be deleted.
-            self.remove_finalizer(service)
-                .await
-                .map_err(ServiceSyncError::RemoveFinalizer)?;
-            self.event(
-                service,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-            )
-            .await;
-            (Operation::Delete, LoadBalancerStatus::default())
-        } else {
-            tracing::info!(service = key, "ensuring load balancer");
-            self.event(
-                service,
-                EventType::Normal,
-                "EnsuringLoadBalancer",
-                "Ensuring load balancer",
-            )
-            .await;
-            // Before any cloud call: the Service cannot vanish while its load balancer exists.
-            self.add_finalizer(service)
-                .await
-                .map_err(ServiceSyncError::AddFinalizer)?;
-            let status = match self.ensure_load_balancer(service, key).await {
-                Ok(status) => status,
-                Err(err) if err.is_implemented_elsewhere() => {
-                    tracing::debug!(
-                        service = key,
-                        "load balancer implemented elsewhere; nothing to do"
-                    );
-                    return Ok(Operation::Ensure);
-                }
-                Err(err) => return Err(ServiceSyncError::EnsureLoadBalancer(err)),
-            };
-            self.event(
-                service,
-                EventType::Normal,
-                "EnsuredLoadBalancer",
-                "Ensured load balancer",
-            )
-            .await;
-            (Operation::Ensure, status)
-        };
-        if !load_balancer_status_equal(previous_status.as_ref(), Some(&new_status)) {
-            match self.patch_status(service, &status_patch(&new_status)).await {
-                Ok(()) => {}
-                // Mostly a Service that disappeared right after its finalizer was removed.
-                Err(err) if is_not_found(&err) => {}
-                Err(err) => return Err(ServiceSyncError::UpdateStatus(err)),
-            }
-        }
-        Ok(operation)
-    }
-
-    async fn add_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
-        if has_finalizer(service) {
-            return Ok(());
-        }
-        self.patch_status(service, &add_finalizer_patch()).await
-    }
-
-    async fn remove_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
-        if !has_finalizer(service) {
-            return Ok(());
-        }
-        match self.patch_status(service, &remove_finalizer_patch()).await {
-            Err(err) if is_not_found(&err) => Ok(()),
-            other => other,
-        }
-    }
-
-    async fn ensure_load_balancer(
-        &self,
-        service: &Service,
-        key: &str,
-    ) -> provider::Result<LoadBalancerStatus> {
-        let nodes = select_nodes(&self.nodes.list());
-        if nodes.is_empty() {
-            self.event(
-                service,
-                EventType::Warning,
-                "UnAvailableLoadBalancer",
-                "There are no available nodes for LoadBalancer",
-            )
-            .await;
-        }
-        lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
-        self.service_metrics.loadbalancer_syncs.inc();
-        self.lb
-            .ensure_load_balancer(self.cluster(), service, &nodes)
-            .await
-    }
-
-    /// One node-driven pass over every remembered Service wanting a load balancer.
-    async fn node_sync_pass(&self) {
-        let _timer = self.metrics.reconcile_timer(NODE_SYNC_CONTROLLER);
-        let started = Instant::now();
-        let services: Vec<(String, Arc<Service>)> = lock(&self.remembered)
-            .iter()
-            .map(|(k, s)| (k.clone(), s.clone()))
-            .collect();
-        let all_nodes = self.nodes.list();
-        let all_nodes = &all_nodes;
-        let full = self
-            .full_node_sync
-            .swap(false, std::sync::atomic::Ordering::SeqCst);
-        if full {
-            tracing::debug!(
-                services = services.len(),
-                "periodic backend pass over every load balancer"
-            );
-        }
-        let retry: Vec<String> = futures::stream::iter(services)
-            .map(|(key, service)| async move {
-                self.node_sync_service(&key, &service, all_nodes, full)
-                    .await
-                    .then_some(key)
-            })
-            .buffer_unordered(self.config.workers.max(1))
-            .filter_map(std::future::ready)
-            .collect()
-            .await;
-        for key in retry {
-            // Unthrottled: the full ensure fixes what the backend update could not.
-            self.queue.add(key);
-        }
-        self.service_metrics
-            .nodesync_latency
-            .observe(started.elapsed().as_secs_f64());
-    }
-
-    /// Returns whether the Service must be retried with a full sync. `full`: update the load
-    /// balancer even when its Nodes did not change.
-    async fn node_sync_service(
-        &self,
-        key: &str,
-        service: &Service,
-        all_nodes: &[Arc<Node>],
-        full: bool,
-    ) -> bool {
-        if !wants_load_balancer(service) {
-            return false;
-        }
-        let new_nodes = select_nodes(all_nodes);
-        let old_nodes = {
-            let mut last = lock(&self.last_synced_nodes);
-            let old = last.get(key).map(|n| select_nodes(n)).unwrap_or_default();
-            // Stored before the call: a failure is retried through the service queue.
-            last.insert(key.to_owned(), new_nodes.clone());
-            old
-        };
-        if !full && nodes_sufficiently_equal(&old_nodes, &new_nodes) {
-            return false;
-        }
-        match self.update_load_balancer_hosts(service, &new_nodes).await {
-            Ok(()) => false,
-            Err(err) => {
-                tracing::warn!(service = key, error = %error_chain(&err), "failed to update load balancer hosts");
-                self.metrics
-                    .record_error(NODE_SYNC_CONTROLLER, err.metric_label());
-                self.service_metrics.nodesync_errors.inc();
-                true
-            }
-        }
-    }
-
-    async fn update_load_balancer_hosts(
-        &self,
-        service: &Service,
-        nodes: &[Arc<Node>],
-    ) -> provider::Result<()> {
-        let started = Instant::now();
-        self.service_metrics.loadbalancer_syncs.inc();
-        let result = self
-            .lb
-            .update_load_balancer(self.cluster(), service, nodes)
-            .await;
-        self.service_metrics
-            .update_host_latency
-            .observe(started.elapsed().as_secs_f64());
-        let err = match result {
-            Ok(()) => {
-                if nodes.is_empty() {
-                    self.event(
-                        service,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer",
-                    )
-                    .await;
-                } else {
-                    self.event(
-                        service,
-                        EventType::Normal,
-                        "UpdatedLoadBalancer",
-                        "Updated load balancer with new hosts",
-                    )
-                    .await;
-                }
-                return Ok(());
-            }
-            Err(err) if err.is_implemented_elsewhere() => return Ok(()),
-            Err(err) => err,
-        };
-        // Only an error if the load balancer still exists.
-        match self.lb.get_load_balancer(self.cluster(), service).await {
-            Ok(None) => return Ok(()),
-            Ok(Some(_)) => {}
-            Err(get_err) => {
-                tracing::warn!(error = %error_chain(&get_err), "failed to check whether the load balancer exists");
-            }
-        }
-        let message = format!(
-            "Error updating load balancer with new hosts [{}] [node names limited, total number of nodes: {}], error: {}",
-            node_names_for_log(nodes).join(" "),
-            nodes.len(),
-            error_chain(&err)
-        );
-        self.event(
-            service,
-            EventType::Warning,
-            "UpdateLoadBalancerFailed",
-            &message,
-        )
-        .await;
-        Err(err)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
 
     #[test]
-    fn metrics_have_upstream_names() {
-        let metrics = ServiceMetrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        metrics.loadbalancer_syncs.inc();
-        metrics.nodesync_errors.inc();
-        metrics.nodesync_latency.observe(0.5);
-        metrics.update_host_latency.observe(0.5);
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
-        for needle in [
-            "service_controller_loadbalancer_sync_total 1",
-            "service_controller_nodesync_error_total 1",
-            "service_controller_nodesync_latency_seconds_count 1",
-            "service_controller_update_loadbalancer_host_latency_seconds_count 1",
-        ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
-        }
-        assert_eq!(metrics.loadbalancer_sync_count(), 1);
-        assert_eq!(metrics.nodesync_error_count(), 1);
+    fn a_full_sync_wins_over_a_target_update() {
+        let targets = Action::UpdateTargets { force: false };
+        let forced = Action::UpdateTargets { force: true };
+        assert_eq!(targets.merge(Action::Sync), Action::Sync);
+        assert_eq!(Action::Sync.merge(forced), Action::Sync);
+        assert_eq!(targets.merge(forced), forced);
+        assert_eq!(targets.merge(targets), targets);
     }
 
     #[test]
@@ -961,31 +527,6 @@ mod tests {
             config.node_sync_period,
             Duration::ZERO,
             "no periodic full pass"
-        );
-    }
-
-    #[test]
-    fn retry_errors_are_found_through_wrapping() {
-        let wrapped = provider::Error::Other {
-            message: "ensure".into(),
-            source: Some(Box::new(provider::Error::retry(
-                "locked",
-                Duration::from_secs(7),
-            ))),
-        };
-        let err = ServiceSyncError::EnsureLoadBalancer(wrapped);
-        assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
-        assert_eq!(err.metric_label(), "other");
-        let plain = ServiceSyncError::EnsureLoadBalancer(provider::Error::api_msg("503"));
-        assert_eq!(plain.retry_after(), None);
-        let deleted = ServiceSyncError::DeleteLoadBalancer(provider::Error::retry(
-            "busy",
-            Duration::from_secs(2),
-        ));
-        assert_eq!(deleted.retry_after(), Some(Duration::from_secs(2)));
-        assert_eq!(
-            error_chain(&plain),
-            "failed to ensure load balancer: cloud API call failed: 503"
         );
     }
 }

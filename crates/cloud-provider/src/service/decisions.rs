@@ -176,10 +176,11 @@ fn provider_id(node: &Node) -> &str {
         .unwrap_or_default()
 }
 
-/// Whether a Node update changes anything the load balancers depend on: the exclusion verdict
-/// or `spec.providerID` (taints, readiness and other labels do not).
+/// Whether a Node update changes anything the load balancers depend on: its eligibility
+/// (exclusion label, the cluster autoscaler's `ToBeDeletedByClusterAutoscaler` taint, a
+/// deletion timestamp) or `spec.providerID`. Readiness, other taints and other labels do not.
 pub fn node_update_needs_sync(old: &Node, new: &Node) -> bool {
-    node_included(old) != node_included(new) || provider_id(old) != provider_id(new)
+    node_eligible(old) != node_eligible(new) || provider_id(old) != provider_id(new)
 }
 
 /// Node sets are equal when they hold the same names with the same providerIDs.
@@ -702,9 +703,21 @@ mod tests {
             ("provider ID", node("n"), other_pid, true),
             ("other label", node("n"), other_label, false),
             (
-                "autoscaler taint",
+                "autoscaler taint excludes the node",
                 node("n"),
                 tainted(node("n"), TAINT_TO_BE_DELETED_BY_CLUSTER_AUTOSCALER),
+                true,
+            ),
+            (
+                "autoscaler taint removed",
+                tainted(node("n"), TAINT_TO_BE_DELETED_BY_CLUSTER_AUTOSCALER),
+                node("n"),
+                true,
+            ),
+            (
+                "other taint",
+                node("n"),
+                tainted(node("n"), "dedicated"),
                 false,
             ),
         ];

@@ -500,14 +500,11 @@ async fn provider_errors_are_reported_and_retried_until_success() {
         state
             .ensure_errors
             .push_back(provider::Error::api_msg("quota exceeded"));
-        // A RetryError wrapped in another error still selects the fixed delay.
-        state.ensure_errors.push_back(provider::Error::Other {
-            message: "create load balancer".into(),
-            source: Some(Box::new(provider::Error::retry(
-                "action locked",
-                Duration::from_millis(300),
-            ))),
-        });
+        // A retry hint lengthens the backoff.
+        state.ensure_errors.push_back(provider::Error::retry(
+            "action locked",
+            Duration::from_millis(300),
+        ));
     }
     start(&env, &lb);
     create_service(client, "web", "LoadBalancer").await;

@@ -1,0 +1,373 @@
+//! The diffing informer: one watch, a reflector store, and a feed of `(old, new)` changes.
+//!
+//! Every controller's view of the cluster comes from an [`Informer`]: the shared Node cache
+//! ([`crate::NodeCache`]) and the service controller's Service watch. The informer also keeps
+//! the watch's health ([`WatchProgress`]): a watch that fails while the apiserver answers (a
+//! 403 after an RBAC change, say) leaves the controllers on a frozen snapshot, and that must
+//! show up in `/healthz` instead of only in a log line.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Capacity of a change feed; a subscriber that falls further behind gets `Lagged` and must
+/// resynchronise from the store.
+pub const CHANGE_FEED_CAPACITY: usize = 4096;
+
+/// A change seen by an informer, published after its store was updated.
+#[derive(Clone, Debug)]
+pub enum Change<K> {
+    /// An object was added (`old` is `None`) or modified.
+    Applied {
+        /// The previous version, if the store had one.
+        old: Option<Arc<K>>,
+        /// The current version (as stored).
+        new: Arc<K>,
+    },
+    /// An object disappeared.
+    Deleted(Arc<K>),
+}
+
+impl<K: Resource> Change<K> {
+    /// The object concerned (the new version for an apply).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Self::Applied { new, .. } => new,
+            Self::Deleted(object) => object,
+        }
+    }
+
+    /// Name of the object concerned.
+    pub fn name(&self) -> &str {
+        self.object().meta().name.as_deref().unwrap_or_default()
+    }
+}
+
+/// Where a watch stands: when it last made progress and, while it fails, since when and why.
+#[derive(Clone, Debug)]
+pub struct WatchStatus {
+    /// Last successful event (list, watch event or re-list).
+    pub last_progress: Instant,
+    /// Set while every attempt since the last progress failed.
+    pub failing: Option<WatchFailure>,
+}
+
+/// A failing watch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchFailure {
+    /// First failure since the last progress.
+    pub since: Instant,
+    /// The latest error.
+    pub error: String,
+    /// Whether the apiserver answered (an HTTP error such as 403) rather than being
+    /// unreachable. Only an answering apiserver makes a stuck watch this process's fault.
+    pub apiserver_answered: bool,
+}
+
+/// Shared, cheap-to-clone view of one watch's progress.
+#[derive(Clone, Debug)]
+pub struct WatchProgress {
+    name: Arc<str>,
+    status: Arc<Mutex<WatchStatus>>,
+}
+
+impl WatchProgress {
+    /// A watch called `name` (e.g. `nodes`), counted as progressing from now.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.into(),
+            status: Arc::new(Mutex::new(WatchStatus {
+                last_progress: Instant::now(),
+                failing: None,
+            })),
+        }
+    }
+
+    /// The watch's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A copy of the current status.
+    pub fn status(&self) -> WatchStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Record progress (clears a failure).
+    pub fn progressed(&self) {
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        status.last_progress = Instant::now();
+        status.failing = None;
+    }
+
+    /// Record a failed attempt.
+    pub fn failed(&self, error: String, apiserver_answered: bool) {
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let since = status
+            .failing
+            .as_ref()
+            .map_or_else(Instant::now, |f| f.since);
+        status.failing = Some(WatchFailure {
+            since,
+            error,
+            apiserver_answered,
+        });
+    }
+
+    /// Why the watch counts as stuck: it has failed for longer than `longer_than` while the
+    /// apiserver answered. `None` while it works, fails only briefly, or cannot reach the
+    /// apiserver (then every replica is equally stuck and restarting helps nobody).
+    pub fn stuck(&self, longer_than: Duration) -> Option<String> {
+        let status = self.status();
+        let failing = status.failing?;
+        let for_ = failing.since.elapsed();
+        (failing.apiserver_answered && for_ > longer_than).then(|| {
+            format!(
+                "watch of {} has failed for {}s (longer than {}s): {}",
+                self.name,
+                for_.as_secs(),
+                longer_than.as_secs(),
+                failing.error
+            )
+        })
+    }
+}
+
+/// Whether a watcher error came from an answering apiserver.
+pub fn apiserver_answered(err: &watcher::Error) -> bool {
+    match err {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(_)),
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => true,
+    }
+}
+
+/// Read side of an informer. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store: Store<K>,
+    changes: broadcast::Sender<Change<K>>,
+    synced: watch::Receiver<bool>,
+    progress: WatchProgress,
+}
+
+/// Write side: drives the watch and fills the [`Informer`]'s store. Run it with
+/// [`InformerDriver::run`].
+#[derive(Debug)]
+pub struct InformerDriver<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    store: Store<K>,
+    changes: broadcast::Sender<Change<K>>,
+    synced: watch::Sender<bool>,
+    progress: WatchProgress,
+    strip: fn(&mut K),
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// An informer over `api` (not yet running), called `name` in logs and health checks.
+    /// `strip` trims every object before it is stored (e.g. drops managed fields).
+    pub fn new(api: Api<K>, name: &str, strip: fn(&mut K)) -> (Self, InformerDriver<K>) {
+        let (store, writer) = reflector::store();
+        let (changes, _) = broadcast::channel(CHANGE_FEED_CAPACITY);
+        let (synced_tx, synced_rx) = watch::channel(false);
+        let progress = WatchProgress::new(name);
+        let informer = Self {
+            store: store.clone(),
+            changes: changes.clone(),
+            synced: synced_rx,
+            progress: progress.clone(),
+        };
+        let driver = InformerDriver {
+            api,
+            writer,
+            store,
+            changes,
+            synced: synced_tx,
+            progress,
+            strip,
+        };
+        (informer, driver)
+    }
+
+    /// The underlying kube-runtime store.
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Every stored object.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    /// The stored object with this name (and namespace, for namespaced kinds).
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let key = ObjectRef::new(name);
+        let key = match namespace {
+            Some(ns) => key.within(ns),
+            None => key,
+        };
+        self.store.get(&key)
+    }
+
+    /// Whether the initial list has completed ("caches synced"). Never goes back to false; see
+    /// [`Informer::progress`] for a watch that broke later.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Wait until the initial list has completed. Never returns if the driver was dropped
+    /// before that.
+    pub async fn wait_until_synced(&self) {
+        let mut synced = self.synced.clone();
+        if synced.wait_for(|synced| *synced).await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+
+    /// Subscribe to changes. Subscribe first, then list, to miss nothing.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+        self.changes.subscribe()
+    }
+
+    /// The watch's progress, for health checks.
+    pub fn progress(&self) -> &WatchProgress {
+        &self.progress
+    }
+}
+
+impl<K> InformerDriver<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Watch until `shutdown`, keeping the store current, publishing changes and recording
+    /// the watch's progress.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let strip = self.strip;
+        let stream = watcher::watcher(self.api.clone(), watcher::Config::default())
+            .default_backoff()
+            .modify(strip);
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => return,
+                event = stream.next() => event,
+            };
+            match event {
+                None => return,
+                Some(Err(err)) => {
+                    let answered = apiserver_answered(&err);
+                    tracing::warn!(watch = self.progress.name(), error = %err, apiserver_answered = answered, "watch failed; retrying");
+                    self.progress.failed(err.to_string(), answered);
+                }
+                Some(Ok(event)) => {
+                    self.progress.progressed();
+                    self.apply(event);
+                }
+            }
+        }
+    }
+
+    fn key(object: &K) -> String {
+        match object.namespace() {
+            Some(ns) => format!("{ns}/{}", object.name_any()),
+            None => object.name_any(),
+        }
+    }
+
+    fn apply(&mut self, event: Event<K>) {
+        match &event {
+            Event::Apply(object) => {
+                let key = ObjectRef::from(object);
+                let old = self.store.get(&key);
+                self.writer.apply_watcher_event(&event);
+                if let Some(new) = self.store.get(&key) {
+                    self.publish(Change::Applied { old, new });
+                }
+            }
+            Event::Delete(object) => {
+                self.writer.apply_watcher_event(&event);
+                self.publish(Change::Deleted(Arc::new(object.clone())));
+            }
+            Event::Init | Event::InitApply(_) => self.writer.apply_watcher_event(&event),
+            Event::InitDone => {
+                // A (re-)list replaced the store: diff it against what was there before.
+                let mut before: HashMap<String, Arc<K>> = self
+                    .store
+                    .state()
+                    .into_iter()
+                    .map(|o| (Self::key(&o), o))
+                    .collect();
+                self.writer.apply_watcher_event(&event);
+                for new in self.store.state() {
+                    let old = before.remove(&Self::key(&new));
+                    self.publish(Change::Applied { old, new });
+                }
+                for (_, gone) in before {
+                    self.publish(Change::Deleted(gone));
+                }
+                self.synced.send_replace(true);
+            }
+        }
+    }
+
+    fn publish(&self, change: Change<K>) {
+        // No subscribers is fine: controllers may not have started yet.
+        let _ = self.changes.send(change);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_is_stuck_only_when_the_apiserver_answers_for_too_long() {
+        let progress = WatchProgress::new("nodes");
+        assert_eq!(progress.stuck(Duration::ZERO), None, "fresh watch");
+        progress.failed("connection refused".into(), false);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            progress.stuck(Duration::ZERO),
+            None,
+            "an unreachable apiserver is not this process's fault"
+        );
+        progress.failed("403 Forbidden".into(), true);
+        std::thread::sleep(Duration::from_millis(5));
+        let stuck = progress.stuck(Duration::ZERO).expect("stuck");
+        assert!(
+            stuck.contains("watch of nodes") && stuck.contains("403"),
+            "{stuck}"
+        );
+        assert_eq!(
+            progress.stuck(Duration::from_secs(60)),
+            None,
+            "not for long yet"
+        );
+        progress.progressed();
+        assert_eq!(progress.stuck(Duration::ZERO), None, "progress clears it");
+    }
+}

@@ -1,0 +1,104 @@
+//! The node-driven "update targets" action of one Service.
+//!
+//! Queued on the Service's own key (never beside a full sync of the same Service), it reads
+//! the eligible Nodes when it runs and records them only after the cloud accepted them, so an
+//! older plan can never overwrite a newer one and a failed update is never mistaken for done.
+
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Service;
+
+use super::controller::{Inner, NODE_SYNC_CONTROLLER, lock};
+use super::decisions::{
+    node_names_for_log, nodes_sufficiently_equal, select_nodes, wants_load_balancer,
+};
+use super::errors::ServiceSyncError;
+use crate::events::{EventType, error_chain};
+use crate::runtime::reconcile::ReconcileError;
+
+impl Inner {
+    /// Set the load balancer's targets to the eligible Nodes, unless they equal the last set
+    /// sent (`force` sends them anyway). A Service never synced gets a full sync instead.
+    pub(super) async fn update_targets(
+        &self,
+        service: &Service,
+        key: &str,
+        force: bool,
+    ) -> Result<(), ServiceSyncError> {
+        if !wants_load_balancer(service) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let nodes = select_nodes(&self.nodes.list());
+        let last = lock(&self.last_synced_nodes).get(key).cloned();
+        let Some(last) = last else {
+            // Never synced by this process: only the full sync knows how.
+            return self
+                .process_create_or_update(std::sync::Arc::new(service.clone()), key)
+                .await;
+        };
+        if !force && nodes_sufficiently_equal(&select_nodes(&last), &nodes) {
+            return Ok(());
+        }
+        self.service_metrics.loadbalancer_syncs.inc();
+        let result = self
+            .lb
+            .update_load_balancer(self.cluster(), service, &nodes)
+            .await;
+        self.service_metrics
+            .update_host_latency
+            .observe(started.elapsed().as_secs_f64());
+        let err = match result {
+            Ok(()) => {
+                lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
+                if nodes.is_empty() {
+                    self.event(
+                        service,
+                        EventType::Warning,
+                        "UnAvailableLoadBalancer",
+                        "There are no available nodes for LoadBalancer",
+                    )
+                    .await;
+                } else {
+                    self.event(
+                        service,
+                        EventType::Normal,
+                        "UpdatedLoadBalancer",
+                        "Updated load balancer with new hosts",
+                    )
+                    .await;
+                }
+                self.service_metrics
+                    .nodesync_latency
+                    .observe(started.elapsed().as_secs_f64());
+                return Ok(());
+            }
+            Err(err) if err.is_implemented_elsewhere() => {
+                lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
+                return Ok(());
+            }
+            Err(err) => ServiceSyncError::UpdateLoadBalancer(err),
+        };
+        self.metrics
+            .record_error(NODE_SYNC_CONTROLLER, err.metric_label());
+        self.service_metrics.nodesync_errors.inc();
+        tracing::warn!(error = %error_chain(&err), "failed to update load balancer hosts");
+        let message = format!(
+            "Error updating load balancer with new hosts [{}] [node names limited, total number of nodes: {}], error: {}",
+            node_names_for_log(&nodes).join(" "),
+            nodes.len(),
+            error_chain(match &err {
+                ServiceSyncError::UpdateLoadBalancer(inner) => inner,
+                _ => &err,
+            })
+        );
+        self.event(
+            service,
+            EventType::Warning,
+            "UpdateLoadBalancerFailed",
+            &message,
+        )
+        .await;
+        Err(err)
+    }
+}

@@ -1,0 +1,256 @@
+//! The full sync of one Service: ensure its load balancer (finalizer first, status last) or
+//! clean it up (load balancer first, finalizer last).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use super::controller::{Inner, lock};
+use super::decisions::{
+    add_finalizer_patch, current_status, has_finalizer, load_balancer_status_equal, needs_cleanup,
+    remove_finalizer_patch, select_nodes, status_patch, wants_load_balancer,
+};
+use super::errors::ServiceSyncError;
+use crate::events::{EventType, error_chain};
+use crate::provider;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Ensure,
+    Delete,
+}
+
+fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found())
+}
+
+impl Inner {
+    /// The Service is gone from the cache: delete the load balancer of the remembered version
+    /// (the legacy path for Services without the finalizer).
+    pub(super) async fn process_deletion(&self, key: &str) -> Result<(), ServiceSyncError> {
+        let Some(previous) = lock(&self.remembered).get(key).cloned() else {
+            return Ok(());
+        };
+        tracing::info!("service has been deleted; cleaning up its load balancer");
+        self.process_load_balancer_delete(&previous).await?;
+        self.forget(key);
+        Ok(())
+    }
+
+    async fn process_load_balancer_delete(
+        &self,
+        service: &Service,
+    ) -> Result<(), ServiceSyncError> {
+        if !wants_load_balancer(service) {
+            return Ok(());
+        }
+        self.event(
+            service,
+            EventType::Normal,
+            "DeletingLoadBalancer",
+            "Deleting load balancer",
+        )
+        .await;
+        if let Err(err) = self
+            .lb
+            .ensure_load_balancer_deleted(self.cluster(), service)
+            .await
+        {
+            let message = format!("Error deleting load balancer: {}", error_chain(&err));
+            self.event(
+                service,
+                EventType::Warning,
+                "DeleteLoadBalancerFailed",
+                &message,
+            )
+            .await;
+            return Err(ServiceSyncError::DeleteLoadBalancer(err));
+        }
+        self.event(
+            service,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+        )
+        .await;
+        Ok(())
+    }
+
+    pub(super) async fn process_create_or_update(
+        &self,
+        service: Arc<Service>,
+        key: &str,
+    ) -> Result<(), ServiceSyncError> {
+        let previous = lock(&self.remembered).get(key).cloned();
+        if let Some(previous) = previous
+            && previous.metadata.uid != service.metadata.uid
+        {
+            // Deleted and re-created without the finalizer: clean up the old one first.
+            self.process_load_balancer_delete(&previous).await?;
+            lock(&self.last_synced_nodes).remove(key);
+        }
+        lock(&self.remembered).insert(key.to_owned(), service.clone());
+        match self.sync_load_balancer(&service, key).await? {
+            Operation::Delete => self.forget(key),
+            Operation::Ensure => {}
+        }
+        Ok(())
+    }
+
+    fn services_api(&self, service: &Service) -> Api<Service> {
+        let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    async fn patch_status(
+        &self,
+        service: &Service,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        let name = service.metadata.name.as_deref().unwrap_or_default();
+        self.services_api(service)
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| ())
+    }
+
+    async fn sync_load_balancer(
+        &self,
+        service: &Service,
+        key: &str,
+    ) -> Result<Operation, ServiceSyncError> {
+        let previous_status = current_status(service).cloned();
+        let (operation, new_status) = if !wants_load_balancer(service) || needs_cleanup(service) {
+            let existing = self
+                .lb
+                .get_load_balancer(self.cluster(), service)
+                .await
+                .map_err(ServiceSyncError::GetLoadBalancer)?;
+            if existing.is_some() {
+                tracing::info!("deleting existing load balancer");
+                self.event(
+                    service,
+                    EventType::Normal,
+                    "DeletingLoadBalancer",
+                    "Deleting load balancer",
+                )
+                .await;
+                match self
+                    .lb
+                    .ensure_load_balancer_deleted(self.cluster(), service)
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(err) if err.is_implemented_elsewhere() => {
+                        tracing::debug!(
+                            "load balancer implemented elsewhere; ignoring on deletion"
+                        );
+                    }
+                    Err(err) => return Err(ServiceSyncError::DeleteLoadBalancer(err)),
+                }
+            }
+            // Removed only now that the load balancer (and its delete action) is gone, so the
+            // Service can be deleted.
+            self.remove_finalizer(service)
+                .await
+                .map_err(ServiceSyncError::RemoveFinalizer)?;
+            self.event(
+                service,
+                EventType::Normal,
+                "DeletedLoadBalancer",
+                "Deleted load balancer",
+            )
+            .await;
+            (Operation::Delete, LoadBalancerStatus::default())
+        } else {
+            tracing::info!("ensuring load balancer");
+            self.event(
+                service,
+                EventType::Normal,
+                "EnsuringLoadBalancer",
+                "Ensuring load balancer",
+            )
+            .await;
+            // Before any cloud call: the Service cannot vanish while its load balancer exists.
+            self.add_finalizer(service)
+                .await
+                .map_err(ServiceSyncError::AddFinalizer)?;
+            let status = match self.ensure_load_balancer(service, key).await {
+                Ok(status) => status,
+                Err(err) if err.is_implemented_elsewhere() => {
+                    tracing::debug!("load balancer implemented elsewhere; nothing to do");
+                    return Ok(Operation::Ensure);
+                }
+                Err(err) => return Err(ServiceSyncError::EnsureLoadBalancer(err)),
+            };
+            self.event(
+                service,
+                EventType::Normal,
+                "EnsuredLoadBalancer",
+                "Ensured load balancer",
+            )
+            .await;
+            (Operation::Ensure, status)
+        };
+        if !load_balancer_status_equal(previous_status.as_ref(), Some(&new_status)) {
+            match self.patch_status(service, &status_patch(&new_status)).await {
+                Ok(()) => {}
+                // Mostly a Service that disappeared right after its finalizer was removed.
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(ServiceSyncError::UpdateStatus(err)),
+            }
+        }
+        Ok(operation)
+    }
+
+    async fn add_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
+        if has_finalizer(service) {
+            return Ok(());
+        }
+        self.patch_status(service, &add_finalizer_patch()).await
+    }
+
+    async fn remove_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
+        if !has_finalizer(service) {
+            return Ok(());
+        }
+        match self.patch_status(service, &remove_finalizer_patch()).await {
+            Err(err) if is_not_found(&err) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Ensure with the Nodes eligible now (read while this Service's key is held, so no other
+    /// action of this Service can interleave), and remember them only once the cloud took them.
+    async fn ensure_load_balancer(
+        &self,
+        service: &Service,
+        key: &str,
+    ) -> provider::Result<LoadBalancerStatus> {
+        let nodes = select_nodes(&self.nodes.list());
+        if nodes.is_empty() {
+            self.event(
+                service,
+                EventType::Warning,
+                "UnAvailableLoadBalancer",
+                "There are no available nodes for LoadBalancer",
+            )
+            .await;
+        }
+        self.service_metrics.loadbalancer_syncs.inc();
+        let result = self
+            .lb
+            .ensure_load_balancer(self.cluster(), service, &nodes)
+            .await;
+        if result.is_ok()
+            || result
+                .as_ref()
+                .is_err_and(provider::Error::is_implemented_elsewhere)
+        {
+            lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
+        }
+        result
+    }
+}
