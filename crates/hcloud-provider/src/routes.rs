@@ -1,7 +1,8 @@
 //! The routes capability: pod CIDRs routed to Nodes through the routes of one Hetzner network.
 //!
-//! - [`Routes::list_routes`] reads the network freshly (one `GET /networks/{id}`; routes change
-//!   under us) and maps each route's gateway to the server whose private IP in this network it
+//! - [`Routes::list_routes`] reads the network (one `GET /networks/{id}`; a copy younger than
+//!   [`RoutesConfig::list_max_age`] that includes this process's own changes answers instead)
+//!   and maps each route's gateway to the server whose private IP in this network it
 //!   is, using the shared [`ServerCache`] listing (accepting a listing as old as the status max
 //!   age). A gateway no server has is a blackhole. When such a gateway is seen for the first
 //!   time and the listing predates that, a listing within the cache's normal max age is asked
@@ -19,9 +20,17 @@
 //!   route that was replaced since the listing is left for the next sync, and an absent route
 //!   is success.
 //!
-//! Route changes of this process are serialised: the API locks the network while a route
-//! action runs (409 `conflict`), so concurrent changes would only fight each other. `locked` and
-//! `conflict` answers (from other actors) are retried a few times with a short backoff.
+//! Route changes are batched: the API accepts one change of a network at a time (a second
+//! `add_route` while one runs gets 409 `conflict`), so concurrent `create_route` and
+//! `delete_route` calls (the route controller makes up to 200 at once) are queued and carried
+//! out by one worker, one after another. The worker plans against the network as last read
+//! (by `list_routes` or by itself, at most [`RoutesConfig::plan_max_age`] old) and keeps that
+//! copy up to date with its own changes, so a batch of N new routes costs one POST and about
+//! one action check per route; the first check waits about as long as route actions have
+//! taken so far. The network is read again only after an unexpected answer: a `conflict` or
+//! `locked` answer (another actor changed the network; retried a few times with a short
+//! backoff), a rejected change, or a POST that timed out (the state is read instead of
+//! repeating it).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -46,6 +55,12 @@ use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 /// Node.
 const INTERNAL_IP: &str = "InternalIP";
 
+/// When the first route action is checked, before any was measured.
+const FIRST_ACTION_CHECK: Duration = Duration::from_millis(250);
+
+/// Shortest wait between two checks of a route action.
+const MIN_ACTION_RECHECK: Duration = Duration::from_millis(20);
+
 /// Reason of the Warning event for a route outside the cluster CIDR (official value).
 pub const CLUSTER_CIDR_MISCONFIGURED: &str = "ClusterCIDRMisconfigured";
 
@@ -66,11 +81,19 @@ pub struct RoutesConfig {
     /// `--cluster-cidr` (one CIDR, or an IPv4 and an IPv6 one). A route whose destination is
     /// not inside it gets a `ClusterCIDRMisconfigured` event; empty: no check.
     pub cluster_cidrs: Vec<IpNet>,
+    /// How old the copy of the network may be for `list_routes` (default 30 s; zero: read
+    /// every time). The copy includes this process's own changes; routes changed by others are
+    /// seen this much later.
+    pub list_max_age: Duration,
+    /// How old the copy of the network may be to plan route changes against (default 30 s,
+    /// never less than `list_max_age`). A stale plan costs one extra read: the API rejects
+    /// the change and the network is read again.
+    pub plan_max_age: Duration,
 }
 
 impl RoutesConfig {
     /// Defaults for `network_id`: 5 retries, 1 s doubling up to 5 s (the official CCM waits
-    /// 5 s between attempts), actions waited for up to 2 min.
+    /// 5 s between attempts), actions waited for up to 2 min, the network copy used for 30 s.
     pub fn new(network_id: i64) -> Self {
         Self {
             network_id,
@@ -79,6 +102,8 @@ impl RoutesConfig {
             retry_cap: Duration::from_secs(5),
             action_timeout: Duration::from_secs(120),
             cluster_cidrs: Vec::new(),
+            list_max_age: Duration::from_secs(30),
+            plan_max_age: Duration::from_secs(30),
         }
     }
 
@@ -120,17 +145,48 @@ struct Learned {
 /// in memory), so the route controller sees the route it asked for.
 #[derive(Debug)]
 pub struct HcloudRoutes {
-    client: Client,
-    cache: ServerCache,
-    config: RoutesConfig,
-    /// Route changes of this process, one at a time.
-    mutations: tokio::sync::Mutex<()>,
-    /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
-    learned: std::sync::Mutex<HashMap<IpAddr, Learned>>,
+    core: Core,
+    /// Route changes waiting for the worker.
+    queue: Arc<std::sync::Mutex<Queue>>,
     /// Gateways of listed routes that no server had, and when each was first seen.
     unknown_gateways: std::sync::Mutex<HashMap<IpAddr, Instant>>,
+}
+
+/// What the worker and the callers share. Cheap to clone.
+#[derive(Clone, Debug)]
+struct Core {
+    client: Client,
+    cache: ServerCache,
+    config: Arc<RoutesConfig>,
+    /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
+    learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
+    /// The network as last read, with this process's changes since applied.
+    view: Arc<std::sync::Mutex<Option<(Instant, Network)>>>,
+    /// How long route actions took lately (the first check of an action waits this long), and
+    /// whether that was measured (or is the initial guess).
+    action_time: Arc<std::sync::Mutex<(bool, Duration)>>,
     operations: Operations,
     events: Events,
+}
+
+/// A route change asked for by the route controller.
+#[derive(Debug)]
+enum Change {
+    Create { name_hint: String, route: Route },
+    Delete { route: Route },
+}
+
+#[derive(Debug)]
+struct Job {
+    change: Change,
+    reply: tokio::sync::oneshot::Sender<Result<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// A worker is draining the queue.
+    running: bool,
 }
 
 impl HcloudRoutes {
@@ -138,54 +194,153 @@ impl HcloudRoutes {
     /// instances' cache to share its listing).
     pub fn new(client: Client, cache: ServerCache, config: RoutesConfig) -> Self {
         Self {
-            client,
-            cache: cache.with_subsystem(SUBSYSTEM_ROUTES),
-            config,
-            mutations: tokio::sync::Mutex::new(()),
-            learned: std::sync::Mutex::default(),
+            core: Core {
+                client,
+                cache: cache.with_subsystem(SUBSYSTEM_ROUTES),
+                config: Arc::new(config),
+                learned: Arc::default(),
+                view: Arc::default(),
+                action_time: Arc::new(std::sync::Mutex::new((false, FIRST_ACTION_CHECK))),
+                operations: Operations::default(),
+                events: Events::default(),
+            },
+            queue: Arc::default(),
             unknown_gateways: std::sync::Mutex::default(),
-            operations: Operations::default(),
-            events: Events::default(),
         }
     }
 
     /// Count operations into `operations` (the provider's shared handle).
     #[must_use]
     pub fn with_operations(mut self, operations: Operations) -> Self {
-        self.operations = operations;
+        self.core.operations = operations;
         self
     }
 
     /// Write events through `events` (the provider's shared handle).
     #[must_use]
     pub fn with_events(mut self, events: Events) -> Self {
-        self.events = events;
+        self.core.events = events;
         self
     }
 
     /// The operations counter.
     pub fn operations(&self) -> &Operations {
-        &self.operations
+        &self.core.operations
     }
 
     /// The event handle.
     pub fn events(&self) -> &Events {
-        &self.events
+        &self.core.events
     }
 
     /// The settings.
     pub fn config(&self) -> &RoutesConfig {
-        &self.config
+        &self.core.config
+    }
+
+    /// Queue `change` for the worker (starting one when none runs) and wait for its outcome.
+    async fn submit(&self, change: Change) -> Result<()> {
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.jobs.push(Job { change, reply });
+            !std::mem::replace(&mut queue.running, true)
+        };
+        if start {
+            tokio::spawn(self.core.clone().drain(self.queue.clone()));
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Err(Error::other("the route worker stopped before this change")))
+    }
+
+    /// Remember when each gateway in `unknown` was first seen (forgetting gateways no longer
+    /// listed) and say whether one of them was first seen after the listing at `listed_at`:
+    /// only then may a fresher listing know its server.
+    fn needs_fresher_listing(&self, unknown: &[IpAddr], now: Instant, listed_at: Instant) -> bool {
+        let mut seen = self
+            .unknown_gateways
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        seen.retain(|ip, _| unknown.contains(ip));
+        let mut fresher = false;
+        for ip in unknown {
+            let first_seen = *seen.entry(*ip).or_insert(now);
+            fresher |= first_seen > listed_at;
+        }
+        fresher
+    }
+}
+
+impl Core {
+    /// Carry out queued changes until the queue is empty: deletions of a batch first (a
+    /// deleted Node's CIDR may go to a new Node), then creations, in the order asked.
+    async fn drain(self, queue: Arc<std::sync::Mutex<Queue>>) {
+        loop {
+            let jobs = {
+                let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if queue.jobs.is_empty() {
+                    queue.running = false;
+                    return;
+                }
+                std::mem::take(&mut queue.jobs)
+            };
+            let (deletions, creations): (Vec<Job>, Vec<Job>) = jobs
+                .into_iter()
+                .partition(|job| matches!(job.change, Change::Delete { .. }));
+            tracing::debug!(
+                deletions = deletions.len(),
+                creations = creations.len(),
+                "route changes"
+            );
+            for job in deletions.into_iter().chain(creations) {
+                let outcome = match &job.change {
+                    Change::Create { name_hint, route } => self.create(name_hint, route).await,
+                    Change::Delete { route } => self.delete(route).await,
+                };
+                // The caller may have gone; the change stands either way.
+                let _ = job.reply.send(outcome);
+            }
+        }
+    }
+
+    /// The network: the copy if younger than `max_age`, else read (and kept).
+    async fn network_within(&self, max_age: Duration) -> Result<Network> {
+        if let Some((at, network)) = self.view().as_ref()
+            && at.elapsed() < max_age
+        {
+            return Ok(network.clone());
+        }
+        self.network().await
+    }
+
+    fn view(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Network)>> {
+        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forget the copy: the next plan reads the network.
+    fn forget_network(&self) {
+        *self.view() = None;
+    }
+
+    /// Apply a change of this process to the copy (keeping its age).
+    fn update_view(&self, change: impl FnOnce(&mut Vec<models::Route>)) {
+        if let Some((_, network)) = self.view().as_mut() {
+            change(&mut network.routes);
+        }
     }
 
     async fn network(&self) -> Result<Network> {
         self.operations.count(op::routes::RELOAD_NETWORK);
         let id = self.config.network_id;
-        self.client
+        let network = self
+            .client
             .networks()
             .get(id)
             .await
-            .map_err(|err| Error::api(format!("reading network {id}"), err))
+            .map_err(|err| Error::api(format!("reading network {id}"), err))?;
+        *self.view() = Some((Instant::now(), network.clone()));
+        Ok(network)
     }
 
     fn learned(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Learned>> {
@@ -202,6 +357,8 @@ impl HcloudRoutes {
         loop {
             match call().await {
                 Err(err) if err.is_locked_or_conflict() && retry < self.config.lock_retries => {
+                    // Another actor changes the network: plan the next change on a fresh read.
+                    self.forget_network();
                     let delay = self.config.backoff(retry);
                     tracing::debug!(%err, ?delay, retry, "{what}: network busy, retrying");
                     tokio::time::sleep(delay).await;
@@ -213,12 +370,7 @@ impl HcloudRoutes {
     }
 
     async fn wait(&self, what: &str, action: &Action) -> Result<()> {
-        match tokio::time::timeout(
-            self.config.action_timeout,
-            self.client.actions().wait(action),
-        )
-        .await
-        {
+        match tokio::time::timeout(self.config.action_timeout, self.poll(action)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => Err(Error::api(format!("{what}: action {}", action.id), err)),
             Err(_) => Err(Error::api_msg(format!(
@@ -226,6 +378,49 @@ impl HcloudRoutes {
                 action.id, self.config.action_timeout
             ))),
         }
+    }
+
+    /// Wait for a route action: the first check after about as long as route actions took so
+    /// far, so that usually one check finds it done. The estimate shrinks a little after each
+    /// first check that found the action done, and becomes the measured time after one that
+    /// did not (action timestamps have whole seconds, too coarse to learn from).
+    async fn poll(&self, action: &Action) -> Result<(), hcloud_api::Error> {
+        if action.is_finished() {
+            return self.client.actions().wait(action).await;
+        }
+        let answered = Instant::now();
+        let expected = self
+            .action_time
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1;
+        tokio::time::sleep(expected).await;
+        let mut current = self.client.actions().get(action.id).await?;
+        let first_found_done = current.is_finished();
+        let mut recheck = (expected / 8).max(MIN_ACTION_RECHECK);
+        while !current.is_finished() {
+            tokio::time::sleep(recheck).await;
+            recheck = recheck
+                .mul_f64(1.5)
+                .min(self.client.poll_interval().max(recheck));
+            current = self.client.actions().get(action.id).await?;
+        }
+        {
+            let mut time = self
+                .action_time
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            time.1 = if first_found_done {
+                time.1.mul_f64(0.99).max(MIN_ACTION_RECHECK)
+            } else {
+                answered
+                    .elapsed()
+                    .mul_f64(1.05)
+                    .min(self.config.action_timeout)
+            };
+            time.0 = true;
+        }
+        self.client.actions().wait(&current).await
     }
 
     /// Delete `route` from the network and wait; `Ok(false)` when the API no longer has it.
@@ -243,9 +438,18 @@ impl HcloudRoutes {
         {
             Ok(action) => action,
             // The route went away since the network was read.
-            Err(err) if err.is_not_found() => return Ok(false),
-            Err(err) => return Err(Error::api(what, err)),
+            Err(err) if err.is_not_found() => {
+                self.forget_network();
+                return Ok(false);
+            }
+            Err(err) => {
+                self.forget_network();
+                return Err(Error::api(what, err));
+            }
         };
+        self.update_view(|routes| {
+            routes.retain(|r| !(r.destination == route.destination && r.gateway == route.gateway));
+        });
         self.wait(&what, &action).await?;
         if let Ok(gateway) = route.gateway.parse::<IpAddr>() {
             self.learned().remove(&gateway);
@@ -318,23 +522,6 @@ impl HcloudRoutes {
                 join(&candidates)
             )),
         })
-    }
-
-    /// Remember when each gateway in `unknown` was first seen (forgetting gateways no longer
-    /// listed) and say whether one of them was first seen after the listing at `listed_at`:
-    /// only then may a fresher listing know its server.
-    fn needs_fresher_listing(&self, unknown: &[IpAddr], now: Instant, listed_at: Instant) -> bool {
-        let mut seen = self
-            .unknown_gateways
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        seen.retain(|ip, _| unknown.contains(ip));
-        let mut fresher = false;
-        for ip in unknown {
-            let first_seen = *seen.entry(*ip).or_insert(now);
-            fresher |= first_seen > listed_at;
-        }
-        fresher
     }
 
     /// Warn on the Node when `destination` is outside the cluster CIDR.
@@ -420,14 +607,15 @@ fn listed_gateway(route: &Route) -> Option<IpAddr> {
 #[async_trait]
 impl Routes for HcloudRoutes {
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
-        self.operations.count(op::routes::LIST_ROUTES);
-        let network = self.network().await?;
+        let core = &self.core;
+        core.operations.count(op::routes::LIST_ROUTES);
+        let network = core.network_within(core.config.list_max_age).await?;
         if network.routes.is_empty() {
             return Ok(Vec::new());
         }
         let listing_error = |err| Error::api("listing servers to map route gateways", err);
         let started = Instant::now();
-        let mut snapshot = self
+        let mut snapshot = core
             .cache
             .all_servers_for_status()
             .await
@@ -441,7 +629,7 @@ impl Routes for HcloudRoutes {
             .collect();
         if self.needs_fresher_listing(&unknown, started, listed_at) {
             // Free when the cached listing is within the normal max age already.
-            snapshot = self.cache.all_servers().await.map_err(listing_error)?;
+            snapshot = core.cache.all_servers().await.map_err(listing_error)?;
         }
 
         let mut routes = Vec::with_capacity(network.routes.len());
@@ -456,7 +644,7 @@ impl Routes for HcloudRoutes {
             };
             let target = route.gateway.parse::<IpAddr>().ok().and_then(|ip| {
                 server_with_ip(&snapshot.servers, network.id, ip)
-                    .map(|server| self.target_name(ip, server))
+                    .map(|server| core.target_name(ip, server))
             });
             routes.push(Route {
                 name: format!("{}-{destination_cidr}", route.gateway),
@@ -476,7 +664,7 @@ impl Routes for HcloudRoutes {
         name_hint: &str,
         route: &Route,
     ) -> Result<()> {
-        self.operations.count(op::routes::CREATE_ROUTE);
+        self.core.operations.count(op::routes::CREATE_ROUTE);
         let destination_cidr = route.destination_cidr.trunc();
         let node = &route.target_node;
         if let IpNet::V6(_) = destination_cidr {
@@ -489,8 +677,29 @@ impl Routes for HcloudRoutes {
                 "route {destination_cidr}: no target node"
             )));
         }
-        let _serialised = self.mutations.lock().await;
-        let network = self.network().await?;
+        self.submit(Change::Create {
+            name_hint: name_hint.to_owned(),
+            route: route.clone(),
+        })
+        .await
+    }
+
+    async fn delete_route(&self, _cluster_name: &str, route: &Route) -> Result<()> {
+        self.core.operations.count(op::routes::DELETE_ROUTE);
+        self.submit(Change::Delete {
+            route: route.clone(),
+        })
+        .await
+    }
+}
+
+impl Core {
+    /// Create one route (in the worker).
+    async fn create(&self, name_hint: &str, route: &Route) -> Result<()> {
+        let destination_cidr = route.destination_cidr.trunc();
+        let node = &route.target_node;
+        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let network = self.network_within(plan_age).await?;
         let (gateway, server) = self.gateway(&network, route).await?;
         self.check_cluster_cidr(destination_cidr, node, name_hint)
             .await;
@@ -515,19 +724,7 @@ impl Routes for HcloudRoutes {
             }
         }
         if !exists {
-            let id = network.id;
-            let api_route = models::Route::new(destination_cidr.to_string(), gateway.to_string());
-            let what = format!(
-                "adding route {destination_cidr} via {gateway} (node {node:?}) to network {id}"
-            );
-            let action = self
-                .retrying(&what, || {
-                    let api_route = &api_route;
-                    async move { self.client.networks().add_route(id, api_route).await }
-                })
-                .await
-                .map_err(|err| Error::api(what.clone(), err))?;
-            self.wait(&what, &action).await?;
+            self.add(&network, destination_cidr, gateway, node).await?;
         }
         let mut learned = self.learned();
         if server.name == *node {
@@ -544,11 +741,58 @@ impl Routes for HcloudRoutes {
         Ok(())
     }
 
-    async fn delete_route(&self, _cluster_name: &str, route: &Route) -> Result<()> {
-        self.operations.count(op::routes::DELETE_ROUTE);
+    /// Add a route and wait for its action. A POST without an answer is not repeated: the
+    /// network is read instead, and the route counts as added when it is there.
+    async fn add(
+        &self,
+        network: &Network,
+        destination_cidr: IpNet,
+        gateway: IpAddr,
+        node: &str,
+    ) -> Result<()> {
+        let id = network.id;
+        let api_route = models::Route::new(destination_cidr.to_string(), gateway.to_string());
+        let what = format!(
+            "adding route {destination_cidr} via {gateway} (node {node:?}) to network {id}"
+        );
+        let answer = self
+            .retrying(&what, || {
+                let api_route = &api_route;
+                async move { self.client.networks().add_route(id, api_route).await }
+            })
+            .await;
+        let action = match answer {
+            Ok(action) => action,
+            Err(hcloud_api::Error::Transport(err)) => {
+                // Maybe carried out: look instead of repeating it.
+                tracing::warn!(%err, "{what}: no answer; reading the network");
+                let fresh = self.network().await?;
+                let there = fresh.routes.iter().any(|r| {
+                    destination(r) == Some(destination_cidr)
+                        && r.gateway.parse::<IpAddr>().ok() == Some(gateway)
+                });
+                return if there {
+                    Ok(())
+                } else {
+                    Err(Error::api(what, hcloud_api::Error::Transport(err)))
+                };
+            }
+            Err(err) => {
+                // Rejected (e.g. the route exists since our copy was made): plan the next
+                // change on a fresh read.
+                self.forget_network();
+                return Err(Error::api(what, err));
+            }
+        };
+        self.update_view(|routes| routes.push(api_route.clone()));
+        self.wait(&what, &action).await
+    }
+
+    /// Delete one route as listed (in the worker).
+    async fn delete(&self, route: &Route) -> Result<()> {
         let destination_cidr = route.destination_cidr.trunc();
-        let _serialised = self.mutations.lock().await;
-        let network = self.network().await?;
+        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let network = self.network_within(plan_age).await?;
         let current: Vec<&models::Route> = network
             .routes
             .iter()
@@ -589,9 +833,7 @@ impl Routes for HcloudRoutes {
         }
         Ok(())
     }
-}
 
-impl HcloudRoutes {
     /// Whether `gateway` still leads where `route` was listed to lead: nowhere (a blackhole)
     /// or to `route.target_node`.
     async fn maps_to_listed_target(

@@ -33,11 +33,15 @@ fn client(sim: &Simulator) -> Client {
     Client::new(config).unwrap()
 }
 
+/// Short retries; the network is read for every listing and change, as these tests change it
+/// behind the provider's back (the batching tests below use the default ages).
 fn fast(network_id: i64) -> RoutesConfig {
     RoutesConfig {
         retry_base: Duration::from_millis(10),
         retry_cap: Duration::from_millis(40),
         action_timeout: Duration::from_secs(5),
+        list_max_age: Duration::ZERO,
+        plan_max_age: Duration::ZERO,
         ..RoutesConfig::new(network_id)
     }
 }
@@ -710,4 +714,148 @@ async fn a_route_outside_the_cluster_cidr_warns_on_the_node_and_is_still_created
         message.contains("192.168.8.0/24") && message.contains("10.244.0.0/16"),
         "{message}"
     );
+}
+
+/// Routes with the default network ages (the copy of the network is used for planning).
+fn batching(env: &Env) -> HcloudRoutes {
+    let client = client(&env.sim);
+    HcloudRoutes::new(
+        client.clone(),
+        ServerCache::new(client, CacheConfig::default()),
+        RoutesConfig {
+            list_max_age: Duration::from_secs(30),
+            plan_max_age: Duration::from_secs(30),
+            ..fast(env.network)
+        },
+    )
+}
+
+/// Requests for routes: network reads, route changes and action checks.
+fn route_requests(counts: &std::collections::BTreeMap<String, u64>) -> u64 {
+    counts
+        .iter()
+        .filter(|(key, _)| key.contains("/networks") || key.starts_with("GET /actions"))
+        .map(|(_, n)| *n)
+        .sum()
+}
+
+#[tokio::test]
+async fn concurrent_route_creations_cost_one_post_and_about_one_check_each() {
+    let env = Env::start().await;
+    env.sim
+        .admin()
+        .set_action_delay(Duration::from_millis(200))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        env.server(&format!("node-{i}"), true).await;
+    }
+    let routes = std::sync::Arc::new(batching(&env));
+    env.sim.admin().reset_request_counts().await.unwrap();
+    // The route controller's pass: one listing, then every creation at once.
+    assert!(routes.list_routes(CLUSTER).await.unwrap().is_empty());
+    let started = std::time::Instant::now();
+    let creations: Vec<_> = (0..20)
+        .map(|i| {
+            let routes = routes.clone();
+            tokio::spawn(async move {
+                routes
+                    .create_route(
+                        CLUSTER,
+                        &format!("uid-{i}"),
+                        &route(&format!("node-{i}"), &format!("10.244.{i}.0/24")),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    for creation in creations {
+        creation.await.unwrap().unwrap();
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(env.cloud_routes().await.len(), 20);
+    let counts = env.sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.get("POST /networks/{id}/actions/add_route"),
+        Some(&20)
+    );
+    assert_eq!(counts.get("GET /networks/{id}"), Some(&1), "{counts:?}");
+    let total = route_requests(&counts);
+    assert!(total <= 44, "{total} requests for 20 routes: {counts:?}");
+    // One change at a time, 200 ms each.
+    assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+
+    // The listing after the batch shows them from the copy, without a read.
+    let listed = routes.list_routes(CLUSTER).await.unwrap();
+    assert_eq!(listed.len(), 20);
+    let counts = env.sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /networks/{id}"), Some(&1), "{counts:?}");
+
+    // Deletions are batched the same way.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let deletions: Vec<_> = listed
+        .into_iter()
+        .map(|r| {
+            let routes = routes.clone();
+            tokio::spawn(async move { routes.delete_route(CLUSTER, &r).await })
+        })
+        .collect();
+    for deletion in deletions {
+        deletion.await.unwrap().unwrap();
+    }
+    assert!(env.cloud_routes().await.is_empty());
+    let counts = env.sim.admin().request_counts().await.unwrap();
+    let total = route_requests(&counts);
+    assert!(total <= 44, "{total} requests for 20 deletions: {counts:?}");
+}
+
+#[tokio::test]
+async fn an_unexpected_conflict_makes_the_next_change_read_the_network() {
+    let env = Env::start().await;
+    let routes = batching(&env);
+    routes.list_routes(CLUSTER).await.unwrap();
+    // Another actor keeps the network busy for the client's own tries.
+    env.sim
+        .admin()
+        .inject_fault(
+            Fault::new("/networks/{id}/actions/add_route")
+                .method("POST")
+                .code("conflict")
+                .count(2),
+        )
+        .await
+        .unwrap();
+    env.sim.admin().reset_request_counts().await.unwrap();
+    routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    routes
+        .create_route(CLUSTER, "uid-2", &route("worker-2", "10.244.2.0/24"))
+        .await
+        .unwrap();
+    let counts = env.sim.admin().request_counts().await.unwrap();
+    // The first creation used the listing's copy; after the conflict the second read afresh.
+    assert_eq!(counts.get("GET /networks/{id}"), Some(&1), "{counts:?}");
+    assert_eq!(env.cloud_routes().await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_route_added_behind_the_copy_is_found_after_one_rejected_post() {
+    let env = Env::start().await;
+    let routes = batching(&env);
+    routes.list_routes(CLUSTER).await.unwrap();
+    // Someone else adds the route for the same CIDR after the copy was made.
+    env.add_cloud_route("10.244.1.0/24", &env.worker_1).await;
+    let err = routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .expect_err("planned against the stale copy");
+    assert!(format!("{err}").contains("10.244.1.0/24"), "{err}");
+    // The route controller's retry plans against a fresh read and finds it in place.
+    routes
+        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    assert_eq!(env.cloud_routes().await.len(), 1);
 }
