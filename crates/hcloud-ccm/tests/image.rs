@@ -1,0 +1,320 @@
+//! The container image: `scripts/image.sh` builds it (one static release build, reused while
+//! the sources are unchanged), this test unpacks the OCI archive, checks its configuration
+//! (entrypoint, non-root user, labels, no shell, size) and runs the entrypoint chrooted into the
+//! unpacked filesystem as user 65532, configured the way a pod is (in-cluster ServiceAccount
+//! token bound to the shipped ClusterRole, the Deployment's args and env): it initializes a Node.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/chart.rs"]
+mod chart;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hcloud_sim::{ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const ENTRYPOINT: &str = "/bin/hcloud-cloud-controller-manager";
+/// The size budget of the image (compressed, as registries count it).
+const MAX_IMAGE_BYTES: u64 = 20_000_000;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn blob(layout: &Path, digest: &str) -> PathBuf {
+    let (algorithm, hex) = digest.split_once(':').unwrap();
+    layout.join("blobs").join(algorithm).join(hex)
+}
+
+fn json_blob(layout: &Path, digest: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(blob(layout, digest)).unwrap()).unwrap()
+}
+
+fn files_under(dir: &Path, base: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() && !path.is_symlink() {
+            files_under(&path, base, out);
+        } else {
+            out.push(format!("/{}", path.strip_prefix(base).unwrap().display()));
+        }
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+#[tokio::test]
+async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if !is_root() {
+        eprintln!(
+            "SKIPPED: buildah (rootful) and chroot need root; this test runs as another user"
+        );
+        return;
+    }
+    let started = Instant::now();
+    let build = Command::new(repo().join("scripts/image.sh"))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    if build.status.code() == Some(3) {
+        eprintln!("SKIPPED: buildah cannot run on this machine:\n{stderr}");
+        return;
+    }
+    assert!(build.status.success(), "scripts/image.sh failed:\n{stderr}");
+    eprintln!("scripts/image.sh took {:.0?}:\n{stderr}", started.elapsed());
+    let archive = repo().join(String::from_utf8_lossy(&build.stdout).trim());
+
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    std::fs::create_dir(&layout).unwrap();
+    let status = Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&layout)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    let manifest = json_blob(&layout, index["manifests"][0]["digest"].as_str().unwrap());
+    assert_eq!(
+        index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"],
+        format!("hcloud-ccm:v{}", env!("CARGO_PKG_VERSION"))
+    );
+    let config = json_blob(&layout, manifest["config"]["digest"].as_str().unwrap());
+    let c = &config["config"];
+    assert_eq!(c["Entrypoint"], json!([ENTRYPOINT]));
+    assert_eq!(c["User"], "65532:65532");
+    assert_eq!(
+        c["Labels"]["org.opencontainers.image.version"],
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        c["Labels"]["org.opencontainers.image.source"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+    assert!(
+        c["Labels"]["org.opencontainers.image.revision"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+
+    // Unpack the layers: the image's whole filesystem.
+    let rootfs = dir.path().join("rootfs");
+    std::fs::create_dir(&rootfs).unwrap();
+    let mut compressed = manifest["config"]["size"].as_u64().unwrap();
+    for layer in manifest["layers"].as_array().unwrap() {
+        compressed += layer["size"].as_u64().unwrap();
+        let path = blob(&layout, layer["digest"].as_str().unwrap());
+        let status = Command::new("tar")
+            .arg("-xf")
+            .arg(&path)
+            .arg("-C")
+            .arg(&rootfs)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let mut files = Vec::new();
+    files_under(&rootfs, &rootfs, &mut files);
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            ENTRYPOINT,
+            "/etc/group",
+            "/etc/passwd",
+            "/etc/ssl/certs/ca-certificates.crt"
+        ],
+        "the image holds exactly these files (no shell, no libraries)"
+    );
+    let unpacked: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(rootfs.join(&f[1..])).unwrap().len())
+        .sum();
+    eprintln!("image: {compressed} bytes compressed, {unpacked} bytes unpacked");
+    assert!(
+        compressed <= MAX_IMAGE_BYTES,
+        "image is {compressed} bytes, budget {MAX_IMAGE_BYTES}"
+    );
+
+    // A pod's view: the ServiceAccount token and CA at the in-cluster paths, the apiserver in
+    // KUBERNETES_SERVICE_HOST/PORT, the Deployment's args and env (Secret hcloud: token).
+    let plane = ControlPlane::shared().unwrap();
+    let admin = plane.client().await.unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    sim.admin()
+        .create_server(ServerSeed::new("image-node-1"))
+        .await
+        .unwrap();
+    let rbac = chart::documents(&std::fs::read_to_string(repo().join("deploy/rbac.yaml")).unwrap());
+    for doc in &rbac {
+        match doc["kind"].as_str().unwrap() {
+            "ClusterRole" => {
+                let role: ClusterRole = serde_json::from_value(doc.clone()).unwrap();
+                Api::<ClusterRole>::all(admin.clone())
+                    .create(&PostParams::default(), &role)
+                    .await
+                    .unwrap();
+            }
+            "ClusterRoleBinding" => {
+                let binding: ClusterRoleBinding = serde_json::from_value(doc.clone()).unwrap();
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .create(&PostParams::default(), &binding)
+                    .await
+                    .unwrap();
+            }
+            _ => {}
+        }
+    }
+    let account = rbac.iter().find(|d| d["kind"] == "ServiceAccount").unwrap();
+    let sa_token = plane
+        .service_account_token(
+            account["metadata"]["namespace"].as_str().unwrap(),
+            account["metadata"]["name"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
+    // The device nodes every container runtime provides (the entropy source among them).
+    std::fs::create_dir(rootfs.join("dev")).unwrap();
+    for (name, minor) in [
+        ("null", "3"),
+        ("zero", "5"),
+        ("random", "8"),
+        ("urandom", "9"),
+    ] {
+        let status = Command::new("mknod")
+            .arg(rootfs.join("dev").join(name))
+            .args(["-m", "666", "c", "1", minor])
+            .status()
+            .unwrap();
+        assert!(status.success(), "mknod /dev/{name}");
+    }
+    let secrets = rootfs.join("var/run/secrets/kubernetes.io/serviceaccount");
+    std::fs::create_dir_all(&secrets).unwrap();
+    std::fs::write(secrets.join("token"), &sa_token).unwrap();
+    std::fs::write(secrets.join("ca.crt"), plane.ca_pem()).unwrap();
+    std::fs::write(secrets.join("namespace"), "kube-system").unwrap();
+    let (host, port) = plane
+        .server_url()
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .unwrap();
+
+    let objects =
+        chart::documents(&std::fs::read_to_string(repo().join("deploy/ccm.yaml")).unwrap());
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["valueFrom"]["secretKeyRef"]["name"] == "hcloud")
+    );
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = dir.path().join("ccm.log");
+    // Resolved here: the child's environment is cleared, PATH included.
+    let chroot = ["/usr/sbin/chroot", "/usr/bin/chroot", "/sbin/chroot"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("chroot (coreutils)");
+    // Free ports instead of 8233/10258, since tests run side by side on one host.
+    let mut child = tokio::process::Command::new(chroot)
+        .arg("--userspec=65532:65532")
+        .arg(&rootfs)
+        .arg(c["Entrypoint"][0].as_str().unwrap())
+        .args(&args)
+        .arg("--secure-port=0")
+        .env_clear()
+        .env("KUBERNETES_SERVICE_HOST", host)
+        .env("KUBERNETES_SERVICE_PORT", port)
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes
+        .create(&PostParams::default(), &kubelet_node("image-node-1"))
+        .await
+        .unwrap();
+    let status = NodeStatus {
+        addresses: Some(vec![NodeAddress {
+            type_: "Hostname".into(),
+            address: "image-node-1".into(),
+        }]),
+        ..NodeStatus::default()
+    };
+    nodes
+        .patch_status(
+            "image-node-1",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+    let initialized = tokio::time::timeout(
+        Duration::from_secs(30),
+        eventually(
+            "image-node-1 initialized by the image's entrypoint",
+            Duration::from_secs(60),
+            || async {
+                let node = nodes.get("image-node-1").await.unwrap();
+                if has_taint(&node, UNINITIALIZED_TAINT) {
+                    return None;
+                }
+                node.spec?.provider_id
+            },
+        ),
+    )
+    .await;
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let provider_id = initialized.unwrap_or_else(|_| panic!("not initialized; log:\n{output}"));
+    assert!(provider_id.starts_with("hcloud://"), "{provider_id}");
+    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("hcloud_api_requests_total"), "{metrics}");
+    assert!(child.try_wait().unwrap().is_none(), "exited:\n{output}");
+    child.kill().await.unwrap();
+}
