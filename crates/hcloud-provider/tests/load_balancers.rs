@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_provider::{CloudProvider as _, Error, LoadBalancer as _};
+use cloud_provider::{Category, CloudProvider as _, Error, LoadBalancer as _};
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::{self, TargetSpec, TargetType};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
@@ -668,11 +668,20 @@ async fn bad_annotations_are_clear_errors() {
             ("use-private-ip", "maybe"),
         ],
     );
+    let before = env.counts().await;
     let err = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap_err();
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    // Invalid on its face: a user error, found before any cloud request.
+    assert_eq!(err.category(), Category::User);
+    assert_eq!(err.user_reason(), Some("InvalidConfiguration"));
+    assert_eq!(
+        env.counts().await,
+        before,
+        "no cloud request for a bad annotation"
+    );
     let text = err.to_string();
     assert!(
         text.contains(
@@ -717,7 +726,60 @@ async fn a_busy_load_balancer_asks_for_a_retry() {
         .await
         .unwrap_err();
     assert_eq!(err.retry_after(), Some(Duration::from_millis(50)), "{err}");
+    assert_eq!(err.category(), Category::Transient, "{err}");
     assert!(err.to_string().contains("busy"), "{err}");
+}
+
+#[tokio::test]
+async fn a_node_whose_server_is_missing_never_blocks_the_load_balancer() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    let ghost = node("ghost", "hcloud://987654321", &[]);
+    let nodes = [env.node(0), ghost.clone(), env.node(1)];
+
+    // Created with the other targets although the create request with all of them is
+    // answered 404.
+    let status = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap();
+    assert!(!ingress(&status).is_empty());
+    let lb = env.only().await;
+    let mut servers: Vec<i64> = targets(&lb).into_iter().map(|(id, _)| id).collect();
+    servers.sort_unstable();
+    assert_eq!(servers, [env.servers[0], env.servers[1]]);
+
+    // A target update with the ghost adds the new Node and still leaves the ghost out.
+    let nodes = [env.node(0), ghost, env.node(1), env.node(2)];
+    lbs.update_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap();
+    let mut servers: Vec<i64> = targets(&env.only().await)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    servers.sort_unstable();
+    assert_eq!(servers, env.servers);
+
+    // A second ensure finds nothing to change but the ghost again: still no error.
+    lbs.ensure_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_unknown_location_is_a_user_error_not_retried() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[("location", "mars1")]);
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), Category::User, "{err:?}");
+    assert!(err.to_string().contains("mars1"), "{err}");
+    assert!(env.all().await.is_empty());
 }
 
 #[tokio::test]
@@ -736,7 +798,8 @@ async fn a_load_balancer_of_another_service_is_never_taken_over_by_name() {
         .ensure_load_balancer(CLUSTER, &intruder, &[env.node(1)])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert_eq!(err.category(), Category::User, "{err:?}");
+    assert_eq!(err.user_reason(), Some("LoadBalancerOwnedByOtherService"));
     let text = err.to_string();
     assert!(text.contains("load-balancer.hetzner.cloud/name"), "{text}");
     assert!(

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use cloud_provider::Error;
 use cloud_provider::provider::Result;
+use cloud_provider::{Category, Error};
 use hcloud_api::api::params::{ListCertificatesParams, ListParams};
 use hcloud_api::models::{
     self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest, IssuanceStatus,
@@ -484,8 +484,18 @@ impl HcloudLoadBalancers {
             .create(request)
             .await
             .map_err(|err| {
+                // Named with what the request asked for, so a rejected location or type is
+                // visible in the Warning.
+                let at = match (&request.location, &request.network_zone) {
+                    (Some(location), _) => format!("location {location:?}"),
+                    (None, Some(zone)) => format!("network zone {zone:?}"),
+                    (None, None) => "no placement".to_owned(),
+                };
                 api_error(
-                    &format!("creating load balancer {:?}", plan.name),
+                    &format!(
+                        "creating load balancer {:?} (type {:?}, {at})",
+                        plan.name, request.load_balancer_type
+                    ),
                     err,
                     self.settings.retry_after,
                 )
@@ -554,6 +564,10 @@ impl HcloudLoadBalancers {
         targets_only: bool,
     ) -> Result<(models::LoadBalancer, Vec<Notice>)> {
         let mut notices = Vec::new();
+        // Targets whose server turns out not to exist are dropped from this copy.
+        let mut plan = plan.clone();
+        let plan = &mut plan;
+        let name = plan.name.clone();
         self.operations.count(lb_op::RECONCILE_HCLB);
         for round in 0..ROUNDS {
             let mut steps = plan.diff(&lb);
@@ -567,10 +581,20 @@ impl HcloudLoadBalancers {
             if steps.is_empty() {
                 break;
             }
-            let exec = self.executor(&lb, &plan.name);
+            let exec = self.executor(&lb, &name);
             for step in &steps {
                 self.count_step(step);
-                exec.run(step).await?;
+                match exec.run(step).await {
+                    Ok(()) => {}
+                    Err(err) if err.category() == Category::NotFound => {
+                        let Some(notice) = left_out_missing_server(plan, step) else {
+                            return Err(err);
+                        };
+                        tracing::warn!(service = %service_key(service), error = %err, "{}", notice.message);
+                        notices.push(notice);
+                    }
+                    Err(err) => return Err(err),
+                }
             }
             self.operations.count(lb_op::GET_BY_NAME);
             lb = exec.reload().await?;
@@ -578,7 +602,31 @@ impl HcloudLoadBalancers {
         notices.extend(plan.left_out(&lb));
         Ok((lb, notices))
     }
+}
 
+/// When `step` added a server target the API does not know: drop that target from `plan` and
+/// return the Warning naming its Node. `None` for any other step.
+fn left_out_missing_server(plan: &mut Plan, step: &Step) -> Option<Notice> {
+    let Step::AddTarget(target) = step else {
+        return None;
+    };
+    let server = target.server.as_ref()?.id;
+    let node = plan
+        .targets
+        .iter()
+        .find(|t| t.server == server)
+        .map(|t| t.node.clone())?;
+    plan.targets.retain(|t| t.server != server);
+    Some(Notice::warn(
+        reasons::TARGET_SERVER_NOT_FOUND,
+        format!(
+            "Node {node} was left out of load balancer {:?}: its server {server} does not exist",
+            plan.name
+        ),
+    ))
+}
+
+impl HcloudLoadBalancers {
     /// What ensure would do for `service` with `nodes`, without writing anything: the same
     /// lookups (by UID label, then by name), uploaded certificates resolved by name, a managed
     /// certificate only looked up (never created), the load balancer type checked. Returns the

@@ -42,7 +42,7 @@ use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
-use cloud_provider::{Error, LoadBalancer, LoadBalancerPlan};
+use cloud_provider::{Category, Error, LoadBalancer, LoadBalancerPlan};
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
@@ -263,11 +263,32 @@ impl LoadBalancer for HcloudLoadBalancers {
                         if let Some(owned) = found.notices.iter().find(|n| {
                             n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
                         }) {
-                            return Err(Error::InvalidInput(owned.message.clone()));
+                            return Err(Error::user(
+                                reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
+                                owned.message.clone(),
+                            ));
                         }
                         self.certificates(&mut plan, None).await?;
-                        let request = self.create_request(service, &plan, &mut notices).await?;
-                        self.create(service, &plan, &request).await?
+                        let mut request =
+                            self.create_request(service, &plan, &mut notices).await?;
+                        match self.create(service, &plan, &request).await {
+                            // One target server does not exist (the answer does not say
+                            // which): create without targets; reconciling adds them one by
+                            // one and leaves out only the missing ones.
+                            Err(err)
+                                if err.category() == Category::NotFound
+                                    && !request.targets.is_empty() =>
+                            {
+                                tracing::warn!(
+                                    service = %service_key(service),
+                                    error = %err,
+                                    "a target server does not exist; creating the load balancer without targets first"
+                                );
+                                request.targets.clear();
+                                self.create(service, &plan, &request).await?
+                            }
+                            other => other?,
+                        }
                     }
                 };
             let (lb, more) = self.reconcile(service, &plan, lb, false).await?;
@@ -294,11 +315,14 @@ impl LoadBalancer for HcloudLoadBalancers {
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
         let Some(lb) = found.lb else {
-            return Err(Error::other(format!(
-                "service {}: load balancer {:?} not found",
-                service_key(service),
-                plan.name
-            )));
+            return Err(Error::NotFound {
+                message: format!(
+                    "service {}: load balancer {:?} not found",
+                    service_key(service),
+                    plan.name
+                ),
+                source: None,
+            });
         };
         let (_, notices) = self.reconcile(service, &plan, lb, true).await?;
         self.publish(service, nodes, &notices).await;

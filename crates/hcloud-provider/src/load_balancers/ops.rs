@@ -3,8 +3,9 @@
 //! The API locks a load balancer while one of its actions runs (a second action gets 423
 //! `locked`), so the steps of one load balancer run one after the other, each waited for.
 //! A `locked` / `conflict` answer therefore means another actor is busy with the load
-//! balancer (or its network): it becomes a [`Error::Retry`] with a short fixed delay instead
-//! of spinning here.
+//! balancer (or its network): it becomes a transient error (or a conflict) with a retry-after,
+//! which the controller turns into `max(retry-after, its growing backoff)` instead of spinning
+//! here. See [`api_error`] for every category.
 
 use std::time::Duration;
 
@@ -15,15 +16,39 @@ use hcloud_api::models::{Action, LoadBalancer, UpdateRequest};
 
 use super::plan::Step;
 
-/// Map an API error of `what`: busy → retry, everything else → API error.
+/// Map an API error of `what` onto the controllers' categories:
+///
+/// - `locked` (another action runs): transient, retried no sooner than `retry_after`;
+/// - `conflict`: a conflict, retried no sooner than `retry_after`;
+/// - `not_found`: not found;
+/// - answers that only a change of the Service (or of the settings) can fix - `invalid_input`
+///   (an unknown location, say), `uniqueness_error` (the name is taken),
+///   `invalid_load_balancer_type`, `source_port_already_used`, `cloud_resource_ip_not_allowed`,
+///   `targets_without_use_private_ip`, `networks_overlap`: a user error with reason
+///   `InvalidConfiguration`, not retried until the Service changes;
+/// - everything else (5xx, rate limits, transport): transient.
 pub fn api_error(what: &str, err: hcloud_api::Error, retry_after: Duration) -> Error {
-    if err.is_locked_or_conflict() {
-        Error::retry(
+    use hcloud_api::ErrorCode as C;
+    match err.code() {
+        Some(C::Locked) => Error::retry(
             format!("{what}: the load balancer is busy with another action ({err})"),
             retry_after,
-        )
-    } else {
-        Error::api(what.to_owned(), err)
+        ),
+        Some(C::Conflict) => Error::conflict(format!("{what}: {err}"), Some(retry_after)),
+        Some(C::NotFound) => Error::not_found(what.to_owned(), err),
+        Some(
+            C::InvalidInput
+            | C::UniquenessError
+            | C::InvalidLoadBalancerType
+            | C::SourcePortAlreadyUsed
+            | C::CloudResourceIpNotAllowed
+            | C::TargetsWithoutUsePrivateIp
+            | C::NetworksOverlap,
+        ) => Error::user(
+            cloud_provider::provider::REASON_INVALID_CONFIGURATION,
+            format!("{what}: the API rejected the request: {err}"),
+        ),
+        _ => Error::api(what.to_owned(), err),
     }
 }
 
@@ -107,5 +132,42 @@ impl Executor<'_> {
                     self.retry_after,
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloud_provider::Category;
+
+    fn answer(status: u16, code: &str) -> hcloud_api::Error {
+        hcloud_api::Error::Api(Box::new(hcloud_api::ApiError {
+            status,
+            code: hcloud_api::ErrorCode::from(code.to_owned()),
+            message: "m".into(),
+            details: hcloud_api::ErrorDetails::default(),
+            correlation_id: None,
+            method: "POST".into(),
+            path: "/load_balancers".into(),
+        }))
+    }
+
+    #[test]
+    fn api_answers_map_onto_categories() {
+        let delay = Duration::from_secs(5);
+        let cases = [
+            (423, "locked", Category::Transient, Some(delay)),
+            (409, "conflict", Category::Conflict, Some(delay)),
+            (404, "not_found", Category::NotFound, None),
+            (422, "invalid_input", Category::User, None),
+            (409, "uniqueness_error", Category::User, None),
+            (503, "unavailable", Category::Transient, None),
+            (429, "rate_limit_exceeded", Category::Transient, None),
+        ];
+        for (status, code, category, retry_after) in cases {
+            let err = api_error("creating load balancer \"x\"", answer(status, code), delay);
+            assert_eq!(err.category(), category, "{code}: {err}");
+            assert_eq!(err.retry_after(), retry_after, "{code}");
+        }
     }
 }

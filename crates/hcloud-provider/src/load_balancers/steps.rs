@@ -222,6 +222,9 @@ pub mod reasons {
     pub const LOAD_BALANCER_OWNED_BY_OTHER_SERVICE: &str = "LoadBalancerOwnedByOtherService";
     /// This CCM only (a safer divergence): several load balancers carry the Service's UID.
     pub const DUPLICATE_LOAD_BALANCERS: &str = "DuplicateLoadBalancers";
+    /// This CCM only: a Node's server does not exist, so the Node was left out of the targets
+    /// (the other targets are still set).
+    pub const TARGET_SERVER_NOT_FOUND: &str = "TargetServerNotFound";
 }
 
 #[cfg(test)]
