@@ -695,3 +695,123 @@ async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
     }
     assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
 }
+
+#[tokio::test]
+async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    let lb = FakeLb::new(client.clone());
+    lb.state().ensure_errors.push_back(provider::Error::user(
+        "InvalidConfiguration",
+        "annotation load-balancer.hetzner.cloud/location: \"mars1\" is not a location",
+    ));
+    start(&env, &lb);
+    create_service(client, "bad", "LoadBalancer").await;
+    wait_reason(client, "bad", "InvalidConfiguration").await;
+
+    // Progress elsewhere first: a second Service is ensured, and Node changes go by.
+    create_service(client, "good", "LoadBalancer").await;
+    wait_ingress(client, "good").await;
+    node(client, "n2").await;
+    eventually("target update of the good service", WAIT, || async {
+        (!lb.updates("default/good").is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(lb.ensures("default/bad").len(), 1, "{:?}", lb.calls());
+    assert!(lb.updates("default/bad").is_empty(), "{:?}", lb.calls());
+    let reasons = service_event_reasons(client, NS, "bad").await;
+    assert_eq!(
+        reasons
+            .iter()
+            .filter(|r| *r == "InvalidConfiguration")
+            .count(),
+        1,
+        "{reasons:?}"
+    );
+    assert!(
+        !reasons.contains(&"SyncLoadBalancerFailed".to_owned()),
+        "{reasons:?}"
+    );
+
+    // Fixing the Service is the change it waited for.
+    patch_service(
+        client,
+        "bad",
+        json!({"metadata": {"annotations": {"load-balancer.hetzner.cloud/location": "fsn1"}}}),
+    )
+    .await;
+    wait_ingress(client, "bad").await;
+    assert_eq!(lb.ensures("default/bad").len(), 2);
+}
+
+#[tokio::test]
+async fn a_busy_load_balancer_is_retried_with_growing_delays() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    let lb = FakeLb::new(client.clone());
+    {
+        let mut state = lb.state();
+        for _ in 0..5 {
+            // The hint is shorter than the backoff (200 ms doubling): the backoff wins.
+            state.ensure_errors.push_back(provider::Error::retry(
+                "load balancer locked",
+                Duration::from_millis(100),
+            ));
+        }
+    }
+    let started = std::time::Instant::now();
+    start(&env, &lb);
+    create_service(client, "web", "LoadBalancer").await;
+    let ips = wait_ingress(client, "web").await;
+    assert!(!ips.is_empty());
+    assert_eq!(lb.ensures("default/web").len(), 6);
+    // 200 + 400 + 800 + 1600 + 2000 (capped) ms of backoff at least.
+    assert!(
+        started.elapsed() >= Duration::from_millis(5000),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        env.metrics
+            .retry_count("service", cloud_provider::Category::Transient),
+        5
+    );
+}
+
+#[tokio::test]
+async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    let n2 = node(client, "n2").await;
+    env.wait_cached(&n1).await;
+    env.wait_cached(&n2).await;
+    create_service(client, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+    wait_ingress(client, "web").await;
+    assert_eq!(
+        lb.ensures("default/web"),
+        [vec!["n1".to_owned(), "n2".to_owned()]]
+    );
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            "n2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": [
+                {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+            ]}})),
+        )
+        .await
+        .unwrap();
+    eventually("n2 left out", WAIT, || async {
+        (lb.updates("default/web").last() == Some(&vec!["n1".to_owned()])).then_some(())
+    })
+    .await;
+}
