@@ -442,7 +442,7 @@ fn lex(src: &str) -> Result<Vec<Token>> {
     Ok(tokens)
 }
 
-enum End {
+enum Boundary {
     Eof,
     End,
     Else,
@@ -453,7 +453,7 @@ fn parse(src: &str, defines: &mut HashMap<String, Vec<Node>>) -> Result<Vec<Node
     let mut pos = 0;
     let (nodes, end) = parse_list(&tokens, &mut pos, defines)?;
     match end {
-        End::Eof => Ok(nodes),
+        Boundary::Eof => Ok(nodes),
         _ => Err("unexpected end/else".into()),
     }
 }
@@ -462,7 +462,7 @@ fn parse_list(
     tokens: &[Token],
     pos: &mut usize,
     defines: &mut HashMap<String, Vec<Node>>,
-) -> Result<(Vec<Node>, End)> {
+) -> Result<(Vec<Node>, Boundary)> {
     let mut nodes = Vec::new();
     while let Some(token) = tokens.get(*pos) {
         *pos += 1;
@@ -479,18 +479,18 @@ fn parse_list(
          -> Result<(Vec<Node>, Vec<Node>)> {
             let (then, end) = parse_list(tokens, pos, defines)?;
             match end {
-                End::End => Ok((then, Vec::new())),
-                End::Else if allow_else => match parse_list(tokens, pos, defines)? {
-                    (other, End::End) => Ok((then, other)),
+                Boundary::End => Ok((then, Vec::new())),
+                Boundary::Else if allow_else => match parse_list(tokens, pos, defines)? {
+                    (other, Boundary::End) => Ok((then, other)),
                     _ => Err("else without end".into()),
                 },
                 _ => Err(format!("unterminated block after {{{{ {action} }}}}")),
             }
         };
         if action == "end" {
-            return Ok((nodes, End::End));
+            return Ok((nodes, Boundary::End));
         } else if action == "else" {
-            return Ok((nodes, End::Else));
+            return Ok((nodes, Boundary::Else));
         } else if let Some(cond) = action.strip_prefix("if ") {
             let (then, other) = block(pos, defines, true)?;
             nodes.push(Node::If(parse_pipe(cond)?, then, other));
@@ -519,7 +519,7 @@ fn parse_list(
             nodes.push(Node::Output(parse_pipe(action)?));
         }
     }
-    Ok((nodes, End::Eof))
+    Ok((nodes, Boundary::Eof))
 }
 
 fn parse_pipe(src: &str) -> Result<Pipe> {

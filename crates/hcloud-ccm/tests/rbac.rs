@@ -1,0 +1,534 @@
+//! The shipped ClusterRole is minimal. Each scenario runs hcloud-ccm as a ServiceAccount bound
+//! only to the ClusterRole of `deploy/rbac.yaml` (RBAC-enabled control plane, its own apiserver
+//! and simulator): with the whole role, Node initialization, addresses, routes, lifecycle
+//! (deleting the Node of a deleted server), load balancers, events, leader election and the
+//! secure port's /metrics authorization all work. With one rule (or verb group) removed, the
+//! behaviour that needs it fails: the apiserver refuses the call (a 403 in its audit log for
+//! writes, a "forbidden" in the CCM's log for reads) and the behaviour's result never appears.
+//!
+//! | removed from the role                     | behaviour that fails                      |
+//! |-------------------------------------------|-------------------------------------------|
+//! | nodes list, watch (get)                   | Node initialization (no Node cache)       |
+//! | nodes patch                               | Node initialization (providerID, taint)   |
+//! | nodes delete                              | Node of a deleted server is removed       |
+//! | nodes/status patch                        | Node addresses                            |
+//! | events create, patch                      | events                                    |
+//! | services list, watch                      | load balancer creation                    |
+//! | services/status patch                     | load balancer ingress in the status       |
+//! | leases get, create, update                | leader election                           |
+//! | tokenreviews create                       | /metrics for an authorized scraper        |
+//! | subjectaccessreviews create               | /metrics for an authorized scraper        |
+//!
+//! Kept without a scenario: `nodes get` re-reads a Node after a write conflict (not reproducible
+//! on demand) and `events patch` counts a repeated event on the first one (without it a new
+//! Event is created instead). Rules of the official ClusterRole that this CCM does not need:
+//! `nodes` verbs other than the five above, `configmaps get/list/watch`, `serviceaccounts
+//! create`, `leases list/watch`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/chart.rs"]
+mod chart;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    Event, Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const ACCOUNT: &str = "hcloud-cloud-controller-manager";
+const NODE: &str = "rbac-node";
+const WAIT: Duration = Duration::from_secs(45);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn shipped_rbac() -> Vec<Value> {
+    chart::documents(&std::fs::read_to_string(repo().join("deploy/rbac.yaml")).unwrap())
+}
+
+/// The shipped role without `verbs` of `resource` (all of its rule when `verbs` is empty).
+fn role_without(resource: &str, verbs: &[&str]) -> Value {
+    let mut role = shipped_rbac()
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .unwrap();
+    let rules = role["rules"].as_array_mut().unwrap();
+    let before = serde_json::to_string(rules).unwrap();
+    for rule in rules.iter_mut() {
+        if rule["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == resource)
+        {
+            assert_eq!(
+                rule["resources"].as_array().unwrap().len(),
+                1,
+                "one resource per rule"
+            );
+            let kept: Vec<Value> = rule["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|v| !verbs.is_empty() && !verbs.contains(&v.as_str().unwrap()))
+                .cloned()
+                .collect();
+            rule["verbs"] = json!(kept);
+        }
+    }
+    rules.retain(|r| !r["verbs"].as_array().unwrap().is_empty());
+    assert_ne!(
+        serde_json::to_string(rules).unwrap(),
+        before,
+        "{resource} {verbs:?} is not in the shipped role"
+    );
+    role
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Behaviour {
+    NodeInit,
+    Addresses,
+    Routes,
+    Lifecycle,
+    LoadBalancer,
+    Ingress,
+    Events,
+    Leads,
+    MetricsAuth,
+}
+
+/// How a refused call shows: a 403 write in the audit log, or a read the CCM logs as forbidden.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    Write(&'static str, &'static str),
+    Read,
+}
+
+struct Scenario {
+    plane: ControlPlane,
+    admin: kube::Client,
+    sim: Simulator,
+    dir: tempfile::TempDir,
+    secure_port: u16,
+    ccm: tokio::process::Child,
+}
+
+impl Scenario {
+    async fn start(role: Value) -> Scenario {
+        let plane = ControlPlane::start().await.unwrap();
+        let admin = plane.client().await.unwrap();
+        let sim = Simulator::start(SimConfig::default().token(TOKEN))
+            .await
+            .unwrap();
+        let network = sim
+            .admin()
+            .create_network(
+                NetworkSeed::new("rbac", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"),
+            )
+            .await
+            .unwrap();
+        sim.admin()
+            .create_server(ServerSeed {
+                networks: vec![network.into()],
+                ..ServerSeed::new(NODE)
+            })
+            .await
+            .unwrap();
+        let role: ClusterRole = serde_json::from_value(role).unwrap();
+        Api::<ClusterRole>::all(admin.clone())
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap();
+        for doc in shipped_rbac()
+            .into_iter()
+            .filter(|d| d["kind"] == "ClusterRoleBinding")
+        {
+            let binding: ClusterRoleBinding = serde_json::from_value(doc).unwrap();
+            Api::<ClusterRoleBinding>::all(admin.clone())
+                .create(&PostParams::default(), &binding)
+                .await
+                .unwrap();
+        }
+        let token = plane
+            .service_account_token("kube-system", ACCOUNT)
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+        let secure_port = free_port();
+        let ccm = tokio::process::Command::new(BIN)
+            .env_clear()
+            .env("HCLOUD_TOKEN", TOKEN)
+            .env("HCLOUD_ENDPOINT", sim.base_url())
+            .env("HCLOUD_NETWORK", "rbac")
+            .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
+            .env("HCLOUD_METRICS_ENABLED", "false")
+            .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
+            .env("RUST_LOG", "info")
+            .args([
+                "--cloud-provider=hcloud",
+                &format!("--kubeconfig={}", kubeconfig.display()),
+                "--allocate-node-cidrs=true",
+                "--cluster-cidr=10.244.0.0/16",
+                "--route-reconciliation-period=1s",
+                "--node-monitor-period=1s",
+                "--leader-elect-lease-duration=4s",
+                "--leader-elect-renew-deadline=3s",
+                "--leader-elect-retry-period=500ms",
+                "--bind-address=127.0.0.1",
+                &format!("--secure-port={secure_port}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("ccm.log")).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let scenario = Scenario {
+            plane,
+            admin,
+            sim,
+            dir,
+            secure_port,
+            ccm,
+        };
+        scenario.register_node().await;
+        scenario.create_service().await;
+        scenario
+    }
+
+    async fn register_node(&self) {
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let mut node = kubelet_node(NODE);
+        node.spec.as_mut().unwrap().pod_cidr = Some("10.244.1.0/24".into());
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+        let status = NodeStatus {
+            addresses: Some(vec![NodeAddress {
+                type_: "Hostname".into(),
+                address: NODE.into(),
+            }]),
+            ..NodeStatus::default()
+        };
+        nodes
+            .patch_status(
+                NODE,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": status })),
+            )
+            .await
+            .unwrap();
+    }
+
+    async fn create_service(&self) {
+        let service = Service {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ports: Some(vec![ServicePort {
+                    port: 80,
+                    node_port: Some(30080),
+                    protocol: Some("TCP".into()),
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            status: None,
+        };
+        Api::<Service>::namespaced(self.admin.clone(), "default")
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("ccm.log")).unwrap_or_default()
+    }
+
+    fn refused(&self, refusal: Refusal) -> bool {
+        match refusal {
+            Refusal::Read => self.log().to_lowercase().contains("forbidden"),
+            Refusal::Write(verb, resource) => {
+                let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+                let user = format!("system:serviceaccount:kube-system:{ACCOUNT}");
+                self.plane.audit_events().iter().any(|e| {
+                    e["user"]["username"] == user.as_str()
+                        && e["verb"] == verb
+                        && e["objectRef"]["resource"] == resource
+                        && e["objectRef"]["subresource"].as_str().unwrap_or_default() == subresource
+                        && e["responseStatus"]["code"] == 403
+                })
+            }
+        }
+    }
+
+    /// Whether `behaviour`'s result is there now (the lifecycle check deletes the server first).
+    async fn works(&self, behaviour: Behaviour) -> bool {
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let node = nodes.get_opt(NODE).await.unwrap();
+        let service = Api::<Service>::namespaced(self.admin.clone(), "default")
+            .get("web")
+            .await
+            .unwrap();
+        let state = self.sim.admin().state().await.unwrap();
+        match behaviour {
+            Behaviour::NodeInit => node.is_some_and(|n| {
+                !has_taint(&n, UNINITIALIZED_TAINT) && n.spec.and_then(|s| s.provider_id).is_some()
+            }),
+            Behaviour::Addresses => node
+                .and_then(|n| n.status?.addresses)
+                .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP")),
+            Behaviour::Routes => state.to_string().contains("10.244.1.0/24"),
+            Behaviour::Lifecycle => node.is_none(),
+            Behaviour::LoadBalancer => state["load_balancers"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty()),
+            Behaviour::Ingress => service
+                .status
+                .and_then(|s| s.load_balancer?.ingress)
+                .is_some_and(|i| !i.is_empty()),
+            Behaviour::Events => {
+                let events = Api::<Event>::all(self.admin.clone())
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap();
+                // Only the CCM records events here.
+                events
+                    .items
+                    .iter()
+                    .any(|e| matches!(e.involved_object.name.as_deref(), Some(NODE | "web")))
+            }
+            Behaviour::Leads => Api::<Lease>::namespaced(self.admin.clone(), "kube-system")
+                .get_opt("cloud-controller-manager")
+                .await
+                .unwrap()
+                .and_then(|l| l.spec?.holder_identity)
+                .is_some(),
+            Behaviour::MetricsAuth => self.scrape().await == Some(200),
+        }
+    }
+
+    /// GET /metrics on the secure port as a scraper allowed to (nonResourceURL /metrics, get).
+    async fn scrape(&self) -> Option<u16> {
+        let role: ClusterRole = serde_json::from_value(json!({
+            "metadata": { "name": "scraper" },
+            "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
+        }))
+        .unwrap();
+        let _ = Api::<ClusterRole>::all(self.admin.clone())
+            .create(&PostParams::default(), &role)
+            .await;
+        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": "scraper" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "scraper" },
+            "subjects": [{ "kind": "ServiceAccount", "name": "scraper", "namespace": "kube-system" }],
+        }))
+        .unwrap();
+        let _ = Api::<ClusterRoleBinding>::all(self.admin.clone())
+            .create(&PostParams::default(), &binding)
+            .await;
+        let token = self
+            .plane
+            .service_account_token("kube-system", "scraper")
+            .await
+            .unwrap();
+        let http = reqwest::Client::builder()
+            .tls_danger_accept_invalid_certs(true)
+            .build()
+            .unwrap();
+        let response = http
+            .get(format!("https://127.0.0.1:{}/metrics", self.secure_port))
+            .bearer_auth(token)
+            .send()
+            .await
+            .ok()?;
+        Some(response.status().as_u16())
+    }
+
+    async fn delete_server(&self) {
+        let state = self.sim.admin().state().await.unwrap();
+        let id = state["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == NODE)
+            .unwrap()["id"]
+            .as_i64()
+            .unwrap();
+        self.sim.admin().delete_server(id).await.unwrap();
+    }
+}
+
+/// The whole shipped role: every behaviour works.
+#[tokio::test]
+async fn the_shipped_cluster_role_is_enough_for_every_behaviour() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let role = shipped_rbac()
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .unwrap();
+    let s = Scenario::start(role).await;
+    for behaviour in [
+        Behaviour::Leads,
+        Behaviour::NodeInit,
+        Behaviour::Addresses,
+        Behaviour::Routes,
+        Behaviour::LoadBalancer,
+        Behaviour::Ingress,
+        Behaviour::Events,
+        Behaviour::MetricsAuth,
+    ] {
+        eventually(
+            &format!("{behaviour:?} with the shipped role"),
+            WAIT,
+            || async { s.works(behaviour).await.then_some(()) },
+        )
+        .await;
+    }
+    s.delete_server().await;
+    eventually("Lifecycle with the shipped role", WAIT, || async {
+        s.works(Behaviour::Lifecycle).await.then_some(())
+    })
+    .await;
+    let forbidden: Vec<Value> = s
+        .plane
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["responseStatus"]["code"] == 403)
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "refused calls with the shipped role: {forbidden:#?}"
+    );
+    drop(s.ccm);
+}
+
+/// Each rule removed: the apiserver refuses its call and the named behaviour fails.
+#[tokio::test]
+async fn removing_any_rule_breaks_a_named_behaviour() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cases: Vec<(&str, &[&str], Refusal, Behaviour)> = vec![
+        (
+            "nodes",
+            &["list", "watch"],
+            Refusal::Read,
+            Behaviour::NodeInit,
+        ),
+        (
+            "nodes",
+            &["patch"],
+            Refusal::Write("patch", "nodes"),
+            Behaviour::NodeInit,
+        ),
+        (
+            "nodes",
+            &["delete"],
+            Refusal::Write("delete", "nodes"),
+            Behaviour::Lifecycle,
+        ),
+        (
+            "nodes/status",
+            &[],
+            Refusal::Write("patch", "nodes/status"),
+            Behaviour::Addresses,
+        ),
+        (
+            "events",
+            &[],
+            Refusal::Write("create", "events"),
+            Behaviour::Events,
+        ),
+        ("services", &[], Refusal::Read, Behaviour::LoadBalancer),
+        (
+            "services/status",
+            &[],
+            Refusal::Write("patch", "services/status"),
+            Behaviour::Ingress,
+        ),
+        ("leases", &[], Refusal::Read, Behaviour::Leads),
+        (
+            "tokenreviews",
+            &[],
+            Refusal::Write("create", "tokenreviews"),
+            Behaviour::MetricsAuth,
+        ),
+        (
+            "subjectaccessreviews",
+            &[],
+            Refusal::Write("create", "subjectaccessreviews"),
+            Behaviour::MetricsAuth,
+        ),
+    ];
+    // Each case has its own control plane (Node controllers act on every Node); three at a time.
+    let slots = Arc::new(Semaphore::new(3));
+    let mut runs = Vec::new();
+    for (resource, verbs, refusal, behaviour) in cases {
+        let role = role_without(resource, verbs);
+        let slots = slots.clone();
+        runs.push(tokio::spawn(async move {
+            let _slot = slots.acquire().await.unwrap();
+            let s = Scenario::start(role).await;
+            let name = format!("without {resource} {verbs:?}");
+            // What has to happen first for the behaviour to be attempted at all.
+            match behaviour {
+                Behaviour::Lifecycle => {
+                    eventually(&format!("{name}: Node initialized"), WAIT, || async {
+                        s.works(Behaviour::NodeInit).await.then_some(())
+                    })
+                    .await;
+                    s.delete_server().await;
+                }
+                Behaviour::MetricsAuth => {
+                    eventually(&format!("{name}: leads"), WAIT, || async {
+                        s.works(Behaviour::Leads).await.then_some(())
+                    })
+                    .await;
+                    assert_ne!(s.scrape().await, Some(200), "{name}: /metrics served");
+                }
+                _ => {}
+            }
+            eventually(
+                &format!("{name}: the apiserver refuses {refusal:?}"),
+                WAIT,
+                || async { s.refused(refusal).then_some(()) },
+            )
+            .await;
+            assert!(
+                !s.works(behaviour).await,
+                "{name}: {behaviour:?} works anyway; log:\n{}",
+                s.log()
+            );
+            eprintln!("{name}: refused as {refusal:?}, {behaviour:?} fails");
+            drop(s.ccm);
+        }));
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+}
