@@ -205,7 +205,7 @@ async fn main() -> anyhow::Result<()> {
          curl -s {admin_url}/state | jq '.servers[] | {{id, name, status}}'\n  \
          curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \
          curl -s -X DELETE {admin_url}/servers/ID                                       # Node is deleted\n  \
-         curl -s -X POST {admin_url}/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-worker-4\"}}'\n\n\
+         curl -s -X POST {admin_url}/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-worker-4\",\"networks\":[\"{NETWORK}\"]}}'   # attached to the network, so its route can be made\n\n\
          hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
         kubeconfig = kubeconfig.display(),
         api = sim.base_url(),
