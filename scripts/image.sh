@@ -40,11 +40,13 @@ fi
 "${BUILDAH[@]}" rm hcloud-ccm-probe >/dev/null
 
 # glibc, linked statically: the code is pure Rust and loads nothing at run time. A separate
-# target directory, because the flags differ from the workspace's normal builds.
-log "building the static release binary (target/static)"
-RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR=target/static \
+# target directory, because the flags differ from the workspace's normal builds (inside
+# CARGO_TARGET_DIR when that is set, e.g. the CI cache of scripts/test.sh).
+STATIC_TARGET="${CARGO_TARGET_DIR:-target}/static"
+log "building the static release binary ($STATIC_TARGET)"
+RUSTFLAGS='-C target-feature=+crt-static' CARGO_TARGET_DIR="$STATIC_TARGET" \
     cargo build --release --locked -p hcloud-ccm --bin hcloud-ccm --target "$TARGET" >&2
-BIN="target/static/$TARGET/release/hcloud-ccm"
+BIN="$STATIC_TARGET/$TARGET/release/hcloud-ccm"
 if ! ldd "$BIN" 2>&1 | grep -qE 'statically linked|not a dynamic executable'; then
     log "$BIN is dynamically linked: $(ldd "$BIN" 2>&1 | tr '\n' ' ')"
     exit 1
