@@ -1298,6 +1298,56 @@ async fn managed_certificates_are_created_issued_attached_and_deleted() {
 }
 
 #[tokio::test]
+async fn switching_to_a_managed_certificate_replaces_the_uploaded_one() {
+    let env = Env::start().await;
+    let uploaded = env
+        .sim
+        .admin()
+        .create_certificate(hcloud_sim::CertificateSeed::uploaded("shop-upload"))
+        .await
+        .unwrap();
+    let uploaded_id = uploaded["id"].as_i64().unwrap();
+    let lbs = env.lbs().await;
+    let https = |annotations: &[(&str, &str)]| service(&[(443, "TCP", 30443)], annotations);
+    let with_upload = https(&[("protocol", "https"), ("http-certificates", "shop-upload")]);
+    lbs.ensure_load_balancer(CLUSTER, &with_upload, &[env.node(0)])
+        .await
+        .unwrap();
+    let certs_of =
+        |lb: &models::LoadBalancer| lb.services[0].http.as_ref().unwrap().certificates.clone();
+    assert_eq!(certs_of(&env.only().await), vec![uploaded_id]);
+
+    let managed = https(&[
+        ("protocol", "https"),
+        ("certificate-type", "managed"),
+        ("http-managed-certificate-domains", "shop.example.com"),
+    ]);
+    lbs.ensure_load_balancer(CLUSTER, &managed, &[env.node(0)])
+        .await
+        .unwrap();
+    let labelled = env
+        .client
+        .certificates()
+        .list_all(
+            &hcloud_api::api::params::ListCertificatesParams::label_selector(format!(
+                "{SERVICE_UID_LABEL}={UID}"
+            )),
+        )
+        .await
+        .unwrap();
+    assert_eq!(labelled.len(), 1, "{labelled:?}");
+    assert_eq!(certs_of(&env.only().await), vec![labelled[0].id]);
+
+    // Settled: a no-op ensure is one listing again (the certificate ID is remembered).
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &managed, &[env.node(0)])
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+}
+
+#[tokio::test]
 async fn dry_run_reports_without_writing_and_operations_are_counted() {
     let env = Env::start().await;
     let operations = hcloud_provider::Operations::new();

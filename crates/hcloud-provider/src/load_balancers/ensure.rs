@@ -8,7 +8,6 @@ use cloud_provider::{Category, Error};
 use hcloud_api::api::params::{ListCertificatesParams, ListParams};
 use hcloud_api::models::{
     self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest, IssuanceStatus,
-    ServiceProtocol,
 };
 use k8s_openapi::api::core::v1::{Node, Service};
 
@@ -367,11 +366,7 @@ impl HcloudLoadBalancers {
     /// Fill in the certificate IDs when they are needed: always for uploaded ones named by
     /// ID or name; for a managed one only when an https service lacks a certificate (creation,
     /// a new port, or none set), so that a no-op ensure reads no certificates.
-    pub(super) async fn certificates(
-        &self,
-        plan: &mut Plan,
-        lb: Option<&models::LoadBalancer>,
-    ) -> Result<()> {
+    pub(super) async fn certificates(&self, plan: &mut Plan) -> Result<()> {
         match plan.certificates.clone() {
             Certificates::Unset => Ok(()),
             Certificates::Uploaded(refs) => {
@@ -380,21 +375,19 @@ impl HcloudLoadBalancers {
                 Ok(())
             }
             Certificates::Managed(want) => {
-                let needed = plan
-                    .services
-                    .iter()
-                    .filter(|s| s.protocol == ServiceProtocol::Https)
-                    .any(|s| {
-                        lb.and_then(|lb| {
-                            lb.services.iter().find(|c| c.listen_port == s.listen_port)
-                        })
-                        .and_then(|c| c.http.as_ref())
-                        .is_none_or(|h| h.certificates.is_empty())
-                    });
-                if needed {
-                    let id = self.managed_certificate(&plan.uid, &want).await?;
-                    plan.set_certificates(&[id]);
-                }
+                // Every HTTPS service carries the managed certificate, as officially: also
+                // when it had another one (e.g. the Service switched from uploaded). Its ID is
+                // looked up (or the certificate created) once per Service and process, so a
+                // no-op ensure costs no certificate request.
+                let id = match self.remembered_managed_certificate(&plan.uid) {
+                    Some(id) => id,
+                    None => {
+                        let id = self.managed_certificate(&plan.uid, &want).await?;
+                        self.remember_managed_certificate(&plan.uid, id);
+                        id
+                    }
+                };
+                plan.set_certificates(&[id]);
                 Ok(())
             }
         }
@@ -650,7 +643,7 @@ impl HcloudLoadBalancers {
                     None => create_certificate = Some(want.name.clone()),
                 }
             }
-            _ => self.certificates(&mut plan, found.lb.as_ref()).await?,
+            _ => self.certificates(&mut plan).await?,
         }
         match found.lb {
             Some(lb) => {

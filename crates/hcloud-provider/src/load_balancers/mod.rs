@@ -68,6 +68,9 @@ pub struct HcloudLoadBalancers {
     events: crate::events::Events,
     operations: crate::metrics::Operations,
     lb_types: Option<crate::lb_type_cache::LoadBalancerTypeCache>,
+    /// The issued managed certificate of each Service (by UID) seen by this process, so that
+    /// a no-op ensure can tell whether its HTTPS services carry it without a request.
+    managed_certificates: std::sync::Mutex<HashMap<String, i64>>,
 }
 
 impl HcloudLoadBalancers {
@@ -82,7 +85,30 @@ impl HcloudLoadBalancers {
             events: crate::events::Events::default(),
             operations: crate::metrics::Operations::default(),
             lb_types: None,
+            managed_certificates: std::sync::Mutex::default(),
         }
+    }
+
+    fn remembered_managed_certificate(&self, uid: &str) -> Option<i64> {
+        self.managed_certificates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .copied()
+    }
+
+    fn remember_managed_certificate(&self, uid: &str, id: i64) {
+        self.managed_certificates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uid.to_owned(), id);
+    }
+
+    fn forget_managed_certificate(&self, uid: &str) {
+        self.managed_certificates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
     }
 
     /// Look load balancer types up through `cache` (the provider's shared cache).
@@ -256,7 +282,7 @@ impl LoadBalancer for HcloudLoadBalancers {
             let lb =
                 match found.lb {
                     Some(lb) => {
-                        self.certificates(&mut plan, Some(&lb)).await?;
+                        self.certificates(&mut plan).await?;
                         lb
                     }
                     None => {
@@ -268,7 +294,7 @@ impl LoadBalancer for HcloudLoadBalancers {
                                 owned.message.clone(),
                             ));
                         }
-                        self.certificates(&mut plan, None).await?;
+                        self.certificates(&mut plan).await?;
                         let mut request =
                             self.create_request(service, &plan, &mut notices).await?;
                         match self.create(service, &plan, &request).await {
@@ -299,6 +325,11 @@ impl LoadBalancer for HcloudLoadBalancers {
                 .map_err(|why| Error::retry(why, self.settings.retry_after))
         }
         .await;
+        if result.is_err() {
+            // The remembered certificate may be what failed (deleted by hand): look it up
+            // again next time.
+            self.forget_managed_certificate(uid);
+        }
         self.publish(service, nodes, &notices).await;
         result
     }
@@ -347,6 +378,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         }
         if !found.is_empty() && !kept {
             self.delete_managed_certificates(&key, uid).await?;
+            self.forget_managed_certificate(uid);
         }
         Ok(())
     }
