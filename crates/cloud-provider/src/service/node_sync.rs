@@ -8,17 +8,20 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::controller::{Inner, NODE_SYNC_CONTROLLER, lock};
+use super::controller::{Action, Inner, NODE_SYNC_CONTROLLER, lock};
 use super::decisions::{
     node_names_for_log, nodes_sufficiently_equal, select_nodes, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
+use crate::provider::Category;
 use crate::runtime::reconcile::ReconcileError;
 
 impl Inner {
     /// Set the load balancer's targets to the eligible Nodes, unless they equal the last set
-    /// sent (`force` sends them anyway). A Service never synced gets a full sync instead.
+    /// sent (`force` sends them anyway). A Service never synced gets a full sync instead, and so
+    /// does one whose load balancer the provider no longer finds (the ensure creates it; a
+    /// Service that stopped wanting one meanwhile is left alone).
     pub(super) async fn update_targets(
         &self,
         service: &Service,
@@ -75,6 +78,22 @@ impl Inner {
             }
             Err(err) if err.is_implemented_elsewhere() => {
                 lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
+                return Ok(());
+            }
+            Err(err) if err.category() == Category::NotFound => {
+                // Not an error of the target update (upstream asks whether the load balancer
+                // still exists before it reports one): there is nothing to update. Targets
+                // are no longer known to be in place, so they are not recorded.
+                lock(&self.last_synced_nodes).remove(key);
+                let still_wanted = self
+                    .cached_service(key)
+                    .is_some_and(|current| wants_load_balancer(&current));
+                if still_wanted {
+                    tracing::info!(error = %error_chain(&err), "load balancer not found on a target update; queueing a full sync to create it");
+                    self.enqueue(key.to_owned(), Action::Sync);
+                } else {
+                    tracing::info!(error = %error_chain(&err), "load balancer not found on a target update and the Service no longer wants one; nothing to do");
+                }
                 return Ok(());
             }
             Err(err) => ServiceSyncError::UpdateLoadBalancer(err),

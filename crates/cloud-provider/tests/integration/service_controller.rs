@@ -815,3 +815,48 @@ async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_an_error() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    create_service(client, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+    wait_ingress(client, "web").await;
+    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+
+    // Deleted behind the controller's back: the next target update finds nothing.
+    {
+        let mut state = lb.state();
+        state.existing.remove("default/web");
+        state.update_errors.push_back(provider::Error::NotFound {
+            message: "service default/web: load balancer \"web\" not found".into(),
+            source: None,
+        });
+    }
+    node(client, "n2").await;
+    eventually("ensured again with both nodes", WAIT, || async {
+        (lb.ensures("default/web").len() == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        lb.updates("default/web"),
+        [vec!["n1".to_owned(), "n2".to_owned()]]
+    );
+    assert_eq!(
+        lb.ensures("default/web")[1],
+        ["n1".to_owned(), "n2".to_owned()]
+    );
+    let reasons = service_event_reasons(client, NS, "web").await;
+    for absent in ["UpdateLoadBalancerFailed", "SyncLoadBalancerFailed"] {
+        assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
+    }
+    assert_eq!(
+        env.metrics
+            .retry_count("service", cloud_provider::Category::NotFound),
+        0
+    );
+}

@@ -12,7 +12,10 @@
 //!   `HCLOUD_LOAD_BALANCERS_*` variable sets (algorithm, public interface, PROXY protocol,
 //!   health-check timings, sticky sessions, redirect, cookie, idle timeout) is left as the load
 //!   balancer has it; the name changes only with the `name` annotation.
-//! - **Update**: targets only. **Delete**: absent is success; delete protection keeps the
+//! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
+//!   found is [`Category::NotFound`], never a cloud error: the controller takes it as nothing
+//!   to update and runs a full ensure instead while the Service still wants a load balancer
+//!   (which finds one by name, as the official CCM's update does, or creates it). **Delete**: absent is success; delete protection keeps the
 //!   load balancer (success, logged); every load balancer labelled with the Service's UID is
 //!   deleted, and so is the managed certificate this CCM created for the Service.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
