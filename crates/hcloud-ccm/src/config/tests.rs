@@ -1,6 +1,8 @@
+use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::CommandFactory;
+use ipnet::IpNet;
 
 use super::*;
 

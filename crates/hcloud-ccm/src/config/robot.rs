@@ -1,0 +1,82 @@
+//! Robot dedicated servers: `ROBOT_*`.
+
+use std::time::Duration;
+
+use super::checker::{Checker, or_default};
+use super::{Args, Capabilities, RobotSettings, defaults};
+
+impl Args {
+    pub(super) fn check_robot(
+        &self,
+        c: &mut Checker,
+        routes_enabled: bool,
+        capabilities: Capabilities,
+    ) -> RobotSettings {
+        let enabled = c.env_bool(
+            "ROBOT_ENABLED",
+            &self.robot_enabled,
+            defaults::ROBOT_ENABLED,
+        );
+        let user = c.secret_with_file(
+            "ROBOT_USER",
+            self.robot_user.as_ref(),
+            self.robot_user_file.as_deref(),
+        );
+        let password = c.secret_with_file(
+            "ROBOT_PASSWORD",
+            self.robot_password.as_ref(),
+            self.robot_password_file.as_deref(),
+        );
+        let mut cache_timeout = c.duration(
+            "ROBOT_CACHE_TIMEOUT",
+            or_default(&self.robot_cache_timeout, defaults::ROBOT_CACHE_TIMEOUT),
+        );
+        if cache_timeout.is_zero() {
+            cache_timeout = Duration::from_secs(300);
+        }
+        let rate_limit_wait_time = c.duration(
+            "ROBOT_RATE_LIMIT_WAIT_TIME",
+            or_default(
+                &self.robot_rate_limit_wait_time,
+                defaults::ROBOT_RATE_LIMIT_WAIT_TIME,
+            ),
+        );
+        let forward_internal_ips = c.env_bool(
+            "ROBOT_FORWARD_INTERNAL_IPS",
+            &self.robot_forward_internal_ips,
+            defaults::ROBOT_FORWARD_INTERNAL_IPS,
+        );
+        if enabled {
+            if !capabilities.robot {
+                c.problem(
+                    "ROBOT_ENABLED",
+                    "Robot dedicated servers are not implemented yet; unset ROBOT_ENABLED or set it \
+                     to false",
+                );
+            }
+            if user.is_some() != password.is_some() {
+                c.problem(
+                    "ROBOT_USER/ROBOT_PASSWORD",
+                    "both must be provided, or neither (partial Robot credentials)",
+                );
+            }
+            if routes_enabled {
+                c.problem(
+                    "ROBOT_ENABLED/HCLOUD_NETWORK_ROUTES_ENABLED",
+                    "routes are not supported together with Robot; set \
+                     HCLOUD_NETWORK_ROUTES_ENABLED=false",
+                );
+            }
+        } else if user.is_some() || password.is_some() {
+            c.warn("Robot credentials are set but ROBOT_ENABLED is false; they are not used");
+        }
+        RobotSettings {
+            enabled,
+            user,
+            password,
+            cache_timeout,
+            rate_limit_wait_time,
+            forward_internal_ips: enabled && forward_internal_ips,
+        }
+    }
+}
