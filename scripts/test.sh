@@ -18,3 +18,6 @@ echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "[test] cargo test" >&2
 cargo test --workspace --locked
+echo "[test] benchmark runner, small scale (fails when a request count is over its bar)" >&2
+cargo build --locked -p hcloud-ccm -p hcloud-ccm-bench
+"${CARGO_TARGET_DIR:-target}/debug/hcloud-ccm-bench" --scale 0.02 --check
