@@ -159,6 +159,14 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         self.notify.notify_one();
     }
 
+    /// Queue `key` exactly `delay` from now, replacing a pending deadline (earlier or later).
+    /// Periodic controllers call it after a successful pass, so the next pass comes a full
+    /// period after this one ended (sliding, like Go's `wait.Until`), whatever triggered it.
+    pub fn reschedule(&self, key: K, delay: Duration) {
+        self.lock().waiting.remove(&key);
+        self.add_after(key, delay);
+    }
+
     /// Queue `key` after its backoff delay (the longer of its own exponential backoff and the
     /// queue-wide 10/s bucket) and count a failure. Returns the delay.
     pub fn add_rate_limited(&self, key: K) -> Duration {
@@ -372,6 +380,26 @@ mod tests {
             Duration::from_secs(20)
         );
         assert_eq!(q.num_requeues(&"lb"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reschedule_replaces_an_earlier_or_later_deadline() {
+        let q = WorkQueue::new(Backoff::default());
+        let start = Instant::now();
+        q.add_after("routes", Duration::from_secs(1));
+        q.reschedule("routes", Duration::from_secs(10));
+        assert_eq!(q.get().await, Some("routes"));
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(10),
+            "not the earlier 1 s"
+        );
+        q.done(&"routes");
+        q.add_after("routes", Duration::from_secs(60));
+        q.reschedule("routes", Duration::from_secs(5));
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("routes"));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
     }
 
     #[tokio::test]

@@ -3,19 +3,24 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
+use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::decisions::{
     ExistenceVerdict, FirstStep, TaintChange, apply_taint_change, existence_verdict, first_step,
     shutdown_verdict,
 };
-use crate::cache::NodeCache;
+use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
-use crate::provider::{self, Instances};
+use crate::provider::{self, Category, Instances};
+use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
+use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
 pub const COMPONENT: &str = "cloud-node-lifecycle-controller";
@@ -75,6 +80,32 @@ impl LifecycleError {
     }
 }
 
+impl ReconcileError for LifecycleError {
+    /// The provider's category for lookups; Kubernetes errors by status (409 conflict, 404 not
+    /// found, else transient).
+    fn category(&self) -> Category {
+        match self {
+            Self::Exists(err) | Self::Shutdown(err) => err.category(),
+            Self::Delete(err) | Self::Taint(err) => kube_category(err),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Exists(err) | Self::Shutdown(err) => err.retry_after(),
+            Self::Delete(_) | Self::Taint(_) => None,
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
+        LifecycleError::metric_label(self)
+    }
+
+    fn user_reason(&self) -> Option<&str> {
+        Some(self.event_reason())
+    }
+}
+
 /// What the lifecycle controller does with one Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LifecycleAction {
@@ -120,21 +151,26 @@ pub async fn decide(
     }
 }
 
-/// The cloud node lifecycle controller.
-pub struct NodeLifecycleController {
+struct Inner {
     nodes: Api<Node>,
     cache: NodeCache,
     instances: Arc<dyn Instances>,
     recorder: EventRecorder,
     metrics: Metrics,
     config: NodeLifecycleControllerConfig,
-    heartbeat: crate::runtime::Heartbeat,
+    queue: Arc<WorkQueue<String>>,
+}
+
+/// The cloud node lifecycle controller.
+pub struct NodeLifecycleController {
+    inner: Arc<Inner>,
+    heartbeat: Heartbeat,
 }
 
 impl std::fmt::Debug for NodeLifecycleController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeLifecycleController")
-            .field("config", &self.config)
+            .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
 }
@@ -169,71 +205,160 @@ impl NodeLifecycleController {
         metrics: Metrics,
         config: NodeLifecycleControllerConfig,
     ) -> Self {
+        // A failed check is retried after one period (or the provider's longer retry-after),
+        // as the periodic loop did; the queue's bucket still caps a mass failure.
+        let period = crate::period(config.node_monitor_period);
+        let queue = Arc::new(WorkQueue::new(Backoff {
+            base: period,
+            max: period,
+        }));
         Self {
-            nodes: Api::all(client),
-            cache,
-            instances,
-            recorder,
-            metrics,
-            config,
-            heartbeat: crate::runtime::Heartbeat::new(CONTROLLER),
+            inner: Arc::new(Inner {
+                nodes: Api::all(client),
+                cache,
+                instances,
+                recorder,
+                metrics,
+                config,
+                queue,
+            }),
+            heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
     #[must_use]
-    pub fn with_heartbeat(mut self, heartbeat: crate::runtime::Heartbeat) -> Self {
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
         self.heartbeat = heartbeat;
         self
     }
 
-    /// Monitor every cached Node each period until `shutdown`. An empty or unsynced cache is a
-    /// no-op pass.
+    /// Check every Node once per `--node-monitor-period` until `shutdown`, on the shared
+    /// runtime: each Node is a key of a work queue with one worker (one check at a time, as
+    /// upstream's loop). After a check the Node is due again a full period later (sliding, so
+    /// a slow cloud never makes checks pile up); a failed check is retried after the longer of
+    /// the provider's retry-after and the period, counted in
+    /// `cloud_controller_retries_total{controller="cloud-node-lifecycle"}`, with a Warning on
+    /// the Node. New Nodes are queued as they appear. Ready Nodes cost no cloud call. Returns
+    /// early, reported to the heartbeat, if one of its tasks dies.
     pub async fn run(self, shutdown: CancellationToken) {
+        let Self { inner, heartbeat } = self;
         tracing::info!(controller = CONTROLLER, "starting");
-        // Sliding, like Go's wait.Until: the period is waited after each pass ends, so a slow
-        // pass (a slow cloud) never makes the next one start at once.
-        let period = crate::period(self.config.node_monitor_period);
-        self.heartbeat.watch(
-            self.cache.progress().clone(),
+        let period = crate::period(inner.config.node_monitor_period);
+        heartbeat.watch(
+            inner.cache.progress().clone(),
             crate::cache::NODE_WATCH_STUCK_AFTER.max(period),
         );
-        self.heartbeat.set_synced();
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = self.monitor_nodes() => {}
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = inner.cache.wait_until_ready() => {}
+        }
+        heartbeat.set_synced();
+        let changes = inner.cache.subscribe();
+        inner.enqueue_all();
+        let mut tasks = Tasks::new(heartbeat);
+        tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
+        tasks.spawn(
+            "worker",
+            reconcile::worker(
+                inner.clone(),
+                inner.queue.clone(),
+                inner.metrics.clone(),
+                shutdown.clone(),
+            ),
+        );
+        let clean = tasks.supervise(&shutdown).await;
+        inner.queue.shut_down();
+        if clean {
+            tracing::info!(controller = CONTROLLER, "stopped");
+        }
+    }
+}
+
+/// Queue Nodes as they appear (the periodic re-checks queue themselves).
+async fn feed(
+    inner: Arc<Inner>,
+    mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return,
+            change = changes.recv() => change,
+        };
+        match change {
+            Ok(NodeChange::Applied { old: None, new }) => {
+                if let Some(name) = new.metadata.name.clone() {
+                    inner.queue.add(name);
+                }
             }
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(period) => {}
+            Ok(_) => {}
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "node change feed lagged; checking every node");
+                inner.enqueue_all();
+            }
+            Err(RecvError::Closed) => {
+                tracing::warn!("node change feed closed; known nodes are still checked");
+                shutdown.cancelled().await;
+                return;
             }
         }
-        tracing::info!(controller = CONTROLLER, "stopped");
+    }
+}
+
+#[async_trait]
+impl Reconciler for Inner {
+    type Error = LifecycleError;
+
+    fn controller(&self) -> &'static str {
+        CONTROLLER
     }
 
-    async fn monitor_nodes(&self) {
+    fn span(&self, key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", node = key)
+    }
+
+    /// Check one Node; a Node no longer cached is dropped from the rotation.
+    async fn reconcile(&self, name: &str) -> Result<(), LifecycleError> {
+        let Some(node) = self.cache.get(name) else {
+            return Ok(());
+        };
+        self.monitor_node(&node).await?;
+        self.queue.reschedule(
+            name.to_owned(),
+            crate::period(self.config.node_monitor_period),
+        );
+        Ok(())
+    }
+
+    async fn user_error(&self, name: &str, reason: &str, err: &LifecycleError) {
+        self.warn(name, reason, err).await;
+        // Checked again next period all the same: the cloud's answer may change.
+        self.queue.add_after(
+            name.to_owned(),
+            crate::period(self.config.node_monitor_period),
+        );
+    }
+
+    async fn retried_error(&self, name: &str, err: &LifecycleError, _delay: Duration) {
+        self.warn(name, err.event_reason(), err).await;
+    }
+}
+
+impl Inner {
+    fn enqueue_all(&self) {
         for node in self.cache.list() {
-            let _timer = self.metrics.reconcile_timer(CONTROLLER);
-            let span = tracing::info_span!(
-                "reconcile",
-                node = node.metadata.name.as_deref().unwrap_or_default()
-            );
-            let result = tracing::Instrument::instrument(self.monitor_node(&node), span).await;
-            if let Err(err) = result {
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                let chain = error_chain(&err);
-                self.metrics.record_error(CONTROLLER, err.metric_label());
-                tracing::warn!(node = name, error = %chain, "node lifecycle check failed");
-                self.recorder
-                    .publish(
-                        node.as_ref(),
-                        EventType::Warning,
-                        err.event_reason(),
-                        &chain,
-                    )
-                    .await;
+            if let Some(name) = node.metadata.name.clone() {
+                self.queue.add(name);
             }
+        }
+    }
+
+    async fn warn(&self, name: &str, reason: &str, err: &LifecycleError) {
+        if let Some(node) = self.cache.get(name) {
+            self.recorder
+                .publish(node.as_ref(), EventType::Warning, reason, &error_chain(err))
+                .await;
         }
     }
 

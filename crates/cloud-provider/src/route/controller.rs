@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
@@ -25,6 +26,9 @@ use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
+use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::reconcile::{self, Reconciler};
+use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "route_controller";
@@ -40,6 +44,8 @@ pub const CONDITION_ATTEMPTS: u32 = 5;
 const CONCURRENT_CONDITION_WRITES: usize = 20;
 /// Base delay between retries (upstream: 100 ms, jitter 1.0).
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The one work-queue key of the route controller: a pass reconciles the whole table.
+pub const PASS_KEY: &str = "routes";
 /// Default of [`RouteControllerConfig::watch_debounce`].
 pub const WATCH_DEBOUNCE: Duration = Duration::from_millis(500);
 
@@ -90,6 +96,37 @@ async fn next_route_change(
             Err(broadcast::error::TryRecvError::Empty) => return true,
             Err(broadcast::error::TryRecvError::Closed) => return false,
         }
+    }
+}
+
+/// Queue a pass for every (debounced) Node change that affects routes, until `shutdown`.
+async fn route_feed(
+    queue: Arc<WorkQueue<String>>,
+    mut changes: broadcast::Receiver<NodeChange>,
+    debounce: Duration,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let open = tokio::select! {
+            () = shutdown.cancelled() => return,
+            open = next_route_change(&mut changes, debounce) => open,
+        };
+        if !open {
+            tracing::warn!("node change feed closed; routes reconcile only periodically");
+            shutdown.cancelled().await;
+            return;
+        }
+        queue.add(PASS_KEY.to_owned());
+    }
+}
+
+/// The per-pass backoff: a failed pass is retried after one period (or the provider's longer
+/// retry-after), as the periodic loop did; the queue's bucket still applies.
+fn pass_backoff(config: &RouteControllerConfig) -> Backoff {
+    let period = crate::period(config.reconciliation_period);
+    Backoff {
+        base: period,
+        max: period,
     }
 }
 
@@ -177,7 +214,8 @@ pub struct RouteController {
     metrics: Metrics,
     route_metrics: RouteMetrics,
     config: RouteControllerConfig,
-    heartbeat: crate::runtime::Heartbeat,
+    heartbeat: Heartbeat,
+    queue: Arc<WorkQueue<String>>,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -251,14 +289,15 @@ impl RouteController {
             recorder,
             metrics,
             route_metrics: RouteMetrics::new(),
+            queue: Arc::new(WorkQueue::new(pass_backoff(&config))),
             config,
-            heartbeat: crate::runtime::Heartbeat::new(CONTROLLER),
+            heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
     #[must_use]
-    pub fn with_heartbeat(mut self, heartbeat: crate::runtime::Heartbeat) -> Self {
+    pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
         self.heartbeat = heartbeat;
         self
     }
@@ -282,11 +321,16 @@ impl RouteController {
         &self.route_metrics
     }
 
-    /// Wait for the Node cache, then reconcile every period until `shutdown`. One reconcile at a
-    /// time; the period is waited after each pass ends (sliding), so a slow cloud never makes
-    /// passes pile up. With [`RouteControllerConfig::watch_nodes`], a Node change that affects
-    /// routes ends the wait early (after the debounce); changes during a pass lead to one more
-    /// pass right after it.
+    /// Wait for the Node cache, then reconcile every period until `shutdown`, on the shared
+    /// runtime: the whole route table is one key ([`PASS_KEY`]) of a work queue with one
+    /// worker, so one pass runs at a time and a request during a pass leads to one more pass
+    /// right after it. After a successful pass the next is due a full period later (sliding,
+    /// so a slow cloud never makes passes pile up); a failed pass is retried after the longer
+    /// of the provider's retry-after and the period, counted in
+    /// `cloud_controller_retries_total{controller="route"}`. With
+    /// [`RouteControllerConfig::watch_nodes`], a Node change that affects routes queues a pass
+    /// (after the debounce). Returns early, reported to the heartbeat, if one of its tasks
+    /// dies.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(controller = CONTROLLER, "starting");
         if self.config.cluster_cidrs.is_empty() {
@@ -302,56 +346,54 @@ impl RouteController {
             }
             () = self.cache.wait_until_ready() => {}
         }
-        self.heartbeat.watch(
+        let heartbeat = self.heartbeat.clone();
+        heartbeat.watch(
             self.cache.progress().clone(),
             crate::cache::NODE_WATCH_STUCK_AFTER.max(self.config.reconciliation_period),
         );
-        self.heartbeat.set_synced();
-        let period = crate::period(self.config.reconciliation_period);
+        heartbeat.set_synced();
         // Subscribed before the first pass lists the Nodes, so no change is missed.
-        let mut changes = self.config.watch_nodes.then(|| self.cache.subscribe());
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                result = self.reconcile() => {
-                    if let Err(err) = result {
-                        tracing::warn!(error = %error_chain(&err), "couldn't reconcile node routes");
-                    }
-                }
-            }
-            let changed = async {
-                match changes.as_mut() {
-                    Some(feed) => next_route_change(feed, self.config.watch_debounce).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(period) => {}
-                open = changed => {
-                    if !open {
-                        tracing::warn!("node change feed closed; routes reconcile only periodically");
-                        changes = None;
-                    }
-                }
-            }
+        let changes = self.config.watch_nodes.then(|| self.cache.subscribe());
+        let this = Arc::new(self);
+        let queue = this.queue.clone();
+        queue.add(PASS_KEY.to_owned());
+        let mut tasks = Tasks::new(heartbeat);
+        if let Some(changes) = changes {
+            tasks.spawn(
+                "node-feed",
+                route_feed(
+                    queue.clone(),
+                    changes,
+                    this.config.watch_debounce,
+                    shutdown.clone(),
+                ),
+            );
         }
-        tracing::info!(controller = CONTROLLER, "stopped");
+        tasks.spawn(
+            "worker",
+            reconcile::worker(
+                this.clone(),
+                queue.clone(),
+                this.metrics.clone(),
+                shutdown.clone(),
+            ),
+        );
+        let clean = tasks.supervise(&shutdown).await;
+        queue.shut_down();
+        if clean {
+            tracing::info!(controller = CONTROLLER, "stopped");
+        }
     }
 
     /// One reconcile pass. A failing `list_routes` aborts it before any change (no deletions,
     /// creations or condition writes) and is returned; failed deletions, creations and condition
     /// writes are logged (creations also as events) and the pass still succeeds.
+    ///
+    /// Timing, error counts and retries are the runtime's ([`Reconciler`]); call this directly
+    /// only for a pass outside [`RouteController::run`].
     pub async fn reconcile(&self) -> Result<ReconcileSummary, provider::Error> {
-        let _timer = self.metrics.reconcile_timer(CONTROLLER);
         self.route_metrics.route_syncs.inc();
-        let listed = match self.routes.list_routes(&self.config.cluster_name).await {
-            Ok(listed) => listed,
-            Err(err) => {
-                self.metrics.record_error(CONTROLLER, err.metric_label());
-                return Err(err);
-            }
-        };
+        let listed = self.routes.list_routes(&self.config.cluster_name).await?;
         let nodes = self.cache.list();
         let mut plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
         for (name, entry) in &plan.nodes {
@@ -531,6 +573,38 @@ impl RouteController {
             }
         }
         false
+    }
+}
+
+#[async_trait]
+impl Reconciler for RouteController {
+    type Error = provider::Error;
+
+    fn controller(&self) -> &'static str {
+        CONTROLLER
+    }
+
+    fn span(&self, _key: &str) -> tracing::Span {
+        tracing::info_span!("reconcile", controller = CONTROLLER)
+    }
+
+    async fn reconcile(&self, _key: &str) -> Result<(), provider::Error> {
+        let summary = RouteController::reconcile(self).await?;
+        tracing::debug!(?summary, "route pass done");
+        self.queue.reschedule(
+            PASS_KEY.to_owned(),
+            crate::period(self.config.reconciliation_period),
+        );
+        Ok(())
+    }
+
+    /// A user error of the listing has no object to wait for: the whole table is tried again
+    /// after a period, as any failed pass.
+    async fn user_error(&self, _key: &str, _reason: &str, _err: &provider::Error) {
+        self.queue.add_after(
+            PASS_KEY.to_owned(),
+            crate::period(self.config.reconciliation_period),
+        );
     }
 }
 

@@ -104,6 +104,12 @@ async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
     .await;
     assert!(count >= 3);
     assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 10);
+    // Each failed check is a retry of the runtime, counted by category.
+    assert!(
+        env.metrics
+            .retry_count(CONTROLLER, cloud_provider::Category::Transient)
+            >= 9
+    );
 
     assert!(get_node(&env.client, not_found_err).await.is_some());
     assert!(!env.fake.calls(Call::Exists, not_found_err).is_empty());

@@ -509,6 +509,12 @@ async fn a_failing_route_listing_changes_nothing() {
     let a = get_node(&env.client, "a").await.unwrap();
     assert!(condition(&a, "NetworkUnavailable").is_none());
     assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 4);
+    // Each failed pass is a retry of the runtime, counted by category.
+    assert!(
+        env.metrics
+            .retry_count(CONTROLLER, cloud_provider::Category::Transient)
+            >= 3
+    );
 
     // The same setup acts as soon as listing works.
     fake.state().fail_list = false;
