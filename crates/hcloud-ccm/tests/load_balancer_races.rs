@@ -1,0 +1,409 @@
+//! The service controller under stress, through the real binary against the control plane and
+//! the Hetzner simulator: Node changes racing slow ensures, a burst of Service deletions, and a
+//! load balancer that stays `locked` for a while. Every request is counted at the simulator.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use hcloud_sim::{Fault, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube_harness::{ControlPlane, ensure_namespace, eventually};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
+const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const NS: &str = "shop";
+const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
+
+struct Setup {
+    _plane: ControlPlane,
+    admin: kube::Client,
+    sim: Simulator,
+    servers: Vec<i64>,
+    _dir: tempfile::TempDir,
+    _ccm: tokio::process::Child,
+}
+
+impl Setup {
+    /// A private control plane, a simulator with `servers` servers and the binary running
+    /// with `args` (load balancers in fsn1, no metrics port, no secure port).
+    async fn start(servers: usize, args: &[&str]) -> Setup {
+        let plane = ControlPlane::start().await.unwrap();
+        let admin = plane.client().await.unwrap();
+        let sim = Simulator::start(SimConfig::default().token(TOKEN))
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for i in 0..servers {
+            let server = sim
+                .admin()
+                .create_server(ServerSeed::new(format!("node-{i}")))
+                .await
+                .unwrap();
+            ids.push(server["id"].as_i64().unwrap());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        plane.write_kubeconfig(&kubeconfig).unwrap();
+        let ccm = tokio::process::Command::new(BIN)
+            .env_clear()
+            .env("HCLOUD_TOKEN", TOKEN)
+            .env("HCLOUD_ENDPOINT", sim.base_url())
+            .env("HCLOUD_METRICS_ENABLED", "false")
+            .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
+            .arg("--cloud-provider=hcloud")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg("--secure-port=0")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        ensure_namespace(&admin, NS).await.unwrap();
+        Setup {
+            _plane: plane,
+            admin,
+            sim,
+            servers: ids,
+            _dir: dir,
+            _ccm: ccm,
+        }
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.admin.clone())
+    }
+
+    fn services(&self) -> Api<Service> {
+        Api::namespaced(self.admin.clone(), NS)
+    }
+
+    /// Node `node-<i>` on server `i`.
+    async fn add_node(&self, i: usize) {
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(format!("node-{i}")),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(format!("hcloud://{}", self.servers[i])),
+                ..NodeSpec::default()
+            }),
+            status: None,
+        };
+        self.nodes()
+            .create(&PostParams::default(), &node)
+            .await
+            .unwrap();
+    }
+
+    async fn add_service(&self, name: &str) {
+        let service = Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ports: Some(vec![ServicePort {
+                    name: Some("http".into()),
+                    port: 80,
+                    protocol: Some("TCP".into()),
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            status: None,
+        };
+        self.services()
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+
+    async fn load_balancers(&self) -> Vec<Value> {
+        let state = self.sim.admin().state().await.unwrap();
+        state["load_balancers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Server IDs of the eligible Nodes, as the apiserver has them now.
+    async fn eligible_servers(&self) -> BTreeSet<i64> {
+        self.nodes()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|n| n.metadata.deletion_timestamp.is_none())
+            .filter(|n| {
+                !n.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(EXCLUDE_LABEL))
+            })
+            .filter_map(|n| {
+                n.spec
+                    .as_ref()?
+                    .provider_id
+                    .as_deref()?
+                    .strip_prefix("hcloud://")
+            })
+            .map(|id| id.parse().unwrap())
+            .collect()
+    }
+
+    /// Services of the namespace that have an ingress address.
+    async fn services_with_ingress(&self) -> usize {
+        self.services()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|s| {
+                s.status
+                    .as_ref()
+                    .and_then(|s| s.load_balancer.as_ref())
+                    .and_then(|lb| lb.ingress.as_ref())
+                    .is_some_and(|i| !i.is_empty())
+            })
+            .count()
+    }
+}
+
+fn target_servers(lb: &Value) -> BTreeSet<i64> {
+    lb["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["server"]["id"].as_i64())
+        .collect()
+}
+
+fn add_target_requests(counts: &BTreeMap<String, u64>) -> u64 {
+    counts
+        .iter()
+        .filter(|(key, _)| key.starts_with("POST ") && key.ends_with("/actions/add_target"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test]
+async fn node_changes_racing_slow_ensures_end_with_every_target_set_equal_to_the_eligible_nodes() {
+    let setup = Setup::start(6, &["--concurrent-service-syncs=3"]).await;
+    for i in 0..3 {
+        setup.add_node(i).await;
+    }
+    // Every load balancer request and action is slow, so ensures and target updates overlap
+    // with the Node changes below.
+    setup
+        .sim
+        .admin()
+        .inject_fault(
+            Fault::new("/load_balancers*")
+                .latency(Duration::from_millis(400))
+                .count(150),
+        )
+        .await
+        .unwrap();
+    for i in 0..4 {
+        setup.add_service(&format!("web-{i}")).await;
+    }
+    eventually(
+        "the first load balancer exists",
+        Duration::from_secs(60),
+        || async { (!setup.load_balancers().await.is_empty()).then_some(()) },
+    )
+    .await;
+
+    // While the other ensures still run: two Nodes come, one goes, one is excluded, one comes
+    // and goes again.
+    setup.add_node(3).await;
+    setup.add_node(4).await;
+    setup
+        .nodes()
+        .delete("node-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    setup
+        .nodes()
+        .patch(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {EXCLUDE_LABEL: "true"}}})),
+        )
+        .await
+        .unwrap();
+    setup.add_node(5).await;
+    setup
+        .nodes()
+        .delete("node-5", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let eligible = setup.eligible_servers().await;
+    let expected: BTreeSet<i64> = [2, 3, 4].iter().map(|&i| setup.servers[i]).collect();
+    assert_eq!(eligible, expected);
+    let lbs = eventually(
+        "every load balancer targets exactly the eligible nodes",
+        Duration::from_secs(120),
+        || async {
+            let lbs = setup.load_balancers().await;
+            (lbs.len() == 4 && lbs.iter().all(|lb| target_servers(lb) == expected)).then_some(lbs)
+        },
+    )
+    .await;
+    for lb in &lbs {
+        assert!(lb["labels"]["hcloud-ccm/service-uid"].is_string(), "{lb}");
+    }
+    eventually(
+        "every Service has its address",
+        Duration::from_secs(60),
+        || async { (setup.services_with_ingress().await == 4).then_some(()) },
+    )
+    .await;
+    // Settled: the latest target update is the one that stays.
+    setup.sim.admin().clear_faults().await.unwrap();
+    for lb in setup.load_balancers().await {
+        assert_eq!(target_servers(&lb), expected, "{lb}");
+    }
+}
+
+#[tokio::test]
+async fn fifty_service_deletions_leave_no_finalizer_and_no_load_balancer() {
+    let setup = Setup::start(1, &["--concurrent-service-syncs=10"]).await;
+    setup.add_node(0).await;
+    let names: Vec<String> = (0..50).map(|i| format!("svc-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| setup.add_service(name))).await;
+    eventually(
+        "fifty load balancers and addresses",
+        Duration::from_secs(240),
+        || async {
+            let lbs = setup.load_balancers().await.len();
+            (lbs == 50 && setup.services_with_ingress().await == 50).then_some(())
+        },
+    )
+    .await;
+    let with_finalizer = setup
+        .services()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|s| {
+            s.metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
+        })
+        .count();
+    assert_eq!(with_finalizer, 50);
+
+    let services = setup.services();
+    let params = DeleteParams::default();
+    let deletions =
+        futures::future::join_all(names.iter().map(|name| services.delete(name, &params))).await;
+    for deleted in deletions {
+        deleted.unwrap();
+    }
+    eventually(
+        "every Service and every load balancer gone",
+        Duration::from_secs(240),
+        || async {
+            let left = setup
+                .services()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items;
+            let lbs = setup.load_balancers().await.len();
+            (left.is_empty() && lbs == 0).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_locked_load_balancer_is_retried_with_growing_delays() {
+    let setup = Setup::start(2, &[]).await;
+    setup.add_node(0).await;
+    setup.add_service("web").await;
+    let first = setup.servers[0];
+    eventually(
+        "the load balancer with its target",
+        Duration::from_secs(60),
+        || async {
+            let lbs = setup.load_balancers().await;
+            (lbs.len() == 1 && target_servers(&lbs[0]) == BTreeSet::from([first])).then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "the Service has its address",
+        Duration::from_secs(60),
+        || async { (setup.services_with_ingress().await == 1).then_some(()) },
+    )
+    .await;
+
+    // The load balancer is busy with someone else's action for the next three attempts.
+    setup.sim.admin().reset_request_counts().await.unwrap();
+    setup
+        .sim
+        .admin()
+        .inject_fault(
+            Fault::new("/load_balancers/{id}/actions/add_target")
+                .method("POST")
+                .code("locked")
+                .count(3),
+        )
+        .await
+        .unwrap();
+    setup.add_node(1).await;
+    let both = BTreeSet::from([first, setup.servers[1]]);
+
+    // Record when each add_target request reached the simulator.
+    let mut seen = 0;
+    let mut times = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(150);
+    loop {
+        let counts = setup.sim.admin().request_counts().await.unwrap();
+        let now = add_target_requests(&counts);
+        while seen < now {
+            times.push(Instant::now());
+            seen += 1;
+        }
+        let lbs = setup.load_balancers().await;
+        if lbs.len() == 1 && target_servers(&lbs[0]) == both {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second target was not added: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(times.len(), 4, "three locked attempts and one that works");
+    let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    // At least the 5 s minimum retry delay, then growing (the per-Service backoff doubles).
+    assert!(gaps[0] >= Duration::from_millis(4500), "{gaps:?}");
+    assert!(
+        gaps[1] > gaps[0] + Duration::from_secs(2) && gaps[2] > gaps[1] + Duration::from_secs(2),
+        "{gaps:?}"
+    );
+    let counts = setup.sim.admin().request_counts().await.unwrap();
+    assert_eq!(add_target_requests(&counts), 4, "{counts:?}");
+    assert!(
+        !counts.keys().any(|k| k == "POST /load_balancers"),
+        "no second load balancer: {counts:?}"
+    );
+}
