@@ -284,7 +284,11 @@ where
                     self.progress.failed(err.to_string(), answered);
                 }
                 Some(Ok(event)) => {
-                    self.progress.progressed();
+                    // `Init` only announces a (re-)list: the watcher emits it before every
+                    // attempt, also before each one that then fails, so it is no progress.
+                    if !matches!(event, Event::Init) {
+                        self.progress.progressed();
+                    }
                     self.apply(event);
                 }
             }
