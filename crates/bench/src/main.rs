@@ -390,6 +390,7 @@ impl Bench {
         &mut self,
         namespace: &str,
         count: usize,
+        first_port: usize,
         bar_per_lb: Option<u64>,
     ) -> Result<()> {
         kube_harness::ensure_namespace(&self.kube, namespace).await?;
@@ -399,7 +400,7 @@ impl Bench {
         let mut created_at = BTreeMap::new();
         for i in 0..count {
             let name = format!("svc-{i}");
-            let port = 30000 + i32::try_from(i * 2).unwrap_or(0);
+            let port = 30000 + i32::try_from(first_port + i * 2).unwrap_or(0);
             services
                 .create(&PostParams::default(), &service_json(&name, port)?)
                 .await?;
@@ -664,10 +665,10 @@ async fn main() -> Result<()> {
     );
     let mut bench = Bench::start(args).await?;
     bench.routes_scenario(nodes).await?;
-    bench.services_scenario("burst", burst, Some(4)).await?;
+    bench.services_scenario("burst", burst, 0, Some(4)).await?;
     if services > burst {
         bench
-            .services_scenario("bulk", services - burst, None)
+            .services_scenario("bulk", services - burst, 2 * burst, None)
             .await?;
     }
     bench.steady_scenario(steady).await?;
