@@ -2,25 +2,18 @@
 //! against a real kube-apiserver.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ccm::{BIN, TOKEN, free_port};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube_harness::{ControlPlane, unique_name};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {

@@ -11,21 +11,21 @@
 #[path = "support/chart.rs"]
 mod chart;
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN, free_port};
 use chart::{Chart, by_kind_and_name, documents};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -451,14 +451,6 @@ fn every_manifest_passes_the_apiservers_server_side_dry_run() {
             "{name}: {stdout}"
         );
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The container's environment as the kubelet would set it from `secret` (Secret `hcloud`).

@@ -5,11 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
@@ -20,8 +24,6 @@ use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kub
 use serde::Deserialize as _;
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const LEASE_SECONDS: u64 = 4;
 
 async fn apply_shipped_rbac(admin: &kube::Client, accounts: &[&str]) {

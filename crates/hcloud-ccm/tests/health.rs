@@ -5,10 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::TcpListener;
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::process::Stdio;
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN, free_port};
 use hcloud_sim::{SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -16,17 +19,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, eventually};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ACCOUNT: &str = "ccm-without-services";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Everything the CCM needs except `services`.
 fn rules_without_services() -> Value {

@@ -9,10 +9,14 @@
 #[path = "support/chart.rs"]
 mod chart;
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use ccm::TOKEN;
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -20,7 +24,6 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ENTRYPOINT: &str = "/bin/hcloud-cloud-controller-manager";
 /// The size budget of the image (compressed, as registries count it).
 const MAX_IMAGE_BYTES: u64 = 20_000_000;

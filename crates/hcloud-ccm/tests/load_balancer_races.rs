@@ -4,18 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use ccm::{BIN, TOKEN};
 use hcloud_sim::{Fault, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, eventually};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const NS: &str = "shop";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";

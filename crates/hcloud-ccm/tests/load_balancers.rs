@@ -5,16 +5,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::process::Stdio;
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, eventually};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 #[tokio::test]
 async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {

@@ -30,12 +30,15 @@
 #[path = "support/chart.rs"]
 mod chart;
 
-use std::net::TcpListener;
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN, free_port};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -47,8 +50,6 @@ use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kub
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const ACCOUNT: &str = "hcloud-cloud-controller-manager";
 const NODE: &str = "rbac-node";
 const WAIT: Duration = Duration::from_secs(45);
@@ -98,14 +99,6 @@ fn role_without(resource: &str, verbs: &[&str]) -> Value {
         "{resource} {verbs:?} is not in the shipped role"
     );
     role
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

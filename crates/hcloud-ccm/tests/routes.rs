@@ -4,16 +4,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/ccm.rs"]
+mod ccm;
+
 use std::process::Stdio;
 use std::time::Duration;
 
+use ccm::{BIN, TOKEN};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use kube_harness::{ControlPlane, eventually, kubelet_node};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
-const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 #[tokio::test]
 async fn pod_cidrs_become_routes_of_the_network() {
