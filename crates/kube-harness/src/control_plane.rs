@@ -46,7 +46,7 @@ static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
 
 impl ControlPlane {
     /// Start a private control plane and wait until `/readyz` answers `ok` and the
-    /// `kube-system` namespace exists.
+    /// `kube-system` and `default` namespaces exist.
     pub async fn start() -> Result<ControlPlane, Error> {
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
@@ -303,11 +303,26 @@ impl ControlPlane {
                 .map_err(|e| Error::Kubeconfig(e.to_string()))?;
             match client.request_text(request).await {
                 Ok(body) if body.trim() == "ok" => {
+                    // The apiserver creates its system namespaces shortly after it is ready;
+                    // tests write into `default` and `kube-system` at once.
                     let namespaces: Api<Namespace> = Api::all(client.clone());
-                    match namespaces.get_opt("kube-system").await {
-                        Ok(Some(_)) => return Ok(()),
-                        Ok(None) => last_error = "namespace kube-system not created yet".into(),
-                        Err(e) => last_error = e.to_string(),
+                    let mut missing = None;
+                    for name in ["kube-system", "default"] {
+                        match namespaces.get_opt(name).await {
+                            Ok(Some(_)) => {}
+                            Ok(None) => {
+                                missing = Some(format!("namespace {name} not created yet"));
+                                break;
+                            }
+                            Err(e) => {
+                                missing = Some(e.to_string());
+                                break;
+                            }
+                        }
+                    }
+                    match missing {
+                        None => return Ok(()),
+                        Some(why) => last_error = why,
                     }
                 }
                 Ok(body) => last_error = format!("/readyz answered {body:?}"),
