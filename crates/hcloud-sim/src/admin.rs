@@ -53,7 +53,10 @@ pub fn admin_routes() -> Router<Arc<App>> {
         .route("/seed", post(seed))
         .route(
             "/faults",
-            get(list_faults).post(add_fault).delete(clear_faults),
+            get(list_faults)
+                .post(add_fault)
+                .put(replace_faults)
+                .delete(clear_faults),
         )
         .route("/action_delay", get(get_action_delay).put(set_action_delay))
         .route("/rate_limit", put(set_rate_limit))
@@ -306,6 +309,23 @@ async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
             return Err(ApiError::field("path", "Missing data for required field."));
         }
         lock(&app.faults).add(f);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+/// `PUT /_admin/faults` with a list: the rules are replaced at once, so that no request
+/// slips through between clearing the old rules and adding the new ones.
+async fn replace_faults(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let faults: Vec<Fault> = parse(&body)?;
+        if faults.iter().any(|f| f.path.is_empty()) {
+            return Err(ApiError::field("path", "Missing data for required field."));
+        }
+        let mut set = lock(&app.faults);
+        set.clear();
+        for fault in faults {
+            set.add(fault);
+        }
         Ok(StatusCode::NO_CONTENT.into_response())
     })())
 }

@@ -225,6 +225,13 @@ impl AdminClient {
         self.post("/faults", &fault).await.map(|_| ())
     }
 
+    /// Replaces every fault rule with `faults` in one step (no request runs in between).
+    pub async fn replace_faults(&self, faults: &[Fault]) -> Result<(), Error> {
+        self.send(self.http.put(format!("{}/faults", self.base)).json(faults))
+            .await
+            .map(|_| ())
+    }
+
     /// Removes every fault rule.
     pub async fn clear_faults(&self) -> Result<(), Error> {
         self.send(self.http.delete(format!("{}/faults", self.base)))

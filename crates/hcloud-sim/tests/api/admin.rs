@@ -126,6 +126,20 @@ async fn faults_answer_with_errors_latency_and_failed_actions() {
         .unwrap();
     admin.clear_faults().await.unwrap();
     assert_eq!(api.get("/servers").await.status, 200);
+
+    // Replacing swaps every rule at once.
+    admin
+        .inject_fault(Fault::new("/servers").count(100).status(503))
+        .await
+        .unwrap();
+    admin
+        .replace_faults(&[Fault::new("/servers")
+            .count(100)
+            .code("rate_limit_exceeded")])
+        .await
+        .unwrap();
+    // The 503 rule (first match) is gone.
+    assert_error(&api.get("/servers").await, 429, "rate_limit_exceeded");
 }
 
 #[tokio::test]
