@@ -379,8 +379,29 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
         json!({"metadata": {"labels": {"team": "a"}}}),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Progress before the check: a Service created after the patch is ensured and its
+    // reconcile finished. The Service watch delivers changes in order, so the label change was
+    // handled first (and, with the queue in order, any sync it caused was taken up first).
+    let reconciled = env.metrics.reconcile_count("service");
+    create_service(client, "probe", "LoadBalancer").await;
+    wait_ingress(client, "probe").await;
+    wait_reason(client, "probe", "EnsuredLoadBalancer").await;
+    eventually("the probe's reconcile finished", WAIT, || async {
+        (env.metrics.reconcile_count("service") > reconciled).then_some(())
+    })
+    .await;
+    assert_eq!(lb.ensures("default/probe").len(), 1, "{:?}", lb.calls());
     assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
+    // The probe goes again, so that `web` is the only load balancer in the cloud.
+    Api::<Service>::namespaced(client.clone(), NS)
+        .delete("probe", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("probe gone", WAIT, || async {
+        get_service(client, "probe").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(lb.deletes("default/probe"), 1);
 
     // An annotation change does.
     patch_service(
@@ -573,7 +594,21 @@ async fn node_changes_update_the_backend_set() {
     )
     .await;
     label_node(client, "n1", "role", "worker").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Progress before the check: a Node added after these changes (excluded from load
+    // balancers, so the eligible set stays n1, n2) makes the controller look at `web` again.
+    // The Node watch delivers changes in order, so the ignored changes were handled first.
+    let reconciled = env.metrics.reconcile_count("service");
+    NodeBuilder::kubelet("probe")
+        .untainted()
+        .provider_id("fake://probe")
+        .label(LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS, "true")
+        .ready("True")
+        .create(client)
+        .await;
+    eventually("a reconcile of web after the probe node", WAIT, || async {
+        (env.metrics.reconcile_count("service") > reconciled).then_some(())
+    })
+    .await;
     assert_eq!(lb.updates("default/web").len(), 1, "{:?}", lb.calls());
 
     // The exclusion label removes a node.
@@ -636,6 +671,7 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     let n1 = node(client, "n1").await;
     env.wait_cached(&n1).await;
     start(&env, &lb);
+    let reconciled = env.metrics.reconcile_count("service");
     create_service(client, "web", "LoadBalancer").await;
 
     eventually("ensure called", WAIT, || async {
@@ -649,7 +685,22 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
         (lb.updates("default/web").len() == 1).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Progress before the checks: both reconciles (the ensure and the update) have finished,
+    // so whatever status, event or retry they would cause has been written or scheduled.
+    eventually("the ensure and the update reconciled", WAIT, || async {
+        (env.metrics.reconcile_count("service") >= reconciled + 2).then_some(())
+    })
+    .await;
+    let retries: u64 = [
+        cloud_provider::Category::Transient,
+        cloud_provider::Category::User,
+        cloud_provider::Category::NotFound,
+        cloud_provider::Category::Conflict,
+    ]
+    .into_iter()
+    .map(|c| env.metrics.retry_count("service", c))
+    .sum();
+    assert_eq!(retries, 0, "no retry scheduled");
     let svc = get_service(client, "web").await.unwrap();
     assert!(has_finalizer(&svc));
     assert!(ingress_ips(&svc).is_empty());
