@@ -172,7 +172,13 @@ async fn shutdown_taint_is_added_when_off_and_removed_when_ready() {
     })
     .await;
     let exists_calls = env.fake.calls(Call::Exists, name).len();
-    tokio::time::sleep(PERIOD * 4).await;
+    // Progress before the check: the controller went on checking the NotReady Node beside it
+    // for several more periods.
+    let failing_checks = env.fake.calls(Call::Shutdown, failing).len();
+    eventually("more periods of checks", WAIT, || async {
+        (env.fake.calls(Call::Shutdown, failing).len() >= failing_checks + 4).then_some(())
+    })
+    .await;
     assert_eq!(env.fake.calls(Call::Exists, name).len(), exists_calls);
 
     // A failing shutdown check changes nothing and is reported.
