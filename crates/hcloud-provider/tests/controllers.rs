@@ -13,6 +13,9 @@ use hcloud_sim::{Fault, NetworkSeed, ServerSeed};
 use k8s_openapi::api::core::v1::Node;
 use support::*;
 
+/// Controller label of the node lifecycle controller in the reconcile metrics.
+const LIFECYCLE: &str = cloud_provider::nodelifecycle::CONTROLLER;
+
 fn uid(node: &Node) -> String {
     node.metadata.uid.clone().unwrap()
 }
@@ -146,7 +149,8 @@ async fn node_with_provider_id_is_initialized_from_that_server() {
 async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
     let mut env = Env::start().await;
     env.server(ServerSeed::new("unrelated")).await;
-    env.start_controllers(Setup::default()).await;
+    let running = env.start_controllers(Setup::default()).await;
+    let observed = &running.observed;
     // Ready, so that the lifecycle controller leaves it alone: a NotReady Node whose server
     // does not exist is deleted (as upstream), which is test 4's subject.
     KubeletNode::new("late-node")
@@ -166,8 +170,13 @@ async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
     assert!(message.contains("instance not found"), "{message}");
     assert_eq!(component(&warning), Some("cloud-node-controller"));
 
-    // Several retries later, still tainted and without providerID.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Several retries later (the controller asked the cloud about this Node again), still
+    // tainted and without providerID.
+    let lookups = observed.calls(Call::Metadata, "late-node").len();
+    eventually("several more lookups of late-node", WAIT, || async {
+        (observed.calls(Call::Metadata, "late-node").len() >= lookups + 3).then_some(())
+    })
+    .await;
     let node = env.node("late-node").await.unwrap();
     assert!(has_taint(&node, UNINITIALIZED));
     assert_eq!(provider_id(&node), None);
@@ -197,8 +206,10 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
         servers.push(env.server(ServerSeed::new(name)).await);
     }
     // The listing is short-lived so that a deleted server shows up as deleted quickly.
-    env.start_controllers(Setup::default().max_age(Duration::from_secs(1)))
+    let running = env
+        .start_controllers(Setup::default().max_age(Duration::from_secs(1)))
         .await;
+    let observed = &running.observed;
     let mut nodes = Vec::new();
     for server in &servers {
         KubeletNode::new(server.name())
@@ -211,8 +222,17 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     }
     env.set_ready("doomed-false", "False").await;
     env.set_ready("doomed-unknown", "Unknown").await;
-    // NotReady alone, with the server still there, deletes nothing.
-    tokio::time::sleep(MONITOR_PERIOD * 5).await;
+    // NotReady alone, with the server still there, deletes nothing: checked several times
+    // (the existence checks are observed), never deleted.
+    for name in ["doomed-false", "doomed-unknown"] {
+        let from = observed.calls(Call::Exists, name).len();
+        eventually(
+            &format!("several existence checks of {name}"),
+            WAIT,
+            || async { (observed.calls(Call::Exists, name).len() >= from + 3).then_some(()) },
+        )
+        .await;
+    }
     assert_still_there(
         &env,
         &nodes.iter().collect::<Vec<_>>(),
@@ -235,8 +255,13 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
             Some("cloud-node-lifecycle-controller")
         );
     }
-    // Many more periods: the Ready Node stays.
-    tokio::time::sleep(MONITOR_PERIOD * 10).await;
+    // Many more periods: the Ready Node stays. It costs no cloud call, so the lifecycle
+    // controller's reconcile count (the only Node left) shows that the periods went by.
+    let reconciled = running.metrics.reconcile_count(LIFECYCLE);
+    eventually("many more lifecycle periods", WAIT, || async {
+        (running.metrics.reconcile_count(LIFECYCLE) >= reconciled + 10).then_some(())
+    })
+    .await;
     assert_still_there(&env, &[&nodes[2]], "while Ready").await;
     assert!(
         env.events_with_reason("steady-ready", "DeletingNode")
@@ -251,8 +276,10 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
 async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
     let mut env = Env::start().await;
     let server = env.server(ServerSeed::new("sleepy")).await;
-    env.start_controllers(Setup::default().max_age(Duration::from_secs(1)))
+    let running = env
+        .start_controllers(Setup::default().max_age(Duration::from_secs(1)))
         .await;
+    let observed = &running.observed;
     KubeletNode::new("sleepy").ready("True").create(&env).await;
     let created = env.initialized("sleepy").await;
 
@@ -261,8 +288,13 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
         .set_server_status(server.id(), "off")
         .await
         .unwrap();
-    // Ready nodes are not checked: no taint while the kubelet still reports Ready.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Ready nodes are not checked: no taint while the kubelet still reports Ready. The
+    // lifecycle controller went over the Node (the only one) for several periods meanwhile.
+    let reconciled = running.metrics.reconcile_count(LIFECYCLE);
+    eventually("several lifecycle periods over sleepy", WAIT, || async {
+        (running.metrics.reconcile_count(LIFECYCLE) >= reconciled + 5).then_some(())
+    })
+    .await;
     assert!(!has_taint(&env.node("sleepy").await.unwrap(), SHUTDOWN));
 
     env.set_ready("sleepy", "False").await;
@@ -283,7 +315,18 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
         .set_server_status(server.id(), "running")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The controller saw the server running (a shutdown check answered "not shut down") and
+    // checked once more after that, so it acted on that answer before the check below.
+    let from = observed.calls(Call::Shutdown, "sleepy").len();
+    eventually("a check that saw the server running", WAIT, || async {
+        let answers: Vec<_> = observed.calls(Call::Shutdown, "sleepy")[from..]
+            .iter()
+            .map(|o| o.answer.clone())
+            .collect();
+        let seen = answers.iter().position(|a| *a == Ok(false))?;
+        (answers.len() > seen + 1).then_some(())
+    })
+    .await;
     assert!(
         has_taint(&env.node("sleepy").await.unwrap(), SHUTDOWN),
         "only Ready=True removes the shutdown taint"
@@ -593,7 +636,8 @@ async fn provided_node_ip_selects_the_address_or_blocks_initialization() {
         .await;
     let mut setup = Setup::default();
     setup.settings.network = Some(NetworkRef::Name("k8s".into()));
-    env.start_controllers(setup).await;
+    let running = env.start_controllers(setup).await;
+    let observed = &running.observed;
 
     let private = pinned.private_ip(network);
     KubeletNode::new("pinned")
@@ -625,8 +669,21 @@ async fn provided_node_ip_selects_the_address_or_blocks_initialization() {
     .await;
     let message = warning.message.clone().unwrap_or_default();
     assert!(message.contains("10.0.99.99"), "{message}");
-    // Retries change nothing: the Node stays tainted.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Later on nothing has changed: the Node stays tainted. Progress first: the failed sync
+    // of this Node was counted (a user error, so it waits for the Node to change), and the
+    // controller went on working (two more address refreshes of the other Node).
+    eventually("the failed sync of mismatched counted", WAIT, || async {
+        let failed = running
+            .metrics
+            .error_count(cloud_provider::node::CONTROLLER, "provided_node_ip");
+        (failed >= 1).then_some(())
+    })
+    .await;
+    let refreshes = observed.calls(Call::Metadata, "pinned").len();
+    eventually("two more address refreshes of pinned", WAIT, || async {
+        (observed.calls(Call::Metadata, "pinned").len() >= refreshes + 2).then_some(())
+    })
+    .await;
     let node = env.node("mismatched").await.unwrap();
     assert!(has_taint(&node, UNINITIALIZED));
     assert!(

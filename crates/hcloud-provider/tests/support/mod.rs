@@ -172,6 +172,8 @@ impl Instances for ObservedInstances {
 pub struct Running {
     pub provider: HcloudProvider,
     pub observed: Arc<ObservedInstances>,
+    /// The controllers' metrics (reconcile counts show that a controller went on working).
+    pub metrics: Metrics,
 }
 
 /// A control plane, a simulator and (once started) the controllers.
@@ -244,12 +246,16 @@ impl Env {
             self.client.clone(),
             cache,
             instances,
-            metrics,
+            metrics.clone(),
             setup.lifecycle.clone(),
         );
         self.tasks.spawn(node.run(token.clone()));
         self.tasks.spawn(lifecycle.run(token));
-        Running { provider, observed }
+        Running {
+            provider,
+            observed,
+            metrics,
+        }
     }
 
     /// Stop the controllers and wait until they have.
