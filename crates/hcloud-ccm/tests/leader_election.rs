@@ -78,6 +78,42 @@ async fn first_leader(handles: &[&LeaderHandle], within: Duration) -> usize {
     }
 }
 
+/// Waits until `handle` follows `holder`: it has read the lease and seen it held by `holder`.
+async fn wait_following(handle: &LeaderHandle, holder: &str, within: Duration) {
+    let want = LeaderState::Following {
+        holder: Some(holder.to_owned()),
+    };
+    let deadline = Instant::now() + within;
+    while handle.state() != want {
+        assert!(
+            Instant::now() < deadline,
+            "not following {holder} within {within:?}: {:?}",
+            handle.state()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the lease's renewTime has moved forward `times` times (its holder renewed).
+async fn wait_renewals(client: &kube::Client, name: &str, times: usize, within: Duration) {
+    let renew_time = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
+    let deadline = Instant::now() + within;
+    let mut last = renew_time(lease(client, name).await);
+    let mut seen = 0;
+    while seen < times {
+        assert!(
+            Instant::now() < deadline,
+            "{seen} of {times} renewals within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = renew_time(lease(client, name).await);
+        if now > last {
+            seen += 1;
+            last = now;
+        }
+    }
+}
+
 #[tokio::test]
 async fn two_candidates_exactly_one_leads() {
     let client = client().await;
@@ -133,8 +169,10 @@ async fn standby_takes_over_after_the_leader_dies() {
     first_leader(&[&a], Duration::from_secs(10)).await;
     let b = LeaderElector::new(client.clone(), config(&name, "b", lease_secs, 2000, 400))
         .spawn(&shutdown);
-    // Let b observe a renewing for a while.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Let b observe a renewing for a while: b has seen the lease held by a, and a renewed it
+    // twice since.
+    wait_following(&b, "a", Duration::from_secs(10)).await;
+    wait_renewals(&client, &name, 2, Duration::from_secs(10)).await;
     assert_eq!(
         b.state(),
         LeaderState::Following {
@@ -176,7 +214,7 @@ async fn release_on_shutdown_hands_over_at_once() {
     first_leader(&[&a], Duration::from_secs(10)).await;
     let b =
         LeaderElector::new(client.clone(), config(&name, "b", 30, 10_000, 300)).spawn(&shutdown);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_following(&b, "a", Duration::from_secs(10)).await;
     assert_eq!(
         b.state(),
         LeaderState::Following {
@@ -246,7 +284,8 @@ async fn shutdown_token_stops_a_standby_without_touching_the_lease() {
     assert_eq!(a.acquired().await, Ok(()));
     let b =
         LeaderElector::new(client.clone(), config(&name, "b", 30, 10_000, 300)).spawn(&shutdown);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // b has read the lease (and seen it held by a) before it is stopped.
+    wait_following(&b, "a", Duration::from_secs(10)).await;
     shutdown.cancel();
     assert_eq!(b.acquired().await, Err(LeaderState::Stopped));
     assert_eq!(holder(&lease(&client, &name).await).as_deref(), Some("a"));
