@@ -114,6 +114,16 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .and_then(|s| s.holder_identity)
 }
 
+async fn renew_time(leases: &Api<Lease>) -> Option<Timestamp> {
+    leases
+        .get_opt("cloud-controller-manager")
+        .await
+        .unwrap()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.renew_time)
+        .map(|t| t.0)
+}
+
 async fn register_node(nodes: &Api<Node>, name: &str) {
     let node = kubelet_node(name);
     nodes.create(&PostParams::default(), &node).await.unwrap();
@@ -186,8 +196,26 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     })
     .await;
     let b = start_ccm(&plane, &sim, "ccm-b", dir.path()).await;
-    // B runs as a standby for a while (its caches warm, it writes nothing).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // B runs as a standby for a while (its caches warm, it writes nothing): B has logged that
+    // A holds the lease, and A renewed it twice more while B stood by.
+    let b_log = dir.path().join("ccm-b.log");
+    eventually("B to follow A", Duration::from_secs(30), || async {
+        let log = std::fs::read_to_string(&b_log).unwrap_or_default();
+        log.lines()
+            .any(|l| l.contains("lease held by another candidate") && l.contains(&leader_a))
+            .then_some(())
+    })
+    .await;
+    let mut renewed = renew_time(&leases).await;
+    for n in 1..=2 {
+        renewed = eventually(
+            &format!("renewal {n} by A while B stands by"),
+            Duration::from_secs(10),
+            || async { renew_time(&leases).await.filter(|t| Some(*t) > renewed) },
+        )
+        .await
+        .into();
+    }
     assert_eq!(holder(&leases).await.as_deref(), Some(leader_a.as_str()));
 
     register_node(&nodes, "failover-1").await;
