@@ -17,7 +17,11 @@ cargo fmt --all --check
 echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "[test] cargo test" >&2
-cargo test --workspace --locked
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+cargo test --workspace --locked 2>&1 | tee "$results"
 echo "[test] benchmark runner, small scale (fails when a request count is over its bar)" >&2
 cargo build --locked -p hcloud-ccm -p hcloud-ccm-bench
 "${CARGO_TARGET_DIR:-target}/debug/hcloud-ccm-bench" --scale 0.02 --check
+# One closing line for the whole run (the benchmark's table came after cargo's own).
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$results"
