@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ccm::{BIN, TOKEN, free_port};
+use ccm::{BIN, TOKEN, free_port, terminate};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -211,21 +211,7 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
         reqwest::StatusCode::UNAUTHORIZED
     );
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let (status, stderr) = terminate(&mut child, Duration::from_secs(30)).await;
     assert!(status.success(), "exit status {status:?}; log:\n{stderr}");
     assert!(stderr.contains("released the leader lease"), "{stderr}");
     // JSON log lines.
@@ -411,21 +397,7 @@ async fn start_like_a_manifest(
         assert!(Instant::now() < deadline, "{args:?}: not ready within 30 s");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit within 30 s of SIGTERM");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let (status, stderr) = terminate(&mut child, Duration::from_secs(30)).await;
     assert!(status.success(), "{args:?}: exit {status:?}:\n{stderr}");
     stderr
 }

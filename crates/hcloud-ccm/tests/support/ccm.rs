@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, PostParams};
@@ -94,4 +96,30 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Send SIGTERM to `child` and wait up to `within` for it to exit; its exit status and the
+/// standard error it wrote (when piped).
+pub async fn terminate(child: &mut Child, within: Duration) -> (ExitStatus, String) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no exit within {within:?} of SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut stderr = String::new();
+    if let Some(pipe) = child.stderr.as_mut() {
+        std::io::Read::read_to_string(pipe, &mut stderr).unwrap();
+    }
+    (status, stderr)
 }
