@@ -9,7 +9,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ccm::{BIN, TOKEN, free_port, terminate};
+use ccm::{BIN, TOKEN, free_port, simulator_with_host_in_network, terminate};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -409,27 +409,8 @@ async fn the_official_manifests_and_chart_command_lines_start_the_binary() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).unwrap();
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
     // The CCM's own server, attached to the network the networks variants name.
-    let network = sim
-        .admin()
-        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
-        .await
-        .unwrap();
-    let server = sim
-        .admin()
-        .create_server(ServerSeed {
-            networks: vec![network.into()],
-            ..ServerSeed::new("control-plane-1")
-        })
-        .await
-        .unwrap();
-    sim.admin()
-        .set_metadata_server(server["id"].as_i64())
-        .await
-        .unwrap();
+    let (sim, _) = simulator_with_host_in_network("control-plane-1").await;
     let network_env = [
         ("HCLOUD_NETWORK", "k8s".to_owned()),
         ("HCLOUD_METADATA_ENDPOINT", sim.metadata_url()),

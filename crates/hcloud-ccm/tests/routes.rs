@@ -10,8 +10,7 @@ mod ccm;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN};
-use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use ccm::{BIN, TOKEN, simulator_with_host_in_network};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use kube_harness::{ControlPlane, eventually, kubelet_node};
@@ -20,28 +19,9 @@ use kube_harness::{ControlPlane, eventually, kubelet_node};
 async fn pod_cidrs_become_routes_of_the_network() {
     let plane = ControlPlane::start().await.unwrap();
     let admin = plane.client().await.unwrap();
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
-    let network = sim
-        .admin()
-        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
-        .await
-        .unwrap();
-    let server = sim
-        .admin()
-        .create_server(ServerSeed {
-            networks: vec![network.into()],
-            ..ServerSeed::new("routed-1")
-        })
-        .await
-        .unwrap();
-    let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
     // The CCM runs "on" this server: the metadata service lists its network.
-    sim.admin()
-        .set_metadata_server(server["id"].as_i64())
-        .await
-        .unwrap();
+    let (sim, server) = simulator_with_host_in_network("routed-1").await;
+    let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

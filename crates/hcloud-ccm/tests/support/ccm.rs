@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, PostParams};
 use kube_harness::ControlPlane;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm");
@@ -122,4 +123,31 @@ pub async fn terminate(child: &mut Child, within: Duration) -> (ExitStatus, Stri
         std::io::Read::read_to_string(pipe, &mut stderr).unwrap();
     }
     (status, stderr)
+}
+
+/// A simulator with the network `k8s` (10.0.0.0/16, subnet 10.0.1.0/24) and the server `host`
+/// attached to it, which the metadata service answers for: the host the CCM runs on, so that
+/// its attached-network check passes. Returns the simulator and the server as the API shows it.
+pub async fn simulator_with_host_in_network(host: &str) -> (Simulator, Value) {
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let server = sim
+        .admin()
+        .create_server(ServerSeed {
+            networks: vec![network.into()],
+            ..ServerSeed::new(host)
+        })
+        .await
+        .unwrap();
+    sim.admin()
+        .set_metadata_server(server["id"].as_i64())
+        .await
+        .unwrap();
+    (sim, server)
 }
