@@ -256,17 +256,16 @@ impl NodeController {
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
-        for _ in 0..inner.config.workers.max(1) {
-            tasks.spawn(
-                "worker",
-                reconcile::worker(
-                    inner.clone(),
-                    inner.queue.clone(),
-                    inner.metrics.clone(),
-                    shutdown.clone(),
-                ),
-            );
-        }
+        tasks.spawn(
+            "workers",
+            reconcile::pool(
+                inner.clone(),
+                inner.queue.clone(),
+                inner.metrics.clone(),
+                shutdown.clone(),
+                inner.config.workers,
+            ),
+        );
         tasks.spawn(
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),

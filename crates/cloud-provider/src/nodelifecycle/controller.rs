@@ -259,12 +259,13 @@ impl NodeLifecycleController {
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
         tasks.spawn(
-            "worker",
-            reconcile::worker(
+            "workers",
+            reconcile::pool(
                 inner.clone(),
                 inner.queue.clone(),
                 inner.metrics.clone(),
                 shutdown.clone(),
+                1,
             ),
         );
         let clean = tasks.supervise(&shutdown).await;

@@ -370,12 +370,13 @@ impl RouteController {
             );
         }
         tasks.spawn(
-            "worker",
-            reconcile::worker(
+            "workers",
+            reconcile::pool(
                 this.clone(),
                 queue.clone(),
                 this.metrics.clone(),
                 shutdown.clone(),
+                1,
             ),
         );
         let clean = tasks.supervise(&shutdown).await;

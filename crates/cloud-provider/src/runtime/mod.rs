@@ -4,7 +4,8 @@
 //!   service controller's Service watch), with the watch's progress for health checks;
 //! - [`crate::workqueue`]: the work queue (per-key exponential backoff plus the overall
 //!   bucket, as client-go);
-//! - [`reconcile`]: the [`Reconciler`] shape, its categorised errors and the worker pool;
+//! - [`reconcile`]: the [`Reconciler`] shape, its categorised errors and the worker pool
+//!   ([`reconcile::pool`]);
 //! - [`health`]: a liveness/readiness [`Heartbeat`] per controller and the supervision of its
 //!   tasks.
 //!
@@ -13,6 +14,12 @@
 //! lifecycle controller one per Node; after a successful reconcile each key queues itself again
 //! one period later ([`crate::workqueue::WorkQueue::reschedule`]), a failure is retried by the
 //! pool like any other.
+//!
+//! A worker is a slot, not a task: the pool runs each reconcile as its own task and limits how
+//! many run at once. A reconcile waiting for the cloud (an action to finish) does so inside
+//! [`waiting`], which hands its slot to the next key for the wait and takes one back
+//! afterwards, so `--concurrent-service-syncs=1` bounds the work done at once, not the number
+//! of Services waiting for the cloud.
 
 pub mod health;
 pub mod informer;
@@ -20,4 +27,4 @@ pub mod reconcile;
 
 pub use health::{Heartbeat, Tasks};
 pub use informer::{Change, Informer, InformerDriver, WatchProgress};
-pub use reconcile::{ReconcileError, Reconciler, Retry, kube_category};
+pub use reconcile::{ReconcileError, Reconciler, Retry, kube_category, waiting};

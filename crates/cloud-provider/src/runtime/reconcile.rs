@@ -12,11 +12,22 @@
 //!
 //! Every reconcile runs in the span of [`Reconciler::span`] (`service = "ns/name"`,
 //! `node = "name"`), so each request logged below it names the object it was made for.
+//!
+//! The [`pool`] runs each reconcile as its own task, at most `workers` at a time. A reconcile
+//! that waits for something slow outside the process (a cloud action to finish) wraps that
+//! wait in [`waiting`]: its slot goes back to the pool for the wait, so the next key starts
+//! instead of a worker sitting idle, and the reconcile takes a slot again before it goes on.
+//! With one worker, a burst of Services whose load balancers each wait a second for an action
+//! then takes about a second, not a second per Service.
 
-use std::sync::Arc;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::FutureExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -161,33 +172,189 @@ pub async fn process<R: Reconciler + ?Sized>(
     .await
 }
 
-/// One worker: take keys from `queue` and reconcile them until the queue shuts down or
-/// `shutdown` fires.
-pub async fn worker<R: Reconciler + ?Sized>(
+/// How many reconciles may run at once and the permit of the current one: the task-local
+/// state [`waiting`] gives back and takes again.
+#[derive(Debug)]
+struct Slot {
+    semaphore: Arc<Semaphore>,
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+impl Slot {
+    fn permit(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
+        self.permit.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Give the permit back if this reconcile holds one.
+    fn release(&self) {
+        drop(self.permit().take());
+    }
+
+    /// Whether this reconcile holds no permit (it gave it back and has not taken it again).
+    fn is_released(&self) -> bool {
+        self.permit().is_none()
+    }
+
+    /// Hold `permit` again (a permit taken meanwhile by a concurrent [`waiting`] wins).
+    fn restore(&self, permit: OwnedSemaphorePermit) {
+        let mut held = self.permit();
+        if held.is_none() {
+            *held = Some(permit);
+        }
+    }
+}
+
+tokio::task_local! {
+    static SLOT: Slot;
+}
+
+/// Run `fut`, a wait for something outside this process (a cloud action, a delay), without
+/// counting the current reconcile against its pool's limit: the reconcile's slot is given back
+/// while `fut` runs, so the pool can start the next key, and taken again before this returns,
+/// so at most `workers` reconciles run outside `waiting` at a time.
+///
+/// Outside a reconcile started by [`pool`] (unit tests, other callers) this just awaits `fut`.
+/// Nested or concurrent calls within one reconcile are fine: the slot is given back once, and
+/// each call ends holding it again. A `waiting` future dropped before it ends leaves the
+/// reconcile without its slot until the next `waiting` of that reconcile ends.
+pub async fn waiting<F: Future>(fut: F) -> F::Output {
+    if SLOT.try_with(Slot::release).is_err() {
+        return fut.await;
+    }
+    let output = fut.await;
+    let semaphore = SLOT
+        .try_with(|slot| slot.is_released().then(|| slot.semaphore.clone()))
+        .ok()
+        .flatten();
+    if let Some(semaphore) = semaphore {
+        // The semaphore is never closed; should it be, the reconcile goes on without a slot
+        // rather than failing.
+        if let Ok(permit) = semaphore.acquire_owned().await {
+            let _ = SLOT.try_with(|slot| slot.restore(permit));
+        }
+    }
+    output
+}
+
+/// The worker pool of one controller: take keys from `queue` and reconcile each in its own
+/// task, at most `workers` (at least 1) at a time outside [`waiting`], until `shutdown` fires
+/// or the queue shuts down.
+///
+/// A key's reconcile is marked done ([`WorkQueue::done`]) when it ends, also when it panics
+/// (logged as an error in the reconcile's span; the pool keeps running). The queue never
+/// hands out a key that is being reconciled, so one key is never reconciled twice at once.
+///
+/// On `shutdown`, the reconciles in flight are cancelled and the pool returns once they are
+/// gone. When the queue shuts down, the pool stops taking keys and returns after the
+/// reconciles in flight have ended (or `shutdown` fires).
+pub async fn pool<R: Reconciler + ?Sized>(
     reconciler: Arc<R>,
     queue: Arc<WorkQueue<String>>,
     metrics: Metrics,
     shutdown: CancellationToken,
+    workers: usize,
 ) {
+    let semaphore = Arc::new(Semaphore::new(workers.max(1)));
+    let mut running = JoinSet::new();
     loop {
+        while let Some(ended) = running.try_join_next() {
+            log_join_error(reconciler.controller(), ended);
+        }
+        // The key is taken before a slot is free, so the pool never sits on a slot while the
+        // queue is empty: a reconcile coming back from `waiting` could not get it.
         let next = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             next = queue.get() => next,
         };
-        let Some(key) = next else { return };
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            _ = process(reconciler.as_ref(), &queue, &metrics, &key) => {}
-        }
-        queue.done(&key);
+        let Some(key) = next else {
+            let drained = tokio::select! {
+                () = shutdown.cancelled() => false,
+                () = drain(&mut running, reconciler.controller()) => true,
+            };
+            if drained {
+                return;
+            }
+            break;
+        };
+        let acquired = tokio::select! {
+            () = shutdown.cancelled() => break,
+            acquired = semaphore.clone().acquire_owned() => acquired,
+        };
+        let Ok(permit) = acquired else {
+            // Never closed; treat it as the end of the pool rather than fail.
+            queue.done(&key);
+            break;
+        };
+        let slot = Slot {
+            semaphore: semaphore.clone(),
+            permit: Mutex::new(Some(permit)),
+        };
+        running.spawn(run_one(
+            reconciler.clone(),
+            queue.clone(),
+            metrics.clone(),
+            key,
+            slot,
+        ));
     }
+    running.abort_all();
+    while let Some(ended) = running.join_next().await {
+        if let Err(err) = ended
+            && !err.is_cancelled()
+        {
+            log_join_error(reconciler.controller(), Err(err));
+        }
+    }
+}
+
+/// Wait for every reconcile in `running` to end.
+async fn drain(running: &mut JoinSet<()>, controller: &'static str) {
+    while let Some(ended) = running.join_next().await {
+        log_join_error(controller, ended);
+    }
+}
+
+/// Log a reconcile task that ended other than by returning (its own panics are caught in
+/// [`run_one`], so this is not expected).
+fn log_join_error(controller: &'static str, ended: Result<(), JoinError>) {
+    if let Err(err) = ended {
+        tracing::error!(controller, error = %err, "reconcile task failed");
+    }
+}
+
+/// One reconcile task: [`process`] `key` holding `slot`, then mark it done, also on a panic.
+async fn run_one<R: Reconciler + ?Sized>(
+    reconciler: Arc<R>,
+    queue: Arc<WorkQueue<String>>,
+    metrics: Metrics,
+    key: String,
+    slot: Slot,
+) {
+    let outcome =
+        AssertUnwindSafe(SLOT.scope(slot, process(reconciler.as_ref(), &queue, &metrics, &key)))
+            .catch_unwind()
+            .await;
+    if let Err(payload) = outcome {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        reconciler.span(&key).in_scope(|| {
+            tracing::error!(panic = %message, "reconcile panicked; the key is done until it is queued again");
+        });
+    }
+    queue.done(&key);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workqueue::Backoff;
-    use std::sync::Mutex;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::sync::watch;
+    use tokio::time::Instant;
 
     struct Fails {
         error: fn() -> provider::Error,
@@ -216,6 +383,295 @@ mod tests {
             base: Duration::from_secs(5),
             max: Duration::from_secs(300),
         })
+    }
+
+    /// A reconcile that works `before`, waits `wait` inside [`waiting`] (if set), then works
+    /// `after`, recording how many reconciles work (are outside `waiting`) at once and whether
+    /// one key was ever reconciled twice at once.
+    #[derive(Default)]
+    struct Timed {
+        before: Duration,
+        wait: Option<Duration>,
+        after: Duration,
+        panic_on: Option<&'static str>,
+        working: AtomicUsize,
+        max_working: AtomicUsize,
+        live: AtomicUsize,
+        in_flight: Mutex<HashSet<String>>,
+        overlaps: AtomicUsize,
+        runs: Mutex<HashMap<String, usize>>,
+        started: watch::Sender<usize>,
+        finished: watch::Sender<usize>,
+    }
+
+    /// Counts a reconcile as working while alive.
+    struct Working<'a>(&'a Timed);
+
+    impl<'a> Working<'a> {
+        fn start(t: &'a Timed) -> Self {
+            let now = t.working.fetch_add(1, Ordering::SeqCst) + 1;
+            t.max_working.fetch_max(now, Ordering::SeqCst);
+            Self(t)
+        }
+    }
+
+    impl Drop for Working<'_> {
+        fn drop(&mut self) {
+            self.0.working.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Marks a reconcile of `key` as running until it ends, panics or is cancelled.
+    struct Live<'a>(&'a Timed, String);
+
+    impl Drop for Live<'_> {
+        fn drop(&mut self) {
+            self.0.live.fetch_sub(1, Ordering::SeqCst);
+            self.0.in_flight.lock().unwrap().remove(&self.1);
+        }
+    }
+
+    impl Timed {
+        async fn work(&self, how_long: Duration) {
+            let _working = Working::start(self);
+            tokio::time::sleep(how_long).await;
+        }
+    }
+
+    #[async_trait]
+    impl Reconciler for Timed {
+        type Error = provider::Error;
+        fn controller(&self) -> &'static str {
+            "test"
+        }
+        async fn reconcile(&self, key: &str) -> Result<(), provider::Error> {
+            self.live.fetch_add(1, Ordering::SeqCst);
+            let _live = Live(self, key.to_owned());
+            if !self.in_flight.lock().unwrap().insert(key.to_owned()) {
+                self.overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            *self.runs.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+            self.started.send_modify(|n| *n += 1);
+            if self.panic_on == Some(key) {
+                panic!("reconcile of {key} panicked on purpose");
+            }
+            self.work(self.before).await;
+            if let Some(wait) = self.wait {
+                waiting(tokio::time::sleep(wait)).await;
+            }
+            self.work(self.after).await;
+            self.finished.send_modify(|n| *n += 1);
+            Ok(())
+        }
+        async fn user_error(&self, _key: &str, _reason: &str, _err: &provider::Error) {}
+    }
+
+    impl Timed {
+        fn runs(&self, key: &str) -> usize {
+            self.runs.lock().unwrap().get(key).copied().unwrap_or(0)
+        }
+    }
+
+    /// A pool of `workers` over a fresh queue holding `keys`.
+    fn start(
+        reconciler: &Arc<Timed>,
+        workers: usize,
+        keys: &[&str],
+    ) -> (
+        Arc<WorkQueue<String>>,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let q = Arc::new(queue());
+        for key in keys {
+            q.add((*key).to_owned());
+        }
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(pool(
+            reconciler.clone(),
+            q.clone(),
+            Metrics::new(),
+            shutdown.clone(),
+            workers,
+        ));
+        (q, shutdown, handle)
+    }
+
+    fn keys(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("ns/svc-{i}")).collect()
+    }
+
+    /// Wait (at most a minute of test time) until `counter` reaches `n`.
+    async fn until(counter: &watch::Sender<usize>, n: usize) {
+        let mut rx = counter.subscribe();
+        tokio::time::timeout(Duration::from_secs(60), rx.wait_for(|done| *done >= n))
+            .await
+            .unwrap_or_else(|_| panic!("counter stuck at {} before {n}", *counter.borrow()))
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_frees_the_only_worker_for_the_next_key() {
+        let r = Arc::new(Timed {
+            wait: Some(Duration::from_secs(1)),
+            ..Timed::default()
+        });
+        let keys = keys(20);
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let t0 = Instant::now();
+        let (_q, shutdown, handle) = start(&r, 1, &refs);
+        until(&r.finished, 20).await;
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+            "20 reconciles waiting 1 s each took {took:?} with one worker"
+        );
+        assert_eq!(r.max_working.load(Ordering::SeqCst), 1);
+        assert_eq!(r.overlaps.load(Ordering::SeqCst), 0);
+        shutdown.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_worker_runs_reconciles_that_do_not_wait_one_at_a_time() {
+        let r = Arc::new(Timed {
+            before: Duration::from_millis(100),
+            ..Timed::default()
+        });
+        let t0 = Instant::now();
+        let (_q, shutdown, handle) = start(&r, 1, &["a", "b", "c", "d", "e"]);
+        until(&r.finished, 5).await;
+        assert_eq!(r.max_working.load(Ordering::SeqCst), 1);
+        assert!(t0.elapsed() >= Duration::from_millis(500));
+        shutdown.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_most_workers_reconciles_run_outside_waiting() {
+        let r = Arc::new(Timed {
+            before: Duration::from_millis(10),
+            wait: Some(Duration::from_secs(1)),
+            after: Duration::from_millis(10),
+            ..Timed::default()
+        });
+        let keys = keys(10);
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let t0 = Instant::now();
+        let (_q, shutdown, handle) = start(&r, 2, &refs);
+        until(&r.finished, 10).await;
+        let took = t0.elapsed();
+        assert_eq!(r.max_working.load(Ordering::SeqCst), 2);
+        assert!(
+            took < Duration::from_millis(1500),
+            "10 reconciles waiting 1 s each took {took:?} with two workers"
+        );
+        shutdown.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_queued_during_its_reconcile_runs_again_only_after_it() {
+        let r = Arc::new(Timed {
+            wait: Some(Duration::from_secs(1)),
+            ..Timed::default()
+        });
+        let t0 = Instant::now();
+        let (q, shutdown, handle) = start(&r, 2, &["a"]);
+        until(&r.started, 1).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        q.add("a".to_owned());
+        q.add("b".to_owned());
+        q.add("a".to_owned());
+        until(&r.finished, 3).await;
+        assert_eq!(r.overlaps.load(Ordering::SeqCst), 0);
+        assert_eq!((r.runs("a"), r.runs("b")), (2, 1));
+        assert!(
+            t0.elapsed() >= Duration::from_secs(2),
+            "the second reconcile of a started before the first ended"
+        );
+        shutdown.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_cancels_reconciles_in_flight_and_returns() {
+        let r = Arc::new(Timed {
+            wait: Some(Duration::from_secs(10)),
+            after: Duration::from_secs(3600),
+            ..Timed::default()
+        });
+        let q = Arc::new(queue());
+        for key in ["a", "b", "c"] {
+            q.add(key.to_owned());
+        }
+        let shutdown = CancellationToken::new();
+        let run = pool(r.clone(), q, Metrics::new(), shutdown.clone(), 1);
+        let stop = async {
+            // At 20 s one reconcile works for an hour and two wait for its slot.
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            assert_eq!(r.live.load(Ordering::SeqCst), 3);
+            assert_eq!(r.working.load(Ordering::SeqCst), 1);
+            shutdown.cancel();
+        };
+        // Polled here rather than spawned, so nothing runs between the pool's return and the
+        // check below.
+        tokio::time::timeout(Duration::from_secs(21), async { tokio::join!(run, stop) })
+            .await
+            .expect("the pool returns promptly on shutdown");
+        assert_eq!(
+            r.live.load(Ordering::SeqCst),
+            0,
+            "reconciles still running when the pool returned"
+        );
+        assert_eq!(*r.finished.borrow(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_pool_ends_with_the_queue_after_reconciles_in_flight() {
+        let r = Arc::new(Timed {
+            wait: Some(Duration::from_secs(1)),
+            ..Timed::default()
+        });
+        let (q, _shutdown, handle) = start(&r, 1, &["a"]);
+        until(&r.started, 1).await;
+        q.shut_down();
+        tokio::time::timeout(Duration::from_secs(5), handle)
+            .await
+            .expect("the pool ends once the queue shut down")
+            .unwrap();
+        assert_eq!(*r.finished.borrow(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_marks_its_key_done_and_the_pool_goes_on() {
+        let r = Arc::new(Timed {
+            panic_on: Some("boom"),
+            ..Timed::default()
+        });
+        let (q, shutdown, handle) = start(&r, 1, &["boom", "ok"]);
+        until(&r.finished, 1).await;
+        q.add("boom".to_owned());
+        until(&r.started, 3).await;
+        assert_eq!(
+            r.runs("boom"),
+            2,
+            "the key was not marked done after the panic"
+        );
+        assert_eq!(r.runs("ok"), 1);
+        assert!(!handle.is_finished());
+        shutdown.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn waiting_outside_a_pool_just_awaits() {
+        let out = waiting(async {
+            tokio::task::yield_now().await;
+            7
+        })
+        .await;
+        assert_eq!(out, 7);
     }
 
     #[tokio::test(start_paused = true)]

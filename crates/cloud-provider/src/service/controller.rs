@@ -245,17 +245,16 @@ impl ServiceController {
                 periodic_node_sync(inner.clone(), shutdown.clone()),
             );
         }
-        for _ in 0..inner.config.workers.max(1) {
-            tasks.spawn(
-                "worker",
-                reconcile::worker(
-                    inner.clone(),
-                    inner.queue.clone(),
-                    inner.metrics.clone(),
-                    shutdown.clone(),
-                ),
-            );
-        }
+        tasks.spawn(
+            "workers",
+            reconcile::pool(
+                inner.clone(),
+                inner.queue.clone(),
+                inner.metrics.clone(),
+                shutdown.clone(),
+                inner.config.workers,
+            ),
+        );
         let synced = {
             let inner = inner.clone();
             let heartbeat = heartbeat.clone();
