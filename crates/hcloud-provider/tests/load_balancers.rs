@@ -44,6 +44,9 @@ fn fast(settings: LoadBalancerSettings) -> LoadBalancerSettings {
     LoadBalancerSettings {
         action_timeout: Duration::from_secs(5),
         retry_after: Duration::from_millis(50),
+        // These tests change load balancers behind the provider's back (as the console
+        // would) and expect the next call to see it: every lookup reads.
+        snapshot_max_age: Duration::ZERO,
         ..settings
     }
 }
@@ -1392,4 +1395,169 @@ async fn dry_run_reports_without_writing_and_operations_are_counted() {
     assert_eq!(operations.value(calls::ENSURE_LOAD_BALANCER), 1);
     assert_eq!(operations.value(ops::CREATE), 1);
     assert!(operations.value(ops::GET_BY_K8S_SERVICE_UID) >= 3);
+}
+
+/// `service` with its own name and UID.
+fn named_service(i: usize) -> Service {
+    let mut svc = service(&[(80, "TCP", 30080), (443, "TCP", 30443)], &[]);
+    svc.metadata.name = Some(format!("web-{i}"));
+    svc.metadata.uid = Some(format!("{i:08}-1b2a-4c3d-9e8f-0123456789ab"));
+    svc
+}
+
+#[tokio::test]
+async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
+    let env = Env::start().await;
+    // The default snapshot age: lookups within 10 s share one listing.
+    let lbs = env
+        .lbs_with(
+            LoadBalancerSettings {
+                snapshot_max_age: LoadBalancerSettings::default().snapshot_max_age,
+                ..located()
+            },
+            false,
+        )
+        .await;
+    let services: Vec<Service> = (0..4).map(named_service).collect();
+    let first = [env.node(0), env.node(1)];
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let created = futures::future::join_all(
+        services
+            .iter()
+            .map(|svc| lbs.ensure_load_balancer(CLUSTER, svc, &first)),
+    )
+    .await;
+    let statuses: Vec<LoadBalancerStatus> = created.into_iter().map(Result::unwrap).collect();
+    let counts = env.counts().await;
+    // One listing for all four lookups; per load balancer one POST and, as the simulator
+    // gives addresses only with the finished action, one read; action polls are shared.
+    assert_eq!(counts.get("GET /load_balancers"), Some(&1), "{counts:?}");
+    assert_eq!(counts.get("POST /load_balancers"), Some(&4), "{counts:?}");
+    assert!(
+        counts.get("GET /load_balancers/{id}").copied().unwrap_or(0) <= 4,
+        "{counts:?}"
+    );
+    let total: u64 = counts.values().sum();
+    assert!(
+        total <= 4 * 4,
+        "more than 4 requests per load balancer: {counts:?}"
+    );
+    assert_eq!(env.all().await.len(), 4);
+
+    // Nothing changed: the snapshot answers, no request at all.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    for (svc, status) in services.iter().zip(&statuses) {
+        let again = lbs
+            .ensure_load_balancer(CLUSTER, svc, &first)
+            .await
+            .unwrap();
+        assert_eq!(&again, status);
+    }
+    let counts = env.counts().await;
+    assert!(
+        counts.is_empty(),
+        "a no-op ensure made requests: {counts:?}"
+    );
+
+    // A Node joins: one add_target per load balancer and action polls, no reads of the load
+    // balancers; the snapshot then shows the new target.
+    let joined = [env.node(0), env.node(1), env.node(2)];
+    for svc in &services {
+        lbs.update_load_balancer(CLUSTER, svc, &joined)
+            .await
+            .unwrap();
+    }
+    let counts = env.counts().await;
+    assert_eq!(
+        counts.get("POST /load_balancers/{id}/actions/add_target"),
+        Some(&4),
+        "{counts:?}"
+    );
+    let reads: Vec<_> = counts
+        .keys()
+        .filter(|k| k.starts_with("GET /load_balancers"))
+        .collect();
+    assert!(reads.is_empty(), "load balancers read again: {counts:?}");
+    for lb in env.all().await {
+        assert_eq!(
+            targets(&lb),
+            vec![
+                (env.servers[0], false),
+                (env.servers[1], false),
+                (env.servers[2], false)
+            ]
+        );
+    }
+    env.sim.admin().reset_request_counts().await.unwrap();
+    for svc in &services {
+        lbs.update_load_balancer(CLUSTER, svc, &joined)
+            .await
+            .unwrap();
+    }
+    assert!(env.counts().await.is_empty());
+
+    // Deleting: no lookup request; each load balancer is gone.
+    for svc in &services {
+        lbs.ensure_load_balancer_deleted(CLUSTER, svc)
+            .await
+            .unwrap();
+    }
+    let counts = env.counts().await;
+    assert_eq!(
+        counts.get("DELETE /load_balancers/{id}"),
+        Some(&4),
+        "{counts:?}"
+    );
+    assert_eq!(counts.get("GET /load_balancers"), None, "{counts:?}");
+    assert!(env.all().await.is_empty());
+    for svc in &services {
+        assert_eq!(lbs.get_load_balancer(CLUSTER, svc).await.unwrap(), None);
+    }
+}
+
+#[tokio::test]
+async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
+    let env = Env::start().await;
+    let lbs = env
+        .lbs_with(
+            LoadBalancerSettings {
+                snapshot_max_age: Duration::from_secs(3600),
+                ..located()
+            },
+            false,
+        )
+        .await;
+    let svc = named_service(1);
+    // The snapshot is taken while there is no load balancer.
+    assert_eq!(lbs.get_load_balancer(CLUSTER, &svc).await.unwrap(), None);
+    // Someone creates one with the Service's name (no label) behind the snapshot.
+    let other = lbs.get_load_balancer_name(CLUSTER, &svc);
+    let created = env
+        .client
+        .load_balancers()
+        .create(&models::CreateLoadBalancerRequest {
+            name: other.clone(),
+            load_balancer_type: "lb11".into(),
+            location: Some("fsn1".into()),
+            ..models::CreateLoadBalancerRequest::default()
+        })
+        .await
+        .unwrap();
+    env.client.actions().wait(&created.action).await.unwrap();
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), cloud_provider::Category::Conflict, "{err}");
+    // The retry lists again, finds it by name and adopts it: still one load balancer.
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    assert_eq!(lb.name, other);
+    assert_eq!(
+        lb.labels.get(SERVICE_UID_LABEL).map(String::as_str),
+        svc.metadata.uid.as_deref()
+    );
+    assert_eq!(targets(&lb), vec![(env.servers[0], false)]);
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cloud_provider::provider::Result;
 use cloud_provider::{Category, Error};
-use hcloud_api::api::params::{ListCertificatesParams, ListParams};
+use hcloud_api::api::params::ListCertificatesParams;
 use hcloud_api::models::{
     self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest, IssuanceStatus,
 };
@@ -16,6 +16,7 @@ use super::annotations::keys;
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::ops::api_error;
 use super::plan::{self, Certificates, ManagedCertificate, Notice, Placement, Plan, Step, Subject};
+use super::snapshot::Lookup;
 use super::steps::reasons;
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
 
@@ -85,23 +86,23 @@ impl std::fmt::Display for DryRun {
 }
 
 impl HcloudLoadBalancers {
-    /// Every load balancer labelled with `uid`, lowest ID first (one listing).
+    /// Every load balancer labelled with `uid`, lowest ID first (from the snapshot, or one
+    /// listing).
     pub(super) async fn list_labelled(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
         self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
-        let mut lbs = self
-            .client
-            .load_balancers()
-            .list_all(&ListParams::label_selector(uid_selector(uid)))
-            .await
-            .map_err(|err| {
-                api_error(
-                    &format!("listing load balancers labelled {}", uid_selector(uid)),
-                    err,
-                    self.settings.retry_after,
-                )
-            })?;
-        lbs.sort_by_key(|lb| lb.id);
-        Ok(lbs)
+        Ok(self.lookup(uid, None).await?.labelled)
+    }
+
+    async fn lookup(&self, uid: &str, name: Option<&str>) -> Result<Lookup> {
+        self.snapshot.lookup(uid, name).await.map_err(|err| {
+            Error::api(
+                format!(
+                    "looking up the load balancers labelled {}",
+                    uid_selector(uid)
+                ),
+                err,
+            )
+        })
     }
 
     /// The Service's load balancer.
@@ -114,7 +115,9 @@ impl HcloudLoadBalancers {
     /// another Service: that is an error and a `LoadBalancerOwnedByOtherService` warning (the
     /// official CCM would relabel it).
     pub(super) async fn find(&self, uid: &str, name: &str, adopt_by_name: bool) -> Result<Found> {
-        let mut labelled = self.list_labelled(uid).await?.into_iter();
+        self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
+        let lookup = self.lookup(uid, adopt_by_name.then_some(name)).await?;
+        let mut labelled = lookup.labelled.into_iter();
         let mut found = Found {
             lb: labelled.next(),
             duplicates: labelled.collect(),
@@ -144,18 +147,7 @@ impl HcloudLoadBalancers {
             return Ok(found);
         }
         self.operations.count(lb_op::GET_BY_NAME);
-        let by_name = self
-            .client
-            .load_balancers()
-            .get_by_name(name)
-            .await
-            .map_err(|err| {
-                api_error(
-                    &format!("looking up load balancer {name:?}"),
-                    err,
-                    self.settings.retry_after,
-                )
-            })?;
+        let by_name = lookup.by_name;
         match by_name {
             Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
                 Some(owner) if owner != uid => {
@@ -348,11 +340,11 @@ impl HcloudLoadBalancers {
                     self.settings.retry_after,
                 ));
             }
-            tokio::time::sleep(
+            cloud_provider::runtime::waiting(tokio::time::sleep(
                 self.client
                     .poll_interval()
                     .max(std::time::Duration::from_millis(10)),
-            )
+            ))
             .await;
             cert = self
                 .client
@@ -471,12 +463,22 @@ impl HcloudLoadBalancers {
     ) -> Result<models::LoadBalancer> {
         self.operations.count(lb_op::CREATE);
         tracing::info!(service = %service_key(service), load_balancer = plan.name, placement = ?plan.placement, lb_type = plan.create_type, "creating load balancer");
-        let created = self
-            .client
-            .load_balancers()
-            .create(request)
-            .await
-            .map_err(|err| {
+        let created = match self.client.load_balancers().create(request).await {
+            Ok(created) => created,
+            // The name is taken: by a load balancer the snapshot did not show yet. Look again
+            // (a fresh listing) on the retry: it is adopted, or refused when it belongs to
+            // another Service.
+            Err(err) if err.code() == Some(&hcloud_api::ErrorCode::UniquenessError) => {
+                self.snapshot.forget();
+                return Err(Error::conflict(
+                    format!(
+                        "creating load balancer {:?}: the name is taken ({err}); looking again",
+                        plan.name
+                    ),
+                    Some(self.settings.retry_after),
+                ));
+            }
+            Err(err) => {
                 // Named with what the request asked for, so a rejected location or type is
                 // visible in the Warning.
                 let at = match (&request.location, &request.network_zone) {
@@ -484,23 +486,44 @@ impl HcloudLoadBalancers {
                     (None, Some(zone)) => format!("network zone {zone:?}"),
                     (None, None) => "no placement".to_owned(),
                 };
-                api_error(
+                return Err(api_error(
                     &format!(
                         "creating load balancer {:?} (type {:?}, {at})",
                         plan.name, request.load_balancer_type
                     ),
                     err,
                     self.settings.retry_after,
-                )
-            })?;
-        let exec = self.executor(&created.load_balancer, &plan.name);
-        exec.wait(
-            &format!("creating load balancer {:?}", plan.name),
-            &[created.action],
-        )
-        .await?;
-        self.operations.count(lb_op::GET_BY_NAME);
-        exec.reload().await
+                ));
+            }
+        };
+        let lb = created.load_balancer;
+        let exec = self.executor(&lb, &plan.name);
+        if let Err(err) = exec
+            .wait(
+                &format!("creating load balancer {:?}", plan.name),
+                &[created.action],
+            )
+            .await
+        {
+            self.snapshot.doubt(lb.id);
+            return Err(err);
+        }
+        // The answer to the creation shows the load balancer as asked for (services,
+        // targets); its addresses may only come with the finished action. Read it once only
+        // when the answer lacks them; reconciling then diffs against it and reads again only
+        // when something is left to change.
+        let addressed = plan::status(&lb, &plan.status).is_ok()
+            && (request.network.is_none() || lb.private_net.iter().any(|p| !p.ip.is_empty()));
+        let lb = if addressed {
+            lb
+        } else {
+            self.operations.count(lb_op::GET_BY_NAME);
+            exec.reload()
+                .await
+                .inspect_err(|_| self.snapshot.doubt(lb.id))?
+        };
+        self.snapshot.store(&lb);
+        Ok(lb)
     }
 
     /// Deprecation notices for the type the plan keeps or changes to on `lb`: the embedded
@@ -575,22 +598,39 @@ impl HcloudLoadBalancers {
                 break;
             }
             let exec = self.executor(&lb, &name);
+            let mut applied = true;
             for step in &steps {
                 self.count_step(step);
                 match exec.run(step).await {
-                    Ok(()) => {}
+                    Ok(()) => applied &= step.apply_to(&mut lb),
                     Err(err) if err.category() == Category::NotFound => {
                         let Some(notice) = left_out_missing_server(plan, step) else {
+                            self.snapshot.doubt(lb.id);
                             return Err(err);
                         };
                         tracing::warn!(service = %service_key(service), error = %err, "{}", notice.message);
                         notices.push(notice);
                     }
-                    Err(err) => return Err(err),
+                    Err(err) => {
+                        self.snapshot.doubt(lb.id);
+                        return Err(err);
+                    }
                 }
             }
+            if applied {
+                // Only target steps, all done: the load balancer is known without a read.
+                self.snapshot.store(&lb);
+                continue;
+            }
             self.operations.count(lb_op::GET_BY_NAME);
-            lb = exec.reload().await?;
+            lb = match exec.reload().await {
+                Ok(lb) => lb,
+                Err(err) => {
+                    self.snapshot.doubt(lb.id);
+                    return Err(err);
+                }
+            };
+            self.snapshot.store(&lb);
         }
         notices.extend(plan.left_out(&lb));
         Ok((lb, notices))

@@ -38,6 +38,7 @@ pub mod plan;
 pub mod selector;
 mod services;
 mod settings;
+mod snapshot;
 mod steps;
 
 use std::collections::HashMap;
@@ -74,6 +75,8 @@ pub struct HcloudLoadBalancers {
     /// The issued managed certificate of each Service (by UID) seen by this process, so that
     /// a no-op ensure can tell whether its HTTPS services carry it without a request.
     managed_certificates: std::sync::Mutex<HashMap<String, i64>>,
+    /// Every load balancer as last listed or written (the lookups of all Services).
+    snapshot: snapshot::Snapshot,
 }
 
 impl HcloudLoadBalancers {
@@ -81,6 +84,7 @@ impl HcloudLoadBalancers {
     /// `HCLOUD_NETWORK`) when given.
     pub fn new(client: Client, settings: LoadBalancerSettings, network_id: Option<i64>) -> Self {
         Self {
+            snapshot: snapshot::Snapshot::new(client.clone(), settings.snapshot_max_age),
             client,
             settings,
             network_id,
@@ -224,19 +228,33 @@ impl HcloudLoadBalancers {
             // The load balancer is gone once its delete action succeeded.
             Ok(Some(action)) => {
                 let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
-                self.executor(lb, &lb.name).wait(&what, &[action]).await
+                let waited = self.executor(lb, &lb.name).wait(&what, &[action]).await;
+                match &waited {
+                    Ok(()) => self.snapshot.remove(lb.id),
+                    Err(_) => self.snapshot.doubt(lb.id),
+                }
+                waited
             }
-            Ok(None) => Ok(()),
-            Err(err) if err.is_not_found() => Ok(()),
+            Ok(None) => {
+                self.snapshot.remove(lb.id);
+                Ok(())
+            }
+            Err(err) if err.is_not_found() => {
+                self.snapshot.remove(lb.id);
+                Ok(())
+            }
             Err(err) if err.code() == Some(&hcloud_api::ErrorCode::Protected) => {
                 tracing::info!(service = %key, load_balancer = lb.name, "keeping the load balancer: it has delete protection");
                 Ok(())
             }
-            Err(err) => Err(api_error(
-                &format!("deleting load balancer {:?} (ID {})", lb.name, lb.id),
-                err,
-                self.settings.retry_after,
-            )),
+            Err(err) => Err({
+                self.snapshot.doubt(lb.id);
+                api_error(
+                    &format!("deleting load balancer {:?} (ID {})", lb.name, lb.id),
+                    err,
+                    self.settings.retry_after,
+                )
+            }),
         }
     }
 }

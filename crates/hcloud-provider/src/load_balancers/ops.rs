@@ -68,11 +68,15 @@ pub struct Executor<'a> {
 }
 
 impl Executor<'_> {
-    /// Wait for `actions` (batched polling); a timeout asks for a retry.
+    /// Wait for `actions` (polled together with every other waiter's); a timeout asks for a
+    /// retry. The controller's worker is free for other keys meanwhile.
     pub async fn wait(&self, what: &str, actions: &[Action]) -> Result<()> {
-        match tokio::time::timeout(self.action_timeout, self.client.actions().wait_all(actions))
-            .await
-        {
+        let api = self.client.actions();
+        let waited = cloud_provider::runtime::waiting(tokio::time::timeout(
+            self.action_timeout,
+            api.wait_all(actions),
+        ));
+        match waited.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => Err(api_error(what, err, self.retry_after)),
             Err(_) => Err(Error::retry(

@@ -4,8 +4,8 @@
 use std::fmt;
 
 use hcloud_api::models::{
-    AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest, Labels, ServiceSpec, ServiceUpdate,
-    TargetSpec,
+    AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest, Labels, LoadBalancer,
+    LoadBalancerTarget, ServiceSpec, ServiceUpdate, TargetSpec,
 };
 
 /// One change of a load balancer.
@@ -64,6 +64,46 @@ impl Step {
     pub fn is_target_step(&self) -> bool {
         matches!(self, Self::AddTarget(_) | Self::RemoveTarget(_))
     }
+
+    /// Apply a finished target step to `lb` as the API did, so that the load balancer need
+    /// not be read again. `false` (and `lb` unchanged) for every other step: what the API
+    /// makes of those (addresses, defaults filled in) is only known by reading it.
+    pub fn apply_to(&self, lb: &mut LoadBalancer) -> bool {
+        match self {
+            Self::AddTarget(spec) => {
+                lb.targets.retain(|t| !same_target(t, spec));
+                lb.targets.push(LoadBalancerTarget {
+                    kind: spec.kind.clone(),
+                    server: spec.server,
+                    label_selector: spec.label_selector.clone(),
+                    ip: spec.ip.clone(),
+                    use_private_ip: spec.use_private_ip.unwrap_or(false),
+                    health_status: Vec::new(),
+                    targets: Vec::new(),
+                });
+                true
+            }
+            Self::RemoveTarget(spec) => {
+                lb.targets.retain(|t| !same_target(t, spec));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `target` is the one `spec` names (by server, IP or selector; as the API matches
+/// `remove_target`).
+fn same_target(target: &LoadBalancerTarget, spec: &TargetSpec) -> bool {
+    target.kind == spec.kind
+        && match (&spec.server, &spec.ip, &spec.label_selector) {
+            (Some(server), _, _) => target.server.as_ref().map(|s| s.id) == Some(server.id),
+            (_, Some(ip), _) => target.ip.as_ref().map(|i| &i.ip) == Some(&ip.ip),
+            (_, _, Some(selector)) => {
+                target.label_selector.as_ref().map(|l| &l.selector) == Some(&selector.selector)
+            }
+            _ => false,
+        }
 }
 
 struct Target<'a>(&'a TargetSpec);
@@ -289,5 +329,31 @@ mod tests {
             Notice::warn_node("n1", reasons::MAX_TARGETS_REACHED, "full").to_string(),
             "MaxTargetsReached: node n1: full"
         );
+    }
+
+    #[test]
+    fn finished_target_steps_apply_without_a_read() {
+        let mut lb = LoadBalancer::default();
+        assert!(Step::AddTarget(TargetSpec::server(1, false)).apply_to(&mut lb));
+        assert!(Step::AddTarget(TargetSpec::server(2, true)).apply_to(&mut lb));
+        assert!(Step::AddTarget(TargetSpec::ip("203.0.113.5")).apply_to(&mut lb));
+        // Adding the same server again replaces it (e.g. with another use_private_ip).
+        assert!(Step::AddTarget(TargetSpec::server(1, true)).apply_to(&mut lb));
+        let servers: Vec<(i64, bool)> = lb
+            .targets
+            .iter()
+            .filter_map(|t| t.server.as_ref().map(|s| (s.id, t.use_private_ip)))
+            .collect();
+        assert_eq!(servers, [(2, true), (1, true)]);
+        assert!(Step::RemoveTarget(TargetSpec::server(2, true)).apply_to(&mut lb));
+        assert!(Step::RemoveTarget(TargetSpec::ip("203.0.113.5")).apply_to(&mut lb));
+        // An IP target is not a server target with the same number.
+        assert!(Step::RemoveTarget(TargetSpec::ip("1")).apply_to(&mut lb));
+        assert_eq!(lb.targets.len(), 1);
+        assert_eq!(lb.targets[0].server.as_ref().map(|s| s.id), Some(1));
+        let before = lb.clone();
+        assert!(!Step::EnablePublicInterface.apply_to(&mut lb));
+        assert!(!Step::DeleteService(80).apply_to(&mut lb));
+        assert_eq!(lb, before);
     }
 }
