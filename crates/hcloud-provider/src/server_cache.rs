@@ -12,9 +12,11 @@
 //!
 //! For the lifecycle controller's checks of NotReady Nodes, [`ServerCache::status_check`]
 //! keeps the servers that are not running: every [`CacheConfig::status_period`] it asks the
-//! API for the number of running servers (`GET /servers?status=running&per_page=1`, one
-//! request). Only when that number changed (a server powered off, started, was created or
-//! deleted), or the last listing of servers that are not running is older than
+//! API for the number of running servers and the newest of them
+//! (`GET /servers?status=running&sort=id:desc&per_page=1`, one request). Only when that
+//! signature changed (a server powered off, started, was created or deleted; a power-off and
+//! the start of a new server in the same period change the newest ID even when the count
+//! stays), or the last listing of servers that are not running is older than
 //! [`CacheConfig::status_max_age`], does it list the servers that are not running (usually one
 //! page) and mark the full listing as outdated, so that the next existence check refreshes it.
 //!
@@ -259,8 +261,8 @@ impl StatusCheck {
 struct StatusState {
     /// When the running servers were last counted.
     checked_at: Option<Instant>,
-    /// Their number then.
-    running: Option<u64>,
+    /// The number of running servers and the newest running server's ID, as last seen.
+    running: Option<(u64, Option<i64>)>,
     /// Servers not running, and when they were listed.
     not_running: Option<(Instant, ServersById)>,
 }
@@ -625,6 +627,7 @@ impl ServerCache {
             .servers()
             .list(&ListServersParams {
                 status: vec![ServerStatus::Running],
+                sort: vec!["id:desc".to_owned()],
                 per_page: Some(1),
                 ..ListServersParams::default()
             })
@@ -632,7 +635,8 @@ impl ServerCache {
         let running = page
             .pagination()
             .and_then(|p| p.total_entries)
-            .or_else(|| u64::try_from(page.items.len()).ok());
+            .or_else(|| u64::try_from(page.items.len()).ok())
+            .map(|count| (count, page.items.first().map(|s| s.id)));
         let changed = status.running.is_none() || running.is_none() || running != status.running;
         let stale = status
             .not_running
@@ -652,9 +656,9 @@ impl ServerCache {
             status.not_running = Some((Instant::now(), Arc::new(by_id)));
             if changed && status.running.is_some() {
                 tracing::debug!(
-                    before = status.running,
-                    now = running,
-                    "number of running servers changed; the server listing is outdated"
+                    before = ?status.running,
+                    now = ?running,
+                    "running servers changed (count, newest ID); the server listing is outdated"
                 );
                 self.state().outdated = true;
             }

@@ -589,6 +589,29 @@ async fn a_powered_off_server_is_reported_shut_down_within_the_status_period() {
 }
 
 #[tokio::test]
+async fn a_power_off_hidden_by_a_new_server_in_the_same_period_is_noticed() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("sleepy")).await;
+    let p = provider(&sim, status_settings(Duration::from_millis(300))).await;
+    let instances = p.instances().unwrap();
+    let n = node("sleepy", Some(&format!("hcloud://{id}")));
+    assert!(!instances.instance_shutdown(&n).await.unwrap());
+
+    // Within one status period one server powers off and a new one starts: the number of
+    // running servers stays the same, the newest running server changes.
+    sim.admin().set_server_status(id, "off").await.unwrap();
+    seed(&sim, ServerSeed::new("newcomer")).await;
+    let started = std::time::Instant::now();
+    while !instances.instance_shutdown(&n).await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the power-off was hidden by the new server"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
 async fn many_not_ready_nodes_cost_one_request_per_status_period() {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
     let mut nodes = Vec::new();
