@@ -58,6 +58,7 @@ pub async fn connect(
     metrics: &MetricsRegistry,
 ) -> Result<Cloud, CloudError> {
     let mut config = ClientConfig::new(Token::new(settings.token.expose()));
+    config.rate_limit_reserve = settings.rate_limit_reserve;
     if let Some(endpoint) = &settings.endpoint {
         config = config.with_endpoint(endpoint.clone());
     }

@@ -30,6 +30,8 @@ pub mod defaults {
     pub const HCLOUD_SERVER_CACHE_MODE: &str = "all";
     /// Default of `HCLOUD_SERVER_CACHE_MAX_AGE`.
     pub const HCLOUD_SERVER_CACHE_MAX_AGE: &str = "10s";
+    /// Default of `HCLOUD_RATE_LIMIT_RESERVE` (requests per hour).
+    pub const HCLOUD_RATE_LIMIT_RESERVE: &str = "600";
     /// Default of `HCLOUD_METRICS_ENABLED`.
     pub const HCLOUD_METRICS_ENABLED: &str = "true";
     /// Default of `HCLOUD_METRICS_ADDRESS`.
@@ -343,6 +345,13 @@ pub struct Args {
     #[arg(long, env = "HCLOUD_SERVER_CACHE_MAX_AGE", value_name = "DURATION",
         default_value = defaults::HCLOUD_SERVER_CACHE_MAX_AGE, help_heading = HCLOUD)]
     pub hcloud_server_cache_max_age: String,
+
+    /// Requests per hour of the API's budget kept for other tools (CSI driver, autoscaler,
+    /// people): spend freely while the API reports more remaining, pace to the refill rate
+    /// once it reports this few; 0 paces only at an empty budget (this project's variable).
+    #[arg(long, env = "HCLOUD_RATE_LIMIT_RESERVE", value_name = "REQUESTS",
+        default_value = defaults::HCLOUD_RATE_LIMIT_RESERVE, help_heading = HCLOUD)]
+    pub hcloud_rate_limit_reserve: String,
 
     /// Whether /metrics is served on plain HTTP at HCLOUD_METRICS_ADDRESS.
     #[arg(long, env = "HCLOUD_METRICS_ENABLED", value_name = "BOOL", default_value = defaults::HCLOUD_METRICS_ENABLED,

@@ -81,8 +81,20 @@ impl Args {
                 defaults::HCLOUD_SERVER_CACHE_MAX_AGE,
             ),
         );
+        let reserve = or_default(
+            &self.hcloud_rate_limit_reserve,
+            defaults::HCLOUD_RATE_LIMIT_RESERVE,
+        );
+        let rate_limit_reserve = reserve.trim().parse::<u32>().unwrap_or_else(|err| {
+            c.problem(
+                "HCLOUD_RATE_LIMIT_RESERVE",
+                format!("{reserve:?} is not a number of requests per hour ({err})"),
+            );
+            0
+        });
         HcloudSettings {
             token,
+            rate_limit_reserve,
             endpoint,
             debug,
             routes_enabled: network.is_some() && routes_enabled,

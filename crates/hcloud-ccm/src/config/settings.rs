@@ -127,6 +127,8 @@ pub struct HcloudSettings {
     pub zone_label_enabled: bool,
     /// `HCLOUD_SERVER_CACHE_MODE`.
     pub server_cache_mode: ServerCacheMode,
+    /// `HCLOUD_RATE_LIMIT_RESERVE`: requests per hour left to other tools.
+    pub rate_limit_reserve: u32,
     /// `HCLOUD_SERVER_CACHE_MAX_AGE`.
     pub server_cache_max_age: Duration,
 }

@@ -105,6 +105,7 @@ fn defaults_match_upstream() {
     assert!(cfg.hcloud.zone_label_enabled);
     assert_eq!(cfg.hcloud.server_cache_mode, ServerCacheMode::All);
     assert_eq!(cfg.hcloud.server_cache_max_age, Duration::from_secs(10));
+    assert_eq!(cfg.hcloud.rate_limit_reserve, 600);
 
     let lb = &cfg.load_balancers;
     assert!(lb.enabled && lb.private_ingress_enabled && lb.ipv6_enabled && !lb.use_private_ip);
@@ -217,6 +218,25 @@ fn verbosity_and_log_format() {
     );
     let err = problems(&["--log-format=xml", "--v=loud"]);
     assert!(err.mentions("--log-format") && err.mentions("-v"), "{err}");
+}
+
+#[test]
+fn the_rate_limit_reserve_is_a_number_of_requests() {
+    assert_eq!(
+        config(&["--hcloud-rate-limit-reserve=0"])
+            .hcloud
+            .rate_limit_reserve,
+        0
+    );
+    assert_eq!(
+        config(&["--hcloud-rate-limit-reserve=1200"])
+            .hcloud
+            .rate_limit_reserve,
+        1200
+    );
+    let err = problems(&["--hcloud-rate-limit-reserve=lots"]).to_string();
+    assert!(err.contains("HCLOUD_RATE_LIMIT_RESERVE"), "{err}");
+    assert!(err.contains("\"lots\""), "{err}");
 }
 
 #[test]
@@ -862,6 +882,7 @@ fn help_documents_every_flag_and_variable() {
         "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED",
         "HCLOUD_SERVER_CACHE_MODE",
         "HCLOUD_SERVER_CACHE_MAX_AGE",
+        "HCLOUD_RATE_LIMIT_RESERVE",
         "HCLOUD_METRICS_ENABLED",
         "HCLOUD_METRICS_ADDRESS",
         "HCLOUD_LOAD_BALANCERS_ENABLED",
