@@ -2,12 +2,18 @@
 //! named, labelled and configured as the official Hetzner CCM does it, so either CCM can take
 //! over the other's load balancers.
 //!
-//! - **Lookup**: by the label `hcloud-ccm/service-uid=<uid>` (one listing), else by name
-//!   (adopted: the label is added), else the load balancer is created.
+//! - **Lookup**: by the label `hcloud-ccm/service-uid=<uid>`, else by name (adopted: the
+//!   label is added), else the load balancer is created. Lookups are answered by one shared
+//!   snapshot of all load balancers (see `snapshot.rs`): a burst of lookups (a leader start,
+//!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
+//!   lookup within 10 s of a listing nothing.
 //! - **Ensure**: the Service's annotations (see [`annotations::keys`]) over the
 //!   [`LoadBalancerSettings`] give the desired state ([`Plan`]); [`Plan::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API
-//!   locks a load balancer while an action runs). A no-op ensure costs one listing.
+//!   locks a load balancer while an action runs). Waiting gives the controller's worker back
+//!   for other Services, and the waits of all load balancers are polled together. Finished
+//!   target steps are applied to the known state instead of reading the load balancer again;
+//!   other steps are followed by one read. A no-op ensure costs at most one listing.
 //! - **Unset means unchanged**: a setting that neither an annotation nor an
 //!   `HCLOUD_LOAD_BALANCERS_*` variable sets (algorithm, public interface, PROXY protocol,
 //!   health-check timings, sticky sessions, redirect, cookie, idle timeout) is left as the load
