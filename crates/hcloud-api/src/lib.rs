@@ -13,6 +13,8 @@
 //!   plenty left and are paced once its remaining budget reaches a reserve kept for other
 //!   tools (default 600 of 3600 per hour; see [`ClientConfig::rate_limit_reserve`]). An
 //!   optional client-side budget ([`RateLimitConfig`], off by default) can cap it further.
+//! - Action waiting shared across callers: all concurrent [`ActionsApi::wait_all`] calls of
+//!   a client and its clones share one poll per round, 25 action IDs per request.
 //! - Metrics with the official CCM's names (see [`Metrics`]).
 //!
 //! ```no_run
@@ -55,13 +57,16 @@ pub use models::*;
 pub use pagination::{ListMeta, Page, Pagination};
 pub use ratelimit::RequestBudget;
 
+use api::action_batch::ActionBatch;
 use transport::Transport;
 
 /// The API client. Cloning is cheap; clones share the connection pool, the request budget,
-/// the view of the API's rate-limit bucket and the metrics.
+/// the view of the API's rate-limit bucket, the metrics and the action polls.
 #[derive(Debug, Clone)]
 pub struct Client {
     transport: Arc<Transport>,
+    /// Waiters for actions, sharing their polls (see [`ActionsApi::wait_all`]).
+    action_batch: Arc<ActionBatch>,
     poll_interval: Duration,
 }
 
@@ -72,6 +77,7 @@ impl Client {
         let transport = Transport::new(&config)?;
         Ok(Client {
             transport: Arc::new(transport),
+            action_batch: Arc::new(ActionBatch::new(config.poll_interval)),
             poll_interval: config.poll_interval,
         })
     }
@@ -153,5 +159,9 @@ impl Client {
 
     pub(crate) fn transport(&self) -> &Transport {
         &self.transport
+    }
+
+    pub(crate) fn action_batch(&self) -> &ActionBatch {
+        &self.action_batch
     }
 }

@@ -1,13 +1,40 @@
-//! `/actions` and the batched action waiter.
+//! `/actions` and the action waiter.
+//!
+//! [`ActionsApi::wait_all`] shares its polls with every other waiter of the same client and
+//! its clones: each poll round asks `GET /actions?id=…` once per [`ACTIONS_PER_REQUEST`]
+//! pending IDs in total, whoever waits for them, and hands each waiter its own result. One
+//! of the waiting callers runs the rounds for all (no background task); when it is done or
+//! its future is dropped, another takes over. A dropped waiter's IDs are no longer polled.
+//!
+//! - An action already known to have succeeded costs no request; one known to have failed
+//!   fails at once.
+//! - A freshly returned running action is first polled one poll interval later; bare IDs
+//!   are polled in the next round (at once unless a round ended less than an interval ago).
+//! - Rounds are at least one poll interval apart; waiters that join while a round is in
+//!   flight are part of the next one.
+//! - A waiter gets the first failure among its own actions (a failed action before a
+//!   failed request before a missing ID); an ID the API does not return fails (with code
+//!   `not_found`) only the waiters asking for it.
+//! - A failed poll request (after the client's retries) fails the waiters whose IDs were in
+//!   it: one gets the original error, the others a copy (API errors are cloned; a transport
+//!   failure, which cannot be copied, becomes an action error with code `poll_failed`). The
+//!   other waiters go on polling.
+//!
+//! Wrap a wait in a timeout to bound it. A future of `wait`/`wait_all` should be polled to
+//! the end or dropped: while it runs the rounds, keeping it without polling it stalls the
+//! other waiters.
 
 use std::collections::BTreeSet;
 
+use tokio::time::Instant;
+
+use super::action_batch::failure;
 use crate::Client;
 use crate::api::get_one;
-use crate::error::{ActionError, Error};
+use crate::error::Error;
 use crate::models::{Action, ActionStatus};
 use crate::pagination::get_page;
-use crate::transport::Query;
+use crate::transport::{Query, Transport};
 
 /// Ids per `GET /actions?id=…` request, as the official client does.
 pub const ACTIONS_PER_REQUEST: usize = 25;
@@ -53,18 +80,13 @@ pub struct ActionsApi<'a> {
     pub(crate) client: &'a Client,
 }
 
-fn failure(action: &Action) -> Error {
-    let (code, message) = action
-        .error
-        .as_ref()
-        .map(|e| (e.code.clone(), e.message.clone()))
-        .unwrap_or_else(|| ("action_failed".to_owned(), "action failed".to_owned()));
-    Error::Action(ActionError {
-        id: action.id,
-        command: action.command.clone(),
-        code,
-        message,
-    })
+/// `GET /actions` for up to [`ACTIONS_PER_REQUEST`] ids.
+async fn fetch(transport: &Transport, ids: Vec<i64>) -> Result<Vec<Action>, Error> {
+    let mut query: Query = ids.iter().map(|id| ("id", id.to_string())).collect();
+    query.push(("per_page", ACTIONS_PER_REQUEST.to_string()));
+    Ok(get_page::<Action>(transport, "/actions", "actions", &query)
+        .await?
+        .items)
 }
 
 impl ActionsApi<'_> {
@@ -77,11 +99,7 @@ impl ActionsApi<'_> {
     pub async fn list(&self, ids: &[i64]) -> Result<Vec<Action>, Error> {
         let mut all = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(ACTIONS_PER_REQUEST) {
-            let mut query: Query = chunk.iter().map(|id| ("id", id.to_string())).collect();
-            query.push(("per_page", ACTIONS_PER_REQUEST.to_string()));
-            let page =
-                get_page::<Action>(self.client.transport(), "/actions", "actions", &query).await?;
-            all.extend(page.items);
+            all.extend(fetch(self.client.transport(), chunk.to_vec()).await?);
         }
         Ok(all)
     }
@@ -92,9 +110,10 @@ impl ActionsApi<'_> {
         self.wait_all(&[action]).await
     }
 
-    /// Waits until all actions finished, polling every `poll_interval` with up to 25 ids per
-    /// request. Returns the first failure as soon as it is seen. An ID the API does not
-    /// return fails with code `not_found`. Wrap in a timeout to bound the wait.
+    /// Waits until all actions finished, sharing the polls (every `poll_interval`, up to 25
+    /// ids per request) with the client's other waiters (see the [module docs](self)).
+    /// Returns the first failure as soon as it is seen. An ID the API does not return fails
+    /// with code `not_found`. Wrap in a timeout to bound the wait.
     pub async fn wait_all<A: ActionRef>(&self, actions: &[A]) -> Result<(), Error> {
         let mut pending = BTreeSet::new();
         let mut known_running = false;
@@ -111,42 +130,22 @@ impl ActionsApi<'_> {
                 }
             }
         }
-        let interval = self.client.poll_interval();
-        if known_running && !pending.is_empty() {
-            // Freshly returned actions are rarely done at once; wait before the first poll.
-            tokio::time::sleep(interval).await;
+        if pending.is_empty() {
+            return Ok(());
         }
-        while !pending.is_empty() {
-            let ids: Vec<i64> = pending.iter().copied().collect();
-            let seen = self.list(&ids).await?;
-            let mut returned = BTreeSet::new();
-            for action in &seen {
-                if !pending.contains(&action.id) {
-                    continue;
-                }
-                returned.insert(action.id);
-                match action.status {
-                    ActionStatus::Success => {
-                        pending.remove(&action.id);
-                    }
-                    ActionStatus::Error => return Err(failure(action)),
-                    _ => {}
-                }
-            }
-            if let Some(missing) = ids.iter().find(|id| !returned.contains(id)) {
-                return Err(Error::Action(ActionError {
-                    id: *missing,
-                    command: String::new(),
-                    code: "not_found".to_owned(),
-                    message: "the API did not return this action".to_owned(),
-                }));
-            }
-            if pending.is_empty() {
-                break;
-            }
-            tracing::trace!(pending = pending.len(), "waiting for hcloud actions");
-            tokio::time::sleep(interval).await;
-        }
-        Ok(())
+        // Freshly returned actions are rarely done at once: their first poll waits.
+        let now = Instant::now();
+        let due = if known_running {
+            now + self.client.poll_interval()
+        } else {
+            now
+        };
+        tracing::trace!(pending = pending.len(), "waiting for hcloud actions");
+        let transport = self.client.transport();
+        self.client
+            .action_batch()
+            .join(pending, due)
+            .wait(|ids| fetch(transport, ids))
+            .await
     }
 }

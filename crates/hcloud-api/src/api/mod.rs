@@ -1,5 +1,6 @@
 //! One accessor per resource, borrowed from a [`crate::Client`].
 
+pub(crate) mod action_batch;
 pub mod actions;
 pub mod certificates;
 pub mod load_balancer_types;
