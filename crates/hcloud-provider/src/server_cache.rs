@@ -20,6 +20,12 @@
 //! [`CacheConfig::status_max_age`], does it list the servers that are not running (usually one
 //! page) and mark the full listing as outdated, so that the next existence check refreshes it.
 //!
+//! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
+//! it, unless the listing spans several pages and the lookup comes alone: then the one server
+//! is read directly (one request instead of one per 50 servers), as long as the direct reads
+//! of the last 2 s stay below the pages of a listing. One Node joining a cluster of 1000 thus
+//! costs one request, a burst of new Nodes one listing.
+//!
 //! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
 //! directly for the one server before the lifecycle controller may delete a Node.
 
@@ -40,6 +46,9 @@ use crate::config::{CacheConfig, CacheMode};
 
 /// A listing younger than this answers misses without another refresh.
 const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Servers per page of a listing (the API's maximum, as `list_all` asks).
+const SERVERS_PER_PAGE: usize = 50;
 
 /// A failed lookup. Cheap to clone: a failed listing is handed to every lookup that waited
 /// for it, instead of each of them repeating the listing.
@@ -234,6 +243,8 @@ struct State {
     misses: HashMap<ServerKey, Instant>,
     /// The last listing that failed, and when it failed.
     failed_refresh: Option<(Instant, CacheError)>,
+    /// Direct reads instead of a refresh: when the current window started and how many.
+    direct: Option<(Instant, usize)>,
 }
 
 /// Servers by ID, shared.
@@ -403,11 +414,38 @@ impl ServerCache {
             .cloned()
     }
 
+    /// A server of `listing`, or read directly since (which is newer).
     fn lookup(state: &State, listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
-        listing.lookup(key).or_else(|| match key {
+        match key {
             ServerKey::Id(id) => state.extra.get(id).cloned(),
             ServerKey::Name(name) => state.extra.values().find(|s| s.name == *name).cloned(),
-        })
+        }
+        .or_else(|| listing.lookup(key))
+    }
+
+    /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
+    /// server than as a refresh: only when the listing spans several pages, no refresh is
+    /// under way, and the direct reads of the last [`MIN_REFRESH_INTERVAL`] stay below the
+    /// pages a refresh costs (a burst of lookups, such as many new Nodes, lists instead).
+    fn read_directly(state: &mut State) -> bool {
+        let Some(listing) = &state.listing else {
+            return false;
+        };
+        let pages = listing.by_id.len().div_ceil(SERVERS_PER_PAGE);
+        if pages < 2 || state.refresh.is_some() {
+            return false;
+        }
+        let now = Instant::now();
+        let (since, used) = state.direct.get_or_insert((now, 0));
+        if now.saturating_duration_since(*since) >= MIN_REFRESH_INTERVAL {
+            *since = now;
+            *used = 0;
+        }
+        if *used + 1 >= pages {
+            return false;
+        }
+        *used += 1;
+        true
     }
 
     /// Join the refresh under way or start one. `true` when this call started it.
@@ -457,7 +495,7 @@ impl ServerCache {
         max_age: Duration,
     ) -> Result<Option<Arc<Server>>, CacheError> {
         let requested_at = Instant::now();
-        {
+        let direct = {
             let mut state = self.state();
             if let Some(listing) = Self::fresh_listing(&state, max_age) {
                 if let Some(server) = Self::lookup(&state, &listing, key) {
@@ -477,6 +515,22 @@ impl ServerCache {
                     return Ok(None);
                 }
             }
+            Self::read_directly(&mut state)
+        };
+        if direct {
+            self.count(RESULT_MISS);
+            let found = self.fetch(key).await?;
+            let mut state = self.state();
+            match &found {
+                Some(server) => {
+                    state.misses.remove(key);
+                    state.extra.insert(server.id, server.clone());
+                }
+                None => {
+                    state.misses.insert(key.clone(), Instant::now());
+                }
+            }
+            return Ok(found);
         }
         let (refresh, started) = self.refresh();
         // The lookup that starts the listing pays for it; those joining it are answered by a

@@ -170,6 +170,76 @@ async fn a_burst_of_lookups_costs_one_listing() {
 }
 
 #[tokio::test]
+async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    // Three pages of servers.
+    for i in 0..120 {
+        seed(&sim, ServerSeed::new(format!("old-{i}"))).await;
+    }
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                miss_ttl: Duration::ZERO,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    instances
+        .instance_metadata(&node("old-0", None))
+        .await
+        .unwrap();
+    // The listing must be older than the shortest refresh interval for a miss to ask again.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    // One Node joins: its server is read by name, not all three pages again.
+    seed(&sim, ServerSeed::new("new-0")).await;
+    sim.admin().reset_request_counts().await.unwrap();
+    let found = instances
+        .instance_metadata(&node("new-0", None))
+        .await
+        .unwrap();
+    assert!(found.is_some());
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+    // Found again without a request.
+    instances
+        .instance_metadata(&node("new-0", None))
+        .await
+        .unwrap();
+    assert_eq!(
+        sim.admin()
+            .request_counts()
+            .await
+            .unwrap()
+            .values()
+            .sum::<u64>(),
+        1
+    );
+
+    // Many join at once: a few direct reads at most, then one listing answers the rest.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for i in 1..=10 {
+        seed(&sim, ServerSeed::new(format!("new-{i}"))).await;
+    }
+    sim.admin().reset_request_counts().await.unwrap();
+    for i in 1..=10 {
+        let found = instances
+            .instance_metadata(&node(&format!("new-{i}"), None))
+            .await
+            .unwrap();
+        assert!(found.is_some(), "new-{i}");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    let total: u64 = counts.values().sum();
+    // Below 10 direct reads: two direct reads (fewer than the 3 pages), then 3 pages.
+    assert!(total <= 5, "{counts:?}");
+}
+
+#[tokio::test]
 async fn a_missing_server_is_remembered_instead_of_relisting() {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
     seed(&sim, ServerSeed::new("present")).await;
