@@ -24,6 +24,12 @@ use serde_json::json;
 /// A token of the real length that the simulator accepts.
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
+/// Nodes labelled `lb=yes` (the first ones and every joining one); the Services' node
+/// selector picks them, so that every load balancer's targets fit an `lb11` (25) at any scale.
+const LB_NODES: usize = 10;
+/// Extra requests one joining Node may cost besides one `add_target` per load balancer
+/// (initialisation, its route, the batched action polls).
+const JOIN_OVERHEAD: u64 = 10;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -107,26 +113,44 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn node_json(name: &str, id: i64, pod_cidr: &str) -> Result<Node> {
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
+fn node_json(name: &str, id: i64, pod_cidr: &str, lb: bool) -> Result<Node> {
+    let labels = if lb {
+        json!({ "lb": "yes" })
+    } else {
+        json!({})
+    };
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name },
+        "metadata": { "name": name, "labels": labels },
         "spec": { "providerID": format!("hcloud://{id}"), "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
         "status": {
             "addresses": [{ "type": "Hostname", "address": name }],
-            "conditions": [{
-                "type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                "lastHeartbeatTime": now, "lastTransitionTime": now,
-            }],
+            "conditions": [ready_condition(false)],
         },
     }))?)
 }
 
+/// The Ready condition of a kubelet that reports (`true`) or stopped reporting.
+fn ready_condition(ready: bool) -> serde_json::Value {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let (status, reason) = if ready {
+        ("True", "KubeletReady")
+    } else {
+        ("False", "KubeletNotReady")
+    };
+    json!({
+        "type": "Ready", "status": status, "reason": reason,
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    })
+}
+
 fn service_json(name: &str, port_base: i32) -> Result<Service> {
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name },
+        "metadata": {
+            "name": name,
+            "annotations": { "load-balancer.hetzner.cloud/node-selector": "lb=yes" },
+        },
         "spec": {
             "type": "LoadBalancer",
             "ports": [
@@ -293,14 +317,20 @@ impl Bench {
         Ok(())
     }
 
+    /// Nodes for servers `from..from + count`; the first [`LB_NODES`] and a single joining
+    /// Node (`count == 1`) carry the label the Services select.
     async fn add_nodes(&self, from: usize, count: usize) -> Result<()> {
         let nodes: Api<Node> = Api::all(self.kube.clone());
+        let from_join = if count == 1 { from } else { usize::MAX };
         let jobs = (from..from + count).map(|i| {
             let nodes = nodes.clone();
             let (name, id) = self.servers[i].clone();
             async move {
                 nodes
-                    .create(&PostParams::default(), &node_json(&name, id, &pod_cidr(i))?)
+                    .create(
+                        &PostParams::default(),
+                        &node_json(&name, id, &pod_cidr(i), i < LB_NODES || i == from_join)?,
+                    )
                     .await?;
                 anyhow::Ok(())
             }
@@ -308,6 +338,52 @@ impl Bench {
         for result in futures::future::join_all(jobs).await {
             result?;
         }
+        Ok(())
+    }
+
+    /// Report the Nodes of servers `indices` Ready (kubelets running) or NotReady.
+    async fn set_ready(&self, indices: impl IntoIterator<Item = usize>, ready: bool) -> Result<()> {
+        let nodes: Api<Node> = Api::all(self.kube.clone());
+        let patch = json!({ "status": { "conditions": [ready_condition(ready)] } });
+        let names: Vec<String> = indices
+            .into_iter()
+            .filter_map(|i| self.servers.get(i).map(|(name, _)| name.clone()))
+            .collect();
+        let params = kube::api::PatchParams::default();
+        let patch = kube::api::Patch::Merge(&patch);
+        for chunk in names.chunks(50) {
+            let jobs = chunk
+                .iter()
+                .map(|name| nodes.patch_status(name, &params, &patch));
+            for result in futures::future::join_all(jobs).await {
+                result?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One Service changes in a way that needs no cloud change (an annotation of its own):
+    /// the requests of its reconcile.
+    async fn noop_scenario(&mut self, namespace: &str) -> Result<()> {
+        let services: Api<Service> = Api::namespaced(self.kube.clone(), namespace);
+        self.admin.reset_request_counts().await?;
+        let patch = json!({ "metadata": { "annotations": { "bench/touched": "1" } } });
+        services
+            .patch(
+                "svc-0",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await?;
+        let counts = self
+            .until_idle(Duration::from_secs(3), Duration::from_secs(60))
+            .await?;
+        self.push(
+            "no-op reconcile of one Service (an unrelated annotation changed)".to_owned(),
+            counts,
+            "requests until idle (3 s without one)".to_owned(),
+            Some(1),
+        );
         Ok(())
     }
 
@@ -428,18 +504,27 @@ impl Bench {
             .await?;
         let mut times: Vec<Duration> = ingress.values().copied().collect();
         times.sort();
-        // Load balancers are another piece of work: their bar is reported, not enforced.
-        self.push_bar(
+        let p99 = percentile(&times, 99.0);
+        self.push(
             format!("{count} new LoadBalancer Services at once (2 ports)"),
             counts,
             format!(
-                "ingress {}/{count}: p50 {}, p99 {}",
+                "ingress {}/{count}: p50 {}, p99 {}{}",
                 times.len(),
                 ms(percentile(&times, 50.0)),
-                ms(percentile(&times, 99.0))
+                ms(p99),
+                if bar_per_lb.is_some() {
+                    // The time bar of the burst; reported (times depend on the machine).
+                    if p99 <= Duration::from_secs(5) {
+                        " (<= 5 s ok)"
+                    } else {
+                        " (<= 5 s over)"
+                    }
+                } else {
+                    ""
+                }
             ),
             bar_per_lb.map(|b| b * count as u64),
-            false,
         );
         Ok(())
     }
@@ -485,15 +570,22 @@ impl Bench {
 
     /// Nothing changes: requests over `window`, extrapolated to an hour.
     async fn steady_scenario(&mut self, window: Duration) -> Result<()> {
+        // A healthy cluster: every kubelet reports Ready.
+        self.set_ready(0..self.servers.len(), true).await?;
+        self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
+            .await?;
         self.admin.reset_request_counts().await?;
         tokio::time::sleep(window).await;
         let counts = self.counts().await?;
         let total: u64 = counts.values().sum();
         let per_hour = total as f64 * 3600.0 / window.as_secs_f64();
         self.push(
-            format!("steady state, {} observed, all Nodes NotReady", ms(window)),
+            format!("steady state, {} observed, all Nodes Ready", ms(window)),
             counts,
-            format!("{per_hour:.0} requests/h extrapolated"),
+            format!(
+                "{per_hour:.0} requests/h extrapolated (bar 250/h: {})",
+                if per_hour <= 250.0 { "ok" } else { "over" }
+            ),
             None,
         );
         Ok(())
@@ -517,19 +609,17 @@ impl Bench {
         let counts = self
             .until_idle(Duration::from_secs(5), Duration::from_secs(120))
             .await?;
-        // The load balancers' share of this is another piece of work: reported, not enforced.
-        self.push_bar(
+        self.push(
             format!("leader start, {nodes} Nodes and {services} unchanged Services in place"),
             counts,
             "requests until idle (5 s without one)".to_owned(),
             Some(30),
-            false,
         );
         Ok(())
     }
 
     /// One more Node joins (server, Node with a pod CIDR).
-    async fn node_join_scenario(&mut self, index: usize) -> Result<()> {
+    async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
         self.add_servers(index, 1).await?;
         self.admin.reset_request_counts().await?;
         let started = Instant::now();
@@ -541,10 +631,10 @@ impl Bench {
             .await?;
         let _ = started;
         self.push(
-            "one Node joins".to_owned(),
+            format!("one Node joins, selected by {services} load balancers"),
             counts,
             format!("route in place after {}", ms(took)),
-            None,
+            Some(services as u64 + JOIN_OVERHEAD),
         );
         Ok(())
     }
@@ -558,6 +648,10 @@ impl Bench {
     async fn lifecycle_scenario(&mut self) -> Result<()> {
         let (off_name, off_id) = self.servers[0].clone();
         let (gone_name, gone_id) = self.servers[1].clone();
+        // Their kubelets stop reporting first (the lifecycle controller checks NotReady Nodes).
+        self.set_ready([0, 1], false).await?;
+        self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
+            .await?;
         self.admin.reset_request_counts().await?;
         let started = Instant::now();
         self.admin.set_server_status(off_id, "off").await?;
@@ -671,9 +765,10 @@ async fn main() -> Result<()> {
             .services_scenario("bulk", services - burst, 2 * burst, None)
             .await?;
     }
+    bench.noop_scenario("burst").await?;
     bench.steady_scenario(steady).await?;
     bench.leader_start_scenario(nodes, services).await?;
-    bench.node_join_scenario(nodes).await?;
+    bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
     bench.delete_services_scenario("burst", burst).await?;
     bench.stop_ccm().await?;
