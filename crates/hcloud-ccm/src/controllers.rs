@@ -229,6 +229,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         cluster_cidrs: config.cluster_cidrs.clone(),
                         reconciliation_period: config.route_reconciliation_period,
                         watch_nodes: config.feature_gates.watch_based_routes,
+                        resync_period: config.min_resync_period,
                         ..RouteControllerConfig::default()
                     },
                 )

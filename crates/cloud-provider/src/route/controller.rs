@@ -148,6 +148,11 @@ pub struct RouteControllerConfig {
     /// With `watch_nodes`: how long a pass waits after the first Node change, so that a burst
     /// of changes is handled by one pass (default 500 ms).
     pub watch_debounce: Duration,
+    /// With `watch_nodes`: the full pass that repairs routes changed behind the controller's
+    /// back comes this long × a random factor in [1, 2) after the last one instead of every
+    /// `reconciliation_period`, as upstream's watch-based controller resyncs with its shared
+    /// informer (`--min-resync-period`, default 12 h).
+    pub resync_period: Duration,
 }
 
 impl Default for RouteControllerConfig {
@@ -158,6 +163,7 @@ impl Default for RouteControllerConfig {
             reconciliation_period: Duration::from_secs(10),
             watch_nodes: false,
             watch_debounce: WATCH_DEBOUNCE,
+            resync_period: Duration::from_secs(12 * 3600),
         }
     }
 }
@@ -248,6 +254,16 @@ pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Durati
         }
         (Category::Transient, Some(after)) => Some(after.min(cap)),
         _ => None,
+    }
+}
+
+/// When the next pass is due after a successful one: every period, or with the watch-based
+/// gate (passes come with Node changes) at the jittered resync.
+fn next_pass(config: &RouteControllerConfig) -> Duration {
+    if config.watch_nodes {
+        jittered(crate::period(config.resync_period))
+    } else {
+        crate::period(config.reconciliation_period)
     }
 }
 
@@ -592,10 +608,8 @@ impl Reconciler for RouteController {
     async fn reconcile(&self, _key: &str) -> Result<(), provider::Error> {
         let summary = RouteController::reconcile(self).await?;
         tracing::debug!(?summary, "route pass done");
-        self.queue.reschedule(
-            PASS_KEY.to_owned(),
-            crate::period(self.config.reconciliation_period),
-        );
+        self.queue
+            .reschedule(PASS_KEY.to_owned(), next_pass(&self.config));
         Ok(())
     }
 
@@ -613,6 +627,24 @@ impl Reconciler for RouteController {
 mod tests {
     use super::*;
     use crate::route::decisions::{NO_ROUTE_CREATED, ROUTE_CREATED};
+
+    #[test]
+    fn passes_follow_the_period_or_with_watches_the_jittered_resync() {
+        let periodic = RouteControllerConfig::default();
+        assert_eq!(next_pass(&periodic), Duration::from_secs(10));
+        let watched = RouteControllerConfig {
+            watch_nodes: true,
+            resync_period: Duration::from_secs(3600),
+            ..RouteControllerConfig::default()
+        };
+        for _ in 0..50 {
+            let next = next_pass(&watched);
+            assert!(
+                next >= Duration::from_secs(3600) && next < Duration::from_secs(7200),
+                "{next:?}"
+            );
+        }
+    }
     use prometheus_client::encoding::text::encode;
 
     #[test]

@@ -214,7 +214,8 @@ pub struct Config {
     pub node_status_update_frequency: Duration,
     /// `--route-reconciliation-period`.
     pub route_reconciliation_period: Duration,
-    /// `--min-resync-period` (accepted; the caches here are watches without resync).
+    /// `--min-resync-period`: with the watch-based routes gate, the route controller's repair
+    /// passes come this long × [1, 2) apart (the caches here are watches without resync).
     pub min_resync_period: Duration,
     /// `--node-sync-period`: period of a full load balancer backend pass; zero = off.
     pub node_sync_period: Duration,

@@ -757,6 +757,13 @@ fn compatibility_flags_with_meaning() {
     // Accepted and ignored: one line each.
     let cfg = config(&["--min-resync-period=1h", "--allocate-node-cidrs"]);
     assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
+    // With the watch-based routes gate it paces the route repair passes: no warning.
+    let gated = config(&[
+        "--min-resync-period=1h",
+        "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
+    ]);
+    assert!(gated.warnings.is_empty(), "{:?}", gated.warnings);
+    assert_eq!(gated.min_resync_period, Duration::from_secs(3600));
     assert!(
         cfg.warnings
             .iter()

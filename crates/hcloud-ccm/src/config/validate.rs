@@ -83,13 +83,6 @@ impl Args {
             &self.route_reconciliation_period,
         );
         let min_resync_period = c.positive_duration("--min-resync-period", &self.min_resync_period);
-        if self.min_resync_period != "12h" {
-            c.warn(format!(
-                "--min-resync-period={} has no effect: the caches here are watches, kept current \
-                 without periodic resyncs",
-                self.min_resync_period
-            ));
-        }
         if allocate_node_cidrs {
             c.warn(
                 "--allocate-node-cidrs=true has no effect: this CCM allocates no pod CIDRs \
@@ -130,6 +123,14 @@ impl Args {
                 }
                 Err(e) => c.problem("--feature-gates", e),
             }
+        }
+        if self.min_resync_period != "12h" && !feature_gates.watch_based_routes {
+            c.warn(format!(
+                "--min-resync-period={} has no effect without the {WATCH_BASED_ROUTES_GATE} \
+                 feature gate (it then paces the route controller's repair passes); the caches \
+                 here are watches, kept current without periodic resyncs",
+                self.min_resync_period
+            ));
         }
         if let Some(value) = non_empty(self.webhook_secure_port.as_deref()) {
             match value.parse::<u16>() {
