@@ -232,6 +232,8 @@ impl Bench {
                 "--secure-port=0",
                 "--leader-elect=false",
                 "--cluster-cidr=10.0.0.0/8",
+                // As the official manifests (and deploy/ccm.yaml) run it.
+                "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
             ])
             .stdout(Stdio::null())
             .stderr(match &self.args.ccm_log {
