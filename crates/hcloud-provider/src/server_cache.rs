@@ -22,9 +22,9 @@
 //!
 //! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
-//! is read directly (one request instead of one per 50 servers), as long as the direct reads
-//! of the last 2 s stay below the pages of a listing. One Node joining a cluster of 1000 thus
-//! costs one request, a burst of new Nodes one listing.
+//! is read directly (one request instead of one per 50 servers), at most once per 2 s. One
+//! Node joining a cluster of 1000 thus costs one request, a burst of new Nodes one more than a
+//! listing.
 //!
 //! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
 //! directly for the one server before the lifecycle controller may delete a Node.
@@ -425,8 +425,8 @@ impl ServerCache {
 
     /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
     /// server than as a refresh: only when the listing spans several pages, no refresh is
-    /// under way, and the direct reads of the last [`MIN_REFRESH_INTERVAL`] stay below the
-    /// pages a refresh costs (a burst of lookups, such as many new Nodes, lists instead).
+    /// under way, and no other direct read happened in the last [`MIN_REFRESH_INTERVAL`] (a
+    /// burst of lookups, such as many new Nodes, lists instead).
     fn read_directly(state: &mut State) -> bool {
         let Some(listing) = &state.listing else {
             return false;
@@ -441,7 +441,9 @@ impl ServerCache {
             *since = now;
             *used = 0;
         }
-        if *used + 1 >= pages {
+        // One direct read per window: a second lookup this soon is a burst (e.g. the periodic
+        // address refresh of every Node), which one listing serves better.
+        if *used >= 1 {
             return false;
         }
         *used += 1;
