@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use hcloud_sim::{AdminClient, Fault, NetworkSeed, ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{
+    AdminClient, Fault, NetworkSeed, RateLimitConfig, ServerSeed, SimConfig, Simulator,
+};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_harness::ControlPlane;
@@ -69,6 +71,8 @@ struct Row {
     /// Whether `--check` fails on this bar (bars of work still under way elsewhere are only
     /// reported).
     enforced: bool,
+    /// The CCM's resident and peak memory after the scenario, in KiB.
+    rss: Option<(u64, u64)>,
 }
 
 impl Row {
@@ -262,10 +266,25 @@ impl Bench {
 
     /// Peak RSS (`VmHWM`) of the CCM process, in KiB.
     fn ccm_rss(&self) -> Option<u64> {
+        self.ccm_status("VmHWM:")
+    }
+
+    /// A KiB figure of the CCM's `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`).
+    fn ccm_status(&self, field: &str) -> Option<u64> {
         let pid = self.ccm.as_ref()?.id()?;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
         line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// A new scenario: counters at zero and, so that each scenario measures the CCM and not
+    /// what the ones before spent, the simulator's API budget full again.
+    async fn fresh_start(&self) -> Result<()> {
+        self.admin
+            .set_rate_limit(RateLimitConfig::default())
+            .await?;
+        self.admin.reset_request_counts().await?;
+        Ok(())
     }
 
     async fn counts(&self) -> Result<BTreeMap<String, u64>> {
@@ -368,7 +387,7 @@ impl Bench {
     /// the requests of its reconcile.
     async fn noop_scenario(&mut self, namespace: &str) -> Result<()> {
         let services: Api<Service> = Api::namespaced(self.kube.clone(), namespace);
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let patch = json!({ "metadata": { "annotations": { "bench/touched": "1" } } });
         services
             .patch(
@@ -418,12 +437,14 @@ impl Bench {
         bar: Option<u64>,
         enforced: bool,
     ) {
+        let rss = self.ccm_status("VmRSS:").zip(self.ccm_status("VmHWM:"));
         let mut row = Row {
             scenario,
             counts,
             latency,
             bar: None,
             enforced,
+            rss,
         };
         row.bar = bar.map(|b| (b, row.total() <= b));
         self.rows.push(row);
@@ -433,9 +454,20 @@ impl Bench {
     async fn routes_scenario(&mut self, nodes: usize) -> Result<()> {
         self.add_servers(0, nodes).await?;
         self.add_nodes(0, nodes).await?;
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         self.start_ccm().await?;
-        let took = self.wait_routes(nodes, Duration::from_secs(300)).await?;
+        // One change of the network at a time: about 0.35 s per route at 200 ms actions.
+        let limit = Duration::from_secs(300).max(Duration::from_millis(600) * nodes as u32);
+        let started = Instant::now();
+        let mut marks = Vec::new();
+        for want in [20, 200].into_iter().filter(|w| *w < nodes) {
+            self.wait_routes(want, limit.saturating_sub(started.elapsed()))
+                .await?;
+            marks.push(format!("{want} after {}", ms(started.elapsed())));
+        }
+        self.wait_routes(nodes, limit.saturating_sub(started.elapsed()))
+            .await?;
+        let took = started.elapsed();
         let counts = self.counts().await?;
         let route_requests: u64 = counts
             .iter()
@@ -452,7 +484,8 @@ impl Bench {
             format!("routes for {nodes} new Nodes (network + action requests)"),
             only_routes,
             format!(
-                "all in place after {} ({route_requests} requests)",
+                "{}all in place after {} ({route_requests} requests)",
+                marks.iter().map(|m| format!("{m}, ")).collect::<String>(),
                 ms(took)
             ),
             Some(bar),
@@ -473,7 +506,7 @@ impl Bench {
     ) -> Result<()> {
         kube_harness::ensure_namespace(&self.kube, namespace).await?;
         let services: Api<Service> = Api::namespaced(self.kube.clone(), namespace);
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let started = Instant::now();
         let mut created_at = BTreeMap::new();
         for i in 0..count {
@@ -533,7 +566,7 @@ impl Bench {
 
     async fn delete_services_scenario(&mut self, namespace: &str, count: usize) -> Result<()> {
         let services: Api<Service> = Api::namespaced(self.kube.clone(), namespace);
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let before = self.admin.state().await?["load_balancers"]
             .as_array()
             .map_or(0, Vec::len);
@@ -576,7 +609,7 @@ impl Bench {
         self.set_ready(0..self.servers.len(), true).await?;
         self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         tokio::time::sleep(window).await;
         let counts = self.counts().await?;
         let total: u64 = counts.values().sum();
@@ -606,7 +639,7 @@ impl Bench {
                 None,
             );
         }
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         self.start_ccm().await?;
         let counts = self
             .until_idle(Duration::from_secs(5), Duration::from_secs(120))
@@ -623,7 +656,7 @@ impl Bench {
     /// One more Node joins (server, Node with a pod CIDR).
     async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
         self.add_servers(index, 1).await?;
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let started = Instant::now();
         self.add_nodes(index, 1).await?;
         let want = index + 1;
@@ -654,7 +687,7 @@ impl Bench {
         self.set_ready([0, 1], false).await?;
         self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let started = Instant::now();
         self.admin.set_server_status(off_id, "off").await?;
         let mut tainted = None;
@@ -682,7 +715,7 @@ impl Bench {
         );
 
         let routes_before = self.network_routes().await?.len();
-        self.admin.reset_request_counts().await?;
+        self.fresh_start().await?;
         let started = Instant::now();
         self.admin.delete_server(gone_id).await?;
         let mut gone = None;
@@ -718,7 +751,7 @@ impl Bench {
 
     fn print(&self) {
         println!(
-            "| scenario | requests | writes | by endpoint | latency | bar |\n|---|---:|---:|---|---|---|"
+            "| scenario | requests | writes | by endpoint | latency | bar | CCM RSS (peak) |\n|---|---:|---:|---|---|---|---|"
         );
         for row in &self.rows {
             let by: Vec<String> = row
@@ -733,14 +766,22 @@ impl Bench {
                 Some((bar, false)) => format!("<= {bar} over (reported only)"),
                 None => String::new(),
             };
+            let rss = row.rss.map_or_else(String::new, |(now, peak)| {
+                format!(
+                    "{:.1} ({:.1}) MiB",
+                    now as f64 / 1024.0,
+                    peak as f64 / 1024.0
+                )
+            });
             println!(
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 row.scenario,
                 row.total(),
                 row.writes(),
                 by.join(", "),
                 row.latency,
-                bar
+                bar,
+                rss
             );
         }
     }
@@ -753,7 +794,8 @@ async fn main() -> Result<()> {
     let nodes = scaled(1000.0, scale, 10);
     let services = scaled(100.0, scale, 2);
     let burst = scaled(20.0, scale, 2);
-    let steady = Duration::from_secs_f64((120.0 * scale).max(20.0));
+    // Long enough at full scale to include one periodic address refresh of all Nodes (5 min).
+    let steady = Duration::from_secs_f64((330.0 * scale).max(20.0));
     let check = args.check;
     println!(
         "hcloud-ccm-bench: scale {scale}, {nodes} Nodes, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
