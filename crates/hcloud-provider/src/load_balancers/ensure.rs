@@ -514,14 +514,21 @@ impl HcloudLoadBalancers {
         // when something is left to change.
         let addressed = plan::status(&lb, &plan.status).is_ok()
             && (request.network.is_none() || lb.private_net.iter().any(|p| !p.ip.is_empty()));
-        let lb = if addressed {
-            lb
-        } else {
-            self.operations.count(lb_op::GET_BY_NAME);
-            exec.reload()
-                .await
-                .inspect_err(|_| self.snapshot.doubt(lb.id))?
-        };
+        if !addressed {
+            return self.reread(&exec).await;
+        }
+        self.snapshot.store(&lb);
+        Ok(lb)
+    }
+
+    /// Read the load balancer of `exec` again and keep it in the snapshot (marked for another
+    /// read when this one fails).
+    async fn reread(&self, exec: &super::ops::Executor<'_>) -> Result<models::LoadBalancer> {
+        self.operations.count(lb_op::GET_BY_NAME);
+        let lb = exec
+            .reload()
+            .await
+            .inspect_err(|_| self.snapshot.doubt(exec.id))?;
         self.snapshot.store(&lb);
         Ok(lb)
     }
@@ -622,15 +629,7 @@ impl HcloudLoadBalancers {
                 self.snapshot.store(&lb);
                 continue;
             }
-            self.operations.count(lb_op::GET_BY_NAME);
-            lb = match exec.reload().await {
-                Ok(lb) => lb,
-                Err(err) => {
-                    self.snapshot.doubt(lb.id);
-                    return Err(err);
-                }
-            };
-            self.snapshot.store(&lb);
+            lb = self.reread(&exec).await?;
         }
         notices.extend(plan.left_out(&lb));
         Ok((lb, notices))

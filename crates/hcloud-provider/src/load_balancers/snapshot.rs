@@ -47,7 +47,7 @@ pub(super) struct Lookup {
     pub by_name: Option<LoadBalancer>,
 }
 
-type Listing = Shared<BoxFuture<'static, Result<Arc<Vec<LoadBalancer>>, SharedError>>>;
+type Listing = Shared<BoxFuture<'static, Result<(), SharedError>>>;
 
 #[derive(Debug, Default)]
 struct State {
@@ -55,8 +55,8 @@ struct State {
     lbs: BTreeMap<i64, LoadBalancer>,
     /// When the request of the listing behind `lbs` started; `None`: never listed.
     listed_at: Option<Instant>,
-    /// The listing under way and when it started.
-    in_flight: Option<(Instant, Listing)>,
+    /// The listing under way.
+    in_flight: Option<Listing>,
     /// Entries changed by this process, and when (kept over an older listing).
     written: HashMap<i64, Instant>,
     /// Entries not to be trusted: read again before use.
@@ -74,7 +74,7 @@ pub(super) struct Snapshot {
 }
 
 enum Next {
-    Answer(Vec<LoadBalancer>),
+    Answer(Box<Lookup>),
     Join(Listing),
     Direct,
 }
@@ -96,23 +96,22 @@ impl Snapshot {
     /// The Service's load balancers: those labelled with `uid` and, when `name` is given and
     /// none is labelled, the one named `name`.
     pub async fn lookup(&self, uid: &str, name: Option<&str>) -> Result<Lookup, SharedError> {
-        let lbs = match self.next(Instant::now()) {
-            Next::Answer(lbs) => lbs,
+        let mut found = match self.next(Instant::now(), uid, name) {
+            Next::Answer(found) => *found,
             Next::Join(listing) => {
                 listing.await?;
                 // The listing just merged: answer from it, however long it took.
-                self.state().lbs.values().cloned().collect()
+                select(self.state().lbs.values(), uid, name)
             }
             Next::Direct => return self.direct(uid, name).await,
         };
-        let mut found = select(&lbs, uid, name);
         self.reread_stale(&mut found).await?;
         Ok(found)
     }
 
     /// What to do for a lookup now: answer, join a listing (starting it if needed), or ask
     /// the API for this Service only.
-    fn next(&self, now: Instant) -> Next {
+    fn next(&self, now: Instant, uid: &str, name: Option<&str>) -> Next {
         let mut state = self.state();
         let burst = state
             .last_lookup
@@ -121,9 +120,9 @@ impl Snapshot {
         if let Some(at) = state.listed_at
             && now.saturating_duration_since(at) <= self.max_age
         {
-            return Next::Answer(state.lbs.values().cloned().collect());
+            return Next::Answer(Box::new(select(state.lbs.values(), uid, name)));
         }
-        if let Some((_, listing)) = &state.in_flight {
+        if let Some(listing) = &state.in_flight {
             return Next::Join(listing.clone());
         }
         let one_page = state.listed_at.is_some() && state.lbs.len() < PER_PAGE;
@@ -143,17 +142,13 @@ impl Snapshot {
                 .await;
             let mut state = lock(&shared);
             state.in_flight = None;
-            match result {
-                Ok(lbs) => {
-                    merge(&mut state, now, &lbs);
-                    Ok(Arc::new(lbs))
-                }
-                Err(err) => Err(Arc::new(err)),
-            }
+            let lbs = result.map_err(Arc::new)?;
+            merge(&mut state, now, &lbs);
+            Ok(())
         }
         .boxed()
         .shared();
-        state.in_flight = Some((now, listing.clone()));
+        state.in_flight = Some(listing.clone());
         listing
     }
 
@@ -283,16 +278,19 @@ fn merge(state: &mut State, started: Instant, listed: &[LoadBalancer]) {
     }
 }
 
-/// The Service's part of a listing.
-fn select(lbs: &[LoadBalancer], uid: &str, name: Option<&str>) -> Lookup {
+/// The Service's part of a listing (only its load balancers are copied).
+fn select<'a, I>(lbs: I, uid: &str, name: Option<&str>) -> Lookup
+where
+    I: Iterator<Item = &'a LoadBalancer> + Clone,
+{
     let mut labelled: Vec<LoadBalancer> = lbs
-        .iter()
+        .clone()
         .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
         .cloned()
         .collect();
     labelled.sort_by_key(|lb| lb.id);
     let by_name = match name {
-        Some(name) if labelled.is_empty() => lbs.iter().find(|lb| lb.name == name).cloned(),
+        Some(name) if labelled.is_empty() => lbs.into_iter().find(|lb| lb.name == name).cloned(),
         _ => None,
     };
     Lookup { labelled, by_name }
@@ -355,7 +353,7 @@ mod tests {
             lb(4, "api", None),
             lb(5, "db", Some("u2")),
         ];
-        let found = select(&lbs, "u1", Some("api"));
+        let found = select(lbs.iter(), "u1", Some("api"));
         assert_eq!(
             found.labelled.iter().map(|l| l.id).collect::<Vec<_>>(),
             [3, 7]
@@ -364,9 +362,9 @@ mod tests {
             found.by_name, None,
             "the name only counts without a labelled one"
         );
-        let found = select(&lbs, "u3", Some("api"));
+        let found = select(lbs.iter(), "u3", Some("api"));
         assert!(found.labelled.is_empty());
         assert_eq!(found.by_name.map(|l| l.id), Some(4));
-        assert_eq!(select(&lbs, "u3", None), Lookup::default());
+        assert_eq!(select(lbs.iter(), "u3", None), Lookup::default());
     }
 }
