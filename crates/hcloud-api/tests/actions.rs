@@ -124,10 +124,8 @@ async fn wait_all_accepts_ids_and_finished_actions() {
     assert_eq!(count(&sim, "GET /actions").await, 0);
 }
 
-#[tokio::test]
-async fn failed_action_returns_its_code_and_message() {
-    let (sim, client) = setup().await;
-    let good = start_actions(&sim, &client, 2).await;
+/// A running action (an `add_route`) that will fail with code `route_exploded`.
+async fn start_failing_action(sim: &Simulator, client: &Client) -> Action {
     let net = sim
         .admin()
         .create_network(NetworkSeed::new("bad", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
@@ -141,11 +139,18 @@ async fn failed_action_returns_its_code_and_message() {
         )
         .await
         .expect("fault");
-    let bad = client
+    client
         .networks()
         .add_route(net, &Route::new("10.244.0.0/24", "10.0.1.2"))
         .await
-        .expect("accepted");
+        .expect("accepted")
+}
+
+#[tokio::test]
+async fn failed_action_returns_its_code_and_message() {
+    let (sim, client) = setup().await;
+    let good = start_actions(&sim, &client, 2).await;
+    let bad = start_failing_action(&sim, &client).await;
     let mut all: Vec<Action> = good.into_iter().map(|(_, a)| a).collect();
     all.push(bad.clone());
     let err = client
@@ -334,24 +339,7 @@ async fn a_waiter_dropped_by_its_timeout_leaves_the_others_alone() {
 async fn a_failing_action_fails_only_its_own_waiter() {
     let (sim, client) = setup().await;
     let good = start_actions(&sim, &client, 3).await;
-    let net = sim
-        .admin()
-        .create_network(NetworkSeed::new("bad", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"))
-        .await
-        .expect("network");
-    sim.admin()
-        .inject_fault(
-            Fault::new("/networks/{id}/actions/add_route")
-                .code("route_exploded")
-                .fail_action(),
-        )
-        .await
-        .expect("fault");
-    let bad = client
-        .networks()
-        .add_route(net, &Route::new("10.244.0.0/24", "10.0.1.2"))
-        .await
-        .expect("accepted");
+    let bad = start_failing_action(&sim, &client).await;
     let mut waits: Vec<Vec<Action>> = good.into_iter().map(|(_, a)| vec![a]).collect();
     waits.insert(1, vec![bad.clone()]);
 
