@@ -324,6 +324,12 @@ pub trait Instances: Send + Sync {
     /// `Ok(None)` means "nothing to do now": the Node stays as it is and is not retried until it
     /// changes again.
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>>;
+
+    /// The caller is about to ask for the metadata of `nodes` Nodes in a row (the periodic
+    /// address refresh of every Node). A provider that reads instances in pages can then
+    /// answer all of them from one listing rather than read the first one alone. The default
+    /// does nothing.
+    fn expect_lookups(&self, _nodes: usize) {}
 }
 
 /// Load balancer capability, used by the service controller.

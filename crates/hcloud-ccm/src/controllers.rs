@@ -20,12 +20,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Controller};
 use crate::http::Endpoints;
+use crate::kube_client::{ClientError, KubeClients};
 
 /// Everything a controller needs from the process.
 #[derive(Clone)]
 pub struct ControllerContext {
-    /// The Kubernetes client (CCM credentials).
-    pub client: kube::Client,
+    /// Makes the Kubernetes clients (CCM credentials): one per controller, each with its own
+    /// rate limit, as upstream.
+    pub clients: KubeClients,
     /// The validated configuration (controllers, periods, concurrency, hcloud settings).
     pub config: Config,
     /// Health/readiness checks and the metrics registry. Controllers register a named
@@ -160,9 +162,13 @@ struct ManagedLabels {
 pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControllers, StartError> {
     let mut running = RunningControllers::default();
     let config = &ctx.config;
+    let provider_client = ctx
+        .clients
+        .client("cloud-provider")
+        .map_err(|err| StartError::Provider(err.to_string()))?;
     if let Err(err) = ctx
         .provider
-        .initialize(ctx.client.clone(), ctx.stop.clone())
+        .initialize(provider_client, ctx.stop.clone())
         .await
     {
         return Err(StartError::Provider(err.to_string()));
@@ -180,10 +186,17 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
             continue;
         }
         let heartbeat = Heartbeat::new(controller.metric_name());
+        let client = ctx
+            .clients
+            .client(controller.client_name())
+            .map_err(|err: ClientError| StartError::Controller {
+                controller,
+                message: err.to_string(),
+            })?;
         let started = match controller {
             Controller::CloudNode => instances.as_ref().map(|instances| {
                 let node = NodeController::new(
-                    ctx.client.clone(),
+                    client,
                     ctx.nodes.clone(),
                     instances.clone(),
                     ctx.metrics.clone(),
@@ -203,7 +216,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
             }),
             Controller::CloudNodeLifecycle => instances.as_ref().map(|instances| {
                 let lifecycle = NodeLifecycleController::new(
-                    ctx.client.clone(),
+                    client,
                     ctx.nodes.clone(),
                     instances.clone(),
                     ctx.metrics.clone(),
@@ -220,7 +233,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
             }),
             Controller::NodeRoute => ctx.provider.routes().map(|routes| {
                 let route = RouteController::new(
-                    ctx.client.clone(),
+                    client,
                     ctx.nodes.clone(),
                     routes,
                     ctx.metrics.clone(),
@@ -243,7 +256,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
             }),
             Controller::ServiceLb => ctx.provider.load_balancer().map(|lb| {
                 let service = ServiceController::new(
-                    ctx.client.clone(),
+                    client,
                     ctx.nodes.clone(),
                     lb,
                     ctx.metrics.clone(),

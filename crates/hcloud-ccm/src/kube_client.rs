@@ -76,14 +76,66 @@ pub async fn build_config(settings: &KubeSettings) -> Result<kube::Config, Clien
     Ok(config)
 }
 
-/// Builds the client, rate limited by `settings.rate_limit`.
-pub async fn build_client(settings: &KubeSettings) -> Result<kube::Client, ClientError> {
-    let config = build_config(settings).await?;
-    let builder = ClientBuilder::try_from(config)?;
-    Ok(match settings.rate_limit {
-        Some(limit) => builder.with_layer(&RateLimitLayer::new(limit)).build(),
-        None => builder.build(),
-    })
+/// Builds one client named `name`, rate limited by `settings.rate_limit`.
+pub async fn build_client(
+    settings: &KubeSettings,
+    name: &str,
+) -> Result<kube::Client, ClientError> {
+    KubeClients::new(settings).await?.client(name)
+}
+
+/// The `User-Agent` of the client named `name`, in client-go's shape
+/// (`binary/version (os/arch) name`), so the apiserver's audit log tells the users apart.
+pub fn user_agent(name: &str) -> String {
+    format!(
+        "hcloud-ccm/v{} ({}/{}) {name}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// Makes Kubernetes clients from one configuration, as client-go's
+/// `ClientBuilder.ClientOrDie(name)`: every client gets its own token bucket
+/// (`--kube-api-qps`, `--kube-api-burst`) and its own user agent. So one controller's burst
+/// (a route pass writing the conditions of 1000 Nodes) never queues another controller's
+/// requests (a Service's status).
+#[derive(Clone)]
+pub struct KubeClients {
+    config: kube::Config,
+    rate_limit: Option<KubeRateLimit>,
+}
+
+impl std::fmt::Debug for KubeClients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClients")
+            .field("cluster_url", &self.config.cluster_url)
+            .field("rate_limit", &self.rate_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeClients {
+    /// Reads the configuration once (kubeconfig, in-cluster account, `--master`).
+    pub async fn new(settings: &KubeSettings) -> Result<Self, ClientError> {
+        Ok(Self {
+            config: build_config(settings).await?,
+            rate_limit: settings.rate_limit,
+        })
+    }
+
+    /// A new client named `name` with a full bucket of its own.
+    pub fn client(&self, name: &str) -> Result<kube::Client, ClientError> {
+        let mut config = self.config.clone();
+        if let Ok(agent) = http::HeaderValue::from_str(&user_agent(name)) {
+            config.headers.push((http::header::USER_AGENT, agent));
+        }
+        let builder = ClientBuilder::try_from(config)?;
+        Ok(match self.rate_limit {
+            Some(limit) => builder.with_layer(&RateLimitLayer::new(limit)).build(),
+            None => builder.build(),
+        })
+    }
 }
 
 /// client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter`): starts full with
@@ -254,14 +306,20 @@ mod tests {
         assert_eq!(bucket.reserve(t), Duration::ZERO);
     }
 
-    /// `build_client` itself puts the limit in front of every request: a client built from a
-    /// kubeconfig pointing at a local stub server waits for tokens beyond the burst.
+    /// Clients from `KubeClients` put the limit in front of every request, each with its own
+    /// bucket and user agent: a client built from a kubeconfig pointing at a local stub server
+    /// waits for tokens beyond its burst while a second client is served at once.
     #[tokio::test]
-    async fn build_client_applies_the_rate_limit() {
-        let served = Arc::new(AtomicUsize::new(0));
-        let counter = served.clone();
-        let app = axum::Router::new().fallback(move || {
-            counter.fetch_add(1, Ordering::SeqCst);
+    async fn every_client_has_its_own_bucket_and_user_agent() {
+        let agents = Arc::new(Mutex::new(Vec::<String>::new()));
+        let seen = agents.clone();
+        let app = axum::Router::new().fallback(move |headers: http::HeaderMap| {
+            let agent = headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            seen.lock().unwrap().push(agent);
             async { axum::Json(serde_json::json!({"major": "1", "minor": "33"})) }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -283,14 +341,38 @@ mod tests {
             master: None,
             rate_limit: Some(limit(10.0, 2)),
         };
-        let client = build_client(&settings).await.unwrap();
+        let clients = KubeClients::new(&settings).await.unwrap();
+        let routes = clients.client("route-controller").unwrap();
+        let services = clients.client("service-controller").unwrap();
         let started = std::time::Instant::now();
         for _ in 0..5 {
-            client.apiserver_version().await.unwrap();
+            routes.apiserver_version().await.unwrap();
         }
         let elapsed = started.elapsed();
-        assert_eq!(served.load(Ordering::SeqCst), 5);
         assert!(elapsed >= Duration::from_millis(290), "{elapsed:?}");
+
+        // The route client's bucket is empty now; the service client's is full.
+        let started = std::time::Instant::now();
+        services.apiserver_version().await.unwrap();
+        services.apiserver_version().await.unwrap();
+        let elapsed = started.elapsed();
+        assert!(elapsed < Duration::from_millis(150), "{elapsed:?}");
+
+        let agents = agents.lock().unwrap().clone();
+        assert_eq!(agents.len(), 7);
+        assert!(
+            agents[..5]
+                .iter()
+                .all(|a| a == &user_agent("route-controller")),
+            "{agents:?}"
+        );
+        assert!(
+            agents[5..]
+                .iter()
+                .all(|a| a.ends_with(") service-controller")),
+            "{agents:?}"
+        );
+        assert!(agents[0].starts_with("hcloud-ccm/v"), "{agents:?}");
     }
 
     /// A kube client over a stub HTTP service, built with the layer the way `build_client` adds

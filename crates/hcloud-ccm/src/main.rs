@@ -85,7 +85,9 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         tracing::warn!("{warning}");
     }
     let shutdown = signals::shutdown_on_signals().context("installing signal handlers")?;
-    let client = kube_client::build_client(&config.kube).await?;
+    // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
+    // `ClientOrDie(name)`).
+    let clients = kube_client::KubeClients::new(&config.kube).await?;
 
     let endpoints = Endpoints::new(MetricsRegistry::new());
     // Before leader election, on every replica: a rejected token or unknown network fails the
@@ -108,7 +110,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let nodes = NodeCache::spawn(client.clone(), shutdown.clone());
+    let nodes = NodeCache::spawn(clients.client("shared-informers")?, shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
     let route_metrics = cloud_provider::RouteMetrics::new();
     let service_metrics = cloud_provider::ServiceMetrics::default();
@@ -132,7 +134,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             &config.leader_election,
             leader::default_identity(),
         );
-        LeaderElector::new(client.clone(), le)
+        LeaderElector::new(clients.client("leader-election")?, le)
             .with_metrics(&endpoints.metrics)
             .spawn(&CancellationToken::new())
     } else {
@@ -156,12 +158,12 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         servers.push(http::serve_plain(address, &endpoints, shutdown.clone()).await?);
     }
     if let Some(secure) = &config.secure_serving {
-        servers
-            .push(http::serve_secure(secure, &endpoints, client.clone(), shutdown.clone()).await?);
+        let client = clients.client("auth-delegator")?;
+        servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
     }
 
     let ctx = ControllerContext {
-        client,
+        clients,
         config: config.clone(),
         endpoints: endpoints.clone(),
         stop: shutdown.child_token(),

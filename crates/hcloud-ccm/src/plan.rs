@@ -117,7 +117,7 @@ pub fn dry_run_options(
 
 /// Read the cluster and the cloud and compute the plan.
 pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
-    let client = kube_client::build_client(&config.kube).await?;
+    let client = kube_client::build_client(&config.kube, "plan").await?;
     // Metrics are collected into a registry nobody serves.
     let cloud = cloud::connect(
         &config.hcloud,

@@ -146,6 +146,13 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
 
 #[async_trait]
 impl Instances for HcloudInstances {
+    /// More than one lookup coming: the first lists rather than reads its server alone.
+    fn expect_lookups(&self, nodes: usize) {
+        if nodes > 1 {
+            self.cache.expect_many();
+        }
+    }
+
     /// For a Node without a providerID, "no server has its name" alone is not taken as gone
     /// (that would let the lifecycle controller delete a Node whose name differs from its
     /// server's, which routes support): the Node exists while a server has one of its

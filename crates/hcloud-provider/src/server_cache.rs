@@ -450,6 +450,13 @@ impl ServerCache {
         true
     }
 
+    /// Several lookups follow (e.g. the periodic address refresh of every Node): the next
+    /// lookup that the listing cannot answer refreshes it rather than reading its one server
+    /// directly, which would only add a request before the listing the second lookup needs.
+    pub fn expect_many(&self) {
+        self.state().direct = Some((Instant::now(), 1));
+    }
+
     /// Join the refresh under way or start one. `true` when this call started it.
     fn refresh(&self) -> (Refresh, bool) {
         let mut state = self.state();

@@ -169,6 +169,33 @@ async fn a_burst_of_lookups_costs_one_listing() {
     assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
 }
 
+/// Once the listing is older than the shortest refresh interval, servers `new-{i}` appear and
+/// their Nodes are looked up one after another (announced first when `announce`); the
+/// requests that took.
+async fn servers_join(
+    sim: &Simulator,
+    instances: &dyn cloud_provider::Instances,
+    range: std::ops::RangeInclusive<usize>,
+    announce: bool,
+) -> std::collections::BTreeMap<String, u64> {
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for i in range.clone() {
+        seed(sim, ServerSeed::new(format!("new-{i}"))).await;
+    }
+    sim.admin().reset_request_counts().await.unwrap();
+    if announce {
+        instances.expect_lookups(range.clone().count());
+    }
+    for i in range {
+        let found = instances
+            .instance_metadata(&node(&format!("new-{i}"), None))
+            .await
+            .unwrap();
+        assert!(found.is_some(), "new-{i}");
+    }
+    sim.admin().request_counts().await.unwrap()
+}
+
 #[tokio::test]
 async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
@@ -221,22 +248,15 @@ async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
     );
 
     // Many join at once: a few direct reads at most, then one listing answers the rest.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    for i in 1..=10 {
-        seed(&sim, ServerSeed::new(format!("new-{i}"))).await;
-    }
-    sim.admin().reset_request_counts().await.unwrap();
-    for i in 1..=10 {
-        let found = instances
-            .instance_metadata(&node(&format!("new-{i}"), None))
-            .await
-            .unwrap();
-        assert!(found.is_some(), "new-{i}");
-    }
-    let counts = sim.admin().request_counts().await.unwrap();
+    let counts = servers_join(&sim, instances.as_ref(), 1..=10, false).await;
     let total: u64 = counts.values().sum();
     // Not 10 direct reads: one, then the 3 pages of a listing answer the rest.
     assert!(total <= 4, "{counts:?}");
+
+    // A caller that announces several lookups (the periodic address refresh) gets the
+    // listing at once: its 3 pages, without the one direct read before them.
+    let counts = servers_join(&sim, instances.as_ref(), 11..=13, true).await;
+    assert_eq!(counts.values().sum::<u64>(), 3, "{counts:?}");
 }
 
 #[tokio::test]

@@ -565,6 +565,7 @@ async fn address_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
             .into_iter()
             .filter(|n| !is_uninitialized(n))
             .collect();
+        inner.instances.expect_lookups(nodes.len());
         let pass = futures::stream::iter(nodes)
             .for_each_concurrent(workers, |node| inner.refresh_addresses(node));
         tokio::select! {

@@ -1,6 +1,5 @@
 //! I/O of the route controller; decisions live in [`super::decisions`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,8 +18,7 @@ use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
 use super::decisions::{
-    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, RouteCreation, condition_writes,
-    plan,
+    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, plan,
 };
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
@@ -208,6 +206,13 @@ pub struct ReconcileSummary {
     pub create_failures: usize,
     /// `NetworkUnavailable` conditions written.
     pub conditions_written: usize,
+}
+
+/// What one Node's share of a pass did.
+struct NodeOutcome {
+    created: usize,
+    failed: usize,
+    condition_written: bool,
 }
 
 /// The route controller: keeps one cloud route per (Node, pod CIDR) and reports the outcome in
@@ -412,7 +417,7 @@ impl RouteController {
         self.route_metrics.route_syncs.inc();
         let listed = self.routes.list_routes(&self.config.cluster_name).await?;
         let nodes = self.cache.list();
-        let mut plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
+        let plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
         for (name, entry) in &plan.nodes {
             for pod in &entry.pod_cidrs {
                 if pod.action == CidrAction::Unparsable {
@@ -425,11 +430,7 @@ impl RouteController {
         let mut summary = ReconcileSummary::default();
 
         let limiter = Semaphore::new(MAX_CONCURRENT_ROUTE_OPERATIONS);
-        let by_name: HashMap<&str, &Arc<Node>> = nodes
-            .iter()
-            .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
-            .collect();
-        let by_name = &by_name;
+        let writers = Semaphore::new(CONCURRENT_CONDITION_WRITES);
         let deletions = futures::future::join_all(plan.to_delete.iter().map(|route| {
             let span = tracing::info_span!(
                 "reconcile",
@@ -438,49 +439,67 @@ impl RouteController {
             );
             tracing::Instrument::instrument(self.delete_route(&limiter, route), span)
         }));
-        let creations = |limiter| {
-            futures::future::join_all(plan.to_create.iter().map(move |c| {
-                let span = tracing::info_span!(
-                    "reconcile",
-                    route = %c.route.destination_cidr,
-                    node = %c.node
-                );
-                tracing::Instrument::instrument(
-                    self.create_route(limiter, by_name.get(c.node.as_str()), c),
-                    span,
-                )
-            }))
-        };
-        let (deleted, created) = if plan.wait_for_deletions {
+        // Each Node's creations, then its condition, as soon as its own routes are in place.
+        // A bounded stream: at most as many Nodes in flight as cloud calls may run.
+        let work = plan.node_work(&nodes);
+        let node_passes = futures::stream::iter(work)
+            .map(|work| self.node_pass(&limiter, &writers, work))
+            .buffer_unordered(MAX_CONCURRENT_ROUTE_OPERATIONS)
+            .collect::<Vec<NodeOutcome>>();
+        let (deleted, outcomes) = if plan.wait_for_deletions {
             let deleted = deletions.await;
-            (deleted, creations(&limiter).await)
+            (deleted, node_passes.await)
         } else {
-            futures::join!(deletions, creations(&limiter))
+            futures::join!(deletions, node_passes)
         };
         summary.deleted = deleted.iter().filter(|ok| **ok).count();
         summary.delete_failures = deleted.len() - summary.deleted;
-        let created: Vec<(String, IpNet)> = plan
-            .to_create
-            .iter()
-            .zip(created)
-            .filter(|(_, ok)| *ok)
-            .map(|(c, _)| (c.node.clone(), c.route.destination_cidr))
-            .collect();
-        summary.created = created.len();
-        summary.create_failures = plan.to_create.len() - created.len();
-        for (node, cidr) in &created {
-            plan.mark_created(node, cidr);
+        for outcome in outcomes {
+            summary.created += outcome.created;
+            summary.create_failures += outcome.failed;
+            summary.conditions_written += usize::from(outcome.condition_written);
         }
-
-        let writes = condition_writes(&nodes, &plan);
-        summary.conditions_written = futures::stream::iter(writes)
-            .map(|(name, condition)| async move { self.write_condition(&name, &condition).await })
-            .buffer_unordered(CONCURRENT_CONDITION_WRITES)
-            .filter(|ok| std::future::ready(*ok))
-            .count()
-            .await;
         tracing::debug!(?summary, "reconciled node routes");
         Ok(summary)
+    }
+
+    /// One Node's share of a pass: its creations (each under `limiter`), then its condition
+    /// (under `writers`).
+    async fn node_pass(
+        &self,
+        limiter: &Semaphore,
+        writers: &Semaphore,
+        work: NodeWork,
+    ) -> NodeOutcome {
+        let name = work.node.metadata.name.as_deref().unwrap_or_default();
+        let results = futures::future::join_all(work.creations.iter().map(|creation| {
+            let span = tracing::info_span!(
+                "reconcile",
+                route = %creation.route.destination_cidr,
+                node = %creation.node
+            );
+            tracing::Instrument::instrument(self.create_route(limiter, &work.node, creation), span)
+        }))
+        .await;
+        let created: Vec<IpNet> = work
+            .creations
+            .iter()
+            .zip(&results)
+            .filter(|(_, ok)| **ok)
+            .map(|(c, _)| c.route.destination_cidr)
+            .collect();
+        let condition_written = match work.condition_after(&created) {
+            Some(condition) => {
+                let _permit = writers.acquire().await.ok();
+                self.write_condition(name, &condition).await
+            }
+            None => false,
+        };
+        NodeOutcome {
+            created: created.len(),
+            failed: results.len() - created.len(),
+            condition_written,
+        }
     }
 
     async fn delete_route(&self, limiter: &Semaphore, route: &Route) -> bool {
@@ -506,7 +525,7 @@ impl RouteController {
     async fn create_route(
         &self,
         limiter: &Semaphore,
-        node: Option<&&Arc<Node>>,
+        node: &Arc<Node>,
         creation: &RouteCreation,
     ) -> bool {
         let cidr = creation.route.destination_cidr;
@@ -538,16 +557,14 @@ impl RouteController {
                 "Could not create route {} {} for node {}: {}",
                 creation.name_hint, cidr, creation.node, chain
             );
-            if let Some(node) = node {
-                self.recorder
-                    .publish(
-                        node.as_ref(),
-                        EventType::Warning,
-                        "FailedToCreateRoute",
-                        &message,
-                    )
-                    .await;
-            }
+            self.recorder
+                .publish(
+                    node.as_ref(),
+                    EventType::Warning,
+                    "FailedToCreateRoute",
+                    &message,
+                )
+                .await;
             match create_retry_delay(&err, cap) {
                 Some(delay) if attempt < CREATE_ATTEMPTS => tokio::time::sleep(delay).await,
                 _ => return false,

@@ -110,17 +110,74 @@ pub struct RoutePlan {
     pub nodes: BTreeMap<String, NodeRoutes>,
 }
 
+impl NodeRoutes {
+    /// Record a successful creation: the pod CIDR becomes *keep*.
+    pub fn mark_created(&mut self, cidr: &IpNet) {
+        let cidr = cidr.trunc();
+        for pod in &mut self.pod_cidrs {
+            if pod.cidr == Some(cidr) {
+                pod.action = CidrAction::Keep;
+            }
+        }
+    }
+}
+
 impl RoutePlan {
     /// Record a successful creation: the pod CIDR becomes *keep*.
     pub fn mark_created(&mut self, node: &str, cidr: &IpNet) {
-        let cidr = cidr.trunc();
         if let Some(entry) = self.nodes.get_mut(node) {
-            for pod in &mut entry.pod_cidrs {
-                if pod.cidr == Some(cidr) {
-                    pod.action = CidrAction::Keep;
-                }
-            }
+            entry.mark_created(cidr);
         }
+    }
+
+    /// The work of each Node after the deletions: its creations, then its condition, so a
+    /// Node's condition is written as soon as its own routes are in place rather than after
+    /// the last route of the pass. Only Nodes that are both listed and in the working map,
+    /// as [`condition_writes`]; in the order of `nodes`.
+    pub fn node_work(&self, nodes: &[Arc<Node>]) -> Vec<NodeWork> {
+        let mut creations: BTreeMap<&str, Vec<RouteCreation>> = BTreeMap::new();
+        for creation in &self.to_create {
+            creations
+                .entry(creation.node.as_str())
+                .or_default()
+                .push(creation.clone());
+        }
+        nodes
+            .iter()
+            .filter_map(|node| {
+                let name = node.metadata.name.as_deref()?;
+                let routes = self.nodes.get(name)?;
+                Some(NodeWork {
+                    node: node.clone(),
+                    routes: routes.clone(),
+                    creations: creations.remove(name).unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One Node's share of a pass (see [`RoutePlan::node_work`]). Owned, so that a stream of
+/// them can be driven from a `Send` future.
+#[derive(Clone, Debug)]
+pub struct NodeWork {
+    /// The Node as listed.
+    pub node: Arc<Node>,
+    /// Its entry of the working map.
+    pub routes: NodeRoutes,
+    /// Its routes to create.
+    pub creations: Vec<RouteCreation>,
+}
+
+impl NodeWork {
+    /// The condition to write once the creations of `created` succeeded (the others failed),
+    /// or `None` when the Node already carries it.
+    pub fn condition_after(&self, created: &[IpNet]) -> Option<NetworkCondition> {
+        let mut routes = self.routes.clone();
+        for cidr in created {
+            routes.mark_created(cidr);
+        }
+        condition_update(&self.node, &routes)
     }
 }
 
@@ -762,6 +819,73 @@ mod tests {
         plan.mark_created("a", &net("10.244.2.0/24"));
         assert_eq!(plan.nodes["a"].wanted_condition(), ROUTE_CREATED);
         plan.mark_created("unknown", &net("10.244.2.0/24"));
+    }
+
+    #[test]
+    fn node_work_groups_creations_and_gives_each_node_its_condition() {
+        let nodes = vec![
+            node("two", &["10.244.1.0/24", "10.244.2.0/24"], vec![]),
+            with_condition(
+                &node("done", &["10.244.3.0/24"], vec![]),
+                "False",
+                "RouteCreated",
+            ),
+            node("bare", &[], vec![]),
+            node("routed", &[], vec![]),
+        ];
+        let routes = vec![
+            route("done", "10.244.3.0/24"),
+            route("routed", "10.244.4.0/24"),
+            route("ghost", "10.244.9.0/24"),
+        ];
+        let plan = plan(&nodes, &routes, &cluster());
+        let work = plan.node_work(&nodes);
+        let names: Vec<&str> = work
+            .iter()
+            .map(|w| w.node.metadata.name.as_deref().unwrap())
+            .collect();
+        // Listed Nodes of the working map only, in listing order.
+        assert_eq!(names, ["two", "done", "routed"]);
+        let cidrs: Vec<IpNet> = work[0]
+            .creations
+            .iter()
+            .map(|c| c.route.destination_cidr)
+            .collect();
+        assert_eq!(cidrs, [net("10.244.1.0/24"), net("10.244.2.0/24")]);
+        assert!(work[1].creations.is_empty() && work[2].creations.is_empty());
+
+        let two = &work[0];
+        assert_eq!(two.condition_after(&[]), Some(NO_ROUTE_CREATED));
+        assert_eq!(
+            two.condition_after(&[net("10.244.1.0/24")]),
+            Some(NO_ROUTE_CREATED),
+            "one of two routes failed"
+        );
+        assert_eq!(
+            two.condition_after(&[net("10.244.2.0/24"), net("10.244.1.0/24")]),
+            Some(ROUTE_CREATED)
+        );
+        assert_eq!(work[1].condition_after(&[]), None, "already written");
+        assert_eq!(work[2].condition_after(&[]), Some(NO_ROUTE_CREATED));
+
+        // With every creation done, the same writes as the dry run's `condition_writes`.
+        let mut marked = plan.clone();
+        for c in &plan.to_create {
+            marked.mark_created(&c.node, &c.route.destination_cidr);
+        }
+        let per_node: Vec<(String, NetworkCondition)> = work
+            .iter()
+            .filter_map(|w| {
+                let created: Vec<IpNet> = w
+                    .creations
+                    .iter()
+                    .map(|c| c.route.destination_cidr)
+                    .collect();
+                let name = w.node.metadata.name.clone().unwrap();
+                w.condition_after(&created).map(|c| (name, c))
+            })
+            .collect();
+        assert_eq!(per_node, condition_writes(&nodes, &marked));
     }
 
     #[test]

@@ -166,6 +166,10 @@ impl Instances for ObservedInstances {
         self.record(Call::Metadata, node, &answer, Option::is_some);
         answer
     }
+
+    fn expect_lookups(&self, nodes: usize) {
+        self.inner.expect_lookups(nodes);
+    }
 }
 
 /// What [`Env::start_controllers`] returns.
