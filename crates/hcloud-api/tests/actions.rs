@@ -34,9 +34,9 @@ async fn start_actions(sim: &Simulator, client: &Client, n: usize) -> Vec<(i64, 
 }
 
 #[tokio::test]
-async fn get_and_list_actions_in_batches_of_25() {
+async fn get_and_list_actions_in_batches_of_50() {
     let (sim, client) = setup().await;
-    let started = start_actions(&sim, &client, 30).await;
+    let started = start_actions(&sim, &client, 60).await;
     let ids: Vec<i64> = started.iter().map(|(_, a)| a.id).collect();
 
     let one = client.actions().get(ids[0]).await.expect("get");
@@ -57,7 +57,7 @@ async fn get_and_list_actions_in_batches_of_25() {
     let mut got: Vec<i64> = listed.iter().map(|a| a.id).collect();
     got.sort_unstable();
     assert_eq!(got, ids);
-    assert_eq!(count(&sim, "GET /actions").await, 2, "30 ids: 25 + 5");
+    assert_eq!(count(&sim, "GET /actions").await, 2, "60 ids: 50 + 10");
 }
 
 #[tokio::test]

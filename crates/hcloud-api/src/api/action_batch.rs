@@ -508,11 +508,11 @@ mod tests {
         );
         assert!(results.0.is_ok() && results.1.is_ok() && results.2.is_ok() && results.3.is_ok());
         let requests = fake.requests();
-        // Three rounds of 60 distinct IDs: 25 + 25 + 10 each.
-        assert_eq!(requests.len(), 9, "{requests:?}");
+        // Three rounds of 60 distinct IDs: 50 + 10 each.
+        assert_eq!(requests.len(), 6, "{requests:?}");
         for (i, (at, ids)) in requests.iter().enumerate() {
-            let round = i / 3;
-            assert_eq!(ids.len(), [25, 25, 10][i % 3]);
+            let round = i / 2;
+            assert_eq!(ids.len(), [50, 10][i % 2]);
             assert!(
                 *at >= start + INTERVAL * (round as u32 + 1),
                 "request {i} too early"

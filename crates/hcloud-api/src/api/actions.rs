@@ -36,8 +36,10 @@ use crate::models::{Action, ActionStatus};
 use crate::pagination::get_page;
 use crate::transport::{Query, Transport};
 
-/// Ids per `GET /actions?id=…` request, as the official client does.
-pub const ACTIONS_PER_REQUEST: usize = 25;
+/// Ids per `GET /actions?id=…` request: the API's largest page (`per_page` 50). The official
+/// client asks for 25 at a time; 50 halves the polls when many actions run at once (a Node
+/// joining 100 load balancers).
+pub const ACTIONS_PER_REQUEST: usize = 50;
 
 /// Something that names an action: an [`Action`] (whose known state saves a poll when it is
 /// already finished) or a bare ID.
