@@ -14,8 +14,11 @@
 //! - Rounds start at least one poll interval after the previous round ended. A waiter that
 //!   joins while a round is in flight is due by the next round (or at once, if it is due
 //!   later than that, when it is due).
-//! - Waiters that become due within a tenth of the interval of each other share one round:
-//!   the round waits for the last of them.
+//! - Waiters that become due within half an interval of each other share one round: the
+//!   round waits for the last of them. While waiters keep joining (a Node added to 100 load
+//!   balancers, one `add_target` after the other), rounds come about every 1.5 intervals and
+//!   each covers more of them, instead of one round per interval; a lone waiter is polled
+//!   when it is due.
 //!
 //! Results: a success counts for every waiter holding the ID; a failed action fails every
 //! waiter holding it; an ID missing from the answer fails (with code `not_found`) only the
@@ -170,7 +173,7 @@ impl fmt::Debug for ActionBatch {
 
 impl State {
     /// Start of the next round: one interval after the last one ended, but not before some
-    /// waiter is due; then as late as the last waiter due within a tenth of the interval.
+    /// waiter is due; then as late as the last waiter due within half an interval.
     fn next_round(&self, interval: Duration) -> Option<Instant> {
         let open = || {
             self.waiters
@@ -183,7 +186,7 @@ impl State {
             Some(end) => (end + interval).max(first_due),
             None => first_due,
         };
-        let limit = at + interval / 10;
+        let limit = at + interval / 2;
         Some(open().filter(|due| *due <= limit).fold(at, Instant::max))
     }
 
@@ -532,17 +535,21 @@ mod tests {
             wait(&batch, &fake, &[2], Instant::now() + INTERVAL).await
         };
         let c = async {
-            tokio::time::sleep(INTERVAL / 2).await;
+            tokio::time::sleep(INTERVAL * 3 / 4).await;
             wait(&batch, &fake, &[3], Instant::now() + INTERVAL).await
         };
-        let (a, b, c) = tokio::join!(a, b, c);
-        assert!(a.is_ok() && b.is_ok() && c.is_ok());
+        let d = async {
+            tokio::time::sleep(INTERVAL * 2 / 5).await;
+            wait(&batch, &fake, &[4], Instant::now() + INTERVAL).await
+        };
+        let (a, b, c, d) = tokio::join!(a, b, c, d);
+        assert!(a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok());
         let requests = fake.requests();
         assert_eq!(requests.len(), 2, "{requests:?}");
-        // 1 and 2 are due 5 ms apart: one round, when 2 is due.
-        assert_eq!(requests[0].1, vec![1, 2]);
-        assert_eq!(requests[0].0, start + INTERVAL + INTERVAL / 20);
-        // 3 is due at 150 ms but rounds are an interval apart.
+        // 1, 2 and 4 are due within half an interval of the first: one round, when 4 is due.
+        assert_eq!(requests[0].1, vec![1, 2, 4]);
+        assert_eq!(requests[0].0, start + INTERVAL + INTERVAL * 2 / 5);
+        // 3 is due at 175 ms, past that window, and rounds are an interval apart.
         assert_eq!(requests[1].1, vec![3]);
         assert_eq!(requests[1].0, requests[0].0 + INTERVAL);
     }
