@@ -4,9 +4,15 @@
 //! object that has no namespace, as the Go recorder does; namespaced objects get them in their
 //! own namespace. Identical events (same object, type, reason and message) are aggregated by
 //! bumping `count` and `lastTimestamp` of the event already written.
+//!
+//! As client-go's broadcaster, [`EventRecorder::publish`] does not wait for the write: events
+//! queue (up to [`EVENT_QUEUE`], then they are dropped with a log line) and one task per
+//! recorder writes them in order. A controller's work is never held up by its events, which
+//! share the controller's `--kube-api-qps` budget: a Node joining 100 load balancers used to
+//! pace the 100 target changes at the rate of their events.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -20,6 +26,8 @@ pub const CLUSTER_SCOPED_EVENT_NAMESPACE: &str = "default";
 /// Longest message written; longer ones are cut.
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 const DEDUP_CAPACITY: usize = 4096;
+/// Events waiting to be written, per recorder; more are dropped (client-go: 1000).
+pub const EVENT_QUEUE: usize = 1000;
 /// Events one object may get in a burst (client-go's spam filter).
 const SPAM_BURST: f64 = 25.0;
 /// After the burst, one more event per object every this often (client-go: 1/300 qps).
@@ -117,6 +125,16 @@ pub struct EventRecorder {
     host: Option<String>,
     cache: Arc<Mutex<DedupCache>>,
     spam: Arc<Mutex<SpamFilter>>,
+    /// The queue of the writer task, started by the first event published in a runtime.
+    queue: Arc<OnceLock<tokio::sync::mpsc::Sender<Pending>>>,
+}
+
+/// An event waiting for the writer.
+struct Pending {
+    involved: ObjectReference,
+    type_: EventType,
+    reason: String,
+    message: String,
 }
 
 impl std::fmt::Debug for EventRecorder {
@@ -181,6 +199,7 @@ impl EventRecorder {
             host: None,
             cache: Arc::default(),
             spam: Arc::default(),
+            queue: Arc::default(),
         }
     }
 
@@ -205,7 +224,8 @@ impl EventRecorder {
             .await;
     }
 
-    /// Record an event about the object `involved` refers to.
+    /// Record an event about the object `involved` refers to: queued for the writer task
+    /// (written at once outside a Tokio runtime).
     pub async fn publish_for(
         &self,
         involved: ObjectReference,
@@ -213,7 +233,58 @@ impl EventRecorder {
         reason: &str,
         message: &str,
     ) {
-        if let Err(err) = self.try_publish(involved, type_, reason, message).await {
+        let pending = Pending {
+            involved,
+            type_,
+            reason: reason.to_owned(),
+            message: truncate_message(message).to_owned(),
+        };
+        let Some(queue) = self.queue() else {
+            self.write(pending).await;
+            return;
+        };
+        if let Err(err) = queue.try_send(pending) {
+            let (tokio::sync::mpsc::error::TrySendError::Full(pending)
+            | tokio::sync::mpsc::error::TrySendError::Closed(pending)) = err;
+            tracing::warn!(
+                reason = pending.reason,
+                object = pending.involved.name.as_deref().unwrap_or_default(),
+                "event dropped: {EVENT_QUEUE} events are waiting to be written"
+            );
+        }
+    }
+
+    /// The writer's queue, starting the writer on the current runtime the first time.
+    fn queue(&self) -> Option<&tokio::sync::mpsc::Sender<Pending>> {
+        if let Some(queue) = self.queue.get() {
+            return Some(queue);
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        Some(self.queue.get_or_init(|| {
+            let (queue, mut pending) = tokio::sync::mpsc::channel::<Pending>(EVENT_QUEUE);
+            // The writer shares the caches but not the queue: it ends when the last handle
+            // holding the queue is dropped.
+            let writer = EventRecorder {
+                queue: Arc::default(),
+                ..self.clone()
+            };
+            runtime.spawn(async move {
+                while let Some(event) = pending.recv().await {
+                    writer.write(event).await;
+                }
+            });
+            queue
+        }))
+    }
+
+    async fn write(&self, event: Pending) {
+        let Pending {
+            involved,
+            type_,
+            reason,
+            message,
+        } = event;
+        if let Err(err) = self.try_publish(involved, type_, &reason, &message).await {
             tracing::warn!(
                 reason,
                 error = %error_chain(&err),
