@@ -397,7 +397,7 @@ impl Bench {
         let services: Api<Service> = Api::namespaced(self.kube.clone(), namespace);
         // A lone reconcile: no cloud request for longer than the load balancer snapshot's
         // max age (10 s), so the previous scenario's lookups do not make this one a burst.
-        self.fresh_start().await?;
+        // (Each attempt below starts the counters afresh.)
         self.until_idle(Duration::from_secs(11), Duration::from_secs(120))
             .await?;
         let pages = self.servers.len().div_ceil(50) as u64;
