@@ -8,8 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::Store;
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::{Api, Client};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -37,11 +36,18 @@ pub struct NodeReflector {
     driver: InformerDriver<Node>,
 }
 
-/// Keep only what the controllers read: managed fields and image lists are large and unused.
+/// Keep only what the controllers read: the metadata without its managed fields, the spec,
+/// and of the status only the addresses and conditions. The rest of a kubelet's status
+/// (images, capacity, system info, volumes) is large, changes often and is read by nobody here.
+/// Nothing writes a cached Node back: every write is a patch of the fields it sets.
 fn strip(node: &mut Node) {
     node.metadata.managed_fields = None;
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
+    if let Some(status) = node.status.take() {
+        node.status = Some(NodeStatus {
+            addresses: status.addresses,
+            conditions: status.conditions,
+            ..NodeStatus::default()
+        });
     }
 }
 
@@ -57,11 +63,6 @@ impl NodeCache {
         let (cache, reflector) = Self::new(client);
         tokio::spawn(reflector.run(shutdown));
         cache
-    }
-
-    /// The underlying kube-runtime store.
-    pub fn store(&self) -> &Store<Node> {
-        self.informer.store()
     }
 
     /// The cached Node called `name`.
@@ -107,5 +108,51 @@ impl NodeReflector {
     /// Watch Nodes until `shutdown`, keeping the cache current and publishing changes.
     pub async fn run(self, shutdown: CancellationToken) {
         self.driver.run(shutdown).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_node_keeps_what_the_controllers_read() {
+        let mut node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "n1",
+                "labels": {"a": "b"},
+                "annotations": {"alpha.kubernetes.io/provided-node-ip": "10.0.0.2"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}],
+            },
+            "spec": {"providerID": "hcloud://1", "podCIDR": "10.244.0.0/24",
+                     "taints": [{"key": "k", "effect": "NoSchedule"}]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "capacity": {"cpu": "2"},
+                "allocatable": {"cpu": "2"},
+                "images": [{"names": ["registry/image:1"], "sizeBytes": 1}],
+                "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "",
+                             "kernelVersion": "", "kubeProxyVersion": "", "kubeletVersion": "",
+                             "machineID": "", "operatingSystem": "linux", "osImage": "",
+                             "systemUUID": ""},
+            },
+        }))
+        .unwrap();
+        let spec = node.spec.clone();
+        let labels = node.metadata.labels.clone();
+        let annotations = node.metadata.annotations.clone();
+        strip(&mut node);
+        assert_eq!(node.metadata.managed_fields, None);
+        assert_eq!(node.metadata.labels, labels);
+        assert_eq!(node.metadata.annotations, annotations);
+        assert_eq!(node.spec, spec);
+        let status = node.status.expect("status kept");
+        assert_eq!(status.addresses.map(|a| a.len()), Some(1));
+        assert_eq!(status.conditions.map(|c| c.len()), Some(1));
+        assert_eq!(status.capacity, None);
+        assert_eq!(status.allocatable, None);
+        assert_eq!(status.images, None);
+        assert_eq!(status.node_info, None);
     }
 }

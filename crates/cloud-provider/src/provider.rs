@@ -357,6 +357,12 @@ pub trait LoadBalancer: Send + Sync {
         nodes: &[Arc<Node>],
     ) -> Result<LoadBalancerStatus>;
 
+    /// The caller is about to update the load balancers of `services` Services in a row (a
+    /// Node joined or left, and every load balancer follows). A provider that finds load
+    /// balancers in a paged listing can then answer all of them from one listing rather than
+    /// look up the first one alone. The default does nothing.
+    fn expect_lookups(&self, _services: usize) {}
+
     /// Update the backend set only.
     ///
     /// May return [`Error::ImplementedElsewhere`] or [`Error::Retry`].
@@ -437,6 +443,14 @@ pub trait Routes: Send + Sync {
     async fn create_route(&self, cluster_name: &str, name_hint: &str, route: &Route) -> Result<()>;
     /// Delete a route as returned by [`Routes::list_routes`].
     async fn delete_route(&self, cluster_name: &str, route: &Route) -> Result<()>;
+
+    /// How many route calls the controller makes at once (capped at upstream's
+    /// [`crate::route::MAX_CONCURRENT_ROUTE_OPERATIONS`]). A cloud that carries out changes one
+    /// at a time gains nothing from hundreds of calls waiting in its queue, and every waiting
+    /// call keeps its state in memory.
+    fn concurrent_operations(&self) -> usize {
+        crate::route::MAX_CONCURRENT_ROUTE_OPERATIONS
+    }
 }
 
 /// A cloud implementation.

@@ -1,6 +1,8 @@
 //! Paginated lists: one page, or all pages by following `meta.pagination.next_page`.
 
-use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DecodeError, Error};
@@ -64,7 +66,9 @@ impl<T> Page<T> {
     }
 }
 
-/// Decodes a list answer whose entries are under `key` (e.g. `servers`).
+/// Decodes a list answer whose entries are under `key` (e.g. `servers`), straight into the
+/// entries: the other fields are skipped unread, and no generic JSON tree of the page is built
+/// (for a page of 50 servers that tree is larger than the servers themselves).
 pub(crate) fn decode_page<T: DeserializeOwned>(
     path: &str,
     key: &str,
@@ -79,23 +83,61 @@ pub(crate) fn decode_page<T: DeserializeOwned>(
             source,
         })
     };
-    let mut map: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(body).map_err(decode_err)?;
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let (items, meta) = PageSeed::<T> {
+        key,
+        items: PhantomData,
+    }
+    .deserialize(&mut json)
+    .and_then(|page| json.end().map(|()| page))
+    .map_err(decode_err)?;
     // A list answer without its list is not an empty list: reading it as one could make a
     // caller conclude that something does not exist.
-    let items = match map.remove(key) {
-        Some(serde_json::Value::Null) | None => {
-            return Err(decode_err(<serde_json::Error as serde::de::Error>::custom(
-                format!("the answer has no `{key}` list"),
-            )));
-        }
-        Some(value) => serde_json::from_value(value).map_err(decode_err)?,
-    };
-    let meta = match map.remove("meta") {
-        Some(serde_json::Value::Null) | None => None,
-        Some(value) => Some(serde_json::from_value(value).map_err(decode_err)?),
+    let Some(items) = items else {
+        return Err(decode_err(<serde_json::Error as de::Error>::custom(
+            format!("the answer has no `{key}` list"),
+        )));
     };
     Ok(Page { items, meta })
+}
+
+/// Reads a list answer's object: the entries under `key` and `meta`, both `None` when absent
+/// or `null`.
+struct PageSeed<'k, T> {
+    key: &'k str,
+    items: PhantomData<T>,
+}
+
+type PageParts<T> = (Option<Vec<T>>, Option<ListMeta>);
+
+impl<'de, T: Deserialize<'de>> DeserializeSeed<'de> for PageSeed<'_, T> {
+    type Value = PageParts<T>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for PageSeed<'_, T> {
+    type Value = PageParts<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an object with a `{}` list", self.key)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut items, mut meta) = (None, None);
+        while let Some(field) = map.next_key::<String>()? {
+            if field == self.key {
+                items = map.next_value::<Option<Vec<T>>>()?;
+            } else if field == "meta" {
+                meta = map.next_value::<Option<ListMeta>>()?;
+            } else {
+                map.next_value::<de::IgnoredAny>()?;
+            }
+        }
+        Ok((items, meta))
+    }
 }
 
 /// Fetches one page.
@@ -119,6 +161,18 @@ pub(crate) async fn get_all<T: DeserializeOwned>(
     key: &str,
     query: &Query,
 ) -> Result<Vec<T>, Error> {
+    get_all_map(transport, path, key, query, |item| item).await
+}
+
+/// Like [`get_all`], passing each entry through `map` as its page arrives: only one page of
+/// full entries is in memory at a time.
+pub(crate) async fn get_all_map<T: DeserializeOwned, U>(
+    transport: &Transport,
+    path: &str,
+    key: &str,
+    query: &Query,
+    mut map: impl FnMut(T) -> U + Send,
+) -> Result<Vec<U>, Error> {
     let base: Query = query
         .iter()
         .filter(|(k, _)| *k != "page" && *k != "per_page")
@@ -132,7 +186,7 @@ pub(crate) async fn get_all<T: DeserializeOwned>(
         q.push(("per_page", ALL_PAGES_PER_PAGE.to_string()));
         let page: Page<T> = get_page(transport, path, key, &q).await?;
         let next = page.next_page();
-        all.extend(page.items);
+        all.extend(page.items.into_iter().map(&mut map));
         match next {
             Some(next) if next > page_number => page_number = next,
             _ => break,

@@ -8,6 +8,7 @@ pub mod http;
 pub mod kube_client;
 pub mod leader;
 pub mod logging;
+pub mod memory;
 pub mod metadata;
 pub mod plan;
 pub mod signals;

@@ -85,6 +85,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         tracing::warn!("{warning}");
     }
     let shutdown = signals::shutdown_on_signals().context("installing signal handlers")?;
+    hcloud_ccm::memory::spawn_trim(shutdown.clone());
     // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
     // `ClientOrDie(name)`).
     let clients = kube_client::KubeClients::new(&config.kube).await?;

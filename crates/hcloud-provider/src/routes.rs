@@ -22,8 +22,9 @@
 //!
 //! Route changes are batched: the API accepts one change of a network at a time (a second
 //! `add_route` while one runs gets 409 `conflict`), so concurrent `create_route` and
-//! `delete_route` calls (the route controller makes up to 200 at once) are queued and carried
-//! out by one worker, one after another. The worker plans against the network as last read
+//! `delete_route` calls are queued and carried out by one worker, one after another. The route
+//! controller is asked for [`CONCURRENT_ROUTE_CALLS`] calls at once instead of upstream's 200:
+//! enough to keep the worker busy, while each waiting call holds its state in memory. The worker plans against the network as last read
 //! (by `list_routes` or by itself, at most [`RoutesConfig::plan_max_age`] old) and keeps that
 //! copy up to date with its own changes, so a batch of N new routes costs one POST and about
 //! one action check per route; the first check waits about as long as route actions have
@@ -54,6 +55,15 @@ use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 /// Node address type whose addresses may serve as the gateway when no server is named like the
 /// Node.
 const INTERNAL_IP: &str = "InternalIP";
+
+/// The worker's copy of the network and when it was read (kept up to date with its own
+/// changes), shared with its readers.
+type NetworkView = Option<(Instant, Arc<Network>)>;
+
+/// Route calls the controller makes at once ([`Routes::concurrent_operations`]): the worker
+/// carries out one change after another, and a queue this long never runs dry (a change takes
+/// a POST and an action, a new batch is planned in no time).
+pub const CONCURRENT_ROUTE_CALLS: usize = 32;
 
 /// When the first route action is checked, before any was measured.
 const FIRST_ACTION_CHECK: Duration = Duration::from_millis(250);
@@ -161,7 +171,7 @@ struct Core {
     /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
     learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
     /// The network as last read, with this process's changes since applied.
-    view: Arc<std::sync::Mutex<Option<(Instant, Network)>>>,
+    view: Arc<std::sync::Mutex<NetworkView>>,
     /// How long route actions took lately (the first check of an action waits this long), and
     /// whether that was measured (or is the initial guess).
     action_time: Arc<std::sync::Mutex<(bool, Duration)>>,
@@ -305,7 +315,7 @@ impl Core {
     }
 
     /// The network: the copy if younger than `max_age`, else read (and kept).
-    async fn network_within(&self, max_age: Duration) -> Result<Network> {
+    async fn network_within(&self, max_age: Duration) -> Result<Arc<Network>> {
         if let Some((at, network)) = self.view().as_ref()
             && at.elapsed() < max_age
         {
@@ -314,7 +324,7 @@ impl Core {
         self.network().await
     }
 
-    fn view(&self) -> std::sync::MutexGuard<'_, Option<(Instant, Network)>> {
+    fn view(&self) -> std::sync::MutexGuard<'_, NetworkView> {
         self.view.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -323,14 +333,16 @@ impl Core {
         *self.view() = None;
     }
 
-    /// Apply a change of this process to the copy (keeping its age).
+    /// Apply a change of this process to the copy (keeping its age). The copy is shared with
+    /// readers rather than cloned for each (it holds every route of the cluster); it is changed
+    /// in place unless a reader still holds it.
     fn update_view(&self, change: impl FnOnce(&mut Vec<models::Route>)) {
         if let Some((_, network)) = self.view().as_mut() {
-            change(&mut network.routes);
+            change(&mut Arc::make_mut(network).routes);
         }
     }
 
-    async fn network(&self) -> Result<Network> {
+    async fn network(&self) -> Result<Arc<Network>> {
         self.operations.count(op::routes::RELOAD_NETWORK);
         let id = self.config.network_id;
         let network = self
@@ -339,6 +351,7 @@ impl Core {
             .get(id)
             .await
             .map_err(|err| Error::api(format!("reading network {id}"), err))?;
+        let network = Arc::new(network);
         *self.view() = Some((Instant::now(), network.clone()));
         Ok(network)
     }
@@ -606,6 +619,10 @@ fn listed_gateway(route: &Route) -> Option<IpAddr> {
 
 #[async_trait]
 impl Routes for HcloudRoutes {
+    fn concurrent_operations(&self) -> usize {
+        CONCURRENT_ROUTE_CALLS
+    }
+
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
         let core = &self.core;
         core.operations.count(op::routes::LIST_ROUTES);
@@ -705,6 +722,7 @@ impl Core {
             .await;
 
         let mut exists = false;
+        let mut replaced = Vec::new();
         for existing in network
             .routes
             .iter()
@@ -713,18 +731,25 @@ impl Core {
             if existing.gateway.parse::<IpAddr>().ok() == Some(gateway) {
                 exists = true;
             } else {
-                tracing::info!(
-                    destination = %destination_cidr,
-                    old_gateway = existing.gateway,
-                    %gateway,
-                    node,
-                    "replacing a route via another gateway"
-                );
-                self.remove(existing).await?;
+                replaced.push(existing.clone());
             }
         }
+        // Let go of the copy before changing it: the change is then made in place.
+        let network_id = network.id;
+        drop(network);
+        for existing in &replaced {
+            tracing::info!(
+                destination = %destination_cidr,
+                old_gateway = existing.gateway,
+                %gateway,
+                node,
+                "replacing a route via another gateway"
+            );
+            self.remove(existing).await?;
+        }
         if !exists {
-            self.add(&network, destination_cidr, gateway, node).await?;
+            self.add(network_id, destination_cidr, gateway, node)
+                .await?;
         }
         let mut learned = self.learned();
         if server.name == *node {
@@ -745,12 +770,11 @@ impl Core {
     /// network is read instead, and the route counts as added when it is there.
     async fn add(
         &self,
-        network: &Network,
+        id: i64,
         destination_cidr: IpNet,
         gateway: IpAddr,
         node: &str,
     ) -> Result<()> {
-        let id = network.id;
         let api_route = models::Route::new(destination_cidr.to_string(), gateway.to_string());
         let what = format!(
             "adding route {destination_cidr} via {gateway} (node {node:?}) to network {id}"

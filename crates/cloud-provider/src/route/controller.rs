@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -416,8 +416,13 @@ impl RouteController {
     pub async fn reconcile(&self) -> Result<ReconcileSummary, provider::Error> {
         self.route_metrics.route_syncs.inc();
         let listed = self.routes.list_routes(&self.config.cluster_name).await?;
-        let nodes = self.cache.list();
-        let plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
+        // The listed Nodes are needed only to plan: the work names its Nodes (see `NodeWork`).
+        let (plan, work) = {
+            let nodes = self.cache.list();
+            let plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
+            let work = plan.node_work(&nodes);
+            (plan, work)
+        };
         for (name, entry) in &plan.nodes {
             for pod in &entry.pod_cidrs {
                 if pod.action == CidrAction::Unparsable {
@@ -429,7 +434,11 @@ impl RouteController {
         }
         let mut summary = ReconcileSummary::default();
 
-        let limiter = Semaphore::new(MAX_CONCURRENT_ROUTE_OPERATIONS);
+        let concurrency = self
+            .routes
+            .concurrent_operations()
+            .clamp(1, MAX_CONCURRENT_ROUTE_OPERATIONS);
+        let limiter = Semaphore::new(concurrency);
         let writers = Semaphore::new(CONCURRENT_CONDITION_WRITES);
         let deletions = futures::future::join_all(plan.to_delete.iter().map(|route| {
             let span = tracing::info_span!(
@@ -441,10 +450,9 @@ impl RouteController {
         }));
         // Each Node's creations, then its condition, as soon as its own routes are in place.
         // A bounded stream: at most as many Nodes in flight as cloud calls may run.
-        let work = plan.node_work(&nodes);
         let node_passes = futures::stream::iter(work)
             .map(|work| self.node_pass(&limiter, &writers, work))
-            .buffer_unordered(MAX_CONCURRENT_ROUTE_OPERATIONS)
+            .buffer_unordered(concurrency)
             .collect::<Vec<NodeOutcome>>();
         let (deleted, outcomes) = if plan.wait_for_deletions {
             let deleted = deletions.await;
@@ -471,14 +479,14 @@ impl RouteController {
         writers: &Semaphore,
         work: NodeWork,
     ) -> NodeOutcome {
-        let name = work.node.metadata.name.as_deref().unwrap_or_default();
+        let name = work.name.as_str();
         let results = futures::future::join_all(work.creations.iter().map(|creation| {
             let span = tracing::info_span!(
                 "reconcile",
                 route = %creation.route.destination_cidr,
                 node = %creation.node
             );
-            tracing::Instrument::instrument(self.create_route(limiter, &work.node, creation), span)
+            tracing::Instrument::instrument(self.create_route(limiter, creation), span)
         }))
         .await;
         let created: Vec<IpNet> = work
@@ -488,7 +496,13 @@ impl RouteController {
             .filter(|(_, ok)| **ok)
             .map(|(c, _)| c.route.destination_cidr)
             .collect();
-        let condition_written = match work.condition_after(&created) {
+        // The Node as it is now (the pass may have taken minutes); a Node gone meanwhile gets
+        // no condition.
+        let condition = self
+            .cache
+            .get(name)
+            .and_then(|node| work.condition_after(&node, &created));
+        let condition_written = match condition {
             Some(condition) => {
                 let _permit = writers.acquire().await.ok();
                 self.write_condition(name, &condition).await
@@ -522,12 +536,7 @@ impl RouteController {
         }
     }
 
-    async fn create_route(
-        &self,
-        limiter: &Semaphore,
-        node: &Arc<Node>,
-        creation: &RouteCreation,
-    ) -> bool {
+    async fn create_route(&self, limiter: &Semaphore, creation: &RouteCreation) -> bool {
         let cidr = creation.route.destination_cidr;
         let cap = crate::period(self.config.reconciliation_period);
         for attempt in 1..=CREATE_ATTEMPTS {
@@ -557,6 +566,7 @@ impl RouteController {
                 "Could not create route {} {} for node {}: {}",
                 creation.name_hint, cidr, creation.node, chain
             );
+            let node = self.event_node(creation);
             self.recorder
                 .publish(
                     node.as_ref(),
@@ -571,6 +581,21 @@ impl RouteController {
             }
         }
         false
+    }
+
+    /// The Node an event about `creation` is recorded on: the cached one, or (when it is gone)
+    /// a reference built from its name and UID.
+    fn event_node(&self, creation: &RouteCreation) -> Arc<Node> {
+        self.cache.get(&creation.node).unwrap_or_else(|| {
+            Arc::new(Node {
+                metadata: ObjectMeta {
+                    name: Some(creation.node.clone()),
+                    uid: Some(creation.name_hint.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..Node::default()
+            })
+        })
     }
 
     async fn write_condition(&self, name: &str, condition: &NetworkCondition) -> bool {

@@ -148,7 +148,7 @@ impl RoutePlan {
                 let name = node.metadata.name.as_deref()?;
                 let routes = self.nodes.get(name)?;
                 Some(NodeWork {
-                    node: node.clone(),
+                    name: name.to_owned(),
                     routes: routes.clone(),
                     creations: creations.remove(name).unwrap_or_default(),
                 })
@@ -158,11 +158,13 @@ impl RoutePlan {
 }
 
 /// One Node's share of a pass (see [`RoutePlan::node_work`]). Owned, so that a stream of
-/// them can be driven from a `Send` future.
+/// them can be driven from a `Send` future. It names the Node rather than holding the listed
+/// copy: a pass over 1000 Nodes takes minutes, and holding every listed copy while the cache
+/// moves on would keep two versions of each Node in memory.
 #[derive(Clone, Debug)]
 pub struct NodeWork {
-    /// The Node as listed.
-    pub node: Arc<Node>,
+    /// Name of the Node.
+    pub name: String,
     /// Its entry of the working map.
     pub routes: NodeRoutes,
     /// Its routes to create.
@@ -170,14 +172,14 @@ pub struct NodeWork {
 }
 
 impl NodeWork {
-    /// The condition to write once the creations of `created` succeeded (the others failed),
-    /// or `None` when the Node already carries it.
-    pub fn condition_after(&self, created: &[IpNet]) -> Option<NetworkCondition> {
+    /// The condition to write on `node` (its current version) once the creations of `created`
+    /// succeeded (the others failed), or `None` when the Node already carries it.
+    pub fn condition_after(&self, node: &Node, created: &[IpNet]) -> Option<NetworkCondition> {
         let mut routes = self.routes.clone();
         for cidr in created {
             routes.mark_created(cidr);
         }
-        condition_update(&self.node, &routes)
+        condition_update(node, &routes)
     }
 }
 
@@ -840,10 +842,13 @@ mod tests {
         ];
         let plan = plan(&nodes, &routes, &cluster());
         let work = plan.node_work(&nodes);
-        let names: Vec<&str> = work
-            .iter()
-            .map(|w| w.node.metadata.name.as_deref().unwrap())
-            .collect();
+        let names: Vec<&str> = work.iter().map(|w| w.name.as_str()).collect();
+        let node_of = |w: &NodeWork| -> Arc<Node> {
+            let listed = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_ref() == Some(&w.name));
+            listed.unwrap().clone()
+        };
         // Listed Nodes of the working map only, in listing order.
         assert_eq!(names, ["two", "done", "routed"]);
         let cidrs: Vec<IpNet> = work[0]
@@ -855,18 +860,30 @@ mod tests {
         assert!(work[1].creations.is_empty() && work[2].creations.is_empty());
 
         let two = &work[0];
-        assert_eq!(two.condition_after(&[]), Some(NO_ROUTE_CREATED));
+        let two_node = node_of(two);
+        assert_eq!(two.condition_after(&two_node, &[]), Some(NO_ROUTE_CREATED));
         assert_eq!(
-            two.condition_after(&[net("10.244.1.0/24")]),
+            two.condition_after(&two_node, &[net("10.244.1.0/24")]),
             Some(NO_ROUTE_CREATED),
             "one of two routes failed"
         );
         assert_eq!(
-            two.condition_after(&[net("10.244.2.0/24"), net("10.244.1.0/24")]),
+            two.condition_after(&two_node, &[net("10.244.2.0/24"), net("10.244.1.0/24")]),
             Some(ROUTE_CREATED)
         );
-        assert_eq!(work[1].condition_after(&[]), None, "already written");
-        assert_eq!(work[2].condition_after(&[]), Some(NO_ROUTE_CREATED));
+        assert_eq!(
+            work[1].condition_after(&node_of(&work[1]), &[]),
+            None,
+            "already written"
+        );
+        assert_eq!(
+            work[2].condition_after(&node_of(&work[2]), &[]),
+            Some(NO_ROUTE_CREATED)
+        );
+        // The Node's current version decides: written meanwhile (by another pass), no write.
+        let written = with_condition(&node("two", &[], vec![]), "False", "RouteCreated");
+        let all = [net("10.244.2.0/24"), net("10.244.1.0/24")];
+        assert_eq!(two.condition_after(&written, &all), None);
 
         // With every creation done, the same writes as the dry run's `condition_writes`.
         let mut marked = plan.clone();
@@ -881,8 +898,8 @@ mod tests {
                     .iter()
                     .map(|c| c.route.destination_cidr)
                     .collect();
-                let name = w.node.metadata.name.clone().unwrap();
-                w.condition_after(&created).map(|c| (name, c))
+                w.condition_after(&node_of(w), &created)
+                    .map(|c| (w.name.clone(), c))
             })
             .collect();
         assert_eq!(per_node, condition_writes(&nodes, &marked));

@@ -1,4 +1,5 @@
-//! The diffing informer: one watch, a reflector store, and a feed of `(old, new)` changes.
+//! The diffing informer: one watch, a store of the watched objects, and a feed of `(old, new)`
+//! changes.
 //!
 //! Every controller's view of the cluster comes from an [`Informer`]: the shared Node cache
 //! ([`crate::NodeCache`]) and the service controller's Service watch. The informer also keeps
@@ -8,12 +9,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -21,8 +21,16 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Capacity of a change feed; a subscriber that falls further behind gets `Lagged` and must
-/// resynchronise from the store.
-pub const CHANGE_FEED_CAPACITY: usize = 4096;
+/// resynchronise from the store. Subscribers only queue keys, so they fall behind only when a
+/// re-list of a larger cluster publishes every object at once, and resynchronising is then the
+/// same work. Every slot costs memory whether used or not (about 50 bytes).
+pub const CHANGE_FEED_CAPACITY: usize = 1024;
+
+/// Objects per page of a (re-)list. Smaller than kube's default of 500: a page is read whole
+/// and decoded with its managed fields before they are stripped, and during a re-list it comes
+/// on top of the full store. 100 Nodes cost well under a megabyte; a cluster of 1000 lists in
+/// 10 requests instead of 2.
+pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// A change seen by an informer, published after its store was updated.
 #[derive(Clone, Debug)]
@@ -156,13 +164,19 @@ pub fn apiserver_answered(err: &watcher::Error) -> bool {
     }
 }
 
+/// The stored objects by key (`namespace/name`, or `name` for cluster-scoped kinds). The
+/// informer's own map rather than kube-runtime's reflector store: the store clones every object
+/// it is given and keys it by a reference that repeats name, UID and resource version, and a
+/// cache of 1000 Nodes is the largest thing this process holds. Here the watched object moves in.
+type Objects<K> = Arc<RwLock<HashMap<String, Arc<K>>>>;
+
 /// Read side of an informer. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Informer<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    store: Store<K>,
+    objects: Objects<K>,
     changes: broadcast::Sender<Change<K>>,
     synced: watch::Receiver<bool>,
     progress: WatchProgress,
@@ -176,8 +190,9 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     api: Api<K>,
-    writer: reflector::store::Writer<K>,
-    store: Store<K>,
+    objects: Objects<K>,
+    /// The objects of a (re-)list under way, swapped in when it is done.
+    relist: Option<HashMap<String, Arc<K>>>,
     changes: broadcast::Sender<Change<K>>,
     synced: watch::Sender<bool>,
     progress: WatchProgress,
@@ -191,20 +206,20 @@ where
     /// An informer over `api` (not yet running), called `name` in logs and health checks.
     /// `strip` trims every object before it is stored (e.g. drops managed fields).
     pub fn new(api: Api<K>, name: &str, strip: fn(&mut K)) -> (Self, InformerDriver<K>) {
-        let (store, writer) = reflector::store();
+        let objects = Objects::default();
         let (changes, _) = broadcast::channel(CHANGE_FEED_CAPACITY);
         let (synced_tx, synced_rx) = watch::channel(false);
         let progress = WatchProgress::new(name);
         let informer = Self {
-            store: store.clone(),
+            objects: objects.clone(),
             changes: changes.clone(),
             synced: synced_rx,
             progress: progress.clone(),
         };
         let driver = InformerDriver {
             api,
-            writer,
-            store,
+            objects,
+            relist: None,
             changes,
             synced: synced_tx,
             progress,
@@ -213,24 +228,18 @@ where
         (informer, driver)
     }
 
-    /// The underlying kube-runtime store.
-    pub fn store(&self) -> &Store<K> {
-        &self.store
-    }
-
     /// Every stored object.
     pub fn list(&self) -> Vec<Arc<K>> {
-        self.store.state()
+        read(&self.objects).values().cloned().collect()
     }
 
     /// The stored object with this name (and namespace, for namespaced kinds).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
-        let key = ObjectRef::new(name);
-        let key = match namespace {
-            Some(ns) => key.within(ns),
-            None => key,
-        };
-        self.store.get(&key)
+        let objects = read(&self.objects);
+        match namespace {
+            Some(ns) => objects.get(&format!("{ns}/{name}")).cloned(),
+            None => objects.get(name).cloned(),
+        }
     }
 
     /// Whether the initial list has completed ("caches synced"). Never goes back to false; see
@@ -267,7 +276,8 @@ where
     /// the watch's progress.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let strip = self.strip;
-        let stream = watcher::watcher(self.api.clone(), watcher::Config::default())
+        let config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        let stream = watcher::watcher(self.api.clone(), config)
             .default_backoff()
             .modify(strip);
         let mut stream = std::pin::pin!(stream);
@@ -303,31 +313,28 @@ where
     }
 
     fn apply(&mut self, event: Event<K>) {
-        match &event {
+        match event {
             Event::Apply(object) => {
-                let key = ObjectRef::from(object);
-                let old = self.store.get(&key);
-                self.writer.apply_watcher_event(&event);
-                if let Some(new) = self.store.get(&key) {
-                    self.publish(Change::Applied { old, new });
-                }
+                let new = Arc::new(object);
+                let old = write(&self.objects).insert(Self::key(&new), new.clone());
+                self.publish(Change::Applied { old, new });
             }
             Event::Delete(object) => {
-                self.writer.apply_watcher_event(&event);
-                self.publish(Change::Deleted(Arc::new(object.clone())));
+                let key = Self::key(&object);
+                write(&self.objects).remove(&key);
+                self.publish(Change::Deleted(Arc::new(object)));
             }
-            Event::Init | Event::InitApply(_) => self.writer.apply_watcher_event(&event),
+            Event::Init => self.relist = Some(HashMap::new()),
+            Event::InitApply(object) => {
+                let relist = self.relist.get_or_insert_default();
+                relist.insert(Self::key(&object), Arc::new(object));
+            }
             Event::InitDone => {
                 // A (re-)list replaced the store: diff it against what was there before.
-                let mut before: HashMap<String, Arc<K>> = self
-                    .store
-                    .state()
-                    .into_iter()
-                    .map(|o| (Self::key(&o), o))
-                    .collect();
-                self.writer.apply_watcher_event(&event);
-                for new in self.store.state() {
-                    let old = before.remove(&Self::key(&new));
+                let listed = self.relist.take().unwrap_or_default();
+                let mut before = std::mem::replace(&mut *write(&self.objects), listed.clone());
+                for (key, new) in listed {
+                    let old = before.remove(&key);
                     self.publish(Change::Applied { old, new });
                 }
                 for (_, gone) in before {
@@ -342,6 +349,14 @@ where
         // No subscribers is fine: controllers may not have started yet.
         let _ = self.changes.send(change);
     }
+}
+
+fn read<K>(objects: &Objects<K>) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
+    objects.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<K>(objects: &Objects<K>) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
+    objects.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

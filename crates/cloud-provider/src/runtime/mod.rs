@@ -1,6 +1,6 @@
 //! The one controller runtime every controller of this crate runs on:
 //!
-//! - [`informer`]: a diffing informer over a reflector store (the shared Node cache and the
+//! - [`informer`]: a diffing informer over its own store (the shared Node cache and the
 //!   service controller's Service watch), with the watch's progress for health checks;
 //! - [`crate::workqueue`]: the work queue (per-key exponential backoff plus the overall
 //!   bucket, as client-go);

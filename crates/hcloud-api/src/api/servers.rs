@@ -5,7 +5,7 @@ use crate::api::params::ListServersParams;
 use crate::api::{get_one, named};
 use crate::error::Error;
 use crate::models::Server;
-use crate::pagination::{Page, get_all, get_page};
+use crate::pagination::{Page, get_all, get_all_map, get_page};
 
 /// Servers.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +43,23 @@ impl ServersApi<'_> {
             "/servers",
             "servers",
             &params.to_query(),
+        )
+        .await
+    }
+
+    /// All servers matching `params`, 50 per request, each passed through `map` as its page
+    /// arrives (e.g. to keep only some fields of a large listing).
+    pub async fn list_all_map<U>(
+        &self,
+        params: &ListServersParams,
+        map: impl FnMut(Server) -> U + Send,
+    ) -> Result<Vec<U>, Error> {
+        get_all_map(
+            self.client.transport(),
+            "/servers",
+            "servers",
+            &params.to_query(),
+            map,
         )
         .await
     }
