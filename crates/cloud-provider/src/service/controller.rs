@@ -312,6 +312,9 @@ impl Inner {
             .filter(|(_, s)| wants_load_balancer(s))
             .map(|(k, _)| k.clone())
             .collect();
+        if keys.len() > 1 {
+            self.lb.expect_lookups(keys.len());
+        }
         for key in keys {
             if lock(&self.pending).get(&key) == Some(&Action::Sync) {
                 continue;

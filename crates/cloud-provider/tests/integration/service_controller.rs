@@ -45,6 +45,8 @@ struct LbState {
     calls: Vec<LbCall>,
     /// Whether the Service (read from the apiserver) had the finalizer at each Ensure call.
     finalizer_at_ensure: Vec<bool>,
+    /// Every `expect_lookups` hint: the number of Services, and how many calls came before.
+    expected: Vec<(usize, usize)>,
 }
 
 /// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
@@ -126,6 +128,12 @@ fn names(nodes: &[Arc<Node>]) -> Vec<String> {
 
 #[async_trait]
 impl LoadBalancer for FakeLb {
+    fn expect_lookups(&self, services: usize) {
+        let mut state = self.state();
+        let before = state.calls.len();
+        state.expected.push((services, before));
+    }
+
     async fn get_load_balancer(
         &self,
         cluster_name: &str,
@@ -660,6 +668,41 @@ async fn node_changes_update_the_backend_set() {
         .unwrap();
     wait_update(vec![]).await;
     wait_reason(client, "web", "UnAvailableLoadBalancer").await;
+}
+
+#[tokio::test]
+async fn a_joining_node_announces_the_target_updates_of_every_load_balancer() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    create_service(client, "web", "LoadBalancer").await;
+    create_service(client, "api", "LoadBalancer").await;
+    let lb = FakeLb::new(client.clone());
+    start(&env, &lb);
+    wait_ingress(client, "web").await;
+    wait_ingress(client, "api").await;
+
+    node(client, "n2").await;
+    eventually("both load balancers updated", WAIT, || async {
+        let both = ["default/web", "default/api"]
+            .iter()
+            .all(|key| lb.updates(key).last().is_some_and(|n| *n == ["n1", "n2"]));
+        both.then_some(())
+    })
+    .await;
+    let calls = lb.calls();
+    let first_update = calls
+        .iter()
+        .position(|c| matches!(c, LbCall::Update(..)))
+        .unwrap();
+    let expected = lb.state().expected.clone();
+    assert!(
+        expected
+            .iter()
+            .any(|&(services, before)| services == 2 && before <= first_update),
+        "the two updates were announced before the first one: {expected:?}, calls {calls:?}"
+    );
 }
 
 #[tokio::test]

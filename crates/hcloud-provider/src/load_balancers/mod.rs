@@ -267,6 +267,14 @@ impl HcloudLoadBalancers {
 
 #[async_trait]
 impl LoadBalancer for HcloudLoadBalancers {
+    /// More than one update coming: the first lookup of a stale snapshot lists all load
+    /// balancers (the others share that listing) instead of first asking for its own alone.
+    fn expect_lookups(&self, services: usize) {
+        if services > 1 {
+            self.snapshot.expect_burst();
+        }
+    }
+
     async fn get_load_balancer(
         &self,
         _cluster_name: &str,

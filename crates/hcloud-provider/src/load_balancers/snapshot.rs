@@ -7,8 +7,9 @@
 //!
 //! - **Single flight**: lookups that find no fresh listing join the one under way, or start it.
 //!   A listing is started when there is none yet, when it fits one page anyway, or when
-//!   lookups come in a burst (a second lookup within `max_age`); a lone lookup of a stale
-//!   snapshot with many load balancers asks by label instead (one request, as before).
+//!   lookups come in a burst (a second lookup within `max_age`, or a burst announced by
+//!   [`Snapshot::expect_burst`]); a lone lookup of a stale snapshot with many load balancers
+//!   asks by label instead (one request, as before).
 //! - **Write-through**: what this process learns from its own writes (a created load
 //!   balancer, targets added or removed, a reload after changes, a deletion) goes into the
 //!   snapshot at once, and a listing started before such a write does not overwrite it.
@@ -239,6 +240,13 @@ impl Snapshot {
         self.state().stale.insert(id);
     }
 
+    /// Lookups for many Services follow (e.g. every load balancer takes a joining Node): the
+    /// next lookup of a stale snapshot counts as part of a burst and lists, instead of first
+    /// asking for its one Service alone.
+    pub fn expect_burst(&self) {
+        self.state().last_lookup = Some(Instant::now());
+    }
+
     /// Everything may be outdated (e.g. a name turned out to be taken): the next lookup
     /// lists again.
     pub fn forget(&self) {
@@ -343,6 +351,30 @@ mod tests {
         // An older listing finishing later does not make the snapshot look older.
         merge(&mut state, started - Duration::from_secs(5), &listed);
         assert_eq!(state.listed_at, Some(started));
+    }
+
+    #[test]
+    fn an_announced_burst_lists_where_a_lone_lookup_would_ask_alone() {
+        let config = hcloud_api::ClientConfig::new(hcloud_api::Token::new("t"))
+            .with_endpoint("http://127.0.0.1:9");
+        let snapshot = Snapshot::new(Client::new(config).unwrap(), Duration::from_secs(10));
+        let long_ago = Instant::now() - Duration::from_secs(60);
+        {
+            let mut state = snapshot.state();
+            state.lbs = (1..=60).map(|id| (id, lb(id, "lb", None))).collect();
+            state.listed_at = Some(long_ago);
+            state.last_lookup = Some(long_ago);
+        }
+        let lone = snapshot.next(Instant::now(), "u1", None);
+        assert!(matches!(lone, Next::Direct), "a lone lookup asks alone");
+        snapshot.state().last_lookup = Some(long_ago);
+        snapshot.expect_burst();
+        let announced = snapshot.next(Instant::now(), "u1", None);
+        assert!(
+            matches!(announced, Next::Join(_)),
+            "an announced burst lists"
+        );
+        assert!(snapshot.state().in_flight.is_some());
     }
 
     #[test]
