@@ -23,6 +23,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_harness::ControlPlane;
 use serde_json::json;
 
+/// How long the cluster is left alone before a Node joins: longer than the load balancer
+/// snapshot's 10 s and the route planner's 30 s, so the join pays for fresh reads.
+const JOIN_AFTER_QUIET: Duration = Duration::from_secs(31);
+
 /// A token of the real length that the simulator accepts.
 const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -704,8 +708,11 @@ impl Bench {
         Ok(())
     }
 
-    /// One more Node joins (server, Node with a pod CIDR).
+    /// One more Node joins (server, Node with a pod CIDR), in a quiet cluster: after
+    /// [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they usually are when a
+    /// Node comes.
     async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
+        tokio::time::sleep(JOIN_AFTER_QUIET).await;
         self.add_servers(index, 1).await?;
         self.fresh_start().await?;
         let started = Instant::now();
