@@ -65,8 +65,8 @@ mod tests {
         if !trim_supported() {
             return;
         }
-        // Many small blocks (below the mmap threshold, so on the heap), every other one freed:
-        // the free ones sit between blocks still in use, where only a trim reaches them.
+        // Many small blocks (below the mmap threshold, so on the heap); all but every 64th freed:
+        // the free pages sit between blocks still in use, where only a trim reaches them.
         let mut blocks: Vec<Vec<u8>> = (0..20_000).map(|_| vec![1u8; 1024]).collect();
         let kept: Vec<Vec<u8>> = blocks.iter_mut().step_by(64).map(std::mem::take).collect();
         drop(blocks);

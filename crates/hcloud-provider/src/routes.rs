@@ -24,14 +24,14 @@
 //! `add_route` while one runs gets 409 `conflict`), so concurrent `create_route` and
 //! `delete_route` calls are queued and carried out by one worker, one after another. The route
 //! controller is asked for [`CONCURRENT_ROUTE_CALLS`] calls at once instead of upstream's 200:
-//! enough to keep the worker busy, while each waiting call holds its state in memory. The worker plans against the network as last read
-//! (by `list_routes` or by itself, at most [`RoutesConfig::plan_max_age`] old) and keeps that
-//! copy up to date with its own changes, so a batch of N new routes costs one POST and about
-//! one action check per route; the first check waits about as long as route actions have
-//! taken so far. The network is read again only after an unexpected answer: a `conflict` or
-//! `locked` answer (another actor changed the network; retried a few times with a short
-//! backoff), a rejected change, or a POST that timed out (the state is read instead of
-//! repeating it).
+//! enough to keep the worker busy, while each waiting call holds its state in memory. The
+//! worker plans against the network as last read (by `list_routes` or by itself, at most
+//! [`RoutesConfig::plan_max_age`] old) and keeps that copy up to date with its own changes, so
+//! a batch of N new routes costs one POST and about one action check per route; the first
+//! check waits about as long as route actions have taken so far. The network is read again
+//! only after an unexpected answer: a `conflict` or `locked` answer (another actor changed the
+//! network; retried a few times with a short backoff), a rejected change, or a POST that timed
+//! out (the state is read instead of repeating it).
 
 use std::collections::HashMap;
 use std::future::Future;

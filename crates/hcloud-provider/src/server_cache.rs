@@ -185,9 +185,8 @@ impl CacheMetrics {
 
 /// A server as the cache keeps it: without the parts the provider never reads (labels, the
 /// server type's and location's descriptions and lists, reverse DNS, firewalls, floating IPs,
-/// MAC addresses, load balancer IDs). A listing of 1000 servers keeps about a fifth of the
-/// memory the full answers take; the server type's `locations` alone repeat every location
-/// on every server.
+/// MAC addresses, load balancer IDs); the server type's `locations` alone repeat every
+/// location on every server.
 fn cached(mut server: Server) -> Arc<Server> {
     server.labels = Default::default();
     let server_type = &mut server.server_type;

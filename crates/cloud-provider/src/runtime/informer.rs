@@ -332,10 +332,16 @@ where
             Event::InitDone => {
                 // A (re-)list replaced the store: diff it against what was there before.
                 let listed = self.relist.take().unwrap_or_default();
-                let mut before = std::mem::replace(&mut *write(&self.objects), listed.clone());
-                for (key, new) in listed {
-                    let old = before.remove(&key);
-                    self.publish(Change::Applied { old, new });
+                let mut before = std::mem::replace(&mut *write(&self.objects), listed);
+                let applied: Vec<Change<K>> = read(&self.objects)
+                    .iter()
+                    .map(|(key, new)| Change::Applied {
+                        old: before.remove(key),
+                        new: new.clone(),
+                    })
+                    .collect();
+                for change in applied {
+                    self.publish(change);
                 }
                 for (_, gone) in before {
                     self.publish(Change::Deleted(gone));

@@ -5,7 +5,7 @@ use crate::api::params::ListServersParams;
 use crate::api::{get_one, named};
 use crate::error::Error;
 use crate::models::Server;
-use crate::pagination::{Page, get_all, get_all_map, get_page};
+use crate::pagination::{Page, get_all_map, get_page};
 
 /// Servers.
 #[derive(Debug, Clone, Copy)]
@@ -38,13 +38,7 @@ impl ServersApi<'_> {
 
     /// All servers matching `params`, 50 per request.
     pub async fn list_all(&self, params: &ListServersParams) -> Result<Vec<Server>, Error> {
-        get_all(
-            self.client.transport(),
-            "/servers",
-            "servers",
-            &params.to_query(),
-        )
-        .await
+        self.list_all_map(params, |server| server).await
     }
 
     /// All servers matching `params`, 50 per request, each passed through `map` as its page
