@@ -246,7 +246,7 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     env.deleted("doomed-false").await;
     env.deleted("doomed-unknown").await;
     for (name, doomed) in [("doomed-false", &nodes[0]), ("doomed-unknown", &nodes[1])] {
-        let deleting = env.events_with_reason(name, "DeletingNode").await;
+        let deleting = env.wait_events(name, "DeletingNode").await;
         assert_eq!(deleting.len(), 1, "{deleting:?}");
         assert_eq!(deleting[0].type_.as_deref(), Some("Normal"));
         assert_eq!(deleting[0].involved_object.uid, doomed.metadata.uid);

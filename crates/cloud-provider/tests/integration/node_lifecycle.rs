@@ -62,7 +62,7 @@ async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
         get_node(&env.client, gone).await.is_none().then_some(())
     })
     .await;
-    let deleting = events_with_reason(&env.client, gone, "DeletingNode").await;
+    let deleting = wait_events(&env.client, gone, "DeletingNode").await;
     assert_eq!(deleting.len(), 1, "{deleting:?}");
     assert_eq!(deleting[0].type_.as_deref(), Some("Normal"));
     assert_eq!(deleting[0].involved_object.uid, gone_node.metadata.uid);

@@ -574,9 +574,16 @@ async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
     assert_eq!(fake.creates_for("locked").len(), 5);
     assert_eq!(fake.creates_for("broken").len(), 1);
     wait_table(&fake, pairs(&[("flaky", "10.244.1.0/24")])).await;
-    let locked = events_with_reason(&env.client, "locked", "FailedToCreateRoute").await;
+    // The event writer runs behind the controller: wait for the fifth failure's count.
+    let locked = eventually("five aggregated failures", WAIT, || async {
+        let locked = events_with_reason(&env.client, "locked", "FailedToCreateRoute").await;
+        locked
+            .first()
+            .is_some_and(|e| e.count == Some(5))
+            .then_some(locked)
+    })
+    .await;
     assert_eq!(locked.len(), 1, "identical failures aggregate: {locked:?}");
-    assert_eq!(locked[0].count, Some(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 pub use kube_harness::{eventually, has_taint, taints};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::{self, InstanceMetadata, Instances};
@@ -290,6 +291,20 @@ pub async fn events_with_reason(client: &Client, name: &str, reason: &str) -> Ve
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
+}
+
+/// Events are written by a background task, after the change they announce may already be
+/// visible: wait until at least one with `reason` is there.
+pub async fn wait_events(client: &Client, name: &str, reason: &str) -> Vec<Event> {
+    eventually(
+        &format!("{reason} event on {name}"),
+        Duration::from_secs(20),
+        || async {
+            let events = events_with_reason(client, name, reason).await;
+            (!events.is_empty()).then_some(events)
+        },
+    )
+    .await
 }
 
 pub fn addresses(node: &Node) -> Vec<NodeAddress> {

@@ -309,6 +309,16 @@ impl Env {
             .collect()
     }
 
+    /// Events are written by a background task, after the change they announce may already
+    /// be visible: wait until at least one with `reason` is there.
+    pub async fn wait_events(&self, name: &str, reason: &str) -> Vec<Event> {
+        eventually(&format!("{reason} event on {name}"), WAIT, || async {
+            let events = self.events_with_reason(name, reason).await;
+            (!events.is_empty()).then_some(events)
+        })
+        .await
+    }
+
     /// Wait until Node `name` has lost the uninitialized taint and has a providerID.
     pub async fn initialized(&self, name: &str) -> Node {
         eventually(&format!("node {name} initialized"), WAIT, || async {
