@@ -24,7 +24,10 @@
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
 //! is read directly (one request instead of one per 50 servers), at most once per 2 s. One
 //! Node joining a cluster of 1000 thus costs one request, a burst of new Nodes one more than a
-//! listing.
+//! listing. A server read directly answers later lookups on its own while the read is younger
+//! than the max age and no change seen by the status check came after it, however old the
+//! listing is meanwhile (the route of a joining Node needs its server a moment after the
+//! Node's initialisation read it).
 //!
 //! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
 //! directly for the one server before the lifecycle controller may delete a Node.
@@ -264,12 +267,16 @@ impl std::fmt::Debug for InFlight {
 struct State {
     /// The last good listing.
     listing: Option<Arc<Listing>>,
-    /// Servers added by direct reads since the listing (e.g. by `confirm_exists`).
-    extra: HashMap<i64, Arc<Server>>,
+    /// Servers read directly since the listing (e.g. by `confirm_exists`), with the time
+    /// each read started: newer than the listing, and on their own as good as a listing of
+    /// that age.
+    extra: HashMap<i64, (Instant, Arc<Server>)>,
     /// The listing under way, shared by everyone who waits for it.
     refresh: Option<InFlight>,
     /// The listing is outdated (the status check saw a change), whatever its age.
     outdated: bool,
+    /// When the status check last saw a change: direct reads before it are outdated too.
+    changed_at: Option<Instant>,
     /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
@@ -422,6 +429,7 @@ impl ServerCache {
             return Ok(true);
         }
         self.count(RESULT_MISS);
+        let read_at = Instant::now();
         let found = self.fetch(key).await?;
         let mut state = self.state();
         if let Some(server) = &found {
@@ -429,7 +437,7 @@ impl ServerCache {
             state.misses.remove(&ServerKey::Id(server.id));
             // Later lookups (shutdown state, metadata) find it without another request.
             if state.listing.is_some() {
-                state.extra.insert(server.id, server.clone());
+                state.extra.insert(server.id, (read_at, server.clone()));
             }
         }
         if self.config.mode == CacheMode::One {
@@ -447,13 +455,29 @@ impl ServerCache {
             .cloned()
     }
 
+    /// A server read directly since the listing: `(read at, server)`.
+    fn direct_read<'a>(state: &'a State, key: &ServerKey) -> Option<&'a (Instant, Arc<Server>)> {
+        match key {
+            ServerKey::Id(id) => state.extra.get(id),
+            ServerKey::Name(name) => state.extra.values().find(|(_, s)| s.name == *name),
+        }
+    }
+
+    /// A server read directly, if that read is younger than `max_age` and came after the
+    /// last change the status check saw: it answers whatever the listing's age (a Node
+    /// that joined is read once for its initialisation, and its route's gateway lookup a
+    /// moment later needs no listing of every server).
+    fn fresh_direct_read(state: &State, key: &ServerKey, max_age: Duration) -> Option<Arc<Server>> {
+        let (at, server) = Self::direct_read(state, key)?;
+        let current = !state.outdated || state.changed_at.is_none_or(|changed| *at > changed);
+        (current && at.elapsed() < max_age).then(|| server.clone())
+    }
+
     /// A server of `listing`, or read directly since (which is newer).
     fn lookup(state: &State, listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
-        match key {
-            ServerKey::Id(id) => state.extra.get(id).cloned(),
-            ServerKey::Name(name) => state.extra.values().find(|s| s.name == *name).cloned(),
-        }
-        .or_else(|| listing.lookup(key))
+        Self::direct_read(state, key)
+            .map(|(_, server)| server.clone())
+            .or_else(|| listing.lookup(key))
     }
 
     /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
@@ -541,6 +565,10 @@ impl ServerCache {
         let requested_at = Instant::now();
         let direct = {
             let mut state = self.state();
+            if let Some(server) = Self::fresh_direct_read(&state, key, max_age) {
+                self.count(RESULT_HIT);
+                return Ok(Some(server));
+            }
             if let Some(listing) = Self::fresh_listing(&state, max_age) {
                 if let Some(server) = Self::lookup(&state, &listing, key) {
                     self.count(RESULT_HIT);
@@ -568,7 +596,9 @@ impl ServerCache {
             match &found {
                 Some(server) => {
                     state.misses.remove(key);
-                    state.extra.insert(server.id, server.clone());
+                    state
+                        .extra
+                        .insert(server.id, (requested_at, server.clone()));
                 }
                 None => {
                     state.misses.insert(key.clone(), Instant::now());
@@ -758,7 +788,9 @@ impl ServerCache {
                     now = ?running,
                     "running servers changed (count, newest ID); the server listing is outdated"
                 );
-                self.state().outdated = true;
+                let mut state = self.state();
+                state.outdated = true;
+                state.changed_at = Some(now);
             }
         }
         status.running = running;
@@ -790,8 +822,8 @@ impl ServerSnapshot {
             state
                 .extra
                 .values()
-                .filter(|s| !listing.by_id.contains_key(&s.id))
-                .cloned(),
+                .filter(|(_, s)| !listing.by_id.contains_key(&s.id))
+                .map(|(_, s)| s.clone()),
         );
         Self {
             servers,

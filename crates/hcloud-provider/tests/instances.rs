@@ -259,6 +259,78 @@ async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
     assert_eq!(counts.values().sum::<u64>(), 3, "{counts:?}");
 }
 
+/// A joining Node's server is read once, for its initialisation; the route's gateway lookup a
+/// moment later finds that read even when the listing has aged past the max age meanwhile,
+/// instead of listing every server. A change seen by the status check after the read makes
+/// it as outdated as the listing.
+#[tokio::test]
+async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    for i in 0..120 {
+        seed(&sim, ServerSeed::new(format!("old-{i}"))).await;
+    }
+    let max_age = Duration::from_secs(3);
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                max_age,
+                status_period: Duration::from_millis(100),
+                miss_ttl: Duration::ZERO,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let instances = p.instances().unwrap();
+    instances
+        .instance_metadata(&node("old-0", None))
+        .await
+        .unwrap();
+    let listed = std::time::Instant::now();
+    // The first status check only learns the count of running servers.
+    let checked = node("old-1", None);
+    instances.instance_shutdown(&checked).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let id = seed(&sim, ServerSeed::new("new-0")).await;
+    sim.admin().reset_request_counts().await.unwrap();
+    let joined = node("new-0", None);
+    assert!(
+        instances
+            .instance_metadata(&joined)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let read = std::time::Instant::now();
+
+    // The listing is past its max age, the direct read is not: it answers alone.
+    tokio::time::sleep(max_age.saturating_sub(listed.elapsed()) + Duration::from_millis(200)).await;
+    assert!(listed.elapsed() > max_age && read.elapsed() < max_age);
+    let found = instances.instance_metadata(&joined).await.unwrap().unwrap();
+    assert_eq!(found.provider_id, format!("hcloud://{id}"));
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+
+    // Another server starts; the status check (of a NotReady Node) sees it after the read.
+    // Its own lookup is a direct read once the window of one per 2 s is open again, so the
+    // listing stays as it is, outdated.
+    seed(&sim, ServerSeed::new("new-1")).await;
+    tokio::time::sleep(Duration::from_millis(2050).saturating_sub(read.elapsed())).await;
+    instances.instance_shutdown(&checked).await.unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+    assert!(
+        instances
+            .instance_metadata(&joined)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert!(counts.values().sum::<u64>() >= 1, "asked again: {counts:?}");
+}
+
 #[tokio::test]
 async fn a_missing_server_is_remembered_instead_of_relisting() {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
