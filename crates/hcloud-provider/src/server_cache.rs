@@ -482,15 +482,19 @@ impl ServerCache {
 
     /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
     /// server than as a refresh: only when the listing spans several pages, no refresh is
-    /// under way, and no other direct read happened in the last [`MIN_REFRESH_INTERVAL`] (a
-    /// burst of lookups, such as many new Nodes, lists instead).
-    fn read_directly(state: &mut State) -> bool {
+    /// under way, and either the server was read directly `again` since the listing, or no
+    /// other direct read happened in the last [`MIN_REFRESH_INTERVAL`] (a burst of lookups of
+    /// other servers, such as many new Nodes, lists instead).
+    fn read_directly(state: &mut State, again: bool) -> bool {
         let Some(listing) = &state.listing else {
             return false;
         };
         let pages = listing.by_id.len().div_ceil(SERVERS_PER_PAGE);
         if pages < 2 || state.refresh.is_some() {
             return false;
+        }
+        if again {
+            return true;
         }
         let now = Instant::now();
         let (since, used) = state.direct.get_or_insert((now, 0));
@@ -587,7 +591,11 @@ impl ServerCache {
                     return Ok(None);
                 }
             }
-            Self::read_directly(&mut state)
+            // A server read directly since the listing is read again rather than listing all
+            // (e.g. the lifecycle check of a joining Node, after its initialisation read it and
+            // the status check then saw it start).
+            let again = Self::direct_read(&state, key).is_some();
+            Self::read_directly(&mut state, again)
         };
         if direct {
             self.count(RESULT_MISS);

@@ -15,10 +15,16 @@
 //!   joins while a round is in flight is due by the next round (or at once, if it is due
 //!   later than that, when it is due).
 //! - Waiters that become due within half an interval of each other share one round: the
-//!   round waits for the last of them. While waiters keep joining (a Node added to 100 load
-//!   balancers, one `add_target` after the other), rounds come about every 1.5 intervals and
-//!   each covers more of them, instead of one round per interval; a lone waiter is polled
-//!   when it is due.
+//!   round waits for the last of them. A lone waiter is polled when it is due.
+//! - A waiter may have patience: it accepts being polled up to that long after it is due.
+//!   A round then waits until every open waiter is due (one round covers them all), until
+//!   enough IDs are due to fill a request, or until the first deadline (due + patience),
+//!   whichever comes first. A round that comes because requests are full (while others are
+//!   due later) polls only full requests, the waiters due first, and leaves the rest to the
+//!   next one. While waiters keep joining (a Node added to 100 load balancers, one
+//!   `add_target` after the other), they thus cost about one request per
+//!   [`ACTIONS_PER_REQUEST`] of them instead of one per round; a lone waiter is still
+//!   polled when it is due.
 //!
 //! Results: a success counts for every waiter holding the ID; a failed action fails every
 //! waiter holding it; an ID missing from the answer fails (with code `not_found`) only the
@@ -65,6 +71,8 @@ struct Waiter {
     pending: BTreeSet<i64>,
     /// Earliest start of a round that polls this waiter.
     due: Instant,
+    /// How long after `due` the waiter may still be left for a later round.
+    patience: Duration,
     /// Set once the waiter is done; taken by the waiter.
     outcome: Option<Result<(), Error>>,
 }
@@ -90,8 +98,9 @@ impl ActionBatch {
         }
     }
 
-    /// Registers a waiter for `ids` (not empty), to be polled no earlier than `due`.
-    pub(crate) fn join(&self, ids: BTreeSet<i64>, due: Instant) -> Ticket<'_> {
+    /// Registers a waiter for `ids` (not empty), to be polled no earlier than `due` and, while
+    /// other waiters keep joining, possibly up to `patience` later.
+    pub(crate) fn join(&self, ids: BTreeSet<i64>, due: Instant, patience: Duration) -> Ticket<'_> {
         let key = {
             let mut state = self.lock();
             let key = state.next_key;
@@ -101,6 +110,7 @@ impl ActionBatch {
                 Waiter {
                     pending: ids,
                     due,
+                    patience,
                     outcome: None,
                 },
             );
@@ -172,33 +182,80 @@ impl fmt::Debug for ActionBatch {
 }
 
 impl State {
+    fn open(&self) -> impl Iterator<Item = &Waiter> {
+        self.waiters.values().filter(|w| w.outcome.is_none())
+    }
+
     /// Start of the next round: one interval after the last one ended, but not before some
-    /// waiter is due; then as late as the last waiter due within half an interval.
+    /// waiter is due; then as late as the last waiter due within half an interval. With
+    /// patient waiters, later still: until every open waiter is due, the due IDs fill a
+    /// request, or a waiter's patience runs out, whichever comes first.
     fn next_round(&self, interval: Duration) -> Option<Instant> {
-        let open = || {
-            self.waiters
-                .values()
-                .filter(|w| w.outcome.is_none())
-                .map(|w| w.due)
-        };
-        let first_due = open().min()?;
+        let first_due = self.open().map(|w| w.due).min()?;
         let at = match self.last_round_end {
             Some(end) => (end + interval).max(first_due),
             None => first_due,
         };
         let limit = at + interval / 2;
-        Some(open().filter(|due| *due <= limit).fold(at, Instant::max))
+        let grouped = self
+            .open()
+            .map(|w| w.due)
+            .filter(|due| *due <= limit)
+            .fold(at, Instant::max);
+        // Patient waiters wait for the others to be due, so that one round covers them all.
+        let all_due = self.open().map(|w| w.due).max()?;
+        let deadline = self.deadline()?;
+        let full = self.full_at().unwrap_or(all_due);
+        Some(grouped.max(all_due.min(deadline).min(full)))
     }
 
-    /// The IDs to poll at `now` (sorted, each once) and the waiters they belong to.
+    /// The first moment a waiter's patience runs out.
+    fn deadline(&self) -> Option<Instant> {
+        self.open().map(|w| w.due + w.patience).min()
+    }
+
+    /// When the due IDs fill a request, if the open waiters have that many.
+    fn full_at(&self) -> Option<Instant> {
+        let mut dues: Vec<(Instant, usize)> =
+            self.open().map(|w| (w.due, w.pending.len())).collect();
+        dues.sort_unstable();
+        let mut count = 0;
+        dues.into_iter().find_map(|(due, ids)| {
+            count += ids;
+            (count >= ACTIONS_PER_REQUEST).then_some(due)
+        })
+    }
+
+    /// The IDs to poll at `now` (sorted, each once) and the waiters they belong to: every
+    /// due waiter, or, when the round comes only because requests are full (other waiters
+    /// are due later and nobody's patience ran out), the waiters due first that fill whole
+    /// requests.
     fn due_at(&self, now: Instant) -> (Vec<i64>, BTreeSet<u64>) {
+        let mut due: Vec<(Instant, u64, &Waiter)> = self
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.outcome.is_none() && w.due <= now)
+            .map(|(key, w)| (w.due, *key, w))
+            .collect();
+        due.sort_unstable_by_key(|(due, key, _)| (*due, *key));
+        let more_coming = self.open().any(|w| w.due > now);
+        let patient = self.deadline().is_none_or(|deadline| deadline > now);
+        let total: usize = due.iter().map(|(_, _, w)| w.pending.len()).sum();
+        let take = if more_coming && patient && total > ACTIONS_PER_REQUEST {
+            total - total % ACTIONS_PER_REQUEST
+        } else {
+            usize::MAX
+        };
         let mut ids = BTreeSet::new();
         let mut keys = BTreeSet::new();
-        for (key, waiter) in &self.waiters {
-            if waiter.outcome.is_none() && waiter.due <= now {
-                ids.extend(waiter.pending.iter().copied());
-                keys.insert(*key);
+        let mut counted = 0;
+        for (_, key, waiter) in due {
+            counted += waiter.pending.len();
+            if counted > take && !keys.is_empty() {
+                break;
             }
+            ids.extend(waiter.pending.iter().copied());
+            keys.insert(key);
         }
         (ids.into_iter().collect(), keys)
     }
@@ -488,7 +545,7 @@ mod tests {
     ) -> Result<(), Error> {
         let fake = Arc::clone(fake);
         batch
-            .join(ids.iter().copied().collect(), due)
+            .join(ids.iter().copied().collect(), due, Duration::ZERO)
             .wait(move |ids| {
                 let fake = Arc::clone(&fake);
                 async move { fake.answer(ids).await }
@@ -552,6 +609,101 @@ mod tests {
         // 3 is due at 175 ms, past that window, and rounds are an interval apart.
         assert_eq!(requests[1].1, vec![3]);
         assert_eq!(requests[1].0, requests[0].0 + INTERVAL);
+    }
+
+    async fn wait_patiently(
+        batch: &ActionBatch,
+        fake: &Arc<Fake>,
+        id: i64,
+        due: Instant,
+    ) -> Result<(), Error> {
+        let fake = Arc::clone(fake);
+        batch
+            .join(BTreeSet::from([id]), due, INTERVAL * 3)
+            .wait(move |ids| {
+                let fake = Arc::clone(&fake);
+                async move { fake.answer(ids).await }
+            })
+            .await
+    }
+
+    /// 100 waiters join one after another, 4.8 ms apart (an `add_target` per load balancer
+    /// at 20 ms per request, scaled to this interval); the requests their polls took.
+    async fn stream_of_joins(patient: bool) -> Vec<(Instant, Vec<i64>)> {
+        let batch = Arc::new(ActionBatch::new(INTERVAL));
+        let fake = Fake::new(1);
+        let gap = INTERVAL * 48 / 1000;
+        let mut waiters = tokio::task::JoinSet::new();
+        for i in 0..100u32 {
+            let (batch, fake) = (Arc::clone(&batch), Arc::clone(&fake));
+            waiters.spawn(async move {
+                tokio::time::sleep(gap * i).await;
+                let due = Instant::now() + INTERVAL;
+                let result = if patient {
+                    wait_patiently(&batch, &fake, i64::from(i), due).await
+                } else {
+                    wait(&batch, &fake, &[i64::from(i)], due).await
+                };
+                result.expect("done");
+                // Never later than its patience allows.
+                assert!(
+                    Instant::now() <= due + INTERVAL * 3,
+                    "waiter {i} polled late"
+                );
+            });
+        }
+        while let Some(joined) = waiters.join_next().await {
+            joined.expect("waiter");
+        }
+        assert_eq!(batch.waiters(), 0);
+        fake.requests()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_of_patient_waiters_fills_whole_requests() {
+        let requests = stream_of_joins(true).await;
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        assert_eq!(requests[0].1, (0..50).collect::<Vec<i64>>());
+        assert_eq!(requests[1].1, (50..100).collect::<Vec<i64>>());
+        // Without patience, a round every 1.5 intervals or so, each with fewer IDs.
+        let impatient = stream_of_joins(false).await;
+        assert!(impatient.len() >= 4, "{impatient:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn patience_never_delays_a_lone_waiter_and_ends_at_its_deadline() {
+        let batch = ActionBatch::new(INTERVAL);
+        let fake = Fake::new(1);
+        let start = Instant::now();
+        wait_patiently(&batch, &fake, 1, start + INTERVAL)
+            .await
+            .expect("done");
+        assert_eq!(fake.requests(), vec![(start + INTERVAL, vec![1])]);
+
+        // Another waiter due much later is not waited for beyond the deadline.
+        let fake = Fake::new(1);
+        let start = Instant::now();
+        let (early, late) = tokio::join!(
+            wait_patiently(&batch, &fake, 2, start + INTERVAL),
+            wait_patiently(&batch, &fake, 3, start + INTERVAL * 10),
+        );
+        early.and(late).expect("done");
+        let requests = fake.requests();
+        assert_eq!(requests[0], (start + INTERVAL * 4, vec![2]), "{requests:?}");
+        assert_eq!(
+            requests[1],
+            (start + INTERVAL * 10, vec![3]),
+            "{requests:?}"
+        );
+        // And one due within its patience shares the round.
+        let fake = Fake::new(1);
+        let start = Instant::now();
+        let (early, later) = tokio::join!(
+            wait_patiently(&batch, &fake, 4, start + INTERVAL),
+            wait_patiently(&batch, &fake, 5, start + INTERVAL * 3),
+        );
+        early.and(later).expect("done");
+        assert_eq!(fake.requests(), vec![(start + INTERVAL * 3, vec![4, 5])]);
     }
 
     #[tokio::test(start_paused = true)]
