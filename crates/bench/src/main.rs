@@ -875,8 +875,10 @@ async fn main() -> Result<()> {
             .services_scenario("bulk", services - burst, 2 * burst, None)
             .await?;
     }
-    bench.noop_scenario("burst").await?;
     bench.steady_scenario(steady).await?;
+    // After the steady state, when every Node is Ready: the lifecycle checks of NotReady
+    // Nodes (one request per 10 s) are not part of a Service's reconcile.
+    bench.noop_scenario("burst").await?;
     bench.leader_start_scenario(nodes, services).await?;
     bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
