@@ -273,10 +273,9 @@ struct State {
     extra: HashMap<i64, (Instant, Arc<Server>)>,
     /// The listing under way, shared by everyone who waits for it.
     refresh: Option<InFlight>,
-    /// The listing is outdated (the status check saw a change), whatever its age.
-    outdated: bool,
-    /// When the status check last saw a change: direct reads before it are outdated too.
-    changed_at: Option<Instant>,
+    /// Set when the status check saw a change: the listing is outdated whatever its age, and
+    /// so are direct reads made before that moment. Cleared by the next listing.
+    outdated_since: Option<Instant>,
     /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
@@ -451,7 +450,7 @@ impl ServerCache {
         state
             .listing
             .as_ref()
-            .filter(|l| !state.outdated && l.at.elapsed() < max_age)
+            .filter(|l| state.outdated_since.is_none() && l.at.elapsed() < max_age)
             .cloned()
     }
 
@@ -469,7 +468,7 @@ impl ServerCache {
     /// moment later needs no listing of every server).
     fn fresh_direct_read(state: &State, key: &ServerKey, max_age: Duration) -> Option<Arc<Server>> {
         let (at, server) = Self::direct_read(state, key)?;
-        let current = !state.outdated || state.changed_at.is_none_or(|changed| *at > changed);
+        let current = state.outdated_since.is_none_or(|changed| *at > changed);
         (current && at.elapsed() < max_age).then(|| server.clone())
     }
 
@@ -547,7 +546,7 @@ impl ServerCache {
                 Ok(listing) => {
                     state.listing = Some(listing.clone());
                     state.extra.clear();
-                    state.outdated = false;
+                    state.outdated_since = None;
                     state.failed_refresh = None;
                     state.misses.retain(|_, at| at.elapsed() < miss_ttl);
                 }
@@ -718,7 +717,8 @@ impl ServerCache {
             // Outdated or not: a listing this young answers, and so does the last good one
             // while a refresh is under way (the status check only hurries existence checks).
             let usable = state.listing.as_ref().filter(|l| {
-                l.at.elapsed() < max_age && (!state.outdated || state.refresh.is_some())
+                l.at.elapsed() < max_age
+                    && (state.outdated_since.is_none() || state.refresh.is_some())
             });
             if let Some(listing) = usable {
                 self.count(RESULT_HIT);
@@ -796,9 +796,7 @@ impl ServerCache {
                     now = ?running,
                     "running servers changed (count, newest ID); the server listing is outdated"
                 );
-                let mut state = self.state();
-                state.outdated = true;
-                state.changed_at = Some(now);
+                self.state().outdated_since = Some(now);
             }
         }
         status.running = running;

@@ -196,29 +196,37 @@ async fn servers_join(
     sim.admin().request_counts().await.unwrap()
 }
 
-#[tokio::test]
-async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
+/// A simulator with 120 servers `old-{i}` (three pages), and a provider with `cache` whose
+/// listing was just made (by one lookup).
+async fn listed_three_pages(cache: CacheConfig) -> (Simulator, HcloudProvider) {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
-    // Three pages of servers.
     for i in 0..120 {
         seed(&sim, ServerSeed::new(format!("old-{i}"))).await;
     }
     let p = provider(
         &sim,
         ProviderSettings {
-            cache: CacheConfig {
-                miss_ttl: Duration::ZERO,
-                ..CacheConfig::default()
-            },
+            cache,
             ..settings()
         },
     )
     .await;
-    let instances = p.instances().unwrap();
-    instances
+    p.instances()
+        .unwrap()
         .instance_metadata(&node("old-0", None))
         .await
         .unwrap();
+    (sim, p)
+}
+
+#[tokio::test]
+async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
+    let (sim, p) = listed_three_pages(CacheConfig {
+        miss_ttl: Duration::ZERO,
+        ..CacheConfig::default()
+    })
+    .await;
+    let instances = p.instances().unwrap();
     // The listing must be older than the shortest refresh interval for a miss to ask again.
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
@@ -265,29 +273,15 @@ async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
 /// it as outdated as the listing.
 #[tokio::test]
 async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
-    let sim = Simulator::start(SimConfig::default()).await.unwrap();
-    for i in 0..120 {
-        seed(&sim, ServerSeed::new(format!("old-{i}"))).await;
-    }
     let max_age = Duration::from_secs(3);
-    let p = provider(
-        &sim,
-        ProviderSettings {
-            cache: CacheConfig {
-                max_age,
-                status_period: Duration::from_millis(100),
-                miss_ttl: Duration::ZERO,
-                ..CacheConfig::default()
-            },
-            ..settings()
-        },
-    )
+    let (sim, p) = listed_three_pages(CacheConfig {
+        max_age,
+        status_period: Duration::from_millis(100),
+        miss_ttl: Duration::ZERO,
+        ..CacheConfig::default()
+    })
     .await;
     let instances = p.instances().unwrap();
-    instances
-        .instance_metadata(&node("old-0", None))
-        .await
-        .unwrap();
     let listed = std::time::Instant::now();
     // The first status check only learns the count of running servers.
     let checked = node("old-1", None);
