@@ -109,6 +109,20 @@ impl Error {
         matches!(self.code(), Some(ErrorCode::RateLimitExceeded))
     }
 
+    /// Whether a write that failed with this error may still have been carried out.
+    ///
+    /// Only the API's own refusal (a 4xx answer with an error code: invalid input, a taken
+    /// name, a rate limit, a lock) says that nothing happened. A lost or broken answer, an
+    /// answer that could not be decoded, a 5xx and a 4xx without the API's error envelope
+    /// (a proxy in between) leave it open: the resource may exist now.
+    pub fn may_have_acted(&self) -> bool {
+        match self {
+            Error::Api(e) => e.status >= 500 || e.code.as_str().is_empty(),
+            Error::Transport(_) | Error::Decode(_) | Error::Action(_) => true,
+            Error::Config(_) => false,
+        }
+    }
+
     /// A short, bounded label for metrics and events (e.g. `api_not_found`, `transport`).
     pub fn kind(&self) -> &'static str {
         match self {

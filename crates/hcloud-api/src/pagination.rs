@@ -164,8 +164,22 @@ pub(crate) async fn get_all<T: DeserializeOwned>(
     get_all_map(transport, path, key, query, |item| item).await
 }
 
+/// How often a listing of several pages is made again when its pages disagree about the total
+/// (see [`get_all_map`]).
+const CONSISTENCY_ATTEMPTS: usize = 3;
+
 /// Like [`get_all`], passing each entry through `map` as its page arrives: only one page of
 /// full entries is in memory at a time.
+///
+/// The API pages by page number over an ordered list. When an entry on an earlier page is
+/// deleted (or one is added) between two page requests, the later entries shift by one, so a
+/// listing can skip an entry that existed the whole time. A caller that concludes "absent"
+/// from a listing would then act on something that still exists. A listing of several pages
+/// is therefore accepted only when every page names the same `total_entries` and that many
+/// entries arrived; otherwise it is made again, up to [`CONSISTENCY_ATTEMPTS`] times in all.
+/// When the pages still disagree, the last attempt is returned with a warning in the log:
+/// the project changes faster than it can be listed, and the caller's own rules for
+/// listings (never delete on absence alone) must hold.
 pub(crate) async fn get_all_map<T: DeserializeOwned, U>(
     transport: &Transport,
     path: &str,
@@ -178,21 +192,75 @@ pub(crate) async fn get_all_map<T: DeserializeOwned, U>(
         .filter(|(k, _)| *k != "page" && *k != "per_page")
         .cloned()
         .collect();
-    let mut all = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let listing = list_pages(transport, path, key, &base, &mut map).await?;
+        if listing.consistent || attempt >= CONSISTENCY_ATTEMPTS {
+            if !listing.consistent {
+                tracing::warn!(
+                    path,
+                    attempts = attempt,
+                    "the pages of a listing disagreed about the number of entries on every attempt; using the last one"
+                );
+            }
+            return Ok(listing.items);
+        }
+        tracing::debug!(
+            path,
+            attempt,
+            "the pages of a listing disagreed about the number of entries; listing again"
+        );
+        attempt += 1;
+    }
+}
+
+/// The entries of one pass over every page, and whether the pass is known to have seen every
+/// entry (one page, or pages that agree about a total that arrived in full).
+struct Pass<U> {
+    items: Vec<U>,
+    consistent: bool,
+}
+
+async fn list_pages<T: DeserializeOwned, U>(
+    transport: &Transport,
+    path: &str,
+    key: &str,
+    base: &Query,
+    map: &mut (impl FnMut(T) -> U + Send),
+) -> Result<Pass<U>, Error> {
+    let mut items = Vec::new();
     let mut page_number: u32 = 1;
+    let mut pages = 0usize;
+    // `None` before the first page; `Some(None)` once a page came without a total.
+    let mut total: Option<Option<u64>> = None;
+    let mut agree = true;
     for _ in 0..MAX_PAGES {
         let mut q = base.clone();
         q.push(("page", page_number.to_string()));
         q.push(("per_page", ALL_PAGES_PER_PAGE.to_string()));
         let page: Page<T> = get_page(transport, path, key, &q).await?;
+        pages += 1;
+        let this_total = page.pagination().and_then(|p| p.total_entries);
+        match total {
+            None => total = Some(this_total),
+            Some(seen) => agree &= seen == this_total,
+        }
         let next = page.next_page();
-        all.extend(page.items.into_iter().map(&mut map));
+        items.extend(page.items.into_iter().map(&mut *map));
         match next {
             Some(next) if next > page_number => page_number = next,
             _ => break,
         }
     }
-    Ok(all)
+    let complete = match total.flatten() {
+        Some(total) => u64::try_from(items.len()).is_ok_and(|n| n == total),
+        // Without a total nothing can be checked; one page cannot have shifted anyway.
+        None => true,
+    };
+    Ok(Pass {
+        consistent: pages <= 1 || (agree && complete),
+        items,
+    })
 }
 
 #[cfg(test)]

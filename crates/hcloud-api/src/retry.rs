@@ -7,15 +7,19 @@ use rand::Rng;
 use crate::config::RetryConfig;
 use crate::error::{ApiError, ErrorCode};
 
-/// True for API errors worth retrying: `conflict`, `rate_limit_exceeded`, `bad_gateway`,
-/// `timeout`, and 502/504 answers without an error body. `locked` is never retried here:
-/// the caller has to wait for the running action instead.
-pub fn is_retryable_api_error(error: &ApiError) -> bool {
+/// True for API errors of a `method` request worth retrying: `conflict`,
+/// `rate_limit_exceeded`, `bad_gateway`, `timeout`, and 502/504 answers without an error body.
+/// `locked` is never retried here: the caller has to wait for the running action instead.
+///
+/// A POST is retried only on `conflict` and `rate_limit_exceeded`, the answers that say it
+/// was not carried out. A gateway error or timeout may come after the API acted (the answer
+/// was lost on the way back), and a second POST could create a second load balancer or add a
+/// route twice; the caller reads the state again instead.
+pub fn is_retryable_api_error(error: &ApiError, method: &reqwest::Method) -> bool {
     match &error.code {
-        ErrorCode::Conflict
-        | ErrorCode::RateLimitExceeded
-        | ErrorCode::BadGateway
-        | ErrorCode::Timeout => true,
+        ErrorCode::Conflict | ErrorCode::RateLimitExceeded => true,
+        _ if *method == reqwest::Method::POST => false,
+        ErrorCode::BadGateway | ErrorCode::Timeout => true,
         _ => error.is_bare() && matches!(error.status, 502 | 504),
     }
 }
@@ -78,8 +82,20 @@ mod tests {
             (504, ""),
         ] {
             assert!(
-                is_retryable_api_error(&api(status, code)),
+                is_retryable_api_error(&api(status, code), &reqwest::Method::GET),
                 "{status} {code}"
+            );
+        }
+        for (status, code) in [(502, "bad_gateway"), (504, "timeout"), (502, ""), (504, "")] {
+            assert!(
+                !is_retryable_api_error(&api(status, code), &reqwest::Method::POST),
+                "POST {status} {code}: the API may have acted"
+            );
+        }
+        for (status, code) in [(409, "conflict"), (429, "rate_limit_exceeded")] {
+            assert!(
+                is_retryable_api_error(&api(status, code), &reqwest::Method::POST),
+                "POST {status} {code}"
             );
         }
         for (status, code) in [
@@ -93,7 +109,7 @@ mod tests {
             (409, "uniqueness_error"),
         ] {
             assert!(
-                !is_retryable_api_error(&api(status, code)),
+                !is_retryable_api_error(&api(status, code), &reqwest::Method::GET),
                 "{status} {code}"
             );
         }

@@ -249,7 +249,7 @@ impl Transport {
         let backoff = backoff_delay(&self.retry, attempt.saturating_sub(1));
         match failure {
             Failure::Transport(e) => is_retryable_transport_error(e, method).then_some(backoff),
-            Failure::Api(e, headers) if is_retryable_api_error(e) => {
+            Failure::Api(e, headers) if is_retryable_api_error(e, method) => {
                 if e.code == ErrorCode::RateLimitExceeded {
                     // Wait at least until the API's bucket holds a request again.
                     let refill = headers

@@ -206,3 +206,53 @@ async fn invalid_status_filter_is_invalid_input() {
     assert_eq!(api.status, 422);
     assert_eq!(api.details.fields[0].name, "status");
 }
+
+/// A deletion between two page requests shifts every later server one place earlier, so the
+/// first server of page 2 would be skipped. The pages then disagree about the total, and the
+/// listing is made again: every server that still exists is listed.
+#[tokio::test]
+async fn a_listing_that_shifted_under_a_deletion_is_made_again() {
+    let (sim, client) = setup().await;
+    let admin = sim.admin();
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let server = admin
+            .create_server(ServerSeed::new(format!("node-{i:02}")))
+            .await
+            .expect("server");
+        ids.push(server["id"].as_i64().expect("id"));
+    }
+    admin.reset_request_counts().await.expect("reset");
+    // Page 1 goes through at once; page 2 is held back while the first server is deleted.
+    admin
+        .replace_faults(&[
+            hcloud_sim::Fault::new("/servers").method("GET"),
+            hcloud_sim::Fault::new("/servers")
+                .method("GET")
+                .latency(std::time::Duration::from_millis(500)),
+        ])
+        .await
+        .expect("faults");
+    let listing = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            client
+                .servers()
+                .list_all(&ListServersParams::default())
+                .await
+        })
+    };
+    while count(&sim, "GET /servers").await < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    admin.delete_server(ids[0]).await.expect("delete");
+    let listed = listing.await.expect("task").expect("listing");
+    let mut listed: Vec<i64> = listed.iter().map(|s| s.id).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ids[1..], "every server that exists, none skipped");
+    assert_eq!(
+        count(&sim, "GET /servers").await,
+        4,
+        "the shifted listing (2 pages) and the one made again (2 pages)"
+    );
+}

@@ -280,18 +280,94 @@ async fn node_changes_racing_slow_ensures_end_with_every_target_set_equal_to_the
     }
 }
 
+/// A create that failed after the API made the load balancer (its answer lost on the way
+/// back, its action failed, the read after it failed), then the Service is deleted at once:
+/// the load balancer is found by its label and deleted before the Service lets go of it.
 #[tokio::test]
-async fn fifty_service_deletions_leave_no_finalizer_and_no_load_balancer() {
+async fn a_service_deleted_right_after_a_failed_create_leaves_no_load_balancer() {
+    let setup = Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let faults = [
+        (
+            "lost answer",
+            Fault::new("/load_balancers").method("POST").lose_reply(),
+        ),
+        (
+            "failed action",
+            Fault::new("/load_balancers").method("POST").fail_action(),
+        ),
+        (
+            "failed read",
+            Fault::new("/load_balancers/{id}").method("GET").status(503),
+        ),
+    ];
+    for (i, (what, fault)) in faults.into_iter().enumerate() {
+        let name = format!("failed-{i}");
+        setup.sim.admin().reset_request_counts().await.unwrap();
+        setup.sim.admin().inject_fault(fault).await.unwrap();
+        setup.add_service(&name).await;
+        let uid = setup
+            .services()
+            .get(&name)
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap();
+        // The API made the load balancer and the fault was used up on it.
+        eventually(what, Duration::from_secs(30), || async {
+            let made = setup
+                .load_balancers()
+                .await
+                .iter()
+                .any(|lb| lb["labels"]["hcloud-ccm/service-uid"] == uid.as_str());
+            let used = setup.sim.admin().faults().await.unwrap().is_empty();
+            (made && used).then_some(())
+        })
+        .await;
+        setup
+            .services()
+            .delete(&name, &DeleteParams::default())
+            .await
+            .unwrap();
+        eventually("the Service is gone", Duration::from_secs(60), || async {
+            setup
+                .services()
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        })
+        .await;
+        let left: Vec<Value> = setup
+            .load_balancers()
+            .await
+            .into_iter()
+            .filter(|lb| lb["labels"]["hcloud-ccm/service-uid"] == uid.as_str())
+            .collect();
+        assert!(
+            left.is_empty(),
+            "{what}: the load balancer leaked: {left:#?}"
+        );
+    }
+}
+
+/// 120 load balancers are three pages of a listing: deleting their Services at once shifts
+/// the pages under any listing made meanwhile. None may be left behind.
+#[tokio::test]
+async fn a_hundred_and_twenty_service_deletions_leave_no_finalizer_and_no_load_balancer() {
+    const SERVICES: usize = 120;
     let setup = Setup::start(1, &["--concurrent-service-syncs=10"]).await;
     setup.add_node(0).await;
-    let names: Vec<String> = (0..50).map(|i| format!("svc-{i}")).collect();
+    let names: Vec<String> = (0..SERVICES).map(|i| format!("svc-{i}")).collect();
     futures::future::join_all(names.iter().map(|name| setup.add_service(name))).await;
     eventually(
-        "fifty load balancers and addresses",
-        Duration::from_secs(240),
+        "a load balancer and an address for every Service",
+        Duration::from_secs(300),
         || async {
             let lbs = setup.load_balancers().await.len();
-            (lbs == 50 && setup.services_with_ingress().await == 50).then_some(())
+            (lbs == SERVICES && setup.services_with_ingress().await == SERVICES).then_some(())
         },
     )
     .await;
@@ -309,7 +385,7 @@ async fn fifty_service_deletions_leave_no_finalizer_and_no_load_balancer() {
                 .is_some_and(|f| f.iter().any(|f| f == FINALIZER))
         })
         .count();
-    assert_eq!(with_finalizer, 50);
+    assert_eq!(with_finalizer, SERVICES);
 
     let services = setup.services();
     let params = DeleteParams::default();
@@ -320,7 +396,7 @@ async fn fifty_service_deletions_leave_no_finalizer_and_no_load_balancer() {
     }
     eventually(
         "every Service and every load balancer gone",
-        Duration::from_secs(240),
+        Duration::from_secs(300),
         || async {
             let left = setup
                 .services()

@@ -1496,7 +1496,8 @@ async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
     }
     assert!(env.counts().await.is_empty());
 
-    // Deleting: no lookup request; each load balancer is gone.
+    // Deleting asks the API by label once per Service (the answer that releases a Service is
+    // never the snapshot's); each load balancer is gone.
     for svc in &services {
         lbs.ensure_load_balancer_deleted(CLUSTER, svc)
             .await
@@ -1508,7 +1509,7 @@ async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
         Some(&4),
         "{counts:?}"
     );
-    assert_eq!(counts.get("GET /load_balancers"), None, "{counts:?}");
+    assert_eq!(counts.get("GET /load_balancers"), Some(&4), "{counts:?}");
     assert!(env.all().await.is_empty());
     for svc in &services {
         assert_eq!(lbs.get_load_balancer(CLUSTER, svc).await.unwrap(), None);
@@ -1528,8 +1529,11 @@ async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
         )
         .await;
     let svc = named_service(1);
-    // The snapshot is taken while there is no load balancer.
-    assert_eq!(lbs.get_load_balancer(CLUSTER, &svc).await.unwrap(), None);
+    // The snapshot is taken (by another Service's ensure) while this one has none.
+    let neighbour = named_service(2);
+    lbs.ensure_load_balancer(CLUSTER, &neighbour, &[env.node(0)])
+        .await
+        .unwrap();
     // Someone creates one with the Service's name (no label) behind the snapshot.
     let other = lbs.get_load_balancer_name(CLUSTER, &svc);
     let created = env
@@ -1553,11 +1557,129 @@ async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
     lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap();
-    let lb = env.only().await;
+    let all = env.all().await;
+    assert_eq!(all.len(), 2, "the neighbour's and the adopted one");
+    let lb = all
+        .into_iter()
+        .find(|lb| lb.id == created.load_balancer.id)
+        .unwrap();
     assert_eq!(lb.name, other);
     assert_eq!(
         lb.labels.get(SERVICE_UID_LABEL).map(String::as_str),
         svc.metadata.uid.as_deref()
     );
     assert_eq!(targets(&lb), vec![(env.servers[0], false)]);
+}
+
+/// Settings whose snapshot would answer every lookup from one listing for an hour: what the
+/// snapshot does not know must still be found.
+fn long_snapshot() -> LoadBalancerSettings {
+    LoadBalancerSettings {
+        snapshot_max_age: Duration::from_secs(3600),
+        ..located()
+    }
+}
+
+/// A create that fails after the API made the load balancer (its answer lost, its action
+/// failed, the read after it failed) leaves a labelled load balancer. The Service's cleanup
+/// finds it by label, whatever the snapshot says, and deletes it.
+#[tokio::test]
+async fn a_create_that_failed_after_the_api_acted_is_cleaned_up_by_its_label() {
+    let env = Env::start().await;
+    let lbs = env.lbs_with(long_snapshot(), false).await;
+    // The snapshot is taken before any of these load balancers exists.
+    lbs.ensure_load_balancer(CLUSTER, &named_service(9), &[env.node(0)])
+        .await
+        .unwrap();
+    let faults = [
+        hcloud_sim::Fault::new("/load_balancers")
+            .method("POST")
+            .lose_reply(),
+        hcloud_sim::Fault::new("/load_balancers")
+            .method("POST")
+            .fail_action(),
+        hcloud_sim::Fault::new("/load_balancers/{id}")
+            .method("GET")
+            .status(503)
+            .count(2),
+    ];
+    for (i, fault) in faults.into_iter().enumerate() {
+        let svc = named_service(i + 1);
+        env.sim.admin().inject_fault(fault.clone()).await.unwrap();
+        let err = lbs
+            .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+            .await
+            .expect_err("the create fails");
+        assert_ne!(err.category(), Category::User, "{fault:?}: {err}");
+        env.sim.admin().clear_faults().await.unwrap();
+        let uid = svc.metadata.uid.clone().unwrap();
+        let labelled = |lbs: &[models::LoadBalancer]| {
+            lbs.iter()
+                .filter(|lb| lb.labels.get(SERVICE_UID_LABEL) == Some(&uid))
+                .count()
+        };
+        assert_eq!(labelled(&env.all().await), 1, "{fault:?}: the API made it");
+        // The Service is deleted: its cleanup sees the load balancer and removes it.
+        assert!(
+            lbs.get_load_balancer(CLUSTER, &svc)
+                .await
+                .unwrap()
+                .is_some(),
+            "{fault:?}"
+        );
+        // As the controller would: retried while the create action still holds the lock.
+        let mut attempts = 0;
+        while let Err(err) = lbs.ensure_load_balancer_deleted(CLUSTER, &svc).await {
+            attempts += 1;
+            assert!(
+                err.category() == Category::Transient && attempts < 50,
+                "{fault:?}: {err}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(labelled(&env.all().await), 0, "{fault:?}: leaked");
+        assert_eq!(lbs.get_load_balancer(CLUSTER, &svc).await.unwrap(), None);
+    }
+}
+
+/// The answer to a create is lost, then the `name` annotation changes: the next ensure finds
+/// the load balancer by its label and renames it, instead of creating a second one.
+#[tokio::test]
+async fn a_lost_create_answer_never_leads_to_a_second_load_balancer() {
+    let env = Env::start().await;
+    let lbs = env.lbs_with(long_snapshot(), false).await;
+    lbs.ensure_load_balancer(CLUSTER, &named_service(9), &[env.node(0)])
+        .await
+        .unwrap();
+    let mut svc = named_service(1);
+    env.sim
+        .admin()
+        .inject_fault(
+            hcloud_sim::Fault::new("/load_balancers")
+                .method("POST")
+                .lose_reply(),
+        )
+        .await
+        .unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .expect_err("the answer is lost");
+    svc.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(format!("{A}name"), "renamed".into());
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert_eq!(counts.get("POST /load_balancers"), Some(&2), "{counts:?}");
+    let uid = svc.metadata.uid.clone().unwrap();
+    let mine: Vec<_> = env
+        .all()
+        .await
+        .into_iter()
+        .filter(|lb| lb.labels.get(SERVICE_UID_LABEL) == Some(&uid))
+        .collect();
+    assert_eq!(mine.len(), 1, "{mine:#?}");
+    assert_eq!(mine[0].name, "renamed");
 }

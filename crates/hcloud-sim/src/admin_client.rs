@@ -232,6 +232,15 @@ impl AdminClient {
             .map(|_| ())
     }
 
+    /// The fault rules still active (each with the count it has left).
+    pub async fn faults(&self) -> Result<Vec<Fault>, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/faults", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v["faults"].clone())?)
+    }
+
     /// Removes every fault rule.
     pub async fn clear_faults(&self) -> Result<(), Error> {
         self.send(self.http.delete(format!("{}/faults", self.base)))

@@ -228,10 +228,25 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
                 base_url: format!("http://{host}/v1"),
                 path: path.clone(),
             });
-            next.run(req).await
+            let answer = next.run(req).await;
+            if hit.lose_reply { lost_reply() } else { answer }
         }
     };
     set_rate_headers(resp.headers_mut(), &decision);
+    resp
+}
+
+/// What a client sees when a proxy lost the API's answer: a 502 HTML page, no error code.
+fn lost_reply() -> Response {
+    let mut resp = (
+        axum::http::StatusCode::BAD_GATEWAY,
+        "<html><body><h1>502 Bad Gateway</h1></body></html>",
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html"),
+    );
     resp
 }
 

@@ -1,5 +1,5 @@
 //! Fault injection: the next N requests matching a method and a path pattern get an error,
-//! added latency, or have the actions they start fail.
+//! added latency, have the actions they start fail, or take effect while their answer is lost.
 //!
 //! Path patterns are matched against the request path below `/v1` (e.g. `/servers/42`):
 //! `*` matches any run of characters (also `/`), `{name}` matches exactly one non-empty path
@@ -29,6 +29,9 @@ pub struct Fault {
     pub latency: Option<Duration>,
     /// Let the request through but make the actions it starts end in `error`.
     pub fail_action: bool,
+    /// Let the request through (it takes effect), then lose its answer: the client gets a
+    /// proxy's `502 Bad Gateway` HTML page instead.
+    pub lose_reply: bool,
 }
 
 impl Fault {
@@ -68,6 +71,12 @@ impl Fault {
     /// Make the started actions fail (with `code` as the action error code if set).
     pub fn fail_action(mut self) -> Fault {
         self.fail_action = true;
+        self
+    }
+
+    /// Carry the request out but answer with a proxy's 502 page.
+    pub fn lose_reply(mut self) -> Fault {
+        self.lose_reply = true;
         self
     }
 
@@ -111,6 +120,8 @@ pub struct FaultHit {
     pub respond: Option<(u16, String)>,
     /// Fail the actions the request starts, with this code.
     pub fail_action: Option<String>,
+    /// Carry the request out, then answer with a proxy's 502 page instead of its answer.
+    pub lose_reply: bool,
 }
 
 /// The active fault rules.
@@ -147,7 +158,7 @@ impl FaultSet {
         if rule.count == 0 {
             self.rules.remove(idx);
         }
-        let respond = if rule.fail_action {
+        let respond = if rule.fail_action || rule.lose_reply {
             None
         } else {
             match (rule.status, rule.code.clone()) {
@@ -166,6 +177,7 @@ impl FaultSet {
             latency: rule.latency,
             respond,
             fail_action,
+            lose_reply: rule.lose_reply,
         })
     }
 }

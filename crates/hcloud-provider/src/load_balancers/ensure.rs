@@ -86,23 +86,21 @@ impl std::fmt::Display for DryRun {
 }
 
 impl HcloudLoadBalancers {
-    /// Every load balancer labelled with `uid`, lowest ID first (from the snapshot, or one
-    /// listing).
-    pub(super) async fn list_labelled(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
+    /// Every load balancer labelled with `uid`, lowest ID first, as the API lists them now
+    /// (one request by label selector, never the snapshot).
+    pub(super) async fn list_labelled_now(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
         self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
-        Ok(self.lookup(uid, None).await?.labelled)
+        self.snapshot
+            .labelled_now(uid)
+            .await
+            .map_err(|err| Error::api(labelled_lookup(uid), err))
     }
 
     async fn lookup(&self, uid: &str, name: Option<&str>) -> Result<Lookup> {
-        self.snapshot.lookup(uid, name).await.map_err(|err| {
-            Error::api(
-                format!(
-                    "looking up the load balancers labelled {}",
-                    uid_selector(uid)
-                ),
-                err,
-            )
-        })
+        self.snapshot
+            .lookup(uid, name)
+            .await
+            .map_err(|err| Error::api(labelled_lookup(uid), err))
     }
 
     /// The Service's load balancer.
@@ -479,6 +477,11 @@ impl HcloudLoadBalancers {
                 ));
             }
             Err(err) => {
+                if err.may_have_acted() {
+                    // The load balancer may exist although the answer did not say so: the
+                    // next lookup asks by label before anything is created again.
+                    self.snapshot.doubt_service(&plan.uid);
+                }
                 // Named with what the request asked for, so a rejected location or type is
                 // visible in the Warning.
                 let at = match (&request.location, &request.network_zone) {
@@ -497,6 +500,8 @@ impl HcloudLoadBalancers {
             }
         };
         let lb = created.load_balancer;
+        // Known from here on, whatever happens to its action or the read that follows.
+        self.snapshot.store(&lb);
         let exec = self.executor(&lb, &plan.name);
         if let Err(err) = exec
             .wait(
@@ -634,6 +639,13 @@ impl HcloudLoadBalancers {
         notices.extend(plan.left_out(&lb));
         Ok((lb, notices))
     }
+}
+
+fn labelled_lookup(uid: &str) -> String {
+    format!(
+        "looking up the load balancers labelled {}",
+        uid_selector(uid)
+    )
 }
 
 /// When `step` added a server target the API does not know: drop that target from `plan` and

@@ -18,6 +18,10 @@
 //!   `HCLOUD_LOAD_BALANCERS_*` variable sets (algorithm, public interface, PROXY protocol,
 //!   health-check timings, sticky sessions, redirect, cookie, idle timeout) is left as the load
 //!   balancer has it; the name changes only with the `name` annotation.
+//! - **Absence is asked of the API**: `get_load_balancer` and delete, whose "none" releases
+//!   the Service, ask by label selector every time (one request each, as the official CCM);
+//!   a create whose answer was lost makes the Service's next lookup ask by label too, so it
+//!   never creates a second load balancer, also when the `name` annotation changed meanwhile.
 //! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
 //!   found is [`Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
@@ -284,8 +288,9 @@ impl LoadBalancer for HcloudLoadBalancers {
         let uid = Self::uid(service)?;
         // Lenient: broken annotations must not block the deletion path that asks this.
         let annotations = Annotations::of(service);
-        let name = load_balancer_name(service, &annotations);
-        let Some(lb) = self.find(uid, &name, false).await?.lb else {
+        // Asked of the API, never answered from the snapshot: "none" here releases the
+        // Service (its finalizer goes), so it must not come from a listing that missed one.
+        let Some(lb) = self.list_labelled_now(uid).await?.into_iter().next() else {
             return Ok(None);
         };
         self.operations
@@ -404,8 +409,9 @@ impl LoadBalancer for HcloudLoadBalancers {
         let uid = Self::uid(service)?;
         let key = service_key(service);
         let _serialised = self.lock(uid).await;
-        // Every load balancer labelled with the UID goes (duplicates included).
-        let found = self.list_labelled(uid).await?;
+        // Every load balancer labelled with the UID goes (duplicates included), as the API
+        // lists them now: the Service is released once this returns.
+        let found = self.list_labelled_now(uid).await?;
         let mut kept = false;
         for lb in &found {
             self.delete_one(&key, lb).await?;

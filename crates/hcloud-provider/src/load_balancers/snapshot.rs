@@ -14,7 +14,13 @@
 //!   balancer, targets added or removed, a reload after changes, a deletion) goes into the
 //!   snapshot at once, and a listing started before such a write does not overwrite it.
 //! - **Doubt means a read**: an entry whose change failed half-way is marked stale and read
-//!   again (`GET /load_balancers/{id}`) by the next lookup that would use it.
+//!   again (`GET /load_balancers/{id}`) by the next lookup that would use it. A Service whose
+//!   load balancer may have been created without this process learning its ID (the answer to
+//!   the create was lost) is looked up by its label again ([`Snapshot::doubt_service`]).
+//! - **Absence is never concluded from the snapshot**: before a Service lets go of its load
+//!   balancer, [`Snapshot::labelled_now`] asks the API by label selector. A listing can miss
+//!   an entry (a page shift while others are deleted, a create whose answer was lost), and a
+//!   Service released on such an answer would leave its load balancer billed for good.
 //!
 //! What a stale snapshot can hide is a load balancer created by someone else in the last
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
@@ -64,6 +70,8 @@ struct State {
     stale: HashSet<i64>,
     /// The last lookup, to tell a burst from a lone lookup.
     last_lookup: Option<Instant>,
+    /// Services (by UID) whose load balancer may exist unseen: looked up by label next time.
+    doubted_services: HashSet<String>,
 }
 
 /// The load balancers as last seen (see the module docs).
@@ -118,6 +126,9 @@ impl Snapshot {
             .last_lookup
             .is_some_and(|last| now.saturating_duration_since(last) <= self.max_age);
         state.last_lookup = Some(now);
+        if state.doubted_services.contains(uid) {
+            return Next::Direct;
+        }
         if let Some(at) = state.listed_at
             && now.saturating_duration_since(at) <= self.max_age
         {
@@ -153,17 +164,53 @@ impl Snapshot {
         listing
     }
 
-    /// One Service's load balancers straight from the API (labelled listing, then by name).
-    async fn direct(&self, uid: &str, name: Option<&str>) -> Result<Lookup, SharedError> {
-        let lbs = self.client.load_balancers();
-        let mut labelled = lbs
+    /// Every load balancer labelled with `uid`, lowest ID first, asked of the API now (one
+    /// request by label selector): the answer a Service may be released on.
+    pub async fn labelled_now(&self, uid: &str) -> Result<Vec<LoadBalancer>, SharedError> {
+        let requested_at = Instant::now();
+        let mut labelled = self
+            .client
+            .load_balancers()
             .list_all(&ListParams::label_selector(uid_selector(uid)))
             .await
             .map_err(Arc::new)?;
         labelled.sort_by_key(|lb| lb.id);
+        let mut state = self.state();
+        // Kept over a listing that started before this request, like a write: such a listing
+        // may not show a load balancer created just before this answer.
         for lb in &labelled {
-            self.refresh(lb);
+            state.stale.remove(&lb.id);
+            state.written.insert(lb.id, requested_at);
+            state.lbs.insert(lb.id, lb.clone());
         }
+        // Whatever the snapshot knew as this Service's and the API no longer has is gone
+        // (unless this process wrote it meanwhile).
+        let gone: Vec<i64> = state
+            .lbs
+            .values()
+            .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
+            .filter(|lb| !labelled.iter().any(|l| l.id == lb.id))
+            .filter(|lb| {
+                state
+                    .written
+                    .get(&lb.id)
+                    .is_none_or(|at| *at < requested_at)
+            })
+            .map(|lb| lb.id)
+            .collect();
+        for id in gone {
+            state.lbs.remove(&id);
+            state.stale.remove(&id);
+            state.written.insert(id, requested_at);
+        }
+        state.doubted_services.remove(uid);
+        Ok(labelled)
+    }
+
+    /// One Service's load balancers straight from the API (labelled listing, then by name).
+    async fn direct(&self, uid: &str, name: Option<&str>) -> Result<Lookup, SharedError> {
+        let lbs = self.client.load_balancers();
+        let labelled = self.labelled_now(uid).await?;
         let by_name = match name {
             Some(name) if labelled.is_empty() => {
                 let found = lbs.get_by_name(name).await.map_err(Arc::new)?;
@@ -238,6 +285,12 @@ impl Snapshot {
     /// before using it again.
     pub fn doubt(&self, id: i64) {
         self.state().stale.insert(id);
+    }
+
+    /// The Service with `uid` may have a load balancer this snapshot does not show (a create
+    /// whose answer was lost): its next lookup asks the API by label.
+    pub fn doubt_service(&self, uid: &str) {
+        self.state().doubted_services.insert(uid.to_owned());
     }
 
     /// Lookups for many Services follow (e.g. every load balancer takes a joining Node): the
