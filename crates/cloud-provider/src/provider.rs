@@ -28,6 +28,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// | [`Category::Transient`] | yes | `max(retry-after, per-key backoff)`, through the queue-wide bucket |
 /// | [`Category::Conflict`] | yes | as transient (someone else changed the object meanwhile) |
 /// | [`Category::NotFound`] | yes | as transient (the cloud may still be catching up) |
+/// | [`Category::Rejected`] | yes | as transient, the per-key backoff growing to its cap (5 min for Services); at once when the object changes |
 /// | [`Category::User`] | no | one Warning with [`Error::user_reason`]; waits for the object to change |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Category {
@@ -40,16 +41,23 @@ pub enum Category {
     NotFound,
     /// An optimistic-concurrency conflict (the object or cloud resource changed meanwhile).
     Conflict,
+    /// The cloud refused the request, or something the object refers to does not exist (yet):
+    /// nothing is wrong with the object itself, and the world outside it may change (a
+    /// certificate uploaded later, a location that becomes available, a quota raised, another
+    /// Service letting go of a name). Retried with a growing delay, never given up.
+    Rejected,
 }
 
 impl Category {
-    /// A short, stable label for metrics (`transient`, `user`, `not_found`, `conflict`).
+    /// A short, stable label for metrics (`transient`, `user`, `not_found`, `conflict`,
+    /// `rejected`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Transient => "transient",
             Self::User => "user",
             Self::NotFound => "not_found",
             Self::Conflict => "conflict",
+            Self::Rejected => "rejected",
         }
     }
 
@@ -141,6 +149,16 @@ pub enum Error {
         /// Shortest delay before the next attempt, if the cloud said.
         retry_after: Option<Duration>,
     },
+    /// The cloud refused the request, or something it needs does not exist yet; the world
+    /// outside the object may change that ([`Category::Rejected`]).
+    #[error("{message}")]
+    Rejected {
+        /// What was refused and why, naming the annotation or setting it came from.
+        message: String,
+        /// The underlying cause, if any.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Anything else. Transient.
     #[error("{message}")]
     Other {
@@ -202,6 +220,22 @@ impl Error {
         }
     }
 
+    /// Refused for now (see [`Category::Rejected`]): retried with a growing delay.
+    pub fn rejected(message: impl Into<String>) -> Self {
+        Self::Rejected {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Refused for now, with a cause (see [`Category::Rejected`]).
+    pub fn rejected_by(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Rejected {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
     /// Something the call needs is missing in the cloud.
     pub fn not_found(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self::NotFound {
@@ -228,6 +262,7 @@ impl Error {
             | Self::Config(_)
             | Self::User { .. } => Category::User,
             Self::Conflict { .. } => Category::Conflict,
+            Self::Rejected { .. } => Category::Rejected,
             Self::Retry { .. } | Self::Api { .. } | Self::Other { .. } => Category::Transient,
         }
     }
@@ -278,6 +313,7 @@ impl Error {
             Self::User { .. } => "user",
             Self::NotFound { .. } => "not_found",
             Self::Conflict { .. } => "conflict",
+            Self::Rejected { .. } => "rejected",
             Self::Other { .. } => "other",
         }
     }
@@ -516,6 +552,7 @@ mod tests {
             (Error::Config("x".into()), Category::User),
             (Error::user("InvalidConfiguration", "bad"), Category::User),
             (Error::conflict("x", None), Category::Conflict),
+            (Error::rejected("x"), Category::Rejected),
             (Error::retry("x", Duration::ZERO), Category::Transient),
             (Error::api_msg("x"), Category::Transient),
             (Error::other("x"), Category::Transient),
@@ -536,6 +573,7 @@ mod tests {
         assert_eq!(user.to_string(), "annotation x: \"mars\" is no location");
         assert!(!Category::User.is_retried());
         assert!(Category::Transient.is_retried());
+        assert!(Category::Rejected.is_retried());
     }
 
     #[test]
@@ -568,6 +606,7 @@ mod tests {
             }
             .metric_label(),
             Error::conflict("", None).metric_label(),
+            Error::rejected("").metric_label(),
             Error::other("").metric_label(),
         ];
         let unique: std::collections::BTreeSet<_> = labels.iter().collect();

@@ -353,6 +353,106 @@ async fn a_service_deleted_right_after_a_failed_create_leaves_no_load_balancer()
     }
 }
 
+/// An HTTPS Service names a certificate that is uploaded only 20 s later. The sync is retried
+/// with growing delays (one Warning for the one reason, not one per retry) and ends with the
+/// HTTPS service on the load balancer, without anyone touching the Service.
+#[tokio::test]
+async fn a_certificate_uploaded_after_its_service_ends_on_the_load_balancer() {
+    let setup = Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {
+            "name": "secure",
+            "annotations": {
+                "load-balancer.hetzner.cloud/protocol": "https",
+                "load-balancer.hetzner.cloud/http-certificates": "shop-cert",
+            },
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "nodePort": 30443}],
+        },
+    }))
+    .unwrap();
+    let created = setup
+        .services()
+        .create(&PostParams::default(), &service)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let failures = || async {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(setup.admin.clone(), NS);
+        events
+            .list(&ListParams::default().fields("involvedObject.name=secure"))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
+            .collect::<Vec<_>>()
+    };
+    eventually(
+        "the sync fails on the missing certificate",
+        Duration::from_secs(30),
+        || async { (!failures().await.is_empty()).then_some(()) },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(20).saturating_sub(started.elapsed())).await;
+    let cert = setup
+        .sim
+        .admin()
+        .create_certificate(hcloud_sim::CertificateSeed::uploaded("shop-cert"))
+        .await
+        .unwrap();
+    let cert_id = cert["id"].as_i64().unwrap();
+    let lb = eventually(
+        "the HTTPS service with the certificate",
+        Duration::from_secs(120),
+        || async {
+            let lbs = setup.load_balancers().await;
+            lbs.into_iter().find(|lb| {
+                lb["services"].as_array().is_some_and(|services| {
+                    services.iter().any(|s| {
+                        s["protocol"] == "https"
+                            && s["listen_port"] == 443
+                            && s["http"]["certificates"]
+                                .as_array()
+                                .is_some_and(|c| c.iter().any(|id| id.as_i64() == Some(cert_id)))
+                    })
+                })
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        lb["labels"]["hcloud-ccm/service-uid"],
+        created.metadata.uid.clone().unwrap().as_str()
+    );
+    // The Service was never changed by anyone but the controller's status and finalizer.
+    let now = setup.services().get("secure").await.unwrap();
+    assert_eq!(now.metadata.generation, created.metadata.generation);
+    assert_eq!(now.metadata.annotations, created.metadata.annotations);
+    let failures = failures().await;
+    assert_eq!(
+        failures.len(),
+        1,
+        "one Warning for one reason: {failures:#?}"
+    );
+    assert_eq!(
+        failures[0].count,
+        Some(1),
+        "not one per retry: {failures:#?}"
+    );
+    assert!(
+        failures[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("shop-cert")),
+        "{failures:#?}"
+    );
+}
+
 /// 120 load balancers are three pages of a listing: deleting their Services at once shifts
 /// the pages under any listing made meanwhile. None may be left behind.
 #[tokio::test]

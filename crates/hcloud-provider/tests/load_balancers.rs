@@ -771,8 +771,56 @@ async fn a_node_whose_server_is_missing_never_blocks_the_load_balancer() {
         .unwrap();
 }
 
+/// The API refuses a target with `resource_limit_exceeded` (a limit the type's count did not
+/// show): as officially, the targets that fit stay, the others are left out with
+/// `MaxTargetsReached`, and the sync goes on without asking again for each of them.
 #[tokio::test]
-async fn an_unknown_location_is_a_user_error_not_retried() {
+async fn a_target_limit_of_the_api_leaves_out_the_rest_and_goes_on() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    env.sim.admin().reset_request_counts().await.unwrap();
+    env.sim
+        .admin()
+        .inject_fault(
+            hcloud_sim::Fault::new("/load_balancers/{id}/actions/add_target")
+                .method("POST")
+                .code("resource_limit_exceeded"),
+        )
+        .await
+        .unwrap();
+    lbs.update_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1), env.node(2)])
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert_eq!(
+        counts.get("POST /load_balancers/{id}/actions/add_target"),
+        Some(&1),
+        "not asked again for the other Node: {counts:?}"
+    );
+    assert_eq!(targets(&env.only().await), vec![(env.servers[0], false)]);
+    // A full ensure goes on as well.
+    env.sim
+        .admin()
+        .inject_fault(
+            hcloud_sim::Fault::new("/load_balancers/{id}/actions/add_target")
+                .method("POST")
+                .code("resource_limit_exceeded"),
+        )
+        .await
+        .unwrap();
+    let status = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1)])
+        .await
+        .unwrap();
+    assert!(!ingress(&status).is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_location_is_rejected_and_retried() {
     let env = Env::start().await;
     let lbs = env.lbs().await;
     let svc = service(&[(80, "TCP", 30080)], &[("location", "mars1")]);
@@ -780,7 +828,8 @@ async fn an_unknown_location_is_a_user_error_not_retried() {
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap_err();
-    assert_eq!(err.category(), Category::User, "{err:?}");
+    // The API's refusal: the location may become orderable, so it is retried.
+    assert_eq!(err.category(), Category::Rejected, "{err:?}");
     assert!(err.to_string().contains("mars1"), "{err}");
     assert!(env.all().await.is_empty());
 }
@@ -801,8 +850,9 @@ async fn a_load_balancer_of_another_service_is_never_taken_over_by_name() {
         .ensure_load_balancer(CLUSTER, &intruder, &[env.node(1)])
         .await
         .unwrap_err();
-    assert_eq!(err.category(), Category::User, "{err:?}");
-    assert_eq!(err.user_reason(), Some("LoadBalancerOwnedByOtherService"));
+    // The owner may let go of it: retried (the LoadBalancerOwnedByOtherService Warning says
+    // why).
+    assert_eq!(err.category(), Category::Rejected, "{err:?}");
     let text = err.to_string();
     assert!(text.contains("load-balancer.hetzner.cloud/name"), "{text}");
     assert!(
@@ -1668,9 +1718,19 @@ async fn a_lost_create_answer_never_leads_to_a_second_load_balancer() {
         .annotations
         .get_or_insert_default()
         .insert(format!("{A}name"), "renamed".into());
-    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+    // As the controller would: retried while the lost create's action still runs.
+    let mut attempts = 0;
+    while let Err(err) = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
-        .unwrap();
+    {
+        attempts += 1;
+        assert!(
+            err.category() == Category::Transient && attempts < 50,
+            "{err}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let counts = env.counts().await;
     assert_eq!(counts.get("POST /load_balancers"), Some(&2), "{counts:?}");
     let uid = svc.metadata.uid.clone().unwrap();

@@ -4,7 +4,7 @@
 //! decides what happens next, the same way for every controller:
 //!
 //! - `Ok`: the key's backoff is reset.
-//! - transient, conflict, not found: the key is queued again after
+//! - transient, conflict, not found, rejected: the key is queued again after
 //!   `max(retry-after, per-key backoff)`, through the queue-wide bucket, and the retry is
 //!   counted (`cloud_controller_retries_total{controller, category}`).
 //! - user: [`Reconciler::user_error`] is called once (it writes the Warning) and the key is

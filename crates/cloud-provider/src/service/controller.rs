@@ -121,6 +121,9 @@ pub(super) struct Inner {
     pub(super) remembered: Mutex<HashMap<String, Arc<Service>>>,
     /// The targets each load balancer was last given successfully.
     pub(super) last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
+    /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
+    /// a failure retried with the same message warns once, not once per retry.
+    pub(super) last_warning: Mutex<HashMap<String, String>>,
 }
 
 /// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
@@ -220,6 +223,7 @@ impl ServiceController {
             pending: Mutex::default(),
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
+            last_warning: Mutex::default(),
         });
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -354,6 +358,7 @@ impl Inner {
     pub(super) fn forget(&self, key: &str) {
         lock(&self.remembered).remove(key);
         lock(&self.last_synced_nodes).remove(key);
+        lock(&self.last_warning).remove(key);
     }
 }
 
@@ -465,6 +470,9 @@ impl Reconciler for Inner {
                 self.update_targets(&service, key, force).await
             }
         };
+        if result.is_ok() {
+            lock(&self.last_warning).remove(key);
+        }
         if result.is_err() {
             // The retry repeats a full sync: it also sets the targets, and it repairs what a
             // failed target update could not (e.g. a load balancer deleted behind our back).
@@ -493,6 +501,13 @@ impl Reconciler for Inner {
         }
         if let Some(service) = self.cached_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
+            // One Warning per distinct failure: a retry that fails the same way again (every
+            // few minutes while a certificate is missing, say) adds nothing to it.
+            let repeated = lock(&self.last_warning).insert(key.to_owned(), message.clone())
+                == Some(message.clone());
+            if repeated {
+                return;
+            }
             self.event(
                 &service,
                 EventType::Warning,

@@ -10,7 +10,7 @@ use cloud_provider::service::decisions::{
 use cloud_provider::service::{ServiceController, ServiceControllerConfig};
 use cloud_provider::workqueue::Backoff;
 use k8s_openapi::api::core::v1::{
-    LoadBalancerIngress, LoadBalancerStatus, Node, Service, ServicePort, ServiceSpec,
+    Event, LoadBalancerIngress, LoadBalancerStatus, Node, Service, ServicePort, ServiceSpec,
 };
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -838,6 +838,55 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
     .await;
     wait_ingress(client, "bad").await;
     assert_eq!(lb.ensures("default/bad").len(), 2);
+}
+
+/// A refusal the world outside the Service can lift (a certificate uploaded later, say) is
+/// retried until it passes, with upstream's `SyncLoadBalancerFailed` Warning once per distinct
+/// message, not once per retry.
+#[tokio::test]
+async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    let lb = FakeLb::new(client.clone());
+    {
+        let mut state = lb.state();
+        for _ in 0..3 {
+            state.ensure_errors.push_back(provider::Error::rejected(
+                "load-balancer.hetzner.cloud/http-certificates: certificate \"web\" does not exist",
+            ));
+        }
+        state.ensure_errors.push_back(provider::Error::rejected(
+            "load-balancer.hetzner.cloud/http-certificates: certificate \"web\" is not issued",
+        ));
+    }
+    start(&env, &lb);
+    create_service(client, "web", "LoadBalancer").await;
+    wait_ingress(client, "web").await;
+    assert_eq!(lb.ensures("default/web").len(), 5, "{:?}", lb.calls());
+    let failed: Vec<Event> = object_events(client, NS, "Service", "web")
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
+        .collect();
+    let mut messages: Vec<(String, i32)> = failed
+        .iter()
+        .map(|e| (e.message.clone().unwrap_or_default(), e.count.unwrap_or(1)))
+        .collect();
+    messages.sort();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].0.contains("does not exist"), "{messages:?}");
+    assert!(messages[1].0.contains("is not issued"), "{messages:?}");
+    assert!(
+        messages.iter().all(|(_, count)| *count == 1),
+        "{messages:?}"
+    );
+    let reasons = service_event_reasons(client, NS, "web").await;
+    assert!(
+        !reasons.contains(&"InvalidConfiguration".to_owned()),
+        "{reasons:?}"
+    );
 }
 
 #[tokio::test]

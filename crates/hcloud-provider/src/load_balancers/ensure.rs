@@ -215,8 +215,9 @@ impl HcloudLoadBalancers {
                 .map_err(|err| Error::api(format!("looking up certificate {reference:?}"), err))?;
             match found {
                 Some(cert) => ids.push(cert.id),
+                // It may be uploaded later: retried until it is.
                 None => {
-                    return Err(Error::InvalidInput(format!(
+                    return Err(Error::rejected(format!(
                         "{}: certificate {reference:?} does not exist",
                         keys::HTTP_CERTIFICATES
                     )));
@@ -407,8 +408,10 @@ impl HcloudLoadBalancers {
         name: &str,
         notices: &mut Vec<Notice>,
     ) -> Result<Arc<models::LoadBalancerType>> {
+        // A type the API does not offer (now) is the API's answer, not a typo we can tell:
+        // retried, as the catalog may change.
         let lb_type = self.type_for_order(name).await?.ok_or_else(|| {
-            Error::InvalidInput(format!(
+            Error::rejected(format!(
                 "service {}: load balancer type {name:?} does not exist ({} or HCLOUD_LOAD_BALANCERS_TYPE)",
                 service_key(service),
                 keys::TYPE
@@ -417,7 +420,7 @@ impl HcloudLoadBalancers {
         match plan::deprecation(&lb_type, chrono::Utc::now()) {
             Ok(notice) => notices.extend(notice),
             Err(why) => {
-                return Err(Error::InvalidInput(format!(
+                return Err(Error::rejected(format!(
                     "service {}: {why}",
                     service_key(service)
                 )));
@@ -611,23 +614,44 @@ impl HcloudLoadBalancers {
             }
             let exec = self.executor(&lb, &name);
             let mut applied = true;
+            // The API said the load balancer holds no more targets: the remaining additions
+            // are left out without asking again.
+            let mut full = false;
             for step in &steps {
-                self.count_step(step);
-                match exec.run(step).await {
-                    Ok(()) => applied &= step.apply_to(&mut lb),
-                    Err(err) if err.category() == Category::NotFound => {
-                        let Some(notice) = left_out_missing_server(plan, step) else {
-                            self.snapshot.doubt(lb.id);
-                            return Err(err);
-                        };
-                        tracing::warn!(service = %service_key(service), error = %err, "{}", notice.message);
-                        notices.push(notice);
-                    }
-                    Err(err) => {
-                        self.snapshot.doubt(lb.id);
-                        return Err(err);
-                    }
+                if full && let Some((node, _)) = drop_added_target(plan, step) {
+                    notices.push(plan.max_targets_reached(&node));
+                    continue;
                 }
+                self.count_step(step);
+                let Err(failed) = exec.run(step).await else {
+                    applied &= step.apply_to(&mut lb);
+                    continue;
+                };
+                let err = &failed.error;
+                let limit = failed.code == Some(hcloud_api::ErrorCode::ResourceLimitExceeded);
+                let left_out = match err.category() {
+                    // As officially: the targets that fit stay, the others get a Warning.
+                    _ if limit => drop_added_target(plan, step).map(|(node, _)| {
+                        full = true;
+                        plan.max_targets_reached(&node)
+                    }),
+                    Category::NotFound => drop_added_target(plan, step).map(|(node, server)| {
+                        Notice::warn(
+                            reasons::TARGET_SERVER_NOT_FOUND,
+                            format!(
+                                "Node {node} was left out of load balancer {:?}: its server {server} does not exist",
+                                plan.name
+                            ),
+                        )
+                    }),
+                    _ => None,
+                };
+                let Some(notice) = left_out else {
+                    self.snapshot.doubt(lb.id);
+                    return Err(failed.into());
+                };
+                tracing::warn!(service = %service_key(service), error = %err, "{}", notice.message);
+                notices.push(notice);
             }
             if applied {
                 // Only target steps, all done: the load balancer is known without a read.
@@ -648,9 +672,9 @@ fn labelled_lookup(uid: &str) -> String {
     )
 }
 
-/// When `step` added a server target the API does not know: drop that target from `plan` and
-/// return the Warning naming its Node. `None` for any other step.
-fn left_out_missing_server(plan: &mut Plan, step: &Step) -> Option<Notice> {
+/// When `step` adds a server target: drop that target from `plan` (it is not asked for again
+/// by this ensure) and return its Node's name and server. `None` for any other step.
+fn drop_added_target(plan: &mut Plan, step: &Step) -> Option<(String, i64)> {
     let Step::AddTarget(target) = step else {
         return None;
     };
@@ -661,13 +685,7 @@ fn left_out_missing_server(plan: &mut Plan, step: &Step) -> Option<Notice> {
         .find(|t| t.server == server)
         .map(|t| t.node.clone())?;
     plan.targets.retain(|t| t.server != server);
-    Some(Notice::warn(
-        reasons::TARGET_SERVER_NOT_FOUND,
-        format!(
-            "Node {node} was left out of load balancer {:?}: its server {server} does not exist",
-            plan.name
-        ),
-    ))
+    Some((node, server))
 }
 
 impl HcloudLoadBalancers {

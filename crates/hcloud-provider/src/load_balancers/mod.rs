@@ -329,10 +329,8 @@ impl LoadBalancer for HcloudLoadBalancers {
                         if let Some(owned) = found.notices.iter().find(|n| {
                             n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
                         }) {
-                            return Err(Error::user(
-                                reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
-                                owned.message.clone(),
-                            ));
+                            // The other Service may let go of it (or be deleted): retried.
+                            return Err(Error::rejected(owned.message.clone()));
                         }
                         self.certificates(&mut plan).await?;
                         let mut request =
@@ -361,8 +359,11 @@ impl LoadBalancer for HcloudLoadBalancers {
             notices.extend(more);
             self.operations
                 .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-            plan::status(&lb, &plan.status)
-                .map_err(|why| Error::retry(why, self.settings.retry_after))
+            plan::status(&lb, &plan.status).map_err(|why| {
+                // Still being created as last seen: read it again next time.
+                self.snapshot.doubt(lb.id);
+                Error::retry(why, self.settings.retry_after)
+            })
         }
         .await;
         if result.is_err() {

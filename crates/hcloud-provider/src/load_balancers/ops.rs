@@ -21,11 +21,12 @@ use super::plan::Step;
 /// - `locked` (another action runs): transient, retried no sooner than `retry_after`;
 /// - `conflict`: a conflict, retried no sooner than `retry_after`;
 /// - `not_found`: not found;
-/// - answers that only a change of the Service (or of the settings) can fix - `invalid_input`
-///   (an unknown location, say), `uniqueness_error` (the name is taken),
-///   `invalid_load_balancer_type`, `source_port_already_used`, `cloud_resource_ip_not_allowed`,
-///   `targets_without_use_private_ip`, `networks_overlap`: a user error with reason
-///   `InvalidConfiguration`, not retried until the Service changes;
+/// - the API's refusals - `invalid_input` (an unknown location, say), `uniqueness_error` (the
+///   name is taken), `invalid_load_balancer_type`, `source_port_already_used`,
+///   `cloud_resource_ip_not_allowed`, `targets_without_use_private_ip`, `networks_overlap`,
+///   `resource_limit_exceeded`: rejected, retried with a growing delay (capped at 5 min): the
+///   world outside the Service may change what the API accepts (a location available again, a
+///   quota raised, another load balancer gone), as the official CCM retries every failure;
 /// - everything else (5xx, rate limits, transport): transient.
 pub fn api_error(what: &str, err: hcloud_api::Error, retry_after: Duration) -> Error {
     use hcloud_api::ErrorCode as C;
@@ -43,12 +44,26 @@ pub fn api_error(what: &str, err: hcloud_api::Error, retry_after: Duration) -> E
             | C::SourcePortAlreadyUsed
             | C::CloudResourceIpNotAllowed
             | C::TargetsWithoutUsePrivateIp
-            | C::NetworksOverlap,
-        ) => Error::user(
-            cloud_provider::provider::REASON_INVALID_CONFIGURATION,
-            format!("{what}: the API rejected the request: {err}"),
-        ),
+            | C::NetworksOverlap
+            | C::ResourceLimitExceeded,
+        ) => Error::rejected_by(format!("{what}: the API rejected the request"), err),
         _ => Error::api(what.to_owned(), err),
+    }
+}
+
+/// A step that failed: the error for the controller, and the API's error code when the API
+/// refused the step itself (the caller may go on without that step).
+#[derive(Debug)]
+pub struct Failed {
+    /// What the controller gets when the caller gives up.
+    pub error: Error,
+    /// The API's refusal of the request, if that is what failed.
+    pub code: Option<hcloud_api::ErrorCode>,
+}
+
+impl From<Failed> for Error {
+    fn from(failed: Failed) -> Error {
+        failed.error
     }
 }
 
@@ -90,7 +105,7 @@ impl Executor<'_> {
     }
 
     /// Carry out `step` and wait for its action.
-    pub async fn run(&self, step: &Step) -> Result<()> {
+    pub async fn run(&self, step: &Step) -> Result<(), Failed> {
         let lbs = self.client.load_balancers();
         let id = self.id;
         let what = format!("load balancer {:?} (ID {id}): {step}", self.name);
@@ -103,7 +118,7 @@ impl Executor<'_> {
                 };
                 lbs.update(id, &request)
                     .await
-                    .map_err(|err| api_error(&what, err, self.retry_after))?;
+                    .map_err(|err| self.refused(&what, err))?;
                 return Ok(());
             }
             Step::DetachNetwork(network) => lbs.detach_from_network(id, *network).await,
@@ -119,8 +134,17 @@ impl Executor<'_> {
             Step::DisablePublicInterface => lbs.disable_public_interface(id).await,
             Step::ChangeDnsPtr(request) => lbs.change_dns_ptr(id, request).await,
         }
-        .map_err(|err| api_error(&what, err, self.retry_after))?;
-        self.wait(&what, &[action]).await
+        .map_err(|err| self.refused(&what, err))?;
+        self.wait(&what, &[action])
+            .await
+            .map_err(|error| Failed { error, code: None })
+    }
+
+    fn refused(&self, what: &str, err: hcloud_api::Error) -> Failed {
+        Failed {
+            code: err.code().cloned(),
+            error: api_error(what, err, self.retry_after),
+        }
     }
 
     /// `GET` the load balancer.
@@ -163,8 +187,9 @@ mod tests {
             (423, "locked", Category::Transient, Some(delay)),
             (409, "conflict", Category::Conflict, Some(delay)),
             (404, "not_found", Category::NotFound, None),
-            (422, "invalid_input", Category::User, None),
-            (409, "uniqueness_error", Category::User, None),
+            (422, "invalid_input", Category::Rejected, None),
+            (409, "uniqueness_error", Category::Rejected, None),
+            (403, "resource_limit_exceeded", Category::Rejected, None),
             (503, "unavailable", Category::Transient, None),
             (429, "rate_limit_exceeded", Category::Transient, None),
         ];

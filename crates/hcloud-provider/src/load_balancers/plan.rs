@@ -723,20 +723,23 @@ impl Plan {
     /// `MaxTargetsReached` for every node [`Plan::diff`] leaves out of `lb` for the type's
     /// limit (ask after the last round).
     pub fn left_out(&self, lb: &LoadBalancer) -> Vec<Notice> {
-        let svc = &self.service;
         self.target_changes(lb)
             .2
             .into_iter()
-            .map(|t| {
-                Notice::warn_node(
-                    &t.node,
-                    reasons::MAX_TARGETS_REACHED,
-                    format!(
-                        "Node could not be added to Load Balancer for service {svc} because the max number of targets has been reached"
-                    ),
-                )
-            })
+            .map(|t| self.max_targets_reached(&t.node))
             .collect()
+    }
+
+    /// The official `MaxTargetsReached` Warning for `node`.
+    pub fn max_targets_reached(&self, node: &str) -> Notice {
+        Notice::warn_node(
+            node,
+            reasons::MAX_TARGETS_REACHED,
+            format!(
+                "Node could not be added to Load Balancer for service {} because the max number of targets has been reached",
+                self.service
+            ),
+        )
     }
 }
 
