@@ -5,6 +5,7 @@ use std::time::Instant;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -53,6 +54,7 @@ pub struct Metrics {
     taint_removal_delay: Histogram,
     initial_sync_delay: Histogram,
     deleted_nodes: Counter,
+    held_deletions: Gauge,
 }
 
 impl Default for Metrics {
@@ -65,6 +67,7 @@ impl Default for Metrics {
             taint_removal_delay: delay_histogram(),
             initial_sync_delay: delay_histogram(),
             deleted_nodes: Counter::default(),
+            held_deletions: Gauge::default(),
         }
     }
 }
@@ -111,6 +114,11 @@ impl Metrics {
             "cloud_node_lifecycle_controller_deleted_nodes",
             "Nodes deleted because their cloud instance no longer exists",
             self.deleted_nodes.clone(),
+        );
+        registry.register(
+            "cloud_node_lifecycle_controller_held_deletions",
+            "Nodes whose instance the cloud reports gone but which are kept because too many are reported gone at once",
+            self.held_deletions.clone(),
         );
     }
 
@@ -168,6 +176,17 @@ impl Metrics {
     /// Count one Node deleted by the lifecycle controller.
     pub fn record_node_deleted(&self) {
         self.deleted_nodes.inc();
+    }
+
+    /// Set how many Node deletions the deletion brake holds now.
+    pub fn set_node_deletions_held(&self, nodes: usize) {
+        self.held_deletions
+            .set(i64::try_from(nodes).unwrap_or(i64::MAX));
+    }
+
+    /// How many Node deletions the deletion brake holds now.
+    pub fn node_deletions_held(&self) -> i64 {
+        self.held_deletions.get()
     }
 
     /// Reconciliations counted so far for `controller`.

@@ -222,6 +222,12 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     ctx.metrics.clone(),
                     NodeLifecycleControllerConfig {
                         node_monitor_period: config.node_monitor_period,
+                        deletion_max_share: f64::from(config.hcloud.node_deletion_max_percent)
+                            / 100.0,
+                        cloud_provider_id_prefix: Some(format!(
+                            "{}://",
+                            hcloud_provider::PROVIDER_NAME
+                        )),
                     },
                 )
                 .with_heartbeat(heartbeat.clone());

@@ -13,6 +13,7 @@ use crate::config::{CacheMode, InstancesConfig};
 use crate::events::Events;
 use crate::metadata::instance_metadata;
 use crate::metrics::{Operations, op};
+use crate::project::{ProjectGuard, ProjectState};
 use crate::provider_id::ProviderId;
 use crate::server_cache::{SUBSYSTEM_INSTANCES, ServerCache, ServerKey, StatusCheck};
 
@@ -26,6 +27,31 @@ pub struct HcloudInstances {
     config: InstancesConfig,
     operations: Operations,
     events: Events,
+    /// Whether the token's project holds the cluster's servers (see
+    /// [`HcloudInstances::check_project`]).
+    project: ProjectGuard,
+}
+
+/// The event reason when the token sees none of the cluster's servers.
+pub const CLOUD_PROJECT_MISMATCH: &str = "CloudProjectMismatch";
+
+/// What [`HcloudInstances::check_project`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProjectCheck {
+    /// No Node has an `hcloud://` providerID: nothing to compare.
+    NoCloudNodes,
+    /// This many of the cloud Nodes' servers are visible (at least one).
+    Seen {
+        /// Servers of cloud Nodes the token sees.
+        seen: usize,
+        /// Nodes with an `hcloud://` providerID.
+        nodes: usize,
+    },
+    /// The token sees none of the cloud Nodes' servers: Node deletions are held.
+    Mismatch {
+        /// Nodes with an `hcloud://` providerID.
+        nodes: usize,
+    },
 }
 
 impl HcloudInstances {
@@ -38,7 +64,124 @@ impl HcloudInstances {
             config,
             operations: Operations::default(),
             events: Events::default(),
+            project: ProjectGuard::default(),
         }
+    }
+
+    /// Share `project` (the provider's guard) instead of a private one.
+    #[must_use]
+    pub fn with_project(mut self, project: ProjectGuard) -> Self {
+        self.project = project;
+        self
+    }
+
+    /// Compare the cluster's Nodes with the servers the token sees (one listing of all
+    /// servers, shared with the cache): when Nodes carry `hcloud://` providerIDs and not one of
+    /// their servers is visible, the token belongs to another project (a bad rotation, a copy
+    /// from another cluster). Every "not found" would then delete a Node, so no Node is deleted
+    /// until one of their servers is seen again; the mismatch is logged and reported as a
+    /// `CloudProjectMismatch` Warning on the first such Node. Deletions wait while the check
+    /// runs; a failed check holds them until it is retried successfully.
+    pub async fn check_project(&self, nodes: &[Node]) -> Result<ProjectCheck> {
+        let ids: Vec<(i64, &Node)> = nodes
+            .iter()
+            .filter_map(|node| match server_key(node) {
+                Ok(ServerKey::Id(id)) => Some((id, node)),
+                _ => None,
+            })
+            .collect();
+        if ids.is_empty() {
+            self.project.set(ProjectState::Confirmed);
+            return Ok(ProjectCheck::NoCloudNodes);
+        }
+        let snapshot = self
+            .cache
+            .all_servers_for_status()
+            .await
+            .map_err(|err| Error::api("listing servers to compare with the Nodes", err))?;
+        let seen = ids
+            .iter()
+            .filter(|(id, _)| snapshot.servers.iter().any(|s| s.id == *id))
+            .count();
+        if seen > 0 {
+            self.project.set(ProjectState::Confirmed);
+            return Ok(ProjectCheck::Seen {
+                seen,
+                nodes: ids.len(),
+            });
+        }
+        self.project.set(ProjectState::Mismatch);
+        let message = format!(
+            "the API token sees none of the servers of the {} Nodes with an hcloud:// providerID: it may belong to another project. No Node is deleted and no load balancer created until one of their servers is seen again; check the token (HCLOUD_TOKEN)",
+            ids.len()
+        );
+        tracing::error!("{message}");
+        if let Some((_, first)) = ids
+            .iter()
+            .min_by_key(|(_, node)| node.metadata.name.as_deref().unwrap_or_default())
+        {
+            self.events
+                .warn(*first, CLOUD_PROJECT_MISMATCH, &message)
+                .await;
+        }
+        Ok(ProjectCheck::Mismatch { nodes: ids.len() })
+    }
+
+    /// The project guard this capability reports to.
+    pub fn project(&self) -> &ProjectGuard {
+        &self.project
+    }
+
+    /// A cloud Node's server was seen: the token's project is the cluster's.
+    fn project_seen(&self) {
+        if self.project.confirm() {
+            tracing::info!(
+                "a cloud Node's server is visible again: Node deletions and load balancer creations resume"
+            );
+        }
+    }
+
+    /// The server named `name` or having one of the Node's addresses, from a listing of all
+    /// servers no older than the status max age (no request of its own; in cache modes
+    /// `one`/`off` only the name is looked up).
+    async fn find_unidentified(
+        &self,
+        node: &Node,
+        name: &ServerKey,
+    ) -> Result<Option<Arc<Server>>> {
+        if self.cache.config().mode != CacheMode::All {
+            return self
+                .cache
+                .get_for_status(name)
+                .await
+                .map_err(|err| Error::api(format!("looking up {name}"), err));
+        }
+        let snapshot = self.cache.all_servers_for_status().await.map_err(|err| {
+            Error::api(
+                format!("looking for {name} or a server with the Node's addresses"),
+                err,
+            )
+        })?;
+        let ServerKey::Name(wanted) = name else {
+            return Ok(None);
+        };
+        if let Some(server) = snapshot.servers.iter().find(|s| s.name == *wanted) {
+            return Ok(Some(server.clone()));
+        }
+        let addresses = node_ips(node);
+        let found = snapshot
+            .servers
+            .iter()
+            .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)));
+        if let Some(server) = found {
+            tracing::debug!(
+                node = node.metadata.name.as_deref().unwrap_or_default(),
+                server = server.name,
+                server_id = server.id,
+                "no server is named like the Node, but this server has one of its addresses"
+            );
+        }
+        Ok(found.cloned())
     }
 
     /// Count operations into `operations` (the provider's shared handle).
@@ -153,68 +296,63 @@ impl Instances for HcloudInstances {
         }
     }
 
-    /// For a Node without a providerID, "no server has its name" alone is not taken as gone
-    /// (that would let the lifecycle controller delete a Node whose name differs from its
-    /// server's, which routes support): the Node exists while a server has one of its
-    /// InternalIP/ExternalIP addresses. Only a Node with neither is reported gone.
+    /// Only a Node with an `hcloud://` providerID can be reported gone, and only on the API's
+    /// own "not found" for its server. A Node without a providerID exists while a server has
+    /// its name or one of its InternalIP/ExternalIP addresses (routes allow Node names that
+    /// differ from server names); otherwise it may be no cloud server at all (a dedicated or
+    /// on-premises machine, another cloud) and is never deleted: the answer is an error that
+    /// says so, found in the shared listing without a request of its own.
     ///
-    /// With cache mode `all`, the status check runs first (one request per status period):
-    /// when the number of running servers changed, the listing is refreshed before answering,
-    /// so a deleted server is asked for directly (and confirmed gone by the API's own "not
-    /// found") within about a status period.
+    /// With cache mode `all`, the status check runs first (two requests per status period):
+    /// when servers changed, the listing is refreshed before answering, so a deleted server is
+    /// asked for directly (and confirmed gone by the API's own "not found") within about a
+    /// status period. While the project check holds deletions (see
+    /// [`HcloudInstances::check_project`]) a server that is not found is an error, not gone.
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_EXISTS);
         let key = server_key(node)?;
         self.status_check().await?;
+        if let ServerKey::Name(name) = &key {
+            return match self.find_unidentified(node, &key).await? {
+                Some(_) => Ok(true),
+                None => Err(Error::rejected(format!(
+                    "no server of this project is named {name:?} or has one of the Node's addresses, and the Node has no providerID: it may not be a cloud server (dedicated, on-premises, another cloud), so it is never deleted"
+                ))),
+            };
+        }
         let exists = self
             .cache
             .confirm_exists(&key)
             .await
             .map_err(|err| Error::api(format!("checking whether {key} exists"), err))?;
-        if exists || !matches!(key, ServerKey::Name(_)) {
-            return Ok(exists);
+        if exists {
+            self.project_seen();
+        } else if self.project.holds_deletions() {
+            return Err(Error::rejected(format!(
+                "the API answers that {key} does not exist, but the token has not been seen to belong to the cluster's project (see the CloudProjectMismatch event): the Node is kept"
+            )));
         }
-        let addresses = node_ips(node);
-        if addresses.is_empty() {
-            return Ok(false);
-        }
-        let snapshot = self.cache.all_servers().await.map_err(|err| {
-            Error::api(
-                format!(
-                    "looking for a server with the addresses of node without providerID ({key})"
-                ),
-                err,
-            )
-        })?;
-        match snapshot
-            .servers
-            .iter()
-            .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)))
-        {
-            Some(server) => {
-                tracing::warn!(
-                    node = node.metadata.name.as_deref().unwrap_or_default(),
-                    server = server.name,
-                    server_id = server.id,
-                    "no server is named like the Node, but server has one of its addresses: the Node is kept"
-                );
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(exists)
     }
 
     /// With cache mode `all`, the answer comes from the status check (servers that are not
-    /// running, checked every status period with one request): a server is shut down when it
-    /// is `off` there. The server itself is found through the listing.
+    /// running, checked every status period): a server is shut down when it is `off` there.
+    /// The server itself is found through the listing (for a Node without a providerID, by
+    /// its name or one of its addresses, as for its existence).
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_SHUTDOWN);
         let key = server_key(node)?;
         let check = self.status_check().await?;
-        let server = match self.cache.get_for_status(&key).await {
-            Ok(Some(server)) => server,
-            Ok(None) => return Err(Error::InstanceNotFound),
-            Err(err) => return Err(Error::api(format!("looking up {key}"), err)),
+        let server = match &key {
+            ServerKey::Name(_) => self.find_unidentified(node, &key).await?,
+            ServerKey::Id(_) => self
+                .cache
+                .get_for_status(&key)
+                .await
+                .map_err(|err| Error::api(format!("looking up {key}"), err))?,
+        };
+        let Some(server) = server else {
+            return Err(Error::InstanceNotFound);
         };
         Ok(match check {
             // The status check is younger than the listing (or as young): it decides.

@@ -31,6 +31,7 @@ mod lb_type_cache;
 pub mod load_balancers;
 mod metadata;
 pub mod metrics;
+pub mod project;
 mod provider_id;
 mod routes;
 mod server_cache;
@@ -39,7 +40,7 @@ use std::sync::Arc;
 
 pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
 pub use events::{EVENT_COMPONENT, Events};
-pub use instances::{HcloudInstances, server_key};
+pub use instances::{CLOUD_PROJECT_MISMATCH, HcloudInstances, ProjectCheck, server_key};
 pub use lb_type_cache::{
     LB_TYPE_CACHE_MAX_AGE, LoadBalancerTypeCache, UNKNOWN_TYPE_REFRESH_INTERVAL,
 };
@@ -128,6 +129,7 @@ impl HcloudProvider {
     ) -> Result<Self, Error> {
         let operations = Operations::new();
         let events = Events::new();
+        let project = project::ProjectGuard::default();
         operations.count(op::cloud::NEW_CLOUD);
         let network_id = match &settings.network {
             None => None,
@@ -143,6 +145,7 @@ impl HcloudProvider {
         let load_balancers = settings.load_balancers.map(|lb_settings| {
             Arc::new(
                 HcloudLoadBalancers::new(client.clone(), lb_settings, network_id)
+                    .with_project(project.clone())
                     .with_events(events.clone())
                     .with_operations(operations.clone())
                     .with_lb_type_cache(lb_types.clone()),
@@ -165,6 +168,7 @@ impl HcloudProvider {
             _ => None,
         };
         let instances = HcloudInstances::new(cache, config)
+            .with_project(project)
             .with_events(events.clone())
             .with_operations(operations.clone());
         Ok(Self {
@@ -268,17 +272,54 @@ impl CloudProvider for HcloudProvider {
 
     /// Start writing the provider's events (component [`EVENT_COMPONENT`], as the official
     /// CCM's recorder). Before this, events are only logged.
+    /// Starts the event recorder and, in the background, the project check
+    /// ([`HcloudInstances::check_project`]): Node deletions wait until it has compared the
+    /// Nodes with the servers the token sees, retried with growing delays while it fails.
     async fn initialize(
         &self,
         client: kube::Client,
-        _shutdown: CancellationToken,
+        shutdown: CancellationToken,
     ) -> cloud_provider::provider::Result<()> {
         if !self
             .events
-            .set_recorder(EventRecorder::new(client, EVENT_COMPONENT))
+            .set_recorder(EventRecorder::new(client.clone(), EVENT_COMPONENT))
         {
             tracing::debug!("provider already initialized; keeping its event recorder");
         }
+        let instances = self.instances.clone();
+        instances.project().set(project::ProjectState::Checking);
+        tokio::spawn(async move {
+            let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+            let mut delay = std::time::Duration::from_secs(5);
+            loop {
+                let checked = match nodes.list(&kube::api::ListParams::default()).await {
+                    Ok(list) => instances
+                        .check_project(&list.items)
+                        .await
+                        .map_err(|err| err.to_string()),
+                    Err(err) => Err(format!("listing Nodes: {err}")),
+                };
+                match checked {
+                    Ok(found) => {
+                        tracing::info!(
+                            ?found,
+                            "compared the Nodes with the servers the token sees"
+                        );
+                        return;
+                    }
+                    Err(err) => tracing::warn!(
+                        error = %err,
+                        retry_in = ?delay,
+                        "could not compare the Nodes with the servers the token sees; Node deletions wait"
+                    ),
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(std::time::Duration::from_secs(300));
+            }
+        });
         Ok(())
     }
 

@@ -11,14 +11,18 @@
 //! server do not re-list everything.
 //!
 //! For the lifecycle controller's checks of NotReady Nodes, [`ServerCache::status_check`]
-//! keeps the servers that are not running: every [`CacheConfig::status_period`] it asks the
-//! API for the number of running servers and the newest of them
-//! (`GET /servers?status=running&sort=id:desc&per_page=1`, one request). Only when that
-//! signature changed (a server powered off, started, was created or deleted; a power-off and
-//! the start of a new server in the same period change the newest ID even when the count
-//! stays), or the last listing of servers that are not running is older than
-//! [`CacheConfig::status_max_age`], does it list the servers that are not running (usually one
-//! page) and mark the full listing as outdated, so that the next existence check refreshes it.
+//! watches for changes with two requests every [`CacheConfig::status_period`]: the number of
+//! running servers and the newest of them (`GET /servers?status=running&sort=id:desc&per_page=1`)
+//! and the servers that are not running, with their status (usually one page). Together they
+//! see every change of which servers exist and which run, whatever else happens in the same
+//! period, because server IDs only grow: a deletion lowers the running count or changes the
+//! set of servers not running, unless a server started or was created at the same time; a
+//! start shows in the set of servers not running, a creation in the newest ID (or in that set
+//! while the server is still starting). A change marks the full listing outdated, so that the
+//! next existence check refreshes it: a deleted server's Node is confirmed gone, and a powered-off
+//! server's Node reported shut down, within about a status period plus the lifecycle
+//! controller's monitor period. A listing that started before the change does not clear that
+//! mark.
 //!
 //! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
@@ -32,7 +36,7 @@
 //! A miss here is never used to delete anything: [`ServerCache::confirm_exists`] asks the API
 //! directly for the one server before the lifecycle controller may delete a Node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -222,13 +226,15 @@ fn cached(mut server: Server) -> Arc<Server> {
 /// One listing of all servers: immutable once made, shared by every reader.
 #[derive(Debug)]
 struct Listing {
+    /// When its first request went out: it shows no change made after this moment.
     at: Instant,
     by_id: HashMap<i64, Arc<Server>>,
     by_name: HashMap<String, i64>,
 }
 
 impl Listing {
-    fn new(servers: Vec<Arc<Server>>) -> Self {
+    /// The servers of a listing whose first request went out at `started`.
+    fn new(servers: Vec<Arc<Server>>, started: Instant) -> Self {
         let mut by_id = HashMap::with_capacity(servers.len());
         let mut by_name = HashMap::with_capacity(servers.len());
         for server in servers {
@@ -236,7 +242,7 @@ impl Listing {
             by_id.insert(server.id, server);
         }
         Self {
-            at: Instant::now(),
+            at: started,
             by_id,
             by_name,
         }
@@ -274,14 +280,13 @@ struct State {
     /// The listing under way, shared by everyone who waits for it.
     refresh: Option<InFlight>,
     /// Set when the status check saw a change: the listing is outdated whatever its age, and
-    /// so are direct reads made before that moment. Cleared by the next listing.
+    /// so are direct reads made before that moment. Cleared by the next listing that started
+    /// after it (one started before may not show the change).
     outdated_since: Option<Instant>,
     /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
     misses: HashMap<ServerKey, Instant>,
-    /// The last listing that failed, and when it failed.
-    failed_refresh: Option<(Instant, CacheError)>,
     /// Direct reads instead of a refresh: when the current window started and how many.
     direct: Option<(Instant, usize)>,
 }
@@ -309,12 +314,40 @@ impl StatusCheck {
 
 #[derive(Debug, Default)]
 struct StatusState {
-    /// When the running servers were last counted.
+    /// When the servers were last checked.
     checked_at: Option<Instant>,
-    /// The number of running servers and the newest running server's ID, as last seen.
-    running: Option<(u64, Option<i64>)>,
+    /// What that check saw.
+    seen: Option<Signature>,
     /// Servers not running, and when they were listed.
     not_running: Option<(Instant, ServersById)>,
+}
+
+/// What the status check sees of the servers: the number of running servers, the newest of
+/// them, and the status of each server that is not running. Server IDs only grow, so any
+/// server created, deleted, started or stopped since the last check changes it (see the
+/// module documentation); a rename does not, and needs not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Signature {
+    running: u64,
+    newest_running: Option<i64>,
+    not_running: BTreeMap<i64, ServerStatus>,
+}
+
+impl Signature {
+    fn new<'a>(
+        running: u64,
+        newest_running: Option<i64>,
+        not_running: impl IntoIterator<Item = &'a Server>,
+    ) -> Self {
+        Self {
+            running,
+            newest_running,
+            not_running: not_running
+                .into_iter()
+                .map(|s| (s.id, s.status.clone()))
+                .collect(),
+        }
+    }
 }
 
 /// Statuses other than `running`.
@@ -528,6 +561,7 @@ impl ServerCache {
         let deadline = self.config.refresh_deadline;
         let miss_ttl = self.config.miss_ttl;
         let refresh = async move {
+            let started = Instant::now();
             let listed = tokio::time::timeout(
                 deadline,
                 client
@@ -536,21 +570,18 @@ impl ServerCache {
             )
             .await;
             let result = match listed {
-                Ok(Ok(servers)) => Ok(Arc::new(Listing::new(servers))),
+                Ok(Ok(servers)) => Ok(Arc::new(Listing::new(servers, started))),
                 Ok(Err(err)) => Err(CacheError::from(err)),
                 Err(_) => Err(CacheError::Deadline(deadline)),
             };
             let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
             state.refresh = None;
-            match &result {
-                Ok(listing) => {
-                    state.listing = Some(listing.clone());
-                    state.extra.clear();
-                    state.outdated_since = None;
-                    state.failed_refresh = None;
-                    state.misses.retain(|_, at| at.elapsed() < miss_ttl);
-                }
-                Err(err) => state.failed_refresh = Some((Instant::now(), err.clone())),
+            if let Ok(listing) = &result {
+                state.listing = Some(listing.clone());
+                // Direct reads made while it ran are newer than what it shows.
+                state.extra.retain(|_, (at, _)| *at > started);
+                state.outdated_since.take_if(|since| *since <= started);
+                state.misses.retain(|_, at| at.elapsed() < miss_ttl);
             }
             result
         }
@@ -738,10 +769,10 @@ impl ServerCache {
     }
 
     /// The servers that are not running, checked at most every
-    /// [`CacheConfig::status_period`] (see the module documentation): one request to count
-    /// the running servers, and a listing of the others only when that count changed or their
-    /// listing is older than [`CacheConfig::status_max_age`]. A change also marks the full
-    /// listing outdated, so that the next existence check refreshes it.
+    /// [`CacheConfig::status_period`] (see the module documentation) with two requests: the
+    /// number of running servers and the newest of them, and the listing of the servers that
+    /// are not running (usually one page). When either differs from the last check, the full
+    /// listing is marked outdated, so that the next existence check refreshes it.
     pub async fn status_check(&self) -> Result<StatusCheck, CacheError> {
         let mut status = self.status.lock().await;
         let now = Instant::now();
@@ -766,48 +797,43 @@ impl ServerCache {
                 ..ListServersParams::default()
             })
             .await?;
-        let running = page
-            .pagination()
-            .and_then(|p| p.total_entries)
-            .or_else(|| u64::try_from(page.items.len()).ok())
-            .map(|count| (count, page.items.first().map(|s| s.id)));
-        let changed = status.running.is_none() || running.is_none() || running != status.running;
-        let stale = status
-            .not_running
-            .as_ref()
-            .is_none_or(|(at, _)| at.elapsed() >= self.status_max_age());
-        if changed || stale {
-            let servers = self
-                .client
-                .servers()
-                .list_all_map(
-                    &ListServersParams {
-                        status: NOT_RUNNING.to_vec(),
-                        ..ListServersParams::default()
-                    },
-                    cached,
-                )
-                .await?;
-            let by_id: HashMap<i64, Arc<Server>> = servers.into_iter().map(|s| (s.id, s)).collect();
-            status.not_running = Some((Instant::now(), Arc::new(by_id)));
-            if changed && status.running.is_some() {
-                tracing::debug!(
-                    before = ?status.running,
-                    now = ?running,
-                    "running servers changed (count, newest ID); the server listing is outdated"
-                );
-                self.state().outdated_since = Some(now);
-            }
+        // Without the API's total the count is unknown, and so is whether anything changed.
+        let running = page.pagination().and_then(|p| p.total_entries);
+        let servers = self
+            .client
+            .servers()
+            .list_all_map(
+                &ListServersParams {
+                    status: NOT_RUNNING.to_vec(),
+                    ..ListServersParams::default()
+                },
+                cached,
+            )
+            .await?;
+        let by_id: HashMap<i64, Arc<Server>> = servers.into_iter().map(|s| (s.id, s)).collect();
+        let seen = running.map(|running| {
+            Signature::new(
+                running,
+                page.items.first().map(|s| s.id),
+                by_id.values().map(AsRef::as_ref),
+            )
+        });
+        let changed = seen.is_none() || seen != status.seen;
+        if changed {
+            // The first check has nothing to compare with: what changed between the listing
+            // and now is unknown, so the listing is outdated as well.
+            tracing::debug!(
+                "servers were created, deleted, started or stopped (or this is the first check); the server listing is outdated"
+            );
+            self.state().outdated_since = Some(now);
         }
-        status.running = running;
+        let not_running = Arc::new(by_id);
+        status.not_running = Some((now, not_running.clone()));
+        status.seen = seen;
         status.checked_at = Some(now);
-        let (at, servers) = status
-            .not_running
-            .clone()
-            .unwrap_or_else(|| (now, Arc::default()));
         Ok(StatusCheck {
-            not_running: servers,
-            age: at.elapsed(),
+            not_running,
+            age: now.elapsed(),
         })
     }
 }
@@ -841,6 +867,155 @@ impl ServerSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A project as the status check sees it: server ID → (name, status).
+    type World = BTreeMap<i64, (String, ServerStatus)>;
+
+    fn signature(world: &World) -> Signature {
+        let running: Vec<i64> = world
+            .iter()
+            .filter(|(_, (_, status))| *status == ServerStatus::Running)
+            .map(|(id, _)| *id)
+            .collect();
+        let not_running: Vec<Server> = world
+            .iter()
+            .filter(|(_, (_, status))| *status != ServerStatus::Running)
+            .map(|(id, (name, status))| Server {
+                id: *id,
+                name: name.clone(),
+                status: status.clone(),
+                ..Server::default()
+            })
+            .collect();
+        Signature::new(
+            running.len() as u64,
+            running.iter().max().copied(),
+            &not_running,
+        )
+    }
+
+    /// Which servers exist and which run: what the lifecycle checks must notice.
+    fn existence(world: &World) -> BTreeMap<i64, bool> {
+        world
+            .iter()
+            .map(|(id, (_, status))| (*id, *status == ServerStatus::Running))
+            .collect()
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Change {
+        Delete(i64),
+        Create,
+        PowerOff(i64),
+        PowerOn(i64),
+        Rename(i64),
+    }
+
+    fn apply(world: &mut World, next_id: &mut i64, change: Change) {
+        match change {
+            Change::Delete(id) => {
+                world.remove(&id);
+            }
+            Change::Create => {
+                world.insert(*next_id, (format!("new-{next_id}"), ServerStatus::Running));
+                *next_id += 1;
+            }
+            Change::PowerOff(id) => {
+                if let Some((_, status)) = world.get_mut(&id) {
+                    *status = ServerStatus::Off;
+                }
+            }
+            Change::PowerOn(id) => {
+                if let Some((_, status)) = world.get_mut(&id) {
+                    *status = ServerStatus::Running;
+                }
+            }
+            Change::Rename(id) => {
+                if let Some((name, _)) = world.get_mut(&id) {
+                    name.push_str("-renamed");
+                }
+            }
+        }
+    }
+
+    fn world() -> (World, i64) {
+        let mut world = World::new();
+        for id in 1..=6 {
+            let status = if id == 5 {
+                ServerStatus::Off
+            } else {
+                ServerStatus::Running
+            };
+            world.insert(id, (format!("s{id}"), status));
+        }
+        (world, 7)
+    }
+
+    #[test]
+    fn changes_within_one_status_period_are_seen_together() {
+        use Change::*;
+        let cases: [(&str, &[Change]); 8] = [
+            ("a deletion and a power-on", &[Delete(2), PowerOn(5)]),
+            ("a deletion and a creation", &[Delete(2), Create]),
+            (
+                "a creation and its deletion, then another deletion",
+                &[Create, Delete(7), Delete(3)],
+            ),
+            ("a power-off and a creation", &[PowerOff(3), Create]),
+            ("a power-off and a power-on", &[PowerOff(3), PowerOn(5)]),
+            ("a deletion of a server that is off", &[Delete(5)]),
+            (
+                "a deletion, a power-on and a power-off",
+                &[Delete(1), PowerOn(5), PowerOff(2)],
+            ),
+            ("a rename and a deletion", &[Rename(4), Delete(4)]),
+        ];
+        for (what, changes) in cases {
+            let (mut world, mut next_id) = world();
+            let before = signature(&world);
+            for change in changes {
+                apply(&mut world, &mut next_id, *change);
+            }
+            assert_ne!(before, signature(&world), "{what} went unnoticed");
+        }
+        // A rename alone changes neither existence nor power: nothing to notice.
+        let (mut world, mut next_id) = world();
+        let before = signature(&world);
+        apply(&mut world, &mut next_id, Rename(2));
+        assert_eq!(before, signature(&world));
+    }
+
+    /// Random sequences of changes within one period: whenever the servers that exist or run
+    /// differ afterwards, the signature differs too.
+    #[test]
+    fn no_sequence_of_changes_hides_a_deletion_or_a_power_change() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut random = |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for _ in 0..20_000 {
+            let (mut world, mut next_id) = world();
+            let before = (signature(&world), existence(&world));
+            for _ in 0..=random(4) {
+                let bound = u64::try_from(next_id).unwrap_or(1) + 1;
+                let id = i64::try_from(random(bound)).unwrap_or(1);
+                let change = match random(5) {
+                    0 => Change::Delete(id),
+                    1 => Change::Create,
+                    2 => Change::PowerOff(id),
+                    3 => Change::PowerOn(id),
+                    _ => Change::Rename(id),
+                };
+                apply(&mut world, &mut next_id, change);
+            }
+            if existence(&world) != before.1 {
+                assert_ne!(signature(&world), before.0, "{world:?}");
+            }
+        }
+    }
 
     #[test]
     fn a_cached_server_keeps_what_the_provider_reads() {

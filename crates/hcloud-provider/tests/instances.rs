@@ -283,8 +283,15 @@ async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
     .await;
     let instances = p.instances().unwrap();
     let listed = std::time::Instant::now();
-    // The first status check only learns the count of running servers.
-    let checked = node("old-1", None);
+    // A NotReady Node with its providerID (answered from the listing, no request).
+    let old = instances
+        .instance_metadata(&node("old-1", None))
+        .await
+        .unwrap()
+        .unwrap()
+        .provider_id;
+    // The first status check only learns which servers run.
+    let checked = node("old-1", Some(&old));
     instances.instance_shutdown(&checked).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let id = seed(&sim, ServerSeed::new("new-0")).await;
@@ -393,6 +400,7 @@ async fn existence_is_confirmed_directly_never_from_a_stale_miss() {
     let young = seed(&sim, ServerSeed::new("young")).await;
     let young_node = node("young", Some(&format!("hcloud://{young}")));
     assert!(instances.instance_exists(&young_node).await.unwrap());
+    // Without a providerID: found by its name among the servers known (the read above).
     assert!(
         instances
             .instance_exists(&node("young", None))
@@ -424,7 +432,8 @@ async fn existence_is_confirmed_directly_never_from_a_stale_miss() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(!direct.instance_exists(&node("doomed", None)).await.unwrap());
+    // A Node without providerID is never reported gone: it may be no cloud server at all.
+    assert!(direct.instance_exists(&node("doomed", None)).await.is_err());
     assert!(direct.instance_exists(&kept_node).await.unwrap());
 }
 
@@ -608,17 +617,19 @@ async fn lifecycle_checks_accept_an_older_listing_than_metadata_lookups() {
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Past the max age: the lifecycle controller's checks still use the listing, plus the
-    // status check (one count of the running servers, one listing of the others)...
+    // status check (one count of the running servers, one listing of the others). The first
+    // status check has nothing to compare with, so the listing is made once more...
     for _ in 0..10 {
         assert!(instances.instance_exists(&n).await.unwrap());
         assert!(!instances.instance_shutdown(&n).await.unwrap());
     }
     let counts = sim.admin().request_counts().await.unwrap();
-    assert_eq!(counts.values().sum::<u64>(), 3, "{counts:?}");
+    assert_eq!(counts.values().sum::<u64>(), 4, "{counts:?}");
     // ...while metadata (initialization, address refresh) lists again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     instances.instance_metadata(&n).await.unwrap();
     let counts = sim.admin().request_counts().await.unwrap();
-    assert_eq!(counts.get("GET /servers"), Some(&4), "{counts:?}");
+    assert_eq!(counts.get("GET /servers"), Some(&5), "{counts:?}");
 }
 
 #[tokio::test]
@@ -641,11 +652,12 @@ async fn operation_metrics_use_the_official_names() {
         );
         assert!(text.contains(&line), "{line} missing in:\n{text}");
     }
-    // Metadata listed (a miss), exists and shutdown were answered from that listing; the
-    // status check asked the API once (a miss) and answered shutdown from its result (a hit).
+    // Metadata listed (a miss); the status check asked the API (a miss) and, being the first,
+    // made the existence check list again (a miss); shutdown was answered from the status
+    // check and that listing (two hits).
     for line in [
-        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"miss\"} 2",
-        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"hit\"} 3",
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"miss\"} 3",
+        "cloud_controller_manager_server_cache_requests_total{subsystem=\"instances_v2\",mode=\"all\",result=\"hit\"} 2",
     ] {
         assert!(text.contains(line), "{line} missing in:\n{text}");
     }
@@ -688,16 +700,37 @@ async fn a_node_without_provider_id_named_unlike_its_server_is_kept_while_a_serv
             .await
             .unwrap()
     );
-    // No server by name nor by address, or no address at all: gone, as upstream.
+    // No server by name nor by address, or no address at all: maybe no cloud server at all
+    // (dedicated, on-premises, another cloud), so never reported gone (the official CCM would
+    // delete it), and answered from the shared listing without a request per check.
+    sim.admin().reset_request_counts().await.unwrap();
+    for _ in 0..10 {
+        for ghost in [with_address("ghost", "203.0.113.50"), node("ghost", None)] {
+            let err = instances.instance_exists(&ghost).await.unwrap_err();
+            assert!(err.to_string().contains("never deleted"), "{err}");
+            assert_eq!(err.category(), cloud_provider::Category::Rejected);
+            // Its shutdown check does not find it either, and says so.
+            assert!(
+                instances
+                    .instance_shutdown(&ghost)
+                    .await
+                    .unwrap_err()
+                    .is_instance_not_found()
+            );
+        }
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert!(counts.is_empty(), "a request per check: {counts:?}");
+    // A Node found by its address is shut down with its server.
+    sim.admin()
+        .set_server_status(server["id"].as_i64().unwrap(), "off")
+        .await
+        .unwrap();
+    let off = provider(&sim, settings()).await;
     assert!(
-        !instances
-            .instance_exists(&with_address("ghost", "10.0.0.250"))
-            .await
+        off.instances()
             .unwrap()
-    );
-    assert!(
-        !instances
-            .instance_exists(&node("ghost", None))
+            .instance_shutdown(&with_address("node-x", &private_ip))
             .await
             .unwrap()
     );
@@ -770,7 +803,7 @@ async fn a_power_off_hidden_by_a_new_server_in_the_same_period_is_noticed() {
 }
 
 #[tokio::test]
-async fn many_not_ready_nodes_cost_one_request_per_status_period() {
+async fn many_not_ready_nodes_cost_two_requests_per_status_period() {
     let sim = Simulator::start(SimConfig::default()).await.unwrap();
     let mut nodes = Vec::new();
     for i in 0..60 {
@@ -796,8 +829,9 @@ async fn many_not_ready_nodes_cost_one_request_per_status_period() {
     }
     let counts = sim.admin().request_counts().await.unwrap();
     let total: u64 = counts.values().sum();
-    // One count of the running servers per status period, nothing else.
-    assert!((4..=6).contains(&total), "{counts:?}");
+    // Per status period, the count of the running servers and the one page of servers not
+    // running; nothing else.
+    assert!((8..=12).contains(&total), "{counts:?}");
     assert_eq!(counts.keys().collect::<Vec<_>>(), vec!["GET /servers"]);
 }
 
@@ -881,4 +915,76 @@ async fn a_slow_listing_is_shared_and_blocks_no_reader_of_the_last_snapshot() {
     }
     let counts = sim.admin().request_counts().await.unwrap();
     assert_eq!(counts.get("GET /servers"), Some(&1), "{counts:?}");
+}
+
+/// Within one status period a NotReady Node's server is deleted and another server is powered
+/// on: the number of running servers stays the same, the set of servers not running changes.
+#[tokio::test]
+async fn a_deletion_hidden_by_a_power_on_in_the_same_period_is_noticed() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let doomed = seed(&sim, ServerSeed::new("doomed")).await;
+    let sleepy = seed(&sim, ServerSeed::new("sleepy")).await;
+    sim.admin().set_server_status(sleepy, "off").await.unwrap();
+    let p = provider(&sim, status_settings(Duration::from_millis(300))).await;
+    let instances = p.instances().unwrap();
+    let n = node("doomed", Some(&format!("hcloud://{doomed}")));
+    assert!(instances.instance_exists(&n).await.unwrap());
+
+    sim.admin().delete_server(doomed).await.unwrap();
+    sim.admin()
+        .set_server_status(sleepy, "running")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while instances.instance_exists(&n).await.unwrap() {
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the deletion was hidden by the power-on"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A listing that started before the status check saw a change does not make the cache
+/// current again when it finishes: the deleted server is confirmed gone at once, not after
+/// the status max age.
+#[tokio::test]
+async fn a_listing_older_than_a_change_leaves_the_cache_outdated() {
+    use hcloud_provider::ServerKey;
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        ids.push(seed(&sim, ServerSeed::new(format!("srv-{i:02}"))).await);
+    }
+    let p = provider(&sim, status_settings(Duration::from_millis(100))).await;
+    let cache = p.hcloud_instances().cache().clone();
+    cache.status_check().await.unwrap();
+    // A listing whose second page is held back.
+    sim.admin()
+        .replace_faults(&[
+            hcloud_sim::Fault::new("/servers").method("GET"),
+            hcloud_sim::Fault::new("/servers")
+                .method("GET")
+                .latency(Duration::from_millis(1500)),
+        ])
+        .await
+        .unwrap();
+    let listing = {
+        let cache = cache.clone();
+        tokio::spawn(async move { cache.all_servers().await })
+    };
+    while !sim.admin().faults().await.unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Server 0 (on page 1, already read) is deleted and another one created: the pages
+    // still agree about the total, so the listing cannot tell; the status check sees it.
+    sim.admin().delete_server(ids[0]).await.unwrap();
+    seed(&sim, ServerSeed::new("newcomer")).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    cache.status_check().await.unwrap();
+    listing.await.unwrap().unwrap();
+    assert!(
+        !cache.confirm_exists(&ServerKey::Id(ids[0])).await.unwrap(),
+        "the deleted server is answered from a listing older than its deletion"
+    );
 }

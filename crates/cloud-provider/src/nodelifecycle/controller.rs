@@ -1,6 +1,7 @@
 //! I/O of the lifecycle controller; decisions live in [`super::decisions`].
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,6 +11,7 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::brake::{self, DeletionBrake, Verdict};
 use super::decisions::{
     ExistenceVerdict, FirstStep, TaintChange, apply_taint_change, existence_verdict, first_step,
     shutdown_verdict,
@@ -29,17 +31,29 @@ pub const CONTROLLER: &str = "cloud-node-lifecycle";
 
 const TAINT_RETRIES: u32 = 5;
 
+/// The reason of the Warning on a Node whose deletion the brake holds.
+pub const REASON_DELETION_HELD: &str = "NodeDeletionHeld";
+
 /// Settings of the lifecycle controller.
 #[derive(Clone, Debug)]
 pub struct NodeLifecycleControllerConfig {
     /// `--node-monitor-period` (default 5 s).
     pub node_monitor_period: Duration,
+    /// The share of the cluster's cloud Nodes that one pass may delete (default
+    /// [`brake::DEFAULT_MAX_SHARE`]); more Nodes reported gone at once are all held (see
+    /// [`brake`]).
+    pub deletion_max_share: f64,
+    /// The providerID prefix of the cluster's cloud Nodes (e.g. `hcloud://`), which the share
+    /// counts; `None` counts every Node with a providerID.
+    pub cloud_provider_id_prefix: Option<String>,
 }
 
 impl Default for NodeLifecycleControllerConfig {
     fn default() -> Self {
         Self {
             node_monitor_period: Duration::from_secs(5),
+            deletion_max_share: brake::DEFAULT_MAX_SHARE,
+            cloud_provider_id_prefix: None,
         }
     }
 }
@@ -159,6 +173,10 @@ struct Inner {
     metrics: Metrics,
     config: NodeLifecycleControllerConfig,
     queue: Arc<WorkQueue<String>>,
+    brake: Mutex<DeletionBrake>,
+    /// Per Node, the message of the last Warning while its checks keep failing (or while its
+    /// deletion is held): the same failure again adds no event.
+    last_warning: Mutex<HashMap<String, String>>,
 }
 
 /// The cloud node lifecycle controller.
@@ -173,6 +191,10 @@ impl std::fmt::Debug for NodeLifecycleController {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn is_conflict(err: &kube::Error) -> bool {
@@ -212,6 +234,7 @@ impl NodeLifecycleController {
             base: period,
             max: period,
         }));
+        let brake = DeletionBrake::new(config.deletion_max_share, period);
         Self {
             inner: Arc::new(Inner {
                 nodes: Api::all(client),
@@ -221,6 +244,8 @@ impl NodeLifecycleController {
                 metrics,
                 config,
                 queue,
+                brake: Mutex::new(brake),
+                last_warning: Mutex::default(),
             }),
             heartbeat: Heartbeat::new(CONTROLLER),
         }
@@ -322,6 +347,7 @@ impl Reconciler for Inner {
     /// Check one Node; a Node no longer cached is dropped from the rotation.
     async fn reconcile(&self, name: &str) -> Result<(), LifecycleError> {
         let Some(node) = self.cache.get(name) else {
+            self.forget(name);
             return Ok(());
         };
         self.monitor_node(&node).await?;
@@ -356,18 +382,86 @@ impl Inner {
     }
 
     async fn warn(&self, name: &str, reason: &str, err: &LifecycleError) {
+        self.warn_once(name, reason, &error_chain(err)).await;
+    }
+
+    /// A Warning on the Node, unless the last one of its failing checks said the same.
+    async fn warn_once(&self, name: &str, reason: &str, message: &str) {
+        let said = format!("{reason}: {message}");
+        if lock(&self.last_warning).insert(name.to_owned(), said.clone()) == Some(said) {
+            return;
+        }
         if let Some(node) = self.cache.get(name) {
             self.recorder
-                .publish(node.as_ref(), EventType::Warning, reason, &error_chain(err))
+                .publish(node.as_ref(), EventType::Warning, reason, message)
                 .await;
         }
     }
 
+    /// The Node is fine (or gone from the cluster): no failure and no report of it stays.
+    fn forget(&self, name: &str) {
+        lock(&self.last_warning).remove(name);
+        if lock(&self.brake).forget(name) {
+            let nodes = self.cloud_nodes();
+            let held = lock(&self.brake).held(tokio::time::Instant::now(), nodes);
+            self.metrics.set_node_deletions_held(held);
+        }
+    }
+
+    /// The cluster's cloud Nodes, which the brake's share counts.
+    fn cloud_nodes(&self) -> usize {
+        let prefix = self.config.cloud_provider_id_prefix.as_deref();
+        self.cache
+            .list()
+            .iter()
+            .filter_map(|node| node.spec.as_ref()?.provider_id.as_deref())
+            .filter(|id| match prefix {
+                Some(prefix) => id.starts_with(prefix),
+                None => !id.is_empty(),
+            })
+            .count()
+    }
+
     async fn monitor_node(&self, node: &Node) -> Result<(), LifecycleError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
         match decide(node, self.instances.as_ref()).await? {
-            LifecycleAction::Nothing => Ok(()),
-            LifecycleAction::DeleteNode => self.delete_node(node).await,
-            LifecycleAction::ChangeTaint(change) => self.change_taint(node, change).await,
+            LifecycleAction::Nothing => {
+                self.forget(name);
+                Ok(())
+            }
+            LifecycleAction::DeleteNode => {
+                let nodes = self.cloud_nodes();
+                let now = tokio::time::Instant::now();
+                let (verdict, held) = {
+                    let mut brake = lock(&self.brake);
+                    let verdict = brake.gone(name, now, nodes);
+                    (verdict, brake.held(now, nodes))
+                };
+                self.metrics.set_node_deletions_held(held);
+                match verdict {
+                    Verdict::Delete => self.delete_node(node).await,
+                    Verdict::ConfirmNextPass => {
+                        tracing::info!(
+                            node = name,
+                            "the cloud reports the instance gone; the Node is deleted if it still is in the next pass"
+                        );
+                        Ok(())
+                    }
+                    Verdict::Held { gone, nodes } => {
+                        let message = format!(
+                            "Node {name} is not deleted although the cloud reports its instance gone: {gone} of the {nodes} cloud Nodes are reported gone at once, more than the {:.0}% one pass may delete. Deletions resume once fewer are reported gone",
+                            self.config.deletion_max_share.clamp(0.0, 1.0) * 100.0
+                        );
+                        tracing::warn!(node = name, gone, nodes, "{message}");
+                        self.warn_once(name, REASON_DELETION_HELD, &message).await;
+                        Ok(())
+                    }
+                }
+            }
+            LifecycleAction::ChangeTaint(change) => {
+                self.forget(name);
+                self.change_taint(node, change).await
+            }
         }
     }
 

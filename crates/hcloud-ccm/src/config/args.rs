@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 
-use super::values::{Secret, parse_secret};
+use super::values::Secret;
 
 /// Defaults of the environment variables; an empty variable counts as unset and gets these.
 pub mod defaults {
@@ -32,6 +32,8 @@ pub mod defaults {
     pub const HCLOUD_SERVER_CACHE_MAX_AGE: &str = "10s";
     /// Default of `HCLOUD_RATE_LIMIT_RESERVE` (requests per hour).
     pub const HCLOUD_RATE_LIMIT_RESERVE: &str = "600";
+    /// Default of `HCLOUD_NODE_DELETION_MAX_PERCENT`.
+    pub const HCLOUD_NODE_DELETION_MAX_PERCENT: &str = "50";
     /// Default of `HCLOUD_METRICS_ENABLED`.
     pub const HCLOUD_METRICS_ENABLED: &str = "true";
     /// Default of `HCLOUD_METRICS_ADDRESS`.
@@ -70,10 +72,11 @@ Kubernetes cloud-controller-manager for Hetzner Cloud.
 
 A drop-in replacement for the official hcloud-cloud-controller-manager: it takes the same \
 command-line flags as every Kubernetes cloud-controller-manager and the same HCLOUD_* and ROBOT_* \
-environment variables as the official Hetzner CCM. Each environment variable except HCLOUD_TOKEN \
-can also be given as the flag of the same name in lower case (HCLOUD_NETWORK = --hcloud-network); \
-prefer the environment (or the *_FILE variants) for secrets. HCLOUD_TOKEN is read from the \
-environment only: a token on a command line shows in `ps` and in Pod specs.
+environment variables as the official Hetzner CCM. Each environment variable except the secrets \
+can also be given as the flag of the same name in lower case (HCLOUD_NETWORK = --hcloud-network). \
+The secrets HCLOUD_TOKEN, ROBOT_USER and ROBOT_PASSWORD are read from the environment (or the \
+file named by their *_FILE variable) only: a secret on a command line shows in `ps` and in Pod \
+specs.
 
 Upstream flags that mean nothing here are accepted and listed under \"Accepted without effect\"; \
 each one given logs a warning at startup. Flag names may use _ for - (--leader_elect), and a flag \
@@ -353,6 +356,13 @@ pub struct Args {
         default_value = defaults::HCLOUD_RATE_LIMIT_RESERVE, help_heading = HCLOUD)]
     pub hcloud_rate_limit_reserve: String,
 
+    /// Deletion brake: when one pass of the lifecycle controller would delete more than this
+    /// percentage of the Nodes with an hcloud:// providerID (and at least 2 Nodes), it deletes
+    /// none until fewer are reported gone; 100 turns the brake off (this project's variable).
+    #[arg(long, env = "HCLOUD_NODE_DELETION_MAX_PERCENT", value_name = "PERCENT",
+        default_value = defaults::HCLOUD_NODE_DELETION_MAX_PERCENT, help_heading = HCLOUD)]
+    pub hcloud_node_deletion_max_percent: String,
+
     /// Whether /metrics is served on plain HTTP at HCLOUD_METRICS_ADDRESS.
     #[arg(long, env = "HCLOUD_METRICS_ENABLED", value_name = "BOOL", default_value = defaults::HCLOUD_METRICS_ENABLED,
         help_heading = HCLOUD)]
@@ -439,21 +449,21 @@ pub struct Args {
         help_heading = ROBOT)]
     pub robot_enabled: String,
 
-    /// Robot web service user.
-    #[arg(long, env = "ROBOT_USER", hide_env_values = true, value_name = "USER",
-        value_parser = parse_secret, help_heading = ROBOT)]
+    /// `ROBOT_USER`, read from the environment only (no flag, as for `HCLOUD_TOKEN`).
+    #[arg(skip)]
     pub robot_user: Option<Secret>,
 
-    /// File holding the Robot user (used when ROBOT_USER is unset).
+    /// File holding the Robot user, used when ROBOT_USER is unset. The user itself is read
+    /// from the environment variable ROBOT_USER only (no flag).
     #[arg(long, env = "ROBOT_USER_FILE", value_name = "PATH", help_heading = ROBOT)]
     pub robot_user_file: Option<PathBuf>,
 
-    /// Robot web service password.
-    #[arg(long, env = "ROBOT_PASSWORD", hide_env_values = true, value_name = "PASSWORD",
-        value_parser = parse_secret, help_heading = ROBOT)]
+    /// `ROBOT_PASSWORD`, read from the environment only (no flag, as for `HCLOUD_TOKEN`).
+    #[arg(skip)]
     pub robot_password: Option<Secret>,
 
-    /// File holding the Robot password (used when ROBOT_PASSWORD is unset).
+    /// File holding the Robot password, used when ROBOT_PASSWORD is unset. The password itself
+    /// is read from the environment variable ROBOT_PASSWORD only (no flag).
     #[arg(long, env = "ROBOT_PASSWORD_FILE", value_name = "PATH", help_heading = ROBOT)]
     pub robot_password_file: Option<PathBuf>,
 
@@ -672,14 +682,26 @@ pub enum CommandLineError {
     /// A clap usage error, `--help` or `--version`.
     #[error(transparent)]
     Clap(#[from] clap::Error),
-    /// `--hcloud-token` was given.
+    /// A secret (`--hcloud-token`, `--robot-user`, `--robot-password`) was given as a flag.
     #[error(
-        "error: --hcloud-token is not a flag: a token on the command line is visible in `ps` and \
-         in Pod specs. Put it in the environment variable HCLOUD_TOKEN, or in a file named by \
-         HCLOUD_TOKEN_FILE"
+        "error: --{flag} is not a flag: a secret on the command line is visible in `ps` and in \
+         Pod specs. Put it in the environment variable {variable}, or in a file named by \
+         {variable}_FILE"
     )]
-    TokenFlag,
+    SecretFlag {
+        /// The flag given, without dashes.
+        flag: &'static str,
+        /// The environment variable to use instead.
+        variable: &'static str,
+    },
 }
+
+/// Secrets read from the environment only: (flag, variable).
+const SECRET_FLAGS: [(&str, &str); 3] = [
+    ("hcloud-token", "HCLOUD_TOKEN"),
+    ("robot-user", "ROBOT_USER"),
+    ("robot-password", "ROBOT_PASSWORD"),
+];
 
 impl CommandLineError {
     /// Print the message (stdout for help/version) and return the exit status.
@@ -689,7 +711,7 @@ impl CommandLineError {
                 let _ = e.print();
                 u8::try_from(e.exit_code()).unwrap_or(2)
             }
-            Self::TokenFlag => {
+            Self::SecretFlag { .. } => {
                 eprintln!("{self}");
                 2
             }
@@ -745,9 +767,24 @@ impl Args {
     }
 
     /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised
-    /// (`_` to `-`), `--hcloud-token` is refused, and `HCLOUD_TOKEN` is read from the
-    /// environment.
+    /// (`_` to `-`), `--hcloud-token`, `--robot-user` and `--robot-password` are refused, and
+    /// `HCLOUD_TOKEN`, `ROBOT_USER` and `ROBOT_PASSWORD` are read from the environment.
     pub fn try_parse_command_line<I, T>(argv: I) -> Result<Self, CommandLineError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        Self::try_parse_with_secrets(argv, |name| {
+            std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+        })
+    }
+
+    /// [`Args::try_parse_command_line`] with the secrets read through `secret` (the
+    /// environment, or a test's map) instead of the process's environment.
+    pub fn try_parse_with_secrets<I, T>(
+        argv: I,
+        secret: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, CommandLineError>
     where
         I: IntoIterator<Item = T>,
         T: Into<OsString>,
@@ -765,10 +802,11 @@ impl Args {
                 continue;
             }
             let arg = normalize(arg);
-            if let Some(text) = arg.to_str()
-                && (text == "--hcloud-token" || text.starts_with("--hcloud-token="))
-            {
-                return Err(CommandLineError::TokenFlag);
+            if let Some(text) = arg.to_str().and_then(|t| t.strip_prefix("--")) {
+                let name = text.split_once('=').map_or(text, |(name, _)| name);
+                if let Some((flag, variable)) = SECRET_FLAGS.iter().find(|(f, _)| *f == name) {
+                    return Err(CommandLineError::SecretFlag { flag, variable });
+                }
             }
             normalized.push(arg);
         }
@@ -785,8 +823,9 @@ impl Args {
                     .unwrap_or_default(),
             })
             .collect();
-        args.hcloud_token =
-            std::env::var_os("HCLOUD_TOKEN").map(|v| Secret::new(v.to_string_lossy().into_owned()));
+        args.hcloud_token = secret("HCLOUD_TOKEN").map(Secret::new);
+        args.robot_user = secret("ROBOT_USER").map(Secret::new);
+        args.robot_password = secret("ROBOT_PASSWORD").map(Secret::new);
         Ok(args)
     }
 

@@ -92,8 +92,23 @@ impl Args {
             );
             0
         });
+        let max_percent = or_default(
+            &self.hcloud_node_deletion_max_percent,
+            defaults::HCLOUD_NODE_DELETION_MAX_PERCENT,
+        );
+        let node_deletion_max_percent = match max_percent.trim().trim_end_matches('%').parse() {
+            Ok(percent @ 0..=100) => percent,
+            _ => {
+                c.problem(
+                    "HCLOUD_NODE_DELETION_MAX_PERCENT",
+                    format!("{max_percent:?} is not a percentage from 0 to 100"),
+                );
+                50
+            }
+        };
         HcloudSettings {
             token,
+            node_deletion_max_percent,
             rate_limit_reserve,
             endpoint,
             debug,

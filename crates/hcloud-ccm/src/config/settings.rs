@@ -131,6 +131,8 @@ pub struct HcloudSettings {
     pub rate_limit_reserve: u32,
     /// `HCLOUD_SERVER_CACHE_MAX_AGE`.
     pub server_cache_max_age: Duration,
+    /// `HCLOUD_NODE_DELETION_MAX_PERCENT` (0 to 100).
+    pub node_deletion_max_percent: u8,
 }
 
 /// Load balancer defaults (`HCLOUD_LOAD_BALANCERS_*`); not used until load balancers exist.

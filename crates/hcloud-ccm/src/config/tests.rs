@@ -10,9 +10,30 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789a
 
 /// Parses like the binary (normalised names, flags without effect), with `HCLOUD_TOKEN` set.
 fn parse(argv: &[&str]) -> Args {
-    let mut args = Args::try_parse_command_line(argv).unwrap();
-    args.hcloud_token = Some(Secret::new(TOKEN));
-    args
+    parse_with_secrets(argv, &[])
+}
+
+/// Like [`parse`], with these secrets in the environment besides `HCLOUD_TOKEN`.
+fn parse_with_secrets(argv: &[&str], secrets: &[(&str, &str)]) -> Args {
+    Args::try_parse_with_secrets(argv, |name| {
+        secrets
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| (*v).to_owned())
+            .or_else(|| (name == "HCLOUD_TOKEN").then(|| TOKEN.to_owned()))
+    })
+    .unwrap()
+}
+
+/// [`args`] with Robot credentials in the environment.
+fn args_with_robot(extra: &[&str], user: &str, password: &str) -> Args {
+    let mut argv = vec![
+        "hcloud-ccm",
+        "--cloud-provider=hcloud",
+        "--allow-untagged-cloud",
+    ];
+    argv.extend_from_slice(extra);
+    parse_with_secrets(&argv, &[("ROBOT_USER", user), ("ROBOT_PASSWORD", password)])
 }
 
 /// `--cloud-provider=hcloud --allow-untagged-cloud` (as the official manifests) plus `extra`.
@@ -241,29 +262,32 @@ fn the_rate_limit_reserve_is_a_number_of_requests() {
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let err = Args::try_parse_command_line([
-        "hcloud-ccm",
-        "--cloud-provider=aws",
-        "--controllers=*,bogus",
-        "--leader-elect-lease-duration=15",
-        "--leader-elect-retry-period=-2s",
-        "--leader-elect-resource-lock=endpoints",
-        "--node-monitor-period=0s",
-        "--concurrent-service-syncs=0",
-        "--secure-port=99999",
-        "--bind-address=everywhere",
-        "--tls-cert-file=/nonexistent/cert.pem",
-        "--cluster-cidr=10.244.0.0/16, fd00::/64",
-        "--hcloud-network=my-net",
-        "--hcloud-instances-address-family=ipv5",
-        "--hcloud-load-balancers-location=fsn1",
-        "--hcloud-load-balancers-network-zone=eu-central",
-        "--hcloud-load-balancers-private-subnet-ip-range=10.0.0.0/33",
-        "--hcloud-load-balancers-algorithm-type=random",
-        "--hcloud-metrics-address=8233",
-        "--robot-enabled=true",
-        "--robot-user=someone",
-    ])
+    let robot_user_only = |name: &str| (name == "ROBOT_USER").then(|| "someone".to_owned());
+    let err = Args::try_parse_with_secrets(
+        [
+            "hcloud-ccm",
+            "--cloud-provider=aws",
+            "--controllers=*,bogus",
+            "--leader-elect-lease-duration=15",
+            "--leader-elect-retry-period=-2s",
+            "--leader-elect-resource-lock=endpoints",
+            "--node-monitor-period=0s",
+            "--concurrent-service-syncs=0",
+            "--secure-port=99999",
+            "--bind-address=everywhere",
+            "--tls-cert-file=/nonexistent/cert.pem",
+            "--cluster-cidr=10.244.0.0/16, fd00::/64",
+            "--hcloud-network=my-net",
+            "--hcloud-instances-address-family=ipv5",
+            "--hcloud-load-balancers-location=fsn1",
+            "--hcloud-load-balancers-network-zone=eu-central",
+            "--hcloud-load-balancers-private-subnet-ip-range=10.0.0.0/33",
+            "--hcloud-load-balancers-algorithm-type=random",
+            "--hcloud-metrics-address=8233",
+            "--robot-enabled=true",
+        ],
+        robot_user_only,
+    )
     .unwrap()
     .validate()
     .unwrap_err();
@@ -381,14 +405,20 @@ fn robot_rules_with_robot_implemented() {
     let run = |extra: &[&str]| args(extra).validate_with(Capabilities::ALL);
     let cfg = run(&["--robot-enabled=true"]).unwrap();
     assert!(cfg.robot.enabled && cfg.robot.forward_internal_ips);
-    let cfg = run(&[
-        "--robot-enabled=true",
-        "--robot-user=u",
-        "--robot-password=p",
-    ])
-    .unwrap();
+    let cfg = args_with_robot(&["--robot-enabled=true"], "u", "p")
+        .validate_with(Capabilities::ALL)
+        .unwrap();
     assert_eq!(cfg.robot.user.as_ref().map(Secret::expose), Some("u"));
-    let err = run(&["--robot-enabled=true", "--robot-password=p"]).unwrap_err();
+    let err = parse_with_secrets(
+        &[
+            "hcloud-ccm",
+            "--cloud-provider=hcloud",
+            "--robot-enabled=true",
+        ],
+        &[("ROBOT_PASSWORD", "p")],
+    )
+    .validate_with(Capabilities::ALL)
+    .unwrap_err();
     assert!(
         err.mentions("ROBOT_USER") && err.problems.len() == 1,
         "{err}"
@@ -409,8 +439,26 @@ fn robot_rules_with_robot_implemented() {
 }
 
 #[test]
+fn the_deletion_brake_is_a_percentage() {
+    assert_eq!(config(&[]).hcloud.node_deletion_max_percent, 50);
+    for (value, percent) in [("30", 30), ("30%", 30), ("0", 0), ("100", 100)] {
+        let cfg = config(&[&format!("--hcloud-node-deletion-max-percent={value}")]);
+        assert_eq!(cfg.hcloud.node_deletion_max_percent, percent, "{value}");
+    }
+    for value in ["101", "-1", "half", "0.5"] {
+        let err = problems(&[&format!("--hcloud-node-deletion-max-percent={value}")]);
+        assert!(
+            err.mentions("HCLOUD_NODE_DELETION_MAX_PERCENT"),
+            "{value}: {err}"
+        );
+    }
+}
+
+#[test]
 fn robot_is_an_error_until_implemented() {
-    let err = problems(&["--robot-enabled=1", "--robot-user=u", "--robot-password=p"]);
+    let err = args_with_robot(&["--robot-enabled=1"], "u", "p")
+        .validate()
+        .unwrap_err();
     assert_eq!(err.problems.len(), 1, "{err}");
     assert!(err.mentions("ROBOT_ENABLED"));
 }
@@ -487,31 +535,58 @@ fn token_sources() {
     let cfg = short.validate().unwrap();
     assert!(cfg.warnings.iter().any(|w| w.contains("64")));
 
-    // The token is never a flag: the error names it and the variables to use instead, and
+    // No secret is ever a flag: the error names it and the variables to use instead, and
     // does not echo the value.
-    for argv in [
-        ["hcloud-ccm", "--hcloud-token=sekrit-value"],
-        ["hcloud-ccm", "--hcloud_token=sekrit-value"],
+    for (argv, flag, variable) in [
+        (
+            ["hcloud-ccm", "--hcloud-token=sekrit-value"],
+            "--hcloud-token",
+            "HCLOUD_TOKEN",
+        ),
+        (
+            ["hcloud-ccm", "--hcloud_token=sekrit-value"],
+            "--hcloud-token",
+            "HCLOUD_TOKEN",
+        ),
+        (
+            ["hcloud-ccm", "--robot-password=sekrit-value"],
+            "--robot-password",
+            "ROBOT_PASSWORD",
+        ),
+        (
+            ["hcloud-ccm", "--robot_password"],
+            "--robot-password",
+            "ROBOT_PASSWORD",
+        ),
+        (
+            ["hcloud-ccm", "--robot-user=sekrit-value"],
+            "--robot-user",
+            "ROBOT_USER",
+        ),
     ] {
         let err = Args::try_parse_command_line(argv).unwrap_err();
         let text = err.to_string();
-        assert!(matches!(err, CommandLineError::TokenFlag), "{text}");
+        assert!(matches!(err, CommandLineError::SecretFlag { .. }), "{text}");
         assert!(
-            text.contains("--hcloud-token")
-                && text.contains("HCLOUD_TOKEN")
-                && text.contains("HCLOUD_TOKEN_FILE"),
+            text.contains(flag)
+                && text.contains(variable)
+                && text.contains(&format!("{variable}_FILE")),
             "{text}"
         );
         assert!(!text.contains("sekrit"), "{text}");
     }
     let help = Args::full_command().render_long_help().to_string();
-    assert!(!help.contains("--hcloud-token "), "{help}");
-    assert!(!help.contains("--hcloud-token=") && !help.contains("--hcloud-token <"));
+    for flag in ["--hcloud-token", "--robot-user", "--robot-password"] {
+        assert!(
+            !help.contains(&format!("{flag} ")) && !help.contains(&format!("{flag}=")),
+            "{flag}: {help}"
+        );
+    }
 }
 
 #[test]
 fn secrets_never_appear_in_debug_output() {
-    let a = args(&["--robot-user=robot-user-x", "--robot-password=robot-pass-y"]);
+    let a = args_with_robot(&[], "robot-user-x", "robot-pass-y");
     let dbg = format!("{a:?}");
     assert!(
         !dbg.contains(TOKEN) && !dbg.contains("robot-pass-y"),

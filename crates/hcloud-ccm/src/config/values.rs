@@ -37,11 +37,6 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Clap value parser for secrets (keeps the value out of `Debug` output of the parsed flags).
-pub(crate) fn parse_secret(value: &str) -> Result<Secret, std::convert::Infallible> {
-    Ok(Secret::new(value))
-}
-
 /// Go's `strconv.ParseBool`: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False.
 pub fn parse_go_bool(value: &str) -> Option<bool> {
     match value {

@@ -463,6 +463,9 @@ impl HcloudLoadBalancers {
         request: &CreateLoadBalancerRequest,
     ) -> Result<models::LoadBalancer> {
         self.operations.count(lb_op::CREATE);
+        self.project.allows_creation().await.map_err(|why| {
+            Error::rejected(format!("not creating load balancer {:?}: {why}", plan.name))
+        })?;
         tracing::info!(service = %service_key(service), load_balancer = plan.name, placement = ?plan.placement, lb_type = plan.create_type, "creating load balancer");
         let created = match self.client.load_balancers().create(request).await {
             Ok(created) => created,

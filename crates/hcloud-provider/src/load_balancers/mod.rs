@@ -87,6 +87,8 @@ pub struct HcloudLoadBalancers {
     managed_certificates: std::sync::Mutex<HashMap<String, i64>>,
     /// Every load balancer as last listed or written (the lookups of all Services).
     snapshot: snapshot::Snapshot,
+    /// Whether the token's project is the cluster's: nothing is created while it is not.
+    project: crate::project::ProjectGuard,
 }
 
 impl HcloudLoadBalancers {
@@ -103,7 +105,16 @@ impl HcloudLoadBalancers {
             operations: crate::metrics::Operations::default(),
             lb_types: None,
             managed_certificates: std::sync::Mutex::default(),
+            project: crate::project::ProjectGuard::default(),
         }
+    }
+
+    /// Create nothing while `project` (the provider's guard) says the token's project is not
+    /// the cluster's.
+    #[must_use]
+    pub fn with_project(mut self, project: crate::project::ProjectGuard) -> Self {
+        self.project = project;
+        self
     }
 
     fn remembered_managed_certificate(&self, uid: &str) -> Option<i64> {

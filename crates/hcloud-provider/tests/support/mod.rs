@@ -69,6 +69,7 @@ impl Default for Setup {
             },
             lifecycle: NodeLifecycleControllerConfig {
                 node_monitor_period: MONITOR_PERIOD,
+                ..NodeLifecycleControllerConfig::default()
             },
             request_timeout: Duration::from_secs(2),
         }
