@@ -1,7 +1,15 @@
 //! The Hetzner side of the process: the API client (with its metrics) and the provider, built
 //! before leader election so a rejected token or an unknown network fails the start at once.
+//!
+//! What may pass by itself is retried instead ([`connect_with_retries`]): a reset connection, a
+//! timeout, a 5xx, a 429 or a proxy's answer on the token check, the network read or the
+//! metadata service are logged and tried again with growing delays (1 s doubling to 1 min)
+//! while `/healthz` and `/readyz` report the API as not usable yet. Only the API's own answers
+//! end the start: the token refused (401), a network that does not exist, this server not
+//! attached to it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hcloud_api::{Client, ClientConfig, Token};
 use hcloud_provider::{CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings};
@@ -10,6 +18,7 @@ use crate::config::{
     AddressFamily, HcloudSettings, LoadBalancerAlgorithm, LoadBalancerSettings, ServerCacheMode,
 };
 use crate::http::MetricsRegistry;
+use crate::metadata::{self, MetadataError};
 
 /// Why the Hetzner side could not be set up (fatal; each message names the variable to fix).
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +48,33 @@ pub enum CloudError {
     /// The provider could not be set up (e.g. `HCLOUD_NETWORK` not found).
     #[error(transparent)]
     Provider(#[from] hcloud_provider::Error),
+    /// The attached-network check failed.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
 }
+
+impl CloudError {
+    /// Whether trying again cannot help: the API's own refusal of the token, a network it
+    /// says does not exist, this server not attached to the network, a client that cannot be
+    /// built. Everything else (no answer, a 5xx, a 429, an answer that is not the API's) may
+    /// pass by itself.
+    pub fn is_definite(&self) -> bool {
+        match self {
+            Self::Client(_) | Self::TokenRejected { .. } => true,
+            Self::Unreachable { .. } => false,
+            Self::Provider(hcloud_provider::Error::NetworkNotFound(_)) => true,
+            Self::Provider(hcloud_provider::Error::Api { .. }) => false,
+            Self::Metadata(MetadataError::NotAttached { .. }) => true,
+            Self::Metadata(MetadataError::Unreachable { .. }) => false,
+        }
+    }
+}
+
+/// First and longest delay between two start-up attempts.
+const STARTUP_BACKOFF: cloud_provider::workqueue::Backoff = cloud_provider::workqueue::Backoff {
+    base: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+};
 
 /// The API client and the provider over it.
 #[derive(Clone, Debug)]
@@ -50,13 +85,8 @@ pub struct Cloud {
     pub provider: Arc<HcloudProvider>,
 }
 
-/// Build the client, check the token with one cheap call (`GET /locations`, as the official
-/// CCM does), build the provider, and register both's metrics.
-pub async fn connect(
-    settings: &HcloudSettings,
-    load_balancers: &LoadBalancerSettings,
-    metrics: &MetricsRegistry,
-) -> Result<Cloud, CloudError> {
+/// Build the API client and register its metrics.
+pub fn client(settings: &HcloudSettings, metrics: &MetricsRegistry) -> Result<Client, CloudError> {
     let mut config = ClientConfig::new(Token::new(settings.token.expose()));
     config.rate_limit_reserve = settings.rate_limit_reserve;
     if let Some(endpoint) = &settings.endpoint {
@@ -64,11 +94,21 @@ pub async fn connect(
     }
     let client = Client::new(config).map_err(CloudError::Client)?;
     metrics.with(|registry| client.register_metrics(registry));
+    Ok(client)
+}
 
+/// Check the token with one cheap call (`GET /locations`, as the official CCM does) and build
+/// the provider (resolving `HCLOUD_NETWORK`).
+pub async fn connect(
+    client: &Client,
+    settings: &HcloudSettings,
+    load_balancers: &LoadBalancerSettings,
+) -> Result<Arc<HcloudProvider>, CloudError> {
     if let Err(err) = client.locations().list().await {
         let endpoint = client.endpoint().to_owned();
+        // Only the API's own refusal is about the token; a proxy's 401/403 page has no code.
         return Err(match err.code().map(ToString::to_string) {
-            Some(code) if matches!(err.status(), Some(401 | 403)) => {
+            Some(code) if !code.is_empty() && matches!(err.status(), Some(401 | 403)) => {
                 CloudError::TokenRejected { endpoint, code }
             }
             _ => CloudError::Unreachable {
@@ -77,14 +117,73 @@ pub async fn connect(
             },
         });
     }
-
     let provider =
         HcloudProvider::new(client.clone(), provider_settings(settings, load_balancers)).await?;
-    metrics.with(|registry| provider.register_metrics(registry));
-    Ok(Cloud {
-        client,
-        provider: Arc::new(provider),
-    })
+    Ok(Arc::new(provider))
+}
+
+/// [`connect`], then with a network the attached-network check (the controller manager's
+/// start; `plan` skips the check).
+async fn connect_and_check(
+    client: &Client,
+    settings: &HcloudSettings,
+    load_balancers: &LoadBalancerSettings,
+) -> Result<Arc<HcloudProvider>, CloudError> {
+    let provider = connect(client, settings, load_balancers).await?;
+    if let (Some(network), Some(network_id)) = (&settings.network, provider.network_id()) {
+        if settings.network_attached_check {
+            metadata::check_attached(&settings.metadata_endpoint, network, network_id).await?;
+        } else {
+            tracing::info!(
+                network,
+                "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true: not checking that this server is \
+                 attached to the network"
+            );
+        }
+    }
+    Ok(provider)
+}
+
+/// [`connect`] and the attached-network check until they pass, retrying what may pass by itself with growing delays (a log
+/// line per attempt). `Ok(None)` when `shutdown` fires first; `Err` on a definite answer.
+pub async fn connect_with_retries(
+    settings: &HcloudSettings,
+    load_balancers: &LoadBalancerSettings,
+    metrics: &MetricsRegistry,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Result<Option<Cloud>, CloudError> {
+    let client = client(settings, metrics)?;
+    let mut failures = 0;
+    loop {
+        let attempt = tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            attempt = connect_and_check(&client, settings, load_balancers) => attempt,
+        };
+        match attempt {
+            Ok(provider) => {
+                metrics.with(|registry| provider.register_metrics(registry));
+                if failures > 0 {
+                    tracing::info!(attempts = failures + 1, "the Hetzner Cloud API is usable");
+                }
+                return Ok(Some(Cloud { client, provider }));
+            }
+            Err(err) if err.is_definite() => return Err(err),
+            Err(err) => {
+                let delay = STARTUP_BACKOFF.delay(failures);
+                failures += 1;
+                tracing::warn!(
+                    attempt = failures,
+                    retry_in = ?delay,
+                    error = %cloud_provider::events::error_chain(&err),
+                    "the Hetzner Cloud API is not usable yet; trying again"
+                );
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(None),
+                    () = tokio::time::sleep(delay) => {}
+                }
+            }
+        }
+    }
 }
 
 /// Map the validated `HCLOUD_*` settings onto the provider's.

@@ -91,26 +91,35 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     let clients = kube_client::KubeClients::new(&config.kube).await?;
 
     let endpoints = Endpoints::new(MetricsRegistry::new());
-    // Before leader election, on every replica: a rejected token or unknown network fails the
-    // start here, and the shared Node cache warms up so a standby can take over at once.
-    let cloud = cloud::connect(&config.hcloud, &config.load_balancers, &endpoints.metrics).await?;
-    if let (Some(network), Some(network_id)) = (&config.hcloud.network, cloud.provider.network_id())
-    {
-        if config.hcloud.network_attached_check {
-            hcloud_ccm::metadata::check_attached(
-                &config.hcloud.metadata_endpoint,
-                network,
-                network_id,
-            )
-            .await?;
-        } else {
-            tracing::info!(
-                network,
-                "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true: not checking that this server is \
-                 attached to the network"
-            );
-        }
+    // Served from the start, so that probes see why a start takes long.
+    let mut servers = Vec::new();
+    if let Some(address) = &config.metrics_address {
+        servers.push(http::serve_plain(address, &endpoints, shutdown.clone()).await?);
     }
+    if let Some(secure) = &config.secure_serving {
+        let client = clients.client("auth-delegator")?;
+        servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
+    }
+    // Before leader election, on every replica: a rejected token or unknown network fails the
+    // start here; what may pass by itself (no answer, a 5xx, a 429) is retried meanwhile, with
+    // /healthz and /readyz red.
+    let reason = "the Hetzner Cloud API is not usable yet (see the log)";
+    let api_health = endpoints.health.add_flag("hcloudApi", false, reason);
+    let api_readiness = endpoints.readiness.add_flag("hcloudApi", false, reason);
+    let cloud = match cloud::connect_with_retries(
+        &config.hcloud,
+        &config.load_balancers,
+        &endpoints.metrics,
+        &shutdown,
+    )
+    .await?
+    {
+        Some(cloud) => cloud,
+        None => return Ok(ExitCode::SUCCESS),
+    };
+    api_health.send_replace(true);
+    api_readiness.send_replace(true);
+    // The shared Node cache warms up on every replica, so a standby can take over at once.
     let nodes = NodeCache::spawn(clients.client("shared-informers")?, shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
     let route_metrics = cloud_provider::RouteMetrics::new();
@@ -153,15 +162,6 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
                 Err("leader election state not known yet".into())
             }
         });
-
-    let mut servers = Vec::new();
-    if let Some(address) = &config.metrics_address {
-        servers.push(http::serve_plain(address, &endpoints, shutdown.clone()).await?);
-    }
-    if let Some(secure) = &config.secure_serving {
-        let client = clients.client("auth-delegator")?;
-        servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
-    }
 
     let ctx = ControllerContext {
         clients,

@@ -119,12 +119,8 @@ pub fn dry_run_options(
 pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
     let client = kube_client::build_client(&config.kube, "plan").await?;
     // Metrics are collected into a registry nobody serves.
-    let cloud = cloud::connect(
-        &config.hcloud,
-        &config.load_balancers,
-        &MetricsRegistry::new(),
-    )
-    .await?;
+    let api = cloud::client(&config.hcloud, &MetricsRegistry::new())?;
+    let provider = cloud::connect(&api, &config.hcloud, &config.load_balancers).await?;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -139,8 +135,8 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .into_iter()
         .map(std::sync::Arc::new)
         .collect();
-    let options = dry_run_options(config, cloud.provider.as_ref());
-    Ok(cloud_provider::dryrun::plan(cloud.provider.as_ref(), &nodes, &services, &options).await)
+    let options = dry_run_options(config, provider.as_ref());
+    Ok(cloud_provider::dryrun::plan(provider.as_ref(), &nodes, &services, &options).await)
 }
 
 /// Run the plan command: compute, print to standard output, and choose the exit status.

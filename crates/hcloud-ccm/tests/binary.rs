@@ -259,6 +259,102 @@ async fn run_to_exit(
     )
 }
 
+/// A flaky API at start (a proxy's HTML 404, a 503, a 429, then a 503 on the network read) is
+/// retried with growing delays, each attempt logged, while /healthz and /readyz are red; once
+/// the API answers, the binary starts and leads. It never exits on its own meanwhile.
+#[tokio::test]
+async fn transient_failures_at_start_are_retried_until_they_pass() {
+    let (sim, _host) = simulator_with_host_in_network("ccm-host").await;
+    sim.admin()
+        .replace_faults(&[
+            hcloud_sim::Fault::new("/locations")
+                .method("GET")
+                .proxy_status(404),
+            hcloud_sim::Fault::new("/locations")
+                .method("GET")
+                .status(503),
+            hcloud_sim::Fault::new("/locations")
+                .method("GET")
+                .code("rate_limit_exceeded")
+                .count(5),
+            hcloud_sim::Fault::new("/networks*")
+                .method("GET")
+                .status(503),
+        ])
+        .await
+        .unwrap();
+    let plane = ControlPlane::shared().expect("control plane");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let metrics_port = free_port();
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
+        .env("HCLOUD_NETWORK", "k8s")
+        .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false")
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            "--leader-elect-retry-period=500ms",
+            "--secure-port=0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let status = |path: &'static str| {
+        let http = http.clone();
+        async move {
+            http.get(format!("http://127.0.0.1:{metrics_port}{path}"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+        }
+    };
+    // While the faults last: served, but red.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut red = 0;
+    loop {
+        let counts = sim.admin().request_counts().await.unwrap();
+        let locations = counts.get("GET /locations").copied().unwrap_or(0);
+        if locations >= 2 && sim.admin().faults().await.unwrap().len() >= 2 {
+            let healthz = status("/healthz").await;
+            let readyz = status("/readyz").await;
+            assert!(healthz.is_some_and(|s| s != 200), "{healthz:?}");
+            assert!(readyz.is_some_and(|s| s != 200), "{readyz:?}");
+            red += 1;
+        }
+        if status("/readyz").await == Some(200) {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the binary exited");
+        assert!(Instant::now() < deadline, "not ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(red > 0, "never seen red while the faults lasted");
+    assert!(sim.admin().faults().await.unwrap().is_empty());
+    assert_eq!(status("/healthz").await, Some(200));
+    let (exit, log) = terminate(&mut child, Duration::from_secs(30)).await;
+    assert!(exit.success(), "{exit:?}: {log}");
+    let attempts = log
+        .lines()
+        .filter(|l| l.contains("not usable yet; trying again"))
+        .count();
+    assert!(attempts >= 3, "one log line per failed attempt:\n{log}");
+    assert!(!log.contains(TOKEN), "the token is never logged");
+}
+
 #[tokio::test]
 async fn a_rejected_token_stops_the_start_naming_hcloud_token() {
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
@@ -499,23 +595,54 @@ async fn a_server_outside_the_network_stops_the_start() {
     );
     assert!(!log.contains("controller started"), "{log}");
 
-    // Unreachable metadata service: a clear error too.
-    let (code, log) = run_to_exit(
-        &sim,
-        TOKEN,
-        &[
-            ("HCLOUD_NETWORK", "k8s"),
-            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
-            (
-                "HCLOUD_METADATA_ENDPOINT",
-                "http://127.0.0.1:9/hetzner/v1/metadata",
-            ),
-        ],
-    )
-    .await;
-    assert_eq!(code, Some(1), "{log}");
+    // An unreachable metadata service may come back (it is the host's own): tried again and
+    // again, each attempt logged with what to check, until SIGTERM.
+    let plane = ControlPlane::shared().expect("control plane");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let log_path = dir.path().join("stderr.log");
+    let mut child = Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .env("HCLOUD_NETWORK", "k8s")
+        .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false")
+        .env(
+            "HCLOUD_METADATA_ENDPOINT",
+            "http://127.0.0.1:9/hetzner/v1/metadata",
+        )
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            "--secure-port=0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        let log = std::fs::read_to_string(&log_path).unwrap();
+        let attempts = log
+            .lines()
+            .filter(|l| l.contains("not usable yet; trying again"))
+            .count();
+        if attempts >= 2 {
+            break log;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "exited: {log}");
+        assert!(Instant::now() < deadline, "not retried: {log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert!(
-        log.contains("metadata service") && log.contains("127.0.0.1:9"),
+        log.contains("metadata service")
+            && log.contains("127.0.0.1:9")
+            && log.contains("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK"),
         "{log}"
     );
+    let (status, _) = terminate(&mut child, Duration::from_secs(10)).await;
+    assert!(status.success(), "{status:?}");
 }

@@ -212,7 +212,9 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
         if let Some(latency) = hit.latency {
             tokio::time::sleep(latency).await;
         }
-        if let Some((status, code)) = hit.respond {
+        if let Some(status) = hit.proxy_status {
+            proxy_page(status)
+        } else if let Some((status, code)) = hit.respond {
             ApiError::new(&code, format!("injected fault: {code}"))
                 .with_status(status)
                 .into_response()
@@ -229,18 +231,25 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
                 path: path.clone(),
             });
             let answer = next.run(req).await;
-            if hit.lose_reply { lost_reply() } else { answer }
+            if hit.lose_reply {
+                proxy_page(502)
+            } else {
+                answer
+            }
         }
     };
     set_rate_headers(resp.headers_mut(), &decision);
     resp
 }
 
-/// What a client sees when a proxy lost the API's answer: a 502 HTML page, no error code.
-fn lost_reply() -> Response {
+/// What a client sees from a proxy in front of the API (a lost answer is its 502): an HTML
+/// page, no error envelope.
+fn proxy_page(status: u16) -> Response {
+    let status =
+        axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
     let mut resp = (
-        axum::http::StatusCode::BAD_GATEWAY,
-        "<html><body><h1>502 Bad Gateway</h1></body></html>",
+        status,
+        format!("<html><body><h1>{status}</h1></body></html>"),
     )
         .into_response();
     resp.headers_mut().insert(

@@ -32,6 +32,9 @@ pub struct Fault {
     /// Let the request through (it takes effect), then lose its answer: the client gets a
     /// proxy's `502 Bad Gateway` HTML page instead.
     pub lose_reply: bool,
+    /// The request never reaches the API: a proxy in between answers with this status and an
+    /// HTML page (no error envelope, no error code).
+    pub proxy_status: Option<u16>,
 }
 
 impl Fault {
@@ -71,6 +74,12 @@ impl Fault {
     /// Make the started actions fail (with `code` as the action error code if set).
     pub fn fail_action(mut self) -> Fault {
         self.fail_action = true;
+        self
+    }
+
+    /// Answer as a proxy in front of the API would: `status` with an HTML page.
+    pub fn proxy_status(mut self, status: u16) -> Fault {
+        self.proxy_status = Some(status);
         self
     }
 
@@ -122,6 +131,8 @@ pub struct FaultHit {
     pub fail_action: Option<String>,
     /// Carry the request out, then answer with a proxy's 502 page instead of its answer.
     pub lose_reply: bool,
+    /// Answer with a proxy's HTML page of this status instead of handling the request.
+    pub proxy_status: Option<u16>,
 }
 
 /// The active fault rules.
@@ -158,7 +169,7 @@ impl FaultSet {
         if rule.count == 0 {
             self.rules.remove(idx);
         }
-        let respond = if rule.fail_action || rule.lose_reply {
+        let respond = if rule.fail_action || rule.lose_reply || rule.proxy_status.is_some() {
             None
         } else {
             match (rule.status, rule.code.clone()) {
@@ -178,6 +189,7 @@ impl FaultSet {
             respond,
             fail_action,
             lose_reply: rule.lose_reply,
+            proxy_status: rule.proxy_status,
         })
     }
 }
