@@ -187,19 +187,13 @@ impl Cluster {
     async fn report_ready(&mut self, name: &str) -> anyhow::Result<()> {
         let state = self.server(name)?.clone();
         let ready = state.running && state.kubelet && !state.deleted;
-        let now = k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%dT%H:%M:%SZ")
-            .to_string();
-        let (status, reason) = if ready {
-            ("True", "KubeletReady")
+        let condition = if ready {
+            kube_harness::ready_condition("True", "KubeletReady")
         } else {
-            ("Unknown", "NodeStatusUnknown")
+            kube_harness::ready_condition("Unknown", "NodeStatusUnknown")
         };
         // Strategic merge: conditions merge by type, so the CCM's NetworkUnavailable stays.
-        let patch = json!({"status": {"conditions": [{
-            "type": "Ready", "status": status, "reason": reason,
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
-        }]}});
+        let patch = json!({"status": {"conditions": [condition]}});
         match self
             .nodes()
             .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
