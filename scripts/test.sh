@@ -21,7 +21,12 @@ results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 cargo test --workspace --locked 2>&1 | tee "$results"
 echo "[test] benchmark runner, small scale (fails when a request count is over its bar)" >&2
-cargo build --locked -p hcloud-ccm -p hcloud-ccm-bench
+cargo build --locked -p hcloud-ccm -p hcloud-ccm-bench -p hcloud-ccm-chaos
 "${CARGO_TARGET_DIR:-target}/debug/hcloud-ccm-bench" --scale 0.02 --check
+# Fixed seeds (see docs/reliability.md): fails on a broken invariant and on the API token or the
+# Robot password in any log line, event, metric or error of the run.
+echo "[test] chaos runner, fixed seeds (fails on a broken invariant or a leaked secret)" >&2
+"${CARGO_TARGET_DIR:-target}/debug/hcloud-ccm-chaos" --jobs 3 --out "${CARGO_TARGET_DIR:-target}/chaos" \
+    --seed 3 --seed 9 --seed 23 --seed 20 --seed 30 --seed 34 --seed 61
 # One closing line for the whole run (the benchmark's table came after cargo's own).
 awk '/^test result:/ { passed += $4; failed += $6 } END { printf "tests: %d passed, %d failed\n", passed, failed }' "$results"

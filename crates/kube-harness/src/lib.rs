@@ -29,7 +29,9 @@ pub mod testing;
 pub use binaries::{KUBERNETES_VERSION, cache_root, etcd, kube_apiserver};
 pub use control_plane::{ControlPlane, ensure_namespace};
 pub use error::Error;
-pub use testing::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node, taints};
+pub use testing::{
+    UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node, ready_condition, taints,
+};
 
 /// `prefix` followed by a random suffix; a valid DNS-1123 label when `prefix` is one.
 pub fn unique_name(prefix: &str) -> String {
