@@ -105,6 +105,8 @@ struct Bench {
     ccm: Option<tokio::process::Child>,
     rows: Vec<Row>,
     servers: Vec<(String, i64)>,
+    /// Private IP of each server in the network (the InternalIP of its Node).
+    private_ips: Vec<String>,
     /// Audit events of the apiserver before the current scenario.
     audit_mark: std::cell::Cell<usize>,
 }
@@ -125,7 +127,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-fn node_json(name: &str, id: i64, pod_cidr: &str, lb: bool) -> Result<Node> {
+/// A Node as the CCM leaves it once initialised (providerID, the InternalIP `ip`, no taint).
+fn node_json(name: &str, id: i64, ip: &str, pod_cidr: &str, lb: bool) -> Result<Node> {
     let labels = if lb {
         json!({ "lb": "yes" })
     } else {
@@ -135,7 +138,10 @@ fn node_json(name: &str, id: i64, pod_cidr: &str, lb: bool) -> Result<Node> {
         "metadata": { "name": name, "labels": labels },
         "spec": { "providerID": format!("hcloud://{id}"), "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
         "status": {
-            "addresses": [{ "type": "Hostname", "address": name }],
+            "addresses": [
+                { "type": "InternalIP", "address": ip },
+                { "type": "Hostname", "address": name },
+            ],
             "conditions": [ready_condition(false)],
         },
     }))?)
@@ -215,6 +221,7 @@ impl Bench {
             ccm: None,
             rows: Vec::new(),
             servers: Vec::new(),
+            private_ips: Vec::new(),
             audit_mark: std::cell::Cell::new(0),
         })
     }
@@ -343,6 +350,10 @@ impl Bench {
                 // The CCM runs "on" the first server: the metadata service names its network.
                 self.admin.set_metadata_server(Some(id)).await?;
             }
+            let ip = server["private_net"][0]["ip"]
+                .as_str()
+                .context("private IP")?;
+            self.private_ips.push(ip.to_owned());
             self.servers.push((name, id));
         }
         Ok(())
@@ -356,11 +367,13 @@ impl Bench {
         let jobs = (from..from + count).map(|i| {
             let nodes = nodes.clone();
             let (name, id) = self.servers[i].clone();
+            let ip = self.private_ips[i].clone();
+            let lb = i < LB_NODES || i == from_join;
             async move {
                 nodes
                     .create(
                         &PostParams::default(),
-                        &node_json(&name, id, &pod_cidr(i), i < LB_NODES || i == from_join)?,
+                        &node_json(&name, id, &ip, &pod_cidr(i), lb)?,
                     )
                     .await?;
                 anyhow::Ok(())

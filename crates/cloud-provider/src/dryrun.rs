@@ -599,7 +599,9 @@ async fn plan_routes(
             return object;
         }
     };
-    let mut planned = route_decisions::plan(nodes, &listed, cluster_cidrs);
+    let mut planned = route_decisions::plan(nodes, &listed, cluster_cidrs, &|cidr| {
+        routes.can_route(cidr)
+    });
     for route in &planned.to_delete {
         let via = if route.blackhole || route.target_node.is_empty() {
             "blackhole".to_owned()
@@ -856,6 +858,7 @@ mod tests {
         Route {
             name: String::new(),
             target_node: node.to_owned(),
+            target_provider_id: String::new(),
             destination_cidr: cidr.parse().unwrap_or_else(|_| IpNet::default()),
             blackhole: node.is_empty(),
             enable_node_addresses: false,

@@ -460,6 +460,11 @@ pub struct Route {
     pub name: String,
     /// Name of the Node the traffic goes to; empty or unknown for blackholes.
     pub target_node: String,
+    /// The instance the traffic goes to, as a providerID: on creation the target Node's
+    /// `spec.providerID`, on listing the instance the route leads to, when the provider knows
+    /// it. Empty when unknown. A listed route that leads to another instance than its Node's
+    /// does not serve that Node: the route controller creates the right one over it.
+    pub target_provider_id: String,
     /// The pod CIDR routed to the node.
     pub destination_cidr: IpNet,
     /// The route's target no longer exists.
@@ -486,6 +491,14 @@ pub trait Routes: Send + Sync {
     /// call keeps its state in memory.
     fn concurrent_operations(&self) -> usize {
         crate::route::MAX_CONCURRENT_ROUTE_OPERATIONS
+    }
+
+    /// Whether the cloud can route pod traffic to `destination` at all. The route controller
+    /// leaves the pod CIDRs it cannot route alone: it creates no route for them and they do not
+    /// count for the Node's `NetworkUnavailable` condition (e.g. the IPv6 pod CIDRs of a
+    /// dual-stack cluster in a cloud whose networks route IPv4 only).
+    fn can_route(&self, _destination: &IpNet) -> bool {
+        true
     }
 }
 

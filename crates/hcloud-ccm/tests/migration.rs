@@ -30,7 +30,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, unique_name};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, free_port, kube_writes, service_account_kubeconfig};
+use ccm::{
+    BIN, TOKEN, cloud_writes, free_port, kube_writes, metric, metrics, service_account_kubeconfig,
+};
 
 const UID_LABEL: &str = "hcloud-ccm/service-uid";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -237,23 +239,6 @@ fn tcp_check(node_port: u16) -> HealthCheckSeed {
         port: Some(node_port),
         ..HealthCheckSeed::default()
     }
-}
-
-fn metric(text: &str, name: &str, label: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l.contains(label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-async fn metrics(port: u16) -> Option<String> {
-    let body = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    Some(body)
 }
 
 #[tokio::test]

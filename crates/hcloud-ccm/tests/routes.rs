@@ -1,6 +1,8 @@
 //! The route controller through the real binary: with HCLOUD_NETWORK and --cluster-cidr, a
-//! Node's pod CIDR becomes a route of the network via the Node's private IP, and the Node's
-//! NetworkUnavailable condition turns False.
+//! Node's pod CIDR becomes a route of the network via the private IP of the Node's own server,
+//! and the Node's NetworkUnavailable condition turns False. Dual-stack clusters get routes for
+//! their IPv4 pod CIDRs only; a route via another server is corrected; a route that cannot be
+//! created is retried with a backoff and reported once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,10 +12,149 @@ mod ccm;
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, simulator_with_host_in_network};
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
+use ccm::{BIN, TOKEN, free_port, metric, metrics, simulator_with_host_in_network};
+use hcloud_sim::{ServerSeed, Simulator};
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
+use kube::api::{Api, ListParams, PostParams};
 use kube_harness::{ControlPlane, eventually, kubelet_node};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `hcloud-ccm` with network `k8s`, `--cluster-cidr` and 1-s route passes, its metrics on
+/// `metrics_port`. Killed when dropped.
+fn start_ccm(
+    plane: &ControlPlane,
+    sim: &Simulator,
+    dir: &std::path::Path,
+    cluster_cidr: &str,
+    metrics_port: u16,
+) -> tokio::process::Child {
+    let kubeconfig = dir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_NETWORK", "k8s")
+        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{metrics_port}"),
+        )
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--secure-port=0",
+            "--allocate-node-cidrs=true",
+            &format!("--cluster-cidr={cluster_cidr}"),
+            "--route-reconciliation-period=1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// `route_controller_route_sync_total` of the binary, once its metrics endpoint answers.
+async fn route_passes(port: u16) -> Option<u64> {
+    let text = metrics(port).await?;
+    Some(metric(&text, "route_controller_route_sync_total", "") as u64)
+}
+
+/// Wait until the binary has made `more` route passes beyond the current count.
+async fn wait_route_passes(port: u16, more: u64) {
+    let start = eventually("the metrics endpoint", WAIT, || route_passes(port)).await;
+    eventually(
+        &format!("{more} more route passes"),
+        Duration::from_secs(60),
+        || async { route_passes(port).await.filter(|n| *n >= start + more) },
+    )
+    .await;
+}
+
+/// The routes of network `k8s`: (destination, gateway), sorted.
+async fn network_routes(sim: &Simulator) -> Vec<(String, String)> {
+    let network = api(sim).networks().get_by_name("k8s").await.unwrap();
+    let mut routes: Vec<(String, String)> = network
+        .map(|n| n.routes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.destination, r.gateway))
+        .collect();
+    routes.sort();
+    routes
+}
+
+/// A client of the simulator's API, as another actor than the CCM.
+fn api(sim: &Simulator) -> hcloud_api::Client {
+    hcloud_api::Client::new(
+        hcloud_api::ClientConfig::new(hcloud_api::Token::new(TOKEN)).with_endpoint(sim.base_url()),
+    )
+    .unwrap()
+}
+
+/// The Node's NetworkUnavailable condition once it has `status`.
+async fn wait_network_unavailable(nodes: &Api<Node>, name: &str, status: &str) -> NodeCondition {
+    eventually(
+        &format!("{name}: NetworkUnavailable={status}"),
+        WAIT,
+        || async {
+            nodes
+                .get(name)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions)
+                .and_then(|c| c.into_iter().find(|c| c.type_ == "NetworkUnavailable"))
+                .filter(|c| c.status == status)
+        },
+    )
+    .await
+}
+
+/// A Node as a kubelet with `--provider-id` registers it once initialised: providerID, pod
+/// CIDR, addresses and Ready, without the uninitialized taint (the apiserver keeps the status
+/// a Node is created with).
+async fn create_initialized_node(
+    nodes: &Api<Node>,
+    name: &str,
+    provider_id: &str,
+    pod_cidr: &str,
+    addresses: &[(&str, &str)],
+) {
+    let addresses: Vec<_> = addresses
+        .iter()
+        .map(|(type_, address)| json!({ "type": type_, "address": address }))
+        .collect();
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "providerID": provider_id, "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
+        "status": {
+            "addresses": addresses,
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady" }],
+        },
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+}
+
+/// The `FailedToCreateRoute` events on Node `name`.
+async fn failed_route_events(client: &kube::Client, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("FailedToCreateRoute")
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .collect()
+}
 
 #[tokio::test]
 async fn pod_cidrs_become_routes_of_the_network() {
@@ -22,31 +163,8 @@ async fn pod_cidrs_become_routes_of_the_network() {
     // The CCM runs "on" this server: the metadata service lists its network.
     let (sim, server) = simulator_with_host_in_network("routed-1").await;
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
-
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    let _ccm = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK", "k8s")
-        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
-            "--allocate-node-cidrs=true",
-            "--cluster-cidr=10.244.0.0/16",
-            "--route-reconciliation-period=1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", free_port());
 
     let nodes: Api<Node> = Api::all(admin);
     let mut node = kubelet_node("routed-1");
@@ -56,39 +174,159 @@ async fn pod_cidrs_become_routes_of_the_network() {
     }
     nodes.create(&PostParams::default(), &node).await.unwrap();
 
-    let admin_api = sim.admin();
-    let route = eventually(
-        "the route in the network",
-        Duration::from_secs(30),
-        || async {
-            let state = admin_api.state().await.unwrap();
-            state["networks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|n| n["name"] == "k8s")
-                .and_then(|n| n["routes"].as_array().cloned())
-                .and_then(|routes| routes.into_iter().next())
-        },
-    )
+    let routes = eventually("the route in the network", WAIT, || async {
+        let routes = network_routes(&sim).await;
+        (!routes.is_empty()).then_some(routes)
+    })
     .await;
-    assert_eq!(route["destination"], "10.244.7.0/24");
-    assert_eq!(route["gateway"], private_ip.as_str());
-
-    let condition = eventually(
-        "NetworkUnavailable=False",
-        Duration::from_secs(30),
-        || async {
-            nodes
-                .get("routed-1")
-                .await
-                .unwrap()
-                .status
-                .and_then(|s| s.conditions)
-                .and_then(|c| c.into_iter().find(|c| c.type_ == "NetworkUnavailable"))
-                .filter(|c| c.status == "False")
-        },
-    )
-    .await;
+    assert_eq!(routes, vec![("10.244.7.0/24".to_owned(), private_ip)]);
+    let condition = wait_network_unavailable(&nodes, "routed-1", "False").await;
     assert_eq!(condition.reason.as_deref(), Some("RouteCreated"));
+}
+
+#[tokio::test]
+async fn a_dual_stack_cluster_gets_routes_for_its_ipv4_pod_cidrs_only() {
+    // Kubernetes 1.20 keeps a Node's second pod CIDR only with dual-stack on.
+    let plane = ControlPlane::start_with_args(&["--feature-gates=IPv6DualStack=true"])
+        .await
+        .unwrap();
+    let admin = plane.client().await.unwrap();
+    let (sim, server) = simulator_with_host_in_network("dual-1").await;
+    let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let _ccm = start_ccm(
+        &plane,
+        &sim,
+        dir.path(),
+        "10.244.0.0/16,fd00:10:244::/56",
+        free_port(),
+    );
+
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let mut node = kubelet_node("dual-1");
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = Some("10.244.7.0/24".into());
+        spec.pod_cidrs = Some(vec!["10.244.7.0/24".into(), "fd00:10:244:7::/64".into()]);
+    }
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let pod_cidrs = created.spec.and_then(|s| s.pod_cidrs).unwrap_or_default();
+    assert_eq!(pod_cidrs.len(), 2, "{pod_cidrs:?}");
+
+    // The IPv6 pod CIDR does not keep the Node's network unavailable.
+    let condition = wait_network_unavailable(&nodes, "dual-1", "False").await;
+    assert_eq!(condition.reason.as_deref(), Some("RouteCreated"));
+    assert_eq!(
+        network_routes(&sim).await,
+        vec![("10.244.7.0/24".to_owned(), private_ip)]
+    );
+    // No route for it was tried, so none failed.
+    let ipv6_failures: Vec<Event> = failed_route_events(&admin, "dual-1")
+        .await
+        .into_iter()
+        .filter(|e| e.message.as_deref().unwrap_or_default().contains("fd00"))
+        .collect();
+    assert!(ipv6_failures.is_empty(), "{ipv6_failures:?}");
+}
+
+#[tokio::test]
+async fn a_route_via_another_server_named_like_the_node_is_corrected() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    // The Node's own server is `host-7`; the Node is named `worker-1`, and so is another
+    // server in the network, which the pod CIDR is routed to.
+    let (sim, own) = simulator_with_host_in_network("host-7").await;
+    let own_ip = own["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    let network = own["private_net"][0]["network"].as_i64().unwrap();
+    let other = sim
+        .admin()
+        .create_server(ServerSeed::new("worker-1").network(network))
+        .await
+        .unwrap();
+    let other_ip = other["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    let api = api(&sim);
+    let action = api
+        .networks()
+        .add_route(
+            network,
+            &hcloud_api::models::Route::new("10.244.7.0/24", other_ip.as_str()),
+        )
+        .await
+        .unwrap();
+    api.actions().wait(&action).await.unwrap();
+
+    let nodes: Api<Node> = Api::all(admin);
+    create_initialized_node(
+        &nodes,
+        "worker-1",
+        &format!("hcloud://{}", own["id"]),
+        "10.244.7.0/24",
+        &[("InternalIP", &own_ip), ("Hostname", "worker-1")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", free_port());
+
+    let want = vec![("10.244.7.0/24".to_owned(), own_ip)];
+    eventually("the route via the Node's own server", WAIT, || async {
+        (network_routes(&sim).await == want).then_some(())
+    })
+    .await;
+    wait_network_unavailable(&nodes, "worker-1", "False").await;
+}
+
+#[tokio::test]
+async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let (sim, _host) = simulator_with_host_in_network("host-1").await;
+    // A server outside the network: its Node's pod CIDR cannot be routed to it.
+    let outsider = sim
+        .admin()
+        .create_server(ServerSeed::new("outsider"))
+        .await
+        .unwrap();
+    let public_ip = outsider["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap_or("203.0.113.7")
+        .to_owned();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    create_initialized_node(
+        &nodes,
+        "outsider",
+        &format!("hcloud://{}", outsider["id"]),
+        "10.244.9.0/24",
+        &[("ExternalIP", &public_ip), ("Hostname", "outsider")],
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_port = free_port();
+    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
+
+    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
+        failed_route_events(&admin, "outsider").await.pop()
+    })
+    .await;
+    let message = first.message.unwrap_or_default();
+    assert!(
+        message.contains("10.244.9.0/24") && message.contains("not attached"),
+        "{message}"
+    );
+    wait_network_unavailable(&nodes, "outsider", "True").await;
+
+    // Twenty passes later: the creation was retried a few times, not every pass, and each
+    // retry cost at most one server request.
+    sim.admin().reset_request_counts().await.unwrap();
+    wait_route_passes(metrics_port, 20).await;
+    let counts = sim.admin().request_counts().await.unwrap();
+    let server_reads: u64 = counts
+        .iter()
+        .filter(|(key, _)| key.starts_with("GET /servers"))
+        .map(|(_, n)| *n)
+        .sum();
+    assert!(server_reads <= 8, "{server_reads} server reads: {counts:?}");
+    assert!(network_routes(&sim).await.is_empty());
+    // One Warning for one reason: the event was written once, not counted up every retry.
+    let events = failed_route_events(&admin, "outsider").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].count.unwrap_or(1), 1, "{events:?}");
 }

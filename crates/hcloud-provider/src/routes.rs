@@ -9,10 +9,13 @@
 //!   for, so a server created after the listing is not mistaken for a blackhole (which would
 //!   make the route controller delete its route). A gateway that a listing made after its first
 //!   sighting did not know costs no further listings. Routes are named
-//!   `<gateway>-<destination>`, as the official CCM names them.
-//! - [`Routes::create_route`] finds the gateway (see [`HcloudRoutes`] for the order), deletes a
-//!   route for the same destination via another gateway first, adds the route and waits for
-//!   the actions. IPv6 destinations and Robot nodes are rejected. A destination outside
+//!   `<gateway>-<destination>`, as the official CCM names them, and carry the providerID of
+//!   the gateway's server, so that the route controller can tell a route via another server
+//!   than the Node's from the Node's own.
+//! - [`Routes::create_route`] finds the gateway (see [`HcloudRoutes`]), deletes a route for the
+//!   same destination via another gateway first, adds the route and waits for the actions.
+//!   IPv6 destinations ([`Routes::can_route`] says so up front) and Robot nodes are rejected
+//!   without a request. A destination outside
 //!   [`RoutesConfig::cluster_cidrs`] gets a `ClusterCIDRMisconfigured` Warning event on the
 //!   Node (the route is still created, as the official CCM does).
 //! - [`Routes::delete_route`] re-reads the network and deletes the route for the destination
@@ -50,10 +53,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::events::Events;
 use crate::metrics::{Operations, op};
+use crate::provider_id::ProviderId;
 use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 
-/// Node address type whose addresses may serve as the gateway when no server is named like the
-/// Node.
+/// The Node address type the gateway must be one of (as the official CCM checks).
 const INTERNAL_IP: &str = "InternalIP";
 
 /// The worker's copy of the network and when it was read (kept up to date with its own
@@ -133,7 +136,8 @@ impl RoutesConfig {
     }
 }
 
-/// A gateway learned by [`Routes::create_route`] for a Node whose name is not its server's.
+/// A gateway learned by [`Routes::create_route`] for a Node whose name is not its server's
+/// (found by providerID).
 #[derive(Clone, Debug)]
 struct Learned {
     server_id: i64,
@@ -142,17 +146,19 @@ struct Learned {
 
 /// Routes of one Hetzner network as Kubernetes routes.
 ///
-/// The gateway of a new route is the private IP in the network of the target Node's server,
-/// found in this order:
-/// 1. the server named like the Node (`route.target_node`) through the shared cache; when the
-///    cached server is not attached to the network, the server is read once more directly, in
-///    case it was attached after the listing;
-/// 2. otherwise each `InternalIP` of `route.target_node_addresses` that lies inside the
-///    network's IP range, in the Node's order, when it is the private IP of a cloud server in
-///    this network (so an address of a Robot server behind a vSwitch is never used).
+/// The gateway of a new route is the private IP in the network of the target Node's own
+/// server, as the official CCM resolves it: the server of the Node's providerID
+/// (`route.target_provider_id`), or for a Node without one the server named like the Node,
+/// looked up through the shared cache (a listing up to the status max age old, looked up again
+/// within the normal max age when the server is not attached there or has another IP). That
+/// IP must be one of the Node's `InternalIP`s (`route.target_node_addresses`), so a server
+/// that merely has the Node's name never becomes the gateway. A Robot providerID is refused
+/// without a request.
 ///
-/// When step 2 finds the server, listing maps the gateway back to the Node's name (remembered
-/// in memory), so the route controller sees the route it asked for.
+/// When the server's name is not the Node's, listing maps the gateway back to the Node's name
+/// (remembered in memory), so the route controller sees the route it asked for; after a
+/// restart the route is listed with the server's name until the controller's next creation
+/// for the Node, which finds it in place and costs no change.
 #[derive(Debug)]
 pub struct HcloudRoutes {
     core: Core,
@@ -168,7 +174,7 @@ struct Core {
     client: Client,
     cache: ServerCache,
     config: Arc<RoutesConfig>,
-    /// Gateway IP → Node name, for Nodes found by their InternalIP (step 2).
+    /// Gateway IP → Node name, for Nodes whose server has another name.
     learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
     /// The network as last read, with this process's changes since applied.
     view: Arc<std::sync::Mutex<NetworkView>>,
@@ -470,71 +476,84 @@ impl Core {
         Ok(true)
     }
 
-    /// The gateway for `route` (see the type's documentation for the order).
-    async fn gateway(&self, network: &Network, route: &Route) -> Result<(IpAddr, Arc<Server>)> {
+    /// The gateway for `route`: the private IP in the network of the target Node's own
+    /// server, which must be one of the Node's InternalIPs (see [`HcloudRoutes`]).
+    async fn gateway(&self, route: &Route) -> Result<(IpAddr, Arc<Server>)> {
         let node = &route.target_node;
-        let key = ServerKey::Name(node.clone());
-        let by_name = self
-            .cache
-            .get(&key)
-            .await
-            .map_err(|err| Error::api(format!("looking up {key} for node {node:?}"), err))?;
-        if let Some(server) = &by_name {
-            if let Some(ip) = private_ip(server, network.id) {
-                return Ok((ip, server.clone()));
-            }
-            // The listing may predate the attachment: ask for this server once more.
-            match self.client.servers().get(server.id).await {
-                Ok(fresh) => {
-                    if let Some(ip) = private_ip(&fresh, network.id) {
-                        return Ok((ip, Arc::new(fresh)));
-                    }
+        let key = match route.target_provider_id.as_str() {
+            "" => ServerKey::Name(node.clone()),
+            provider_id => match ProviderId::parse(provider_id) {
+                Ok(ProviderId::Cloud(id)) => ServerKey::Id(id),
+                Ok(ProviderId::Robot(_)) => {
+                    return Err(Error::InvalidInput(format!(
+                        "node {node:?} is a Robot dedicated server ({provider_id}): routes are only supported for Hetzner Cloud servers"
+                    )));
                 }
-                Err(err) if err.is_not_found() => {}
-                Err(err) => {
-                    return Err(Error::api(
-                        format!("reading server {} for node {node:?}", server.id),
-                        err,
-                    ));
-                }
-            }
-        }
-
-        let range = network.ip_range.parse::<IpNet>().ok();
-        let candidates: Vec<IpAddr> = route
+                Err(err) => return Err(Error::InvalidInput(format!("node {node:?}: {err}"))),
+            },
+        };
+        let internal_ips: Vec<IpAddr> = route
             .target_node_addresses
             .iter()
             .filter(|a| a.type_ == INTERNAL_IP)
             .filter_map(|a| a.address.parse::<IpAddr>().ok())
-            .filter(|ip| range.is_some_and(|r| r.contains(ip)))
             .collect();
-        if !candidates.is_empty() {
-            let snapshot = self
-                .cache
-                .all_servers()
-                .await
-                .map_err(|err| Error::api(format!("listing servers for node {node:?}"), err))?;
-            for ip in &candidates {
-                if let Some(server) = server_with_ip(&snapshot.servers, network.id, *ip) {
-                    return Ok((*ip, server.clone()));
-                }
-            }
+        let network_id = self.config.network_id;
+        let lookup_error = |err| Error::api(format!("looking up {key} for node {node:?}"), err);
+        let usable = |server: &Server| {
+            private_ip(server, network_id).is_some_and(|ip| internal_ips.contains(&ip))
+        };
+        // A listing as old as the status max age (the one `list_routes` keeps) usually
+        // answers. A server that is not attached there, or attached with another IP than the
+        // Node's, is looked up again within the normal max age: the listing may predate
+        // the attachment. Both go through the cache, so a stuck route costs at most one
+        // request per attempt.
+        let mut server = self
+            .cache
+            .get_for_status(&key)
+            .await
+            .map_err(lookup_error)?;
+        if server.as_deref().is_some_and(|s| !usable(s)) {
+            server = self.cache.get(&key).await.map_err(lookup_error)?;
         }
-
-        let net = format!("network {:?} (ID {})", network.name, network.id);
-        Err(match by_name {
-            Some(server) => Error::other(format!(
+        let net = self.network_label();
+        let Some(server) = server else {
+            return Err(Error::other(match &key {
+                ServerKey::Id(id) => format!(
+                    "node {node:?}: no Hetzner Cloud server has the ID {id} of its providerID"
+                ),
+                ServerKey::Name(_) => format!(
+                    "node {node:?} has no providerID and no Hetzner Cloud server is named {node:?}; routes are only supported for Hetzner Cloud servers"
+                ),
+            }));
+        };
+        let Some(ip) = private_ip(&server, network_id) else {
+            return Err(Error::other(format!(
                 "node {node:?}: server {:?} (ID {}) is not attached to {net}; attach it to route pod traffic to it",
                 server.name, server.id
-            )),
-            None if candidates.is_empty() => Error::other(format!(
-                "node {node:?}: no Hetzner Cloud server is named {node:?} and the node has no InternalIP in {net}; routes to Robot dedicated servers are not supported"
-            )),
-            None => Error::other(format!(
-                "node {node:?}: no Hetzner Cloud server is named {node:?} or has the node's InternalIP {} in {net}; routes to Robot dedicated servers are not supported",
-                join(&candidates)
-            )),
-        })
+            )));
+        };
+        if !internal_ips.contains(&ip) {
+            let listed = if internal_ips.is_empty() {
+                "none".to_owned()
+            } else {
+                join(&internal_ips)
+            };
+            return Err(Error::other(format!(
+                "node {node:?}: the private IP {ip} of server {:?} (ID {}) in {net} is not one of the node's InternalIPs ({listed})",
+                server.name, server.id
+            )));
+        }
+        Ok((ip, server))
+    }
+
+    /// `network "name" (ID n)` as last read, or `network n` before the first read.
+    fn network_label(&self) -> String {
+        let id = self.config.network_id;
+        match self.view().as_ref() {
+            Some((_, network)) => format!("network {:?} (ID {id})", network.name),
+            None => format!("network {id}"),
+        }
     }
 
     /// Warn on the Node when `destination` is outside the cluster CIDR.
@@ -623,6 +642,11 @@ impl Routes for HcloudRoutes {
         CONCURRENT_ROUTE_CALLS
     }
 
+    /// Hetzner Cloud networks route IPv4 only.
+    fn can_route(&self, destination: &IpNet) -> bool {
+        matches!(destination, IpNet::V4(_))
+    }
+
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
         let core = &self.core;
         core.operations.count(op::routes::LIST_ROUTES);
@@ -660,13 +684,20 @@ impl Routes for HcloudRoutes {
                 continue;
             };
             let target = route.gateway.parse::<IpAddr>().ok().and_then(|ip| {
-                server_with_ip(&snapshot.servers, network.id, ip)
-                    .map(|server| core.target_name(ip, server))
+                server_with_ip(&snapshot.servers, network.id, ip).map(|server| {
+                    (
+                        core.target_name(ip, server),
+                        ProviderId::Cloud(server.id).to_string(),
+                    )
+                })
             });
+            let blackhole = target.is_none();
+            let (target_node, target_provider_id) = target.unwrap_or_default();
             routes.push(Route {
                 name: format!("{}-{destination_cidr}", route.gateway),
-                blackhole: target.is_none(),
-                target_node: target.unwrap_or_default(),
+                blackhole,
+                target_node,
+                target_provider_id,
                 destination_cidr,
                 enable_node_addresses: false,
                 target_node_addresses: Vec::new(),
@@ -715,9 +746,10 @@ impl Core {
     async fn create(&self, name_hint: &str, route: &Route) -> Result<()> {
         let destination_cidr = route.destination_cidr.trunc();
         let node = &route.target_node;
+        // The gateway first: a route that cannot be created costs no network read.
+        let (gateway, server) = self.gateway(route).await?;
         let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
         let network = self.network_within(plan_age).await?;
-        let (gateway, server) = self.gateway(&network, route).await?;
         self.check_cluster_cidr(destination_cidr, node, name_hint)
             .await;
 
@@ -932,6 +964,7 @@ mod tests {
         let route = |name: &str, cidr: &str| Route {
             name: name.into(),
             target_node: String::new(),
+            target_provider_id: String::new(),
             destination_cidr: net(cidr),
             blackhole: false,
             enable_node_addresses: false,

@@ -1,19 +1,24 @@
-//! The Hetzner routes implementation against the simulator: gateway mapping, create / replace /
-//! delete, rejected inputs, retries of a busy network and the request cost of a listing.
+//! The Hetzner routes implementation against the simulator: gateway mapping, the gateway of
+//! the Node's own server, create / replace / delete, rejected inputs, retries of a busy
+//! network, the request cost of a listing, and the cost of a route that cannot be created
+//! under the route controller.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
-use cloud_provider::{CloudProvider as _, Error, Route, Routes};
+use cloud_provider::{
+    CloudProvider as _, Error, Metrics, NodeCache, Route, RouteController, RouteControllerConfig,
+    RouteMetrics, Routes,
+};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{
     CLUSTER_CIDR_MISCONFIGURED, CacheConfig, EVENT_COMPONENT, HcloudProvider, HcloudRoutes,
     NetworkRef, ProviderSettings, RoutesConfig, ServerCache, op,
 };
 use hcloud_sim::{Fault, NetworkSeed, ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Event, NodeAddress};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::{Event, Node, NodeAddress};
+use kube::api::{Api, ListParams, PostParams};
 use kube_harness::{ControlPlane, eventually};
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +57,8 @@ struct Env {
     network: i64,
     /// Private IP of `worker-1`.
     worker_1: String,
+    /// Private IP of `worker-2`.
+    worker_2: String,
 }
 
 impl Env {
@@ -70,23 +77,28 @@ impl Env {
             sim,
             network,
             worker_1: String::new(),
+            worker_2: String::new(),
         };
         env.worker_1 = env.server("worker-1", true).await;
-        env.server("worker-2", true).await;
+        env.worker_2 = env.server("worker-2", true).await;
         env
     }
 
     /// Create a server; returns its private IP in `k8s` (empty when not attached).
     async fn server(&self, name: &str, attached: bool) -> String {
+        self.server_with_id(name, attached).await.1
+    }
+
+    /// Create a server; returns its providerID and its private IP in `k8s` (empty when not
+    /// attached).
+    async fn server_with_id(&self, name: &str, attached: bool) -> (String, String) {
         let mut seed = ServerSeed::new(name);
         if attached {
             seed = seed.network(self.network);
         }
         let server = self.sim.admin().create_server(seed).await.unwrap();
-        server["private_net"][0]["ip"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        let ip = server["private_net"][0]["ip"].as_str().unwrap_or_default();
+        (format!("hcloud://{}", server["id"]), ip.to_owned())
     }
 
     fn routes_with(&self, cache: CacheConfig) -> HcloudRoutes {
@@ -141,6 +153,24 @@ impl Env {
         client.actions().wait(&action).await.unwrap();
     }
 
+    /// Create `route` and check that the network routes it via `gateway` alone and that
+    /// listing names its Node and `provider_id`.
+    async fn create_and_list(
+        &self,
+        routes: &HcloudRoutes,
+        route: &Route,
+        gateway: &str,
+        provider_id: &str,
+    ) {
+        routes.create_route(CLUSTER, "uid", route).await.unwrap();
+        let cidr = route.destination_cidr.to_string();
+        assert_eq!(self.cloud_routes().await, vec![(cidr, gateway.to_owned())]);
+        let listed = routes.list_routes(CLUSTER).await.unwrap();
+        assert_eq!(listed[0].target_node, route.target_node);
+        assert_eq!(listed[0].target_provider_id, provider_id);
+        assert!(!listed[0].blackhole);
+    }
+
     async fn count(&self, key: &str) -> u64 {
         self.sim
             .admin()
@@ -157,6 +187,7 @@ fn route(node: &str, cidr: &str) -> Route {
     Route {
         name: String::new(),
         target_node: node.to_owned(),
+        target_provider_id: String::new(),
         destination_cidr: cidr.parse().unwrap(),
         blackhole: false,
         enable_node_addresses: false,
@@ -168,6 +199,15 @@ fn internal_ip(ip: &str) -> NodeAddress {
     NodeAddress {
         type_: "InternalIP".into(),
         address: ip.into(),
+    }
+}
+
+/// The route the controller asks for Node `node` without providerID (looked up by name),
+/// whose InternalIP is `ip`.
+fn to(node: &str, ip: &str, cidr: &str) -> Route {
+    Route {
+        target_node_addresses: vec![internal_ip(ip)],
+        ..route(node, cidr)
     }
 }
 
@@ -205,7 +245,11 @@ async fn the_provider_offers_routes_only_with_a_network_and_when_enabled() {
     let p = provider(k8s(), true).await;
     p.routes()
         .unwrap()
-        .create_route(CLUSTER, "uid", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     assert_eq!(env.cloud_routes().await.len(), 1);
@@ -215,7 +259,7 @@ async fn the_provider_offers_routes_only_with_a_network_and_when_enabled() {
 #[tokio::test]
 async fn list_maps_gateways_to_node_names_and_unknown_gateways_to_blackholes() {
     let env = Env::start().await;
-    let ip1 = env.server("worker-3", true).await;
+    let (provider_id, ip1) = env.server_with_id("worker-3", true).await;
     env.add_cloud_route("10.244.3.0/24", &ip1).await;
     env.add_cloud_route("10.244.9.0/24", "10.0.0.200").await;
 
@@ -226,6 +270,7 @@ async fn list_maps_gateways_to_node_names_and_unknown_gateways_to_blackholes() {
             Route {
                 name: format!("{ip1}-10.244.3.0/24"),
                 blackhole: false,
+                target_provider_id: provider_id,
                 ..route("worker-3", "10.244.3.0/24")
             },
             Route {
@@ -252,7 +297,7 @@ async fn create_adds_the_route_via_the_nodes_private_ip_and_is_idempotent() {
     let ip = env.server("worker-3", true).await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid-3", &route("worker-3", "10.244.3.0/24"))
+        .create_route(CLUSTER, "uid-3", &to("worker-3", &ip, "10.244.3.0/24"))
         .await
         .unwrap();
     assert_eq!(
@@ -267,7 +312,7 @@ async fn create_adds_the_route_via_the_nodes_private_ip_and_is_idempotent() {
     // Creating it again changes nothing.
     env.sim.admin().reset_request_counts().await.unwrap();
     routes
-        .create_route(CLUSTER, "uid-3", &route("worker-3", "10.244.3.0/24"))
+        .create_route(CLUSTER, "uid-3", &to("worker-3", &ip, "10.244.3.0/24"))
         .await
         .unwrap();
     assert_eq!(env.count("POST /networks/{id}/actions/add_route").await, 0);
@@ -286,7 +331,7 @@ async fn create_replaces_a_route_for_the_same_cidr_via_another_gateway() {
     env.add_cloud_route("10.244.5.0/24", &ip1).await;
 
     env.routes()
-        .create_route(CLUSTER, "uid-4", &route("worker-4", "10.244.5.0/24"))
+        .create_route(CLUSTER, "uid-4", &to("worker-4", &ip2, "10.244.5.0/24"))
         .await
         .unwrap();
     assert_eq!(
@@ -300,9 +345,12 @@ async fn create_replaces_a_route_for_the_same_cidr_via_another_gateway() {
 #[tokio::test]
 async fn create_for_an_ipv6_cidr_is_rejected_without_api_calls() {
     let env = Env::start().await;
+    let routes = env.routes();
+    // The route controller is told up front not to ask.
+    assert!(routes.can_route(&"10.244.1.0/24".parse().unwrap()));
+    assert!(!routes.can_route(&"fd00:10:244::/64".parse().unwrap()));
     env.sim.admin().reset_request_counts().await.unwrap();
-    let err = env
-        .routes()
+    let err = routes
         .create_route(CLUSTER, "uid", &route("worker-1", "fd00:10:244::/64"))
         .await
         .unwrap_err();
@@ -312,12 +360,22 @@ async fn create_for_an_ipv6_cidr_is_rejected_without_api_calls() {
 }
 
 #[tokio::test]
-async fn create_for_a_server_outside_the_network_names_node_and_network() {
+async fn create_for_a_server_outside_the_network_names_node_and_network_and_costs_little() {
     let env = Env::start().await;
-    env.server("outsider", false).await;
-    let err = env
-        .routes()
-        .create_route(CLUSTER, "uid", &route("outsider", "10.244.7.0/24"))
+    let (provider_id, _) = env.server_with_id("outsider", false).await;
+    let routes = env.routes();
+    // The controller lists first: the network is known by name from then on.
+    routes.list_routes(CLUSTER).await.unwrap();
+    let stuck = Route {
+        target_provider_id: provider_id,
+        target_node_addresses: vec![NodeAddress {
+            type_: "ExternalIP".into(),
+            address: "203.0.113.9".into(),
+        }],
+        ..route("outsider", "10.244.7.0/24")
+    };
+    let err = routes
+        .create_route(CLUSTER, "uid", &stuck)
         .await
         .unwrap_err()
         .to_string();
@@ -326,53 +384,115 @@ async fn create_for_a_server_outside_the_network_names_node_and_network() {
         "{err}"
     );
     assert!(env.cloud_routes().await.is_empty());
+
+    // Tried again (as the route controller does after its backoff): at most one server
+    // request, answered through the cache, and no network read.
+    for _ in 0..3 {
+        env.sim.admin().reset_request_counts().await.unwrap();
+        routes
+            .create_route(CLUSTER, "uid", &stuck)
+            .await
+            .unwrap_err();
+        let counts = env.sim.admin().request_counts().await.unwrap();
+        assert!(counts.values().sum::<u64>() <= 1, "{counts:?}");
+        assert_eq!(env.count("GET /networks/{id}").await, 0, "{counts:?}");
+    }
 }
 
 #[tokio::test]
-async fn create_for_a_node_without_a_cloud_server_says_robot_is_unsupported() {
+async fn create_for_a_node_without_a_cloud_server_is_refused_and_robot_nodes_cost_nothing() {
     let env = Env::start().await;
-    let mut robot = route("dedicated-1", "10.244.8.0/24");
-    // An address in the network (e.g. behind a vSwitch) that no cloud server has.
-    robot.target_node_addresses = vec![internal_ip("10.0.1.5")];
-    let err = env
-        .routes()
-        .create_route(CLUSTER, "uid", &robot)
+    let routes = env.routes();
+    // No providerID and no server of that name (e.g. a dedicated server behind a vSwitch,
+    // with an address in the network).
+    let mut unknown = to("dedicated-1", "10.0.1.5", "10.244.8.0/24");
+    let err = routes
+        .create_route(CLUSTER, "uid", &unknown)
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("\"dedicated-1\"") && err.contains("Robot") && err.contains("10.0.1.5"),
+        err.contains("\"dedicated-1\"") && err.contains("no Hetzner Cloud server is named"),
         "{err}"
     );
+
+    // A Robot providerID, in either form, is refused without asking the API.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    for provider_id in ["hrobot://321", "hcloud://bm-321"] {
+        unknown.target_provider_id = provider_id.to_owned();
+        let err = routes
+            .create_route(CLUSTER, "uid", &unknown)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+        assert!(err.to_string().contains("Robot"), "{err}");
+    }
+    // A malformed one names the field.
+    unknown.target_provider_id = "hcloud://x".to_owned();
+    let err = routes
+        .create_route(CLUSTER, "uid", &unknown)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("providerID"), "{err}");
+    assert!(env.sim.admin().request_counts().await.unwrap().is_empty());
     assert!(env.cloud_routes().await.is_empty());
 }
 
 #[tokio::test]
-async fn create_falls_back_to_the_nodes_internal_ip_and_lists_the_node_name() {
+async fn create_finds_the_server_by_provider_id_and_lists_the_node_name() {
     let env = Env::start().await;
-    let ip = env.server("server-with-other-name", true).await;
+    let (provider_id, ip) = env.server_with_id("server-with-other-name", true).await;
     let routes = env.routes();
-    let mut renamed = route("node-a", "10.244.10.0/24");
-    renamed.target_node_addresses = vec![
-        // Outside the network: skipped.
-        internal_ip("192.168.1.1"),
-        NodeAddress {
-            type_: "ExternalIP".into(),
-            address: "203.0.113.9".into(),
-        },
-        internal_ip(&ip),
-    ];
-    routes
-        .create_route(CLUSTER, "uid-a", &renamed)
+    let renamed = Route {
+        target_provider_id: provider_id.clone(),
+        target_node_addresses: vec![
+            NodeAddress {
+                type_: "ExternalIP".into(),
+                address: "203.0.113.9".into(),
+            },
+            internal_ip(&ip),
+        ],
+        ..route("node-a", "10.244.10.0/24")
+    };
+    env.create_and_list(&routes, &renamed, &ip, &provider_id)
+        .await;
+}
+
+/// F6: a server that merely has the Node's name is never the gateway, and a route via it is
+/// replaced by one via the Node's own server.
+#[tokio::test]
+async fn a_server_merely_named_like_the_node_is_never_its_gateway() {
+    let env = Env::start().await;
+    // `worker-1` (IP a) is another server; the Node `worker-1` runs on `w1-real` (IP b).
+    let (own, b) = env.server_with_id("w1-real", true).await;
+    let a = env.worker_1.clone();
+    let routes = env.routes();
+
+    // Found by its name only, `worker-1` is refused: a is not the Node's InternalIP.
+    let by_name = to("worker-1", &b, "10.244.1.0/24");
+    let err = routes
+        .create_route(CLUSTER, "uid-1", &by_name)
         .await
-        .unwrap();
-    assert_eq!(
-        env.cloud_routes().await,
-        vec![("10.244.10.0/24".to_owned(), ip)]
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("private IP {a} ")) && err.contains(&b) && err.contains("InternalIP"),
+        "{err}"
     );
+    assert!(env.cloud_routes().await.is_empty());
+
+    // A route via a, listed as `worker-1`'s but leading to the other server, is replaced by
+    // the one via the Node's own server, found by providerID.
+    env.add_cloud_route("10.244.1.0/24", &a).await;
     let listed = routes.list_routes(CLUSTER).await.unwrap();
-    assert_eq!(listed[0].target_node, "node-a");
-    assert!(!listed[0].blackhole);
+    assert_eq!(listed[0].target_node, "worker-1");
+    assert_ne!(listed[0].target_provider_id, own);
+    let by_provider_id = Route {
+        target_provider_id: own.clone(),
+        ..by_name
+    };
+    env.create_and_list(&routes, &by_provider_id, &b, &own)
+        .await;
 }
 
 #[tokio::test]
@@ -380,11 +500,19 @@ async fn delete_removes_the_route_and_an_absent_route_is_success() {
     let env = Env::start().await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     routes
-        .create_route(CLUSTER, "uid-2", &route("worker-2", "10.244.2.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-2",
+            &to("worker-2", &env.worker_2, "10.244.2.0/24"),
+        )
         .await
         .unwrap();
     let listed = by_cidr(routes.list_routes(CLUSTER).await.unwrap());
@@ -430,7 +558,11 @@ async fn a_busy_network_is_retried_until_the_route_is_added() {
         .unwrap();
     env.sim.admin().reset_request_counts().await.unwrap();
     env.routes()
-        .create_route(CLUSTER, "uid", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     assert_eq!(env.count("POST /networks/{id}/actions/add_route").await, 6);
@@ -442,7 +574,11 @@ async fn a_busy_network_is_retried_for_deletes_too_and_gives_up_eventually() {
     let env = Env::start().await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     let listed = routes.list_routes(CLUSTER).await.unwrap();
@@ -468,7 +604,11 @@ async fn a_busy_network_is_retried_for_deletes_too_and_gives_up_eventually() {
         .await
         .unwrap();
     let err = routes
-        .create_route(CLUSTER, "uid", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Api { .. }), "{err:?}");
@@ -486,7 +626,11 @@ async fn a_failed_action_is_an_error() {
         .unwrap();
     let err = env
         .routes()
-        .create_route(CLUSTER, "uid", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Api { .. }), "{err:?}");
@@ -552,14 +696,22 @@ async fn delete_leaves_a_route_that_was_replaced_since_it_was_listed() {
     let env = Env::start().await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     let stale = routes.list_routes(CLUSTER).await.unwrap().pop().unwrap();
     assert_eq!(stale.target_node, "worker-1");
     // The CIDR moves to worker-2 before the stale listing's delete arrives.
     routes
-        .create_route(CLUSTER, "uid-2", &route("worker-2", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-2",
+            &to("worker-2", &env.worker_2, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     let moved = env.cloud_routes().await;
@@ -580,7 +732,11 @@ async fn delete_of_a_route_not_named_by_a_listing_checks_its_target() {
     let env = Env::start().await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     // A route for another target (as the controller may build it) does not match.
@@ -631,7 +787,11 @@ async fn route_calls_are_counted_with_the_official_op_names() {
     let env = Env::start().await;
     let routes = env.routes();
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     let listed = routes.list_routes(CLUSTER).await.unwrap();
@@ -664,7 +824,11 @@ async fn a_route_outside_the_cluster_cidr_warns_on_the_node_and_is_still_created
 
     // Before initialize the provider writes no events (only logs); inside the CIDR none.
     routes
-        .create_route(CLUSTER, "uid-w1", &route("worker-1", "192.168.7.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-w1",
+            &to("worker-1", &env.worker_1, "192.168.7.0/24"),
+        )
         .await
         .unwrap();
     provider
@@ -672,11 +836,19 @@ async fn a_route_outside_the_cluster_cidr_warns_on_the_node_and_is_still_created
         .await
         .unwrap();
     routes
-        .create_route(CLUSTER, "uid-w1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-w1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     routes
-        .create_route(CLUSTER, "uid-w2", &route("worker-2", "192.168.8.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-w2",
+            &to("worker-2", &env.worker_2, "192.168.8.0/24"),
+        )
         .await
         .unwrap();
     assert_eq!(env.cloud_routes().await.len(), 3, "all routes created");
@@ -747,8 +919,9 @@ async fn concurrent_route_creations_cost_one_post_and_about_one_check_each() {
         .set_action_delay(Duration::from_millis(200))
         .await
         .unwrap();
+    let mut ips = Vec::new();
     for i in 0..20 {
-        env.server(&format!("node-{i}"), true).await;
+        ips.push(env.server(&format!("node-{i}"), true).await);
     }
     let routes = std::sync::Arc::new(batching(&env));
     env.sim.admin().reset_request_counts().await.unwrap();
@@ -758,12 +931,13 @@ async fn concurrent_route_creations_cost_one_post_and_about_one_check_each() {
     let creations: Vec<_> = (0..20)
         .map(|i| {
             let routes = routes.clone();
+            let ip = ips[i].clone();
             tokio::spawn(async move {
                 routes
                     .create_route(
                         CLUSTER,
                         &format!("uid-{i}"),
-                        &route(&format!("node-{i}"), &format!("10.244.{i}.0/24")),
+                        &to(&format!("node-{i}"), &ip, &format!("10.244.{i}.0/24")),
                     )
                     .await
             })
@@ -827,11 +1001,19 @@ async fn an_unexpected_conflict_makes_the_next_change_read_the_network() {
         .unwrap();
     env.sim.admin().reset_request_counts().await.unwrap();
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     routes
-        .create_route(CLUSTER, "uid-2", &route("worker-2", "10.244.2.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-2",
+            &to("worker-2", &env.worker_2, "10.244.2.0/24"),
+        )
         .await
         .unwrap();
     let counts = env.sim.admin().request_counts().await.unwrap();
@@ -848,14 +1030,128 @@ async fn a_route_added_behind_the_copy_is_found_after_one_rejected_post() {
     // Someone else adds the route for the same CIDR after the copy was made.
     env.add_cloud_route("10.244.1.0/24", &env.worker_1).await;
     let err = routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .expect_err("planned against the stale copy");
     assert!(format!("{err}").contains("10.244.1.0/24"), "{err}");
     // The route controller's retry plans against a fresh read and finds it in place.
     routes
-        .create_route(CLUSTER, "uid-1", &route("worker-1", "10.244.1.0/24"))
+        .create_route(
+            CLUSTER,
+            "uid-1",
+            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
+        )
         .await
         .unwrap();
     assert_eq!(env.cloud_routes().await.len(), 1);
+}
+
+/// F2: the route controller over these routes, for one hour of a Node whose server is not in
+/// the network, with every duration scaled down 200 times (10-s passes take 50 ms, the hour
+/// 18 s): the stuck Node costs at most 60 API requests and one Warning event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_that_cannot_be_created_costs_at_most_sixty_requests_an_hour() {
+    const SCALE: u32 = 200;
+    let hour = Duration::from_secs(3600) / SCALE;
+    let env = Env::start().await;
+    let (provider_id, _) = env.server_with_id("outsider", false).await;
+    let plane = ControlPlane::start().await.unwrap();
+    let kube = plane.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(kube.clone());
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "outsider" },
+        "spec": { "providerID": provider_id, "podCIDR": "10.244.9.0/24", "podCIDRs": ["10.244.9.0/24"] },
+        "status": { "addresses": [{ "type": "ExternalIP", "address": "203.0.113.9" }] },
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+
+    // The defaults, scaled: server cache 10 s / status 5 min, network copy 30 s, passes
+    // every 10 s, creations backed off up to 5 min.
+    let client = client(&env.sim);
+    let cache = CacheConfig {
+        max_age: Duration::from_secs(10) / SCALE,
+        status_max_age: Duration::from_secs(300) / SCALE,
+        status_period: Duration::from_secs(10) / SCALE,
+        miss_ttl: Duration::from_secs(10) / SCALE,
+        ..CacheConfig::default()
+    };
+    let routes = HcloudRoutes::new(
+        client.clone(),
+        ServerCache::new(client, cache),
+        RoutesConfig {
+            list_max_age: Duration::from_secs(30) / SCALE,
+            plan_max_age: Duration::from_secs(30) / SCALE,
+            ..fast(env.network)
+        },
+    );
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let route_metrics = RouteMetrics::new();
+    let controller = RouteController::new(
+        kube.clone(),
+        NodeCache::spawn(kube.clone(), shutdown.clone()),
+        std::sync::Arc::new(routes),
+        Metrics::new(),
+        RouteControllerConfig {
+            cluster_name: CLUSTER.into(),
+            cluster_cidrs: vec!["10.244.0.0/16".parse().unwrap()],
+            reconciliation_period: Duration::from_secs(10) / SCALE,
+            create_backoff_max: Duration::from_secs(300) / SCALE,
+            ..RouteControllerConfig::default()
+        },
+    )
+    .with_route_metrics(route_metrics.clone());
+    tokio::spawn(controller.run(shutdown.clone()));
+
+    let events: Api<Event> = Api::namespaced(kube, "default");
+    let failed = || async {
+        let list = events.list(&ListParams::default()).await.unwrap().items;
+        list.into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedToCreateRoute"))
+            .collect::<Vec<Event>>()
+    };
+    eventually(
+        "the first failure reported",
+        Duration::from_secs(20),
+        || async { (!failed().await.is_empty()).then_some(()) },
+    )
+    .await;
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let started = std::time::Instant::now();
+    let passes = route_metrics.route_sync_count();
+    // An hour's passes (a pass every period, after the previous one ended).
+    eventually("an hour of passes", Duration::from_secs(120), || async {
+        (route_metrics.route_sync_count() >= passes + 360).then_some(())
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let counts = env.sim.admin().request_counts().await.unwrap();
+
+    // The network is read once per copy age, whatever the Nodes: not the stuck Node's cost.
+    let network_reads = counts.get("GET /networks/{id}").copied().unwrap_or(0);
+    let copies = elapsed.as_millis() / (Duration::from_secs(30) / SCALE).as_millis() + 1;
+    assert!(u128::from(network_reads) <= copies, "{counts:?}");
+    let stuck: u64 = counts
+        .iter()
+        .filter(|(key, _)| key.as_str() != "GET /networks/{id}")
+        .map(|(_, n)| *n)
+        .sum();
+    // 60 an hour; the passes may have taken longer than the scaled hour.
+    let hours = elapsed.as_secs_f64() / hour.as_secs_f64();
+    assert!(
+        (stuck as f64) <= 60.0 * hours.max(1.0),
+        "{stuck} requests in {hours:.2} hours: {counts:?}"
+    );
+    assert!(stuck >= 1, "the creation was tried again: {counts:?}");
+    assert!(env.cloud_routes().await.is_empty());
+    let reported = failed().await;
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(reported[0].count.unwrap_or(1), 1, "{reported:?}");
+    let message = reported[0].message.as_deref().unwrap_or_default();
+    assert!(message.contains("not attached"), "{message}");
 }

@@ -48,9 +48,15 @@ impl ControlPlane {
     /// Start a private control plane and wait until `/readyz` answers `ok` and the
     /// `kube-system` and `default` namespaces exist.
     pub async fn start() -> Result<ControlPlane, Error> {
+        Self::start_with_args(&[]).await
+    }
+
+    /// [`ControlPlane::start`] with extra kube-apiserver arguments (e.g.
+    /// `--feature-gates=IPv6DualStack=true`).
+    pub async fn start_with_args(apiserver_args: &[&str]) -> Result<ControlPlane, Error> {
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
-            let plane = Self::spawn()?;
+            let plane = Self::spawn(apiserver_args)?;
             match plane.wait_ready().await {
                 Ok(()) => return Ok(plane),
                 // A port taken between picking and binding is the only retryable failure.
@@ -194,7 +200,7 @@ impl ControlPlane {
         )
     }
 
-    fn spawn() -> Result<ControlPlane, Error> {
+    fn spawn(extra_apiserver_args: &[&str]) -> Result<ControlPlane, Error> {
         let apiserver = binaries::kube_apiserver()?;
         let etcd = binaries::etcd()?;
         let dir = tempfile::Builder::new()
@@ -232,31 +238,30 @@ impl ControlPlane {
                 "--log-level=warn".to_owned(),
             ],
         );
-        let apiserver_cmd = command_line(
-            &apiserver,
-            &[
-                format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
-                format!("--secure-port={secure}"),
-                "--insecure-port=0".to_owned(),
-                format!("--cert-dir={}", d("certs")),
-                format!("--tls-cert-file={}", d("apiserver.crt")),
-                format!("--tls-private-key-file={}", d("apiserver.key")),
-                format!("--client-ca-file={}", d("ca.crt")),
-                "--authorization-mode=RBAC".to_owned(),
-                format!("--service-account-key-file={}", d("sa.pub")),
-                format!("--service-account-signing-key-file={}", d("sa.key")),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-                "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
-                "--enable-priority-and-fairness=false".to_owned(),
-                format!("--audit-policy-file={}", d("audit-policy.yaml")),
-                format!("--audit-log-path={}", d("audit.log")),
-                "--profiling=false".to_owned(),
-                "--logtostderr=true".to_owned(),
-                "--v=0".to_owned(),
-            ],
-        );
+        let mut apiserver_args = vec![
+            format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
+            "--bind-address=127.0.0.1".to_owned(),
+            "--advertise-address=127.0.0.1".to_owned(),
+            format!("--secure-port={secure}"),
+            "--insecure-port=0".to_owned(),
+            format!("--cert-dir={}", d("certs")),
+            format!("--tls-cert-file={}", d("apiserver.crt")),
+            format!("--tls-private-key-file={}", d("apiserver.key")),
+            format!("--client-ca-file={}", d("ca.crt")),
+            "--authorization-mode=RBAC".to_owned(),
+            format!("--service-account-key-file={}", d("sa.pub")),
+            format!("--service-account-signing-key-file={}", d("sa.key")),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
+            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+            "--enable-priority-and-fairness=false".to_owned(),
+            format!("--audit-policy-file={}", d("audit-policy.yaml")),
+            format!("--audit-log-path={}", d("audit.log")),
+            "--profiling=false".to_owned(),
+            "--logtostderr=true".to_owned(),
+            "--v=0".to_owned(),
+        ];
+        apiserver_args.extend(extra_apiserver_args.iter().map(|a| (*a).to_owned()));
+        let apiserver_cmd = command_line(&apiserver, &apiserver_args);
         let script = format!(
             "#!/bin/sh\n\
              # Supervises one test control plane; stops it when stdin closes.\n\

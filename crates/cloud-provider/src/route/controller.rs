@@ -17,6 +17,7 @@ use rand::Rng;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::{CreateBackoff, FailedCreations};
 use super::decisions::{
     CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, plan,
 };
@@ -46,6 +47,8 @@ const RETRY_DELAY: Duration = Duration::from_millis(100);
 pub const PASS_KEY: &str = "routes";
 /// Default of [`RouteControllerConfig::watch_debounce`].
 pub const WATCH_DEBOUNCE: Duration = Duration::from_millis(500);
+/// Default of [`RouteControllerConfig::create_backoff_max`].
+pub const CREATE_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// Whether a Node change can change the routes (watch-based reconciliation): a Node added or
 /// deleted, or a change of its pod CIDRs or addresses.
@@ -151,6 +154,11 @@ pub struct RouteControllerConfig {
     /// `reconciliation_period`, as upstream's watch-based controller resyncs with its shared
     /// informer (`--min-resync-period`, default 12 h).
     pub resync_period: Duration,
+    /// A route whose creation failed is tried again after one `reconciliation_period`, then
+    /// after twice as long each time, at most this long apart (default 5 min), rather than on
+    /// every pass; at once when the Node's addresses or providerID change. Upstream retries
+    /// on every pass.
+    pub create_backoff_max: Duration,
 }
 
 impl Default for RouteControllerConfig {
@@ -162,6 +170,17 @@ impl Default for RouteControllerConfig {
             watch_nodes: false,
             watch_debounce: WATCH_DEBOUNCE,
             resync_period: Duration::from_secs(12 * 3600),
+            create_backoff_max: CREATE_BACKOFF_MAX,
+        }
+    }
+}
+
+impl RouteControllerConfig {
+    fn create_backoff(&self) -> CreateBackoff {
+        let first = crate::period(self.reconciliation_period);
+        CreateBackoff {
+            first,
+            max: self.create_backoff_max.max(first),
         }
     }
 }
@@ -202,8 +221,10 @@ pub struct ReconcileSummary {
     pub delete_failures: usize,
     /// Routes created.
     pub created: usize,
-    /// Creations that failed (Warning event on the Node).
+    /// Creations that failed (Warning event on the Node, once per distinct reason).
     pub create_failures: usize,
+    /// Creations not tried in this pass: they failed before and their backoff is not over.
+    pub backed_off: usize,
     /// `NetworkUnavailable` conditions written.
     pub conditions_written: usize,
 }
@@ -212,7 +233,17 @@ pub struct ReconcileSummary {
 struct NodeOutcome {
     created: usize,
     failed: usize,
+    backed_off: usize,
     condition_written: bool,
+}
+
+/// What became of one creation in a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Creation {
+    Created,
+    Failed,
+    /// Not tried: it failed before and its backoff is not over.
+    BackedOff,
 }
 
 /// The route controller: keeps one cloud route per (Node, pod CIDR) and reports the outcome in
@@ -227,6 +258,8 @@ pub struct RouteController {
     config: RouteControllerConfig,
     heartbeat: Heartbeat,
     queue: Arc<WorkQueue<String>>,
+    /// Creations that failed, each with its backoff and the reason last reported.
+    failed: FailedCreations,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -263,13 +296,16 @@ pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Durati
 }
 
 /// When the next pass is due after a successful one: every period, or with the watch-based
-/// gate (passes come with Node changes) at the jittered resync.
-fn next_pass(config: &RouteControllerConfig) -> Duration {
-    if config.watch_nodes {
+/// gate (passes come with Node changes) at the jittered resync, but no later than when a
+/// failed creation is to be tried again (`retry_in`; never sooner than a period).
+fn next_pass(config: &RouteControllerConfig, retry_in: Option<Duration>) -> Duration {
+    let period = crate::period(config.reconciliation_period);
+    let next = if config.watch_nodes {
         jittered(crate::period(config.resync_period))
     } else {
-        crate::period(config.reconciliation_period)
-    }
+        period
+    };
+    retry_in.map_or(next, |retry| next.min(retry.max(period)))
 }
 
 fn jittered(base: Duration) -> Duration {
@@ -313,6 +349,7 @@ impl RouteController {
             queue: Arc::new(WorkQueue::new(pass_backoff(&config))),
             config,
             heartbeat: Heartbeat::new(CONTROLLER),
+            failed: FailedCreations::default(),
         }
     }
 
@@ -419,10 +456,17 @@ impl RouteController {
         // The listed Nodes are needed only to plan: the work names its Nodes (see `NodeWork`).
         let (plan, work) = {
             let nodes = self.cache.list();
-            let plan = plan(&nodes, &listed, &self.config.cluster_cidrs);
+            let plan = plan(&nodes, &listed, &self.config.cluster_cidrs, &|cidr| {
+                self.routes.can_route(cidr)
+            });
             let work = plan.node_work(&nodes);
             (plan, work)
         };
+        // Failures of routes no longer wanted are forgotten.
+        self.failed.retain(&plan.to_create);
+        for (name, cidr) in &plan.unroutable {
+            tracing::debug!(node = %name, %cidr, "pod CIDR the cloud cannot route; no route for it");
+        }
         for (name, entry) in &plan.nodes {
             for pod in &entry.pod_cidrs {
                 if pod.action == CidrAction::Unparsable {
@@ -465,6 +509,7 @@ impl RouteController {
         for outcome in outcomes {
             summary.created += outcome.created;
             summary.create_failures += outcome.failed;
+            summary.backed_off += outcome.backed_off;
             summary.conditions_written += usize::from(outcome.condition_written);
         }
         tracing::debug!(?summary, "reconciled node routes");
@@ -493,9 +538,13 @@ impl RouteController {
             .creations
             .iter()
             .zip(&results)
-            .filter(|(_, ok)| **ok)
+            .filter(|(_, outcome)| **outcome == Creation::Created)
             .map(|(c, _)| c.route.destination_cidr)
             .collect();
+        let backed_off = results
+            .iter()
+            .filter(|outcome| **outcome == Creation::BackedOff)
+            .count();
         // The Node as it is now (the pass may have taken minutes); a Node gone meanwhile gets
         // no condition.
         let condition = self
@@ -511,7 +560,8 @@ impl RouteController {
         };
         NodeOutcome {
             created: created.len(),
-            failed: results.len() - created.len(),
+            failed: results.len() - created.len() - backed_off,
+            backed_off,
             condition_written,
         }
     }
@@ -536,10 +586,19 @@ impl RouteController {
         }
     }
 
-    async fn create_route(&self, limiter: &Semaphore, creation: &RouteCreation) -> bool {
+    /// Create one route, unless it failed before and its backoff is not over. Conflict-like
+    /// errors are retried within the pass ([`create_retry_delay`]); a creation that still
+    /// fails is backed off, and reported with a Warning event on the Node when its reason
+    /// differs from the one reported last.
+    async fn create_route(&self, limiter: &Semaphore, creation: &RouteCreation) -> Creation {
         let cidr = creation.route.destination_cidr;
+        if !self.failed.due(creation, tokio::time::Instant::now()) {
+            tracing::debug!(node = %creation.node, %cidr, "route creation failed before; backing off");
+            return Creation::BackedOff;
+        }
         let cap = crate::period(self.config.reconciliation_period);
-        for attempt in 1..=CREATE_ATTEMPTS {
+        let mut attempt = 1;
+        let err = loop {
             let started = Instant::now();
             let result = {
                 let _permit = limiter.acquire().await.ok();
@@ -555,17 +614,31 @@ impl RouteController {
             let err = match result {
                 Ok(()) => {
                     tracing::info!(node = %creation.node, %cidr, elapsed = ?started.elapsed(), "created route");
-                    return true;
+                    self.failed.succeeded(creation);
+                    return Creation::Created;
                 }
                 Err(err) => err,
             };
-            let chain = error_chain(&err);
-            tracing::warn!(node = %creation.node, %cidr, attempt, elapsed = ?started.elapsed(), error = %chain, "could not create route");
-            // No elapsed time in the message, so repeated failures aggregate into one event.
-            let message = format!(
-                "Could not create route {} {} for node {}: {}",
-                creation.name_hint, cidr, creation.node, chain
-            );
+            tracing::warn!(node = %creation.node, %cidr, attempt, elapsed = ?started.elapsed(), error = %error_chain(&err), "could not create route");
+            match create_retry_delay(&err, cap) {
+                Some(delay) if attempt < CREATE_ATTEMPTS => tokio::time::sleep(delay).await,
+                _ => break err,
+            }
+            attempt += 1;
+        };
+        // No elapsed time or attempt in the message: it names the reason, reported once.
+        let message = format!(
+            "Could not create route {} {} for node {}: {}",
+            creation.name_hint,
+            cidr,
+            creation.node,
+            error_chain(&err)
+        );
+        let backoff = self.config.create_backoff();
+        if self
+            .failed
+            .failed(creation, &message, &backoff, tokio::time::Instant::now())
+        {
             let node = self.event_node(creation);
             self.recorder
                 .publish(
@@ -575,12 +648,8 @@ impl RouteController {
                     &message,
                 )
                 .await;
-            match create_retry_delay(&err, cap) {
-                Some(delay) if attempt < CREATE_ATTEMPTS => tokio::time::sleep(delay).await,
-                _ => return false,
-            }
         }
-        false
+        Creation::Failed
     }
 
     /// The Node an event about `creation` is recorded on: the cached one, or (when it is gone)
@@ -650,8 +719,12 @@ impl Reconciler for RouteController {
     async fn reconcile(&self, _key: &str) -> Result<(), provider::Error> {
         let summary = RouteController::reconcile(self).await?;
         tracing::debug!(?summary, "route pass done");
+        let retry_in = self
+            .failed
+            .next_retry()
+            .map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
         self.queue
-            .reschedule(PASS_KEY.to_owned(), next_pass(&self.config));
+            .reschedule(PASS_KEY.to_owned(), next_pass(&self.config, retry_in));
         Ok(())
     }
 
@@ -673,14 +746,28 @@ mod tests {
     #[test]
     fn passes_follow_the_period_or_with_watches_the_jittered_resync() {
         let periodic = RouteControllerConfig::default();
-        assert_eq!(next_pass(&periodic), Duration::from_secs(10));
+        assert_eq!(next_pass(&periodic, None), Duration::from_secs(10));
+        // A pending retry never makes passes more frequent than the period.
+        assert_eq!(
+            next_pass(&periodic, Some(Duration::from_secs(1))),
+            Duration::from_secs(10)
+        );
         let watched = RouteControllerConfig {
             watch_nodes: true,
             resync_period: Duration::from_secs(3600),
             ..RouteControllerConfig::default()
         };
+        // With watches, a failed creation is tried again when due, not at the next resync.
+        assert_eq!(
+            next_pass(&watched, Some(Duration::from_secs(80))),
+            Duration::from_secs(80)
+        );
+        assert_eq!(
+            next_pass(&watched, Some(Duration::ZERO)),
+            Duration::from_secs(10)
+        );
         for _ in 0..50 {
-            let next = next_pass(&watched);
+            let next = next_pass(&watched, None);
             assert!(
                 next >= Duration::from_secs(3600) && next < Duration::from_secs(7200),
                 "{next:?}"
@@ -777,6 +864,13 @@ mod tests {
         let config = RouteControllerConfig::default();
         assert_eq!(config.reconciliation_period, Duration::from_secs(10));
         assert_eq!(config.cluster_name, "kubernetes");
+        assert_eq!(
+            config.create_backoff(),
+            CreateBackoff {
+                first: Duration::from_secs(10),
+                max: Duration::from_secs(300),
+            }
+        );
         assert!(
             !config.watch_nodes,
             "watch-based reconciliation is behind a gate"

@@ -4,6 +4,11 @@
 //! that have pod CIDRs or routes, an action per pod CIDR (*keep*, *add*, *update*), the routes to
 //! delete, the routes to create and, once the cloud calls are done, the `NetworkUnavailable`
 //! condition each Node in the working map should carry.
+//!
+//! Two additions to upstream's rules: pod CIDRs the cloud cannot route
+//! ([`crate::provider::Routes::can_route`], e.g. IPv6 ones in a cloud whose networks route IPv4
+//! only) are left out, and a listed route that leads to another instance than the Node's
+//! providerID does not serve the Node (see [`plan`]).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -108,6 +113,8 @@ pub struct RoutePlan {
     pub wait_for_deletions: bool,
     /// The working map, by Node name.
     pub nodes: BTreeMap<String, NodeRoutes>,
+    /// Pod CIDRs left out because the cloud cannot route them: (Node name, CIDR).
+    pub unroutable: Vec<(String, IpNet)>,
 }
 
 impl NodeRoutes {
@@ -218,12 +225,29 @@ pub fn addresses_equal(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
     a.len() == b.len() && a.iter().all(|x| b.contains(x))
 }
 
-fn action_for(routes: &[&Route], cidr: &IpNet, addresses: &[NodeAddress]) -> CidrAction {
+/// Whether `route` leads to another instance than `provider_id` (the Node's): only when both
+/// are known.
+fn leads_elsewhere(route: &Route, provider_id: &str) -> bool {
+    !route.target_provider_id.is_empty()
+        && !provider_id.is_empty()
+        && route.target_provider_id != provider_id
+}
+
+fn action_for(
+    routes: &[&Route],
+    cidr: &IpNet,
+    addresses: &[NodeAddress],
+    provider_id: &str,
+) -> CidrAction {
     routes
         .iter()
         .find(|r| r.destination_cidr.trunc() == *cidr)
         .map_or(CidrAction::Add, |r| {
-            if !r.enable_node_addresses || addresses_equal(addresses, &r.target_node_addresses) {
+            if leads_elsewhere(r, provider_id) {
+                CidrAction::Add
+            } else if !r.enable_node_addresses
+                || addresses_equal(addresses, &r.target_node_addresses)
+            {
                 CidrAction::Keep
             } else {
                 CidrAction::Update
@@ -236,13 +260,23 @@ fn action_for(routes: &[&Route], cidr: &IpNet, addresses: &[NodeAddress]) -> Cid
 /// * For each Node with pod CIDRs, per CIDR: a listed route with the same target Node and
 ///   destination ⇒ *keep* (*update* when that route has `enable_node_addresses` and its addresses
 ///   are not set-equal to the Node's); none ⇒ *add*. Unparsable pod CIDRs are logged by the
-///   caller and never *keep*.
+///   caller and never *keep*. Pod CIDRs that `can_route` refuses are left out (listed in
+///   [`RoutePlan::unroutable`]); a Node with no other pod CIDR is treated as one without pod
+///   CIDRs.
+/// * A listed route whose `target_provider_id` differs from the Node's `spec.providerID` (both
+///   known) leads to another instance, e.g. a server merely named like the Node: *add*, so the
+///   creation replaces it.
 /// * Delete every listed route the controller owns ([`is_responsible_for`]) that is a
 ///   blackhole, or has no *keep* (Node, CIDR) pair: routes of vanished Nodes, of Nodes without
 ///   that CIDR, of an empty target and routes marked *update*. Routes outside the cluster CIDRs
 ///   are never touched.
 /// * Create a route for every *add* and *update*, named by the Node UID.
-pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RoutePlan {
+pub fn plan(
+    nodes: &[Arc<Node>],
+    routes: &[Route],
+    cluster_cidrs: &[IpNet],
+    can_route: &dyn Fn(&IpNet) -> bool,
+) -> RoutePlan {
     let mut by_target: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
     for route in routes {
         if !route.target_node.is_empty() {
@@ -258,17 +292,30 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
         .collect();
 
     let mut to_create = Vec::new();
+    let mut unroutable = Vec::new();
     // Destinations a Node wants but no listed route serves it (action Add).
     let mut added: Vec<IpNet> = Vec::new();
     for node in nodes {
         let Some(name) = node.metadata.name.as_deref() else {
             continue;
         };
-        let cidrs = pod_cidrs(node);
+        let mut cidrs = pod_cidrs(node);
+        cidrs.retain(|text| match text.parse::<IpNet>() {
+            Ok(cidr) if !can_route(&cidr) => {
+                unroutable.push((name.to_owned(), cidr.trunc()));
+                false
+            }
+            _ => true,
+        });
         if cidrs.is_empty() {
             continue;
         }
         let addresses = node_addresses(node);
+        let provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .unwrap_or_default();
         let targeting = by_target.get(name).map(Vec::as_slice).unwrap_or_default();
         let entry = working.entry(name.to_owned()).or_default();
         for text in cidrs {
@@ -277,7 +324,7 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
             }
             let cidr = text.parse::<IpNet>().ok().map(|c| c.trunc());
             let action = match &cidr {
-                Some(cidr) => action_for(targeting, cidr, addresses),
+                Some(cidr) => action_for(targeting, cidr, addresses, provider_id),
                 None => CidrAction::Unparsable,
             };
             if let (Some(cidr), CidrAction::Add) = (cidr, action) {
@@ -290,6 +337,7 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
                     route: Route {
                         name: String::new(),
                         target_node: name.to_owned(),
+                        target_provider_id: provider_id.to_owned(),
                         destination_cidr: cidr,
                         blackhole: false,
                         enable_node_addresses: false,
@@ -302,7 +350,7 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
     }
 
     // A listed route for a destination that a Node wants, but which seems to point elsewhere
-    // (another target, or a blackhole), is not deleted: the creation for that Node replaces it
+    // (another target or instance, or a blackhole), is not deleted: the creation for that Node replaces it
     // (providers replace a route of the same destination, as the Hetzner one does). Deleting it
     // first would cut the Node's pod traffic between the delete and the create — and for
     // nothing when the mismatch is only apparent, e.g. a provider that could not map the
@@ -321,6 +369,7 @@ pub fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> R
         to_create,
         wait_for_deletions: routes.first().is_some_and(|r| r.enable_node_addresses),
         nodes: working,
+        unroutable,
     }
 }
 
@@ -417,6 +466,11 @@ mod tests {
         vec![net("10.244.0.0/16")]
     }
 
+    /// The plan of a cloud that can route every pod CIDR.
+    fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RoutePlan {
+        super::plan(nodes, routes, cluster_cidrs, &|_| true)
+    }
+
     fn node(name: &str, cidrs: &[&str], addresses: Vec<NodeAddress>) -> Arc<Node> {
         let mut node = Node::default();
         node.metadata.name = Some(name.into());
@@ -451,6 +505,7 @@ mod tests {
         Route {
             name: format!("r-{target}-{cidr}"),
             target_node: target.into(),
+            target_provider_id: String::new(),
             destination_cidr: net(cidr),
             blackhole: false,
             enable_node_addresses: false,
@@ -563,6 +618,7 @@ mod tests {
                 route: Route {
                     name: String::new(),
                     target_node: "a".into(),
+                    target_provider_id: String::new(),
                     destination_cidr: net("10.244.1.0/24"),
                     blackhole: false,
                     enable_node_addresses: false,
@@ -735,6 +791,70 @@ mod tests {
             assert_eq!(deleted(&plan), case.delete, "{}: deletions", case.what);
             assert_eq!(created(&plan), case.create, "{}: creations", case.what);
         }
+    }
+
+    #[test]
+    fn pod_cidrs_the_cloud_cannot_route_are_left_out() {
+        let nodes = vec![
+            node("dual", &["10.244.2.0/24", "fd00:10:0:2::/64"], vec![]),
+            node("v6", &["fd00:10:0:3::/64"], vec![]),
+        ];
+        let cluster = vec![net("10.244.0.0/16"), net("fd00:10::/56")];
+        let ipv4_only = |cidr: &IpNet| matches!(cidr, IpNet::V4(_));
+        let mut planned = super::plan(&nodes, &[], &cluster, &ipv4_only);
+        assert_eq!(created(&planned), pairs(&[("dual", "10.244.2.0/24")]));
+        assert_eq!(
+            planned.unroutable,
+            vec![
+                ("dual".to_owned(), net("fd00:10:0:2::/64")),
+                ("v6".to_owned(), net("fd00:10:0:3::/64")),
+            ]
+        );
+        // The IPv4 route alone makes the network available; a Node with only unroutable pod
+        // CIDRs is left alone, as one without pod CIDRs.
+        let names: Vec<&str> = planned.nodes.keys().map(String::as_str).collect();
+        assert_eq!(names, ["dual"]);
+        planned.mark_created("dual", &net("10.244.2.0/24"));
+        assert_eq!(planned.nodes["dual"].wanted_condition(), ROUTE_CREATED);
+        assert_eq!(
+            condition_writes(&nodes, &planned),
+            vec![("dual".to_owned(), ROUTE_CREATED)]
+        );
+
+        // Once in place, the IPv4 route is kept and nothing else is asked for.
+        let routes = vec![route("dual", "10.244.2.0/24")];
+        let kept = super::plan(&nodes, &routes, &cluster, &ipv4_only);
+        assert!(kept.to_create.is_empty() && kept.to_delete.is_empty());
+        assert_eq!(kept.nodes["dual"].wanted_condition(), ROUTE_CREATED);
+    }
+
+    #[test]
+    fn a_route_to_another_instance_than_the_nodes_is_replaced() {
+        let mut a = (*node("a", &["10.244.1.0/24"], vec![])).clone();
+        a.spec.get_or_insert_default().provider_id = Some("hcloud://2".into());
+        let nodes = vec![Arc::new(a)];
+        let to = |provider_id: &str| Route {
+            target_provider_id: provider_id.into(),
+            ..route("a", "10.244.1.0/24")
+        };
+        // Leads to server 1, which has the Node's name: created over, not deleted first.
+        let other = plan(&nodes, &[to("hcloud://1")], &cluster());
+        assert_eq!(created(&other), pairs(&[("a", "10.244.1.0/24")]));
+        assert_eq!(other.to_create[0].route.target_provider_id, "hcloud://2");
+        assert!(other.to_delete.is_empty());
+        assert_eq!(other.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
+        // The Node's own instance, or an instance the provider does not name: kept.
+        for listed in [to("hcloud://2"), to("")] {
+            let kept = plan(&nodes, &[listed], &cluster());
+            assert!(kept.to_create.is_empty() && kept.to_delete.is_empty());
+        }
+        // A Node without providerID is matched by name only.
+        let unnamed = vec![node("a", &["10.244.1.0/24"], vec![])];
+        assert!(
+            plan(&unnamed, &[to("hcloud://1")], &cluster())
+                .to_create
+                .is_empty()
+        );
     }
 
     #[test]

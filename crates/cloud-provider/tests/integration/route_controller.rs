@@ -51,6 +51,20 @@ impl FakeRoutes {
         Arc::new(fake)
     }
 
+    /// An empty table whose creations for `node` fail with `message`.
+    fn failing(node: &str, message: &str) -> Arc<Self> {
+        let fake = Self::with_routes(vec![]);
+        fake.fail(node, message);
+        fake
+    }
+
+    /// From now on creations for `node` fail with `message`.
+    fn fail(&self, node: &str, message: &str) {
+        self.state()
+            .failures
+            .insert(node.into(), CreateFailure::Api(message.into()));
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, RouteState> {
         self.state.lock().unwrap()
     }
@@ -157,6 +171,7 @@ fn route(target: &str, cidr: &str) -> Route {
     Route {
         name: format!("seeded-{target}-{cidr}"),
         target_node: target.into(),
+        target_provider_id: String::new(),
         destination_cidr: net(cidr),
         blackhole: false,
         enable_node_addresses: false,
@@ -189,6 +204,15 @@ fn config() -> RouteControllerConfig {
         cluster_name: CLUSTER.into(),
         cluster_cidrs: vec![net("10.244.0.0/16")],
         ..RouteControllerConfig::default()
+    }
+}
+
+/// Passes every `period`; a failed creation tried again after at most `max`.
+fn backing_off(period: Duration, max: Duration) -> RouteControllerConfig {
+    RouteControllerConfig {
+        reconciliation_period: period,
+        create_backoff_max: max,
+        ..config()
     }
 }
 
@@ -451,11 +475,8 @@ async fn failed_creation_warns_and_marks_the_network_unavailable() {
         ],
     )
     .await;
-    let fake = FakeRoutes::with_routes(vec![]);
-    fake.state()
-        .failures
-        .insert("bad".into(), CreateFailure::Api("quota exceeded".into()));
-    start_controller(&env, fake.clone(), PERIOD);
+    let fake = FakeRoutes::failing("bad", "quota exceeded");
+    let metrics = start_controller_with(&env, fake.clone(), backing_off(PERIOD, 2 * PERIOD));
 
     wait_network(&env, "good", "False", "RouteCreated").await;
     wait_network(&env, "bad", "True", "NoRouteCreated").await;
@@ -480,10 +501,18 @@ async fn failed_creation_warns_and_marks_the_network_unavailable() {
             .await
             .is_empty()
     );
-    // A plain error is not retried within the cycle: one call per pass, not five.
+    // A plain error is not retried within the cycle: one call per pass at most, not five;
+    // and one event for one reason, however often it is tried.
+    wait_passes(&metrics, 5).await;
     let calls = fake.creates_for("bad").len() as u64;
     let passes = fake.state().lists as u64;
-    assert!(calls <= passes, "{calls} creates in {passes} passes");
+    assert!(
+        calls > 1 && calls <= passes,
+        "{calls} creates in {passes} passes"
+    );
+    let warnings = events_with_reason(&env.client, "bad", "FailedToCreateRoute").await;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].count.unwrap_or(1), 1, "{warnings:?}");
 
     // Recovery: the next pass creates the route and flips the condition.
     fake.state().failures.clear();
@@ -574,16 +603,96 @@ async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
     assert_eq!(fake.creates_for("locked").len(), 5);
     assert_eq!(fake.creates_for("broken").len(), 1);
     wait_table(&fake, pairs(&[("flaky", "10.244.1.0/24")])).await;
-    // The event writer runs behind the controller: wait for the fifth failure's count.
-    let locked = eventually("five aggregated failures", WAIT, || async {
-        let locked = events_with_reason(&env.client, "locked", "FailedToCreateRoute").await;
-        locked
-            .first()
-            .is_some_and(|e| e.count == Some(5))
-            .then_some(locked)
+    // The pass's failure is reported once, after its last attempt.
+    let locked = wait_events(&env.client, "locked", "FailedToCreateRoute").await;
+    assert_eq!(locked.len(), 1, "{locked:?}");
+    assert_eq!(locked[0].count.unwrap_or(1), 1, "{locked:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_creation_backs_off_and_each_reason_is_reported_once() {
+    let env = Env::start().await;
+    create_nodes(
+        &env,
+        vec![
+            NodeBuilder::kubelet("stuck")
+                .untainted()
+                .pod_cidrs(&["10.244.1.0/24"]),
+        ],
+    )
+    .await;
+    let fake = FakeRoutes::failing("stuck", "server not attached");
+    let period = Duration::from_millis(100);
+    let metrics = start_controller_with(&env, fake.clone(), backing_off(period, 4 * period));
+    wait_events(&env.client, "stuck", "FailedToCreateRoute").await;
+    wait_passes(&metrics, 30).await;
+    // Tried after 1, 2 and 4 periods, then every 4: about 9 times in 30 passes, not 30.
+    let calls = fake.creates_for("stuck").len() as u64;
+    let passes = fake.state().lists as u64;
+    assert!(
+        calls >= 3 && calls * 2 <= passes,
+        "{calls} creates in {passes} passes"
+    );
+    let events = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].count.unwrap_or(1), 1, "one report: {events:?}");
+    let message = events[0].message.as_deref().unwrap_or_default();
+    assert!(message.contains("server not attached"), "{message}");
+
+    // Another reason is reported, once.
+    fake.fail("stuck", "quota exceeded");
+    let events = eventually("a second reason reported", WAIT, || async {
+        let events = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+        (events.len() == 2).then_some(events)
     })
     .await;
-    assert_eq!(locked.len(), 1, "identical failures aggregate: {locked:?}");
+    assert!(
+        events.iter().any(|e| e
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("quota exceeded")),
+        "{events:?}"
+    );
+    wait_passes(&metrics, 10).await;
+    let again = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert!(again.iter().all(|e| e.count.unwrap_or(1) == 1), "{again:?}");
+
+    // Once the cause is gone, the next attempt creates the route.
+    fake.state().failures.clear();
+    wait_network(&env, "stuck", "False", "RouteCreated").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_based_reconciliation_a_failed_creation_is_retried_without_a_node_change() {
+    let env = Env::start().await;
+    create_nodes(
+        &env,
+        vec![
+            NodeBuilder::kubelet("retried")
+                .untainted()
+                .pod_cidrs(&["10.244.5.0/24"]),
+        ],
+    )
+    .await;
+    let fake = FakeRoutes::failing("retried", "not yet");
+    let metrics = start_controller_with(
+        &env,
+        fake.clone(),
+        RouteControllerConfig {
+            watch_nodes: true,
+            watch_debounce: Duration::from_millis(100),
+            ..backing_off(Duration::from_millis(200), Duration::from_millis(400))
+        },
+    );
+    wait_network(&env, "retried", "True", "NoRouteCreated").await;
+    // No Node changes from here on: only the backoff brings the next passes.
+    wait_passes(&metrics, 2).await;
+    assert!(fake.creates_for("retried").len() >= 2);
+    fake.state().failures.clear();
+    wait_network(&env, "retried", "False", "RouteCreated").await;
+    assert_eq!(fake.table(), pairs(&[("retried", "10.244.5.0/24")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

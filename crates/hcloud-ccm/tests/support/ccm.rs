@@ -90,6 +90,25 @@ pub fn cloud_writes(counts: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The sum of the samples of metric `name` whose line contains `label` (empty: every sample).
+pub fn metric(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The binary's `/metrics` on the plain-HTTP `port`, once it answers.
+pub async fn metrics(port: u16) -> Option<String> {
+    let body = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(body)
+}
+
 /// A port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
