@@ -399,6 +399,13 @@ pub trait LoadBalancer: Send + Sync {
     /// look up the first one alone. The default does nothing.
     fn expect_lookups(&self, _services: usize) {}
 
+    /// Whether the provider picks targets among the eligible Nodes by their labels (a node
+    /// selector): then a change of a Node's labels alone updates the targets too. The default
+    /// (as upstream) is no.
+    fn selects_nodes_by_label(&self) -> bool {
+        false
+    }
+
     /// Update the backend set only.
     ///
     /// May return [`Error::ImplementedElsewhere`] or [`Error::Retry`].

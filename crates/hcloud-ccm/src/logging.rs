@@ -82,9 +82,12 @@ pub fn build_filter(
 pub fn init(settings: &LoggingSettings) -> Result<(), LoggingError> {
     let rust_log = std::env::var("RUST_LOG").ok();
     let filter = build_filter(settings, rust_log.as_deref())?;
+    // Colours only for a person at a terminal: a log collector would store the escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(true);
     let result = match settings.format {
         LogFormat::Text => builder.try_init(),

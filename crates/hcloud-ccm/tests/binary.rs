@@ -369,6 +369,10 @@ async fn a_rejected_token_stops_the_start_naming_hcloud_token() {
     );
     assert!(!log.contains(&other), "the token is never logged: {log}");
     assert!(!log.contains("controller started"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes when stderr is not a terminal: {log:?}"
+    );
     let counts = sim.admin().request_counts().await.unwrap();
     assert_eq!(
         counts.values().sum::<u64>(),

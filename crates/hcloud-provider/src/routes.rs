@@ -469,7 +469,10 @@ impl Core {
         self.update_view(|routes| {
             routes.retain(|r| !(r.destination == route.destination && r.gateway == route.gateway));
         });
-        self.wait(&what, &action).await?;
+        // A failed action changed nothing: the copy, which already shows the change, goes.
+        self.wait(&what, &action)
+            .await
+            .inspect_err(|_| self.forget_network())?;
         if let Ok(gateway) = route.gateway.parse::<IpAddr>() {
             self.learned().remove(&gateway);
         }
@@ -841,7 +844,10 @@ impl Core {
             }
         };
         self.update_view(|routes| routes.push(api_route.clone()));
-        self.wait(&what, &action).await
+        // A failed action added nothing: the copy, which already shows the route, goes.
+        self.wait(&what, &action)
+            .await
+            .inspect_err(|_| self.forget_network())
     }
 
     /// Delete one route as listed (in the worker).

@@ -616,24 +616,47 @@ async fn a_busy_network_is_retried_for_deletes_too_and_gives_up_eventually() {
     admin.clear_faults().await.unwrap();
 }
 
+/// A route action that fails is an error, and the route controller's next listing shows
+/// what the network holds, not the change that did not happen, so the next pass tries again.
 #[tokio::test]
-async fn a_failed_action_is_an_error() {
+async fn a_failed_action_is_an_error_and_the_next_listing_does_not_show_it() {
     let env = Env::start().await;
     env.sim
         .admin()
         .inject_fault(Fault::new("/networks/{id}/actions/add_route").fail_action())
         .await
         .unwrap();
-    let err = env
-        .routes()
-        .create_route(
-            CLUSTER,
-            "uid",
-            &to("worker-1", &env.worker_1, "10.244.1.0/24"),
-        )
+    // The network copy is kept as in production (30 s), with this process's changes in it.
+    let client = client(&env.sim);
+    let routes = HcloudRoutes::new(
+        client.clone(),
+        ServerCache::new(client, CacheConfig::default()),
+        RoutesConfig {
+            list_max_age: Duration::from_secs(30),
+            plan_max_age: Duration::from_secs(30),
+            ..fast(env.network)
+        },
+    );
+    let route = to("worker-1", &env.worker_1, "10.244.1.0/24");
+    let err = routes
+        .create_route(CLUSTER, "uid", &route)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Api { .. }), "{err:?}");
+    assert!(env.cloud_routes().await.is_empty());
+    assert!(routes.list_routes(CLUSTER).await.unwrap().is_empty());
+    routes.create_route(CLUSTER, "uid", &route).await.unwrap();
+    assert_eq!(env.cloud_routes().await.len(), 1);
+    // Deletions likewise: a failed delete leaves the route listed, and the next one goes.
+    env.sim
+        .admin()
+        .inject_fault(Fault::new("/networks/{id}/actions/delete_route").fail_action())
+        .await
+        .unwrap();
+    let listed = routes.list_routes(CLUSTER).await.unwrap();
+    assert!(routes.delete_route(CLUSTER, &listed[0]).await.is_err());
+    assert_eq!(routes.list_routes(CLUSTER).await.unwrap().len(), 1);
+    routes.delete_route(CLUSTER, &listed[0]).await.unwrap();
     assert!(env.cloud_routes().await.is_empty());
 }
 

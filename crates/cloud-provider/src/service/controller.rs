@@ -427,24 +427,34 @@ async fn node_feed(
             () = shutdown.cancelled() => return,
             change = changes.recv() => change,
         };
+        // `Some(force)`: update the targets; forced when only labels changed (the set of
+        // eligible Nodes is the same, what the provider selects from it may not be).
         let trigger = match change {
-            Ok(NodeChange::Applied { old: None, .. } | NodeChange::Deleted(_)) => true,
+            Ok(NodeChange::Applied { old: None, .. } | NodeChange::Deleted(_)) => Some(false),
             Ok(NodeChange::Applied {
                 old: Some(old),
                 new,
-            }) => node_update_needs_sync(&old, &new),
+            }) => {
+                if node_update_needs_sync(&old, &new) {
+                    Some(false)
+                } else {
+                    (inner.lb.selects_nodes_by_label()
+                        && old.metadata.labels != new.metadata.labels)
+                        .then_some(true)
+                }
+            }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
                     missed,
                     "node change feed lagged; resyncing load balancer targets"
                 );
-                true
+                Some(false)
             }
             Err(RecvError::Closed) => return,
         };
-        if trigger {
+        if let Some(force) = trigger {
             // Queued per Service: keys already waiting coalesce.
-            inner.enqueue_target_updates(false);
+            inner.enqueue_target_updates(force);
         }
     }
 }

@@ -47,6 +47,8 @@ struct LbState {
     finalizer_at_ensure: Vec<bool>,
     /// Every `expect_lookups` hint: the number of Services, and how many calls came before.
     expected: Vec<(usize, usize)>,
+    /// Whether the provider selects targets by Node labels.
+    by_label: bool,
 }
 
 /// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
@@ -128,6 +130,10 @@ fn names(nodes: &[Arc<Node>]) -> Vec<String> {
 
 #[async_trait]
 impl LoadBalancer for FakeLb {
+    fn selects_nodes_by_label(&self) -> bool {
+        self.state().by_label
+    }
+
     fn expect_lookups(&self, services: usize) {
         let mut state = self.state();
         let before = state.calls.len();
@@ -668,6 +674,27 @@ async fn node_changes_update_the_backend_set() {
         .unwrap();
     wait_update(vec![]).await;
     wait_reason(client, "web", "UnAvailableLoadBalancer").await;
+}
+
+/// A provider that picks targets by Node labels (a node selector) gets a target update when a
+/// Node's labels alone change, although the set of eligible Nodes stays the same.
+#[tokio::test]
+async fn a_label_change_updates_the_targets_of_a_provider_that_selects_by_label() {
+    let env = Env::start().await;
+    let client = &env.client;
+    let n1 = node(client, "n1").await;
+    env.wait_cached(&n1).await;
+    let lb = FakeLb::new(client.clone());
+    lb.state().by_label = true;
+    start(&env, &lb);
+    create_service(client, "web", "LoadBalancer").await;
+    wait_ingress(client, "web").await;
+    assert!(lb.updates("default/web").is_empty(), "{:?}", lb.calls());
+    label_node(client, "n1", "role", "edge").await;
+    eventually("a target update after the label change", WAIT, || async {
+        (lb.updates("default/web") == [vec!["n1".to_owned()]]).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -290,6 +290,11 @@ impl LoadBalancer for HcloudLoadBalancers {
         }
     }
 
+    /// The `node-selector` annotation picks targets by Node labels.
+    fn selects_nodes_by_label(&self) -> bool {
+        true
+    }
+
     async fn get_load_balancer(
         &self,
         _cluster_name: &str,
