@@ -138,7 +138,8 @@ pub struct ClientConfig {
     pub max_rate_limit_wait: Duration,
     /// Poll interval of the action waiter (default 500 ms).
     pub poll_interval: Duration,
-    /// Timeout of one HTTP request (default 30 s).
+    /// Timeout of one HTTP request, from sending it to its whole answer (default 15 s, the
+    /// official CCM's `apiClientTimeout`).
     pub request_timeout: Duration,
     /// Connect timeout (default 10 s).
     pub connect_timeout: Duration,
@@ -159,7 +160,7 @@ impl ClientConfig {
             budget: None,
             max_rate_limit_wait: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
-            request_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(10),
             metrics: None,
         }

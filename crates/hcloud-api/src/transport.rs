@@ -214,6 +214,12 @@ impl Transport {
                 .header(CONTENT_TYPE, "application/json")
                 .body(bytes.clone());
         }
+        if tracing::enabled!(tracing::Level::TRACE) {
+            tracing::trace!(
+                "--- Request:\n{}",
+                dump_request(method, url, query, body.map(Vec::as_slice))
+            );
+        }
 
         let started = Instant::now();
         let in_flight = self.metrics.request_started();
@@ -221,7 +227,15 @@ impl Transport {
             let response = request.send().await?;
             let status = response.status().as_u16();
             let headers = RateLimitHeaders::from_headers(response.headers());
+            let dump_headers =
+                tracing::enabled!(tracing::Level::TRACE).then(|| response.headers().clone());
             let body = response.bytes().await?.to_vec();
+            if let Some(dump_headers) = dump_headers {
+                tracing::trace!(
+                    "--- Response:\n{}",
+                    dump_response(status, &dump_headers, &body)
+                );
+            }
             Ok::<_, reqwest::Error>(Answer {
                 status,
                 headers,
@@ -339,4 +353,61 @@ pub(crate) fn decode<T: DeserializeOwned>(
             source,
         })
     })
+}
+/// A request as `HCLOUD_DEBUG` shows it (as the official client's debug writer): the request
+/// line, the headers but the token (`Authorization: REDACTED`), the body.
+fn dump_request(method: &Method, url: &str, query: &Query, body: Option<&[u8]>) -> String {
+    let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let target = if query.is_empty() {
+        url.to_owned()
+    } else {
+        format!("{url}?{}", query.join("&"))
+    };
+    let mut dump = format!("{method} {target}\nAuthorization: REDACTED\n");
+    if let Some(body) = body {
+        dump.push_str("Content-Type: application/json\n\n");
+        dump.push_str(&String::from_utf8_lossy(body));
+    }
+    dump
+}
+
+/// An answer as `HCLOUD_DEBUG` shows it: the status, the headers, the body.
+fn dump_response(status: u16, headers: &reqwest::header::HeaderMap, body: &[u8]) -> String {
+    let mut dump = format!("{status}\n");
+    for (name, value) in headers {
+        dump.push_str(&format!(
+            "{name}: {}\n",
+            value.to_str().unwrap_or("<not text>")
+        ));
+    }
+    dump.push('\n');
+    dump.push_str(&String::from_utf8_lossy(body));
+    dump
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_dumps_show_the_exchange_but_never_the_token() {
+        let query: Query = vec![("label_selector", "a=b".to_owned()), ("page", "2".into())];
+        let dump = dump_request(
+            &Method::POST,
+            "https://api.example/v1/load_balancers",
+            &query,
+            Some(br#"{"name":"web"}"#),
+        );
+        assert_eq!(
+            dump,
+            "POST https://api.example/v1/load_balancers?label_selector=a=b&page=2\nAuthorization: REDACTED\nContent-Type: application/json\n\n{\"name\":\"web\"}"
+        );
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            "ratelimit-remaining",
+            "3599".parse().unwrap_or_else(|_| unreachable!()),
+        );
+        let dump = dump_response(200, &headers, br#"{"servers":[]}"#);
+        assert_eq!(dump, "200\nratelimit-remaining: 3599\n\n{\"servers\":[]}");
+    }
 }

@@ -304,7 +304,8 @@ pub struct Args {
     #[arg(long, env = "HCLOUD_ENDPOINT", value_name = "URL", help_heading = HCLOUD)]
     pub hcloud_endpoint: Option<String>,
 
-    /// Log every API request and response (debug level for the API client).
+    /// Log every API request and response in full, the token redacted (trace level for the
+    /// API client).
     #[arg(long, env = "HCLOUD_DEBUG", value_name = "BOOL", default_value = defaults::HCLOUD_DEBUG,
         help_heading = HCLOUD)]
     pub hcloud_debug: String,

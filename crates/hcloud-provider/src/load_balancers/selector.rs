@@ -2,7 +2,8 @@
 //! annotation take them), evaluated against Node labels.
 //!
 //! Grammar: requirements separated by `,` (AND), each one of `k`, `!k`, `k=v`, `k==v`, `k!=v`,
-//! `k in (a,b)`, `k notin (a,b)`. An empty selector matches everything.
+//! `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n` (as Kubernetes' `labels.Parse`: the label must
+//! be an integer greater or less than `n`). An empty selector matches everything.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -14,6 +15,8 @@ enum Requirement {
     NotExists(String),
     In(String, Vec<String>),
     NotIn(String, Vec<String>),
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 impl Requirement {
@@ -24,8 +27,15 @@ impl Requirement {
             Self::In(k, values) => labels.get(k).is_some_and(|v| values.contains(v)),
             // As in Kubernetes: a missing key satisfies `!=` and `notin`.
             Self::NotIn(k, values) => labels.get(k).is_none_or(|v| !values.contains(v)),
+            // A label that is not an integer satisfies neither.
+            Self::GreaterThan(k, n) => integer_label(labels, k).is_some_and(|v| v > *n),
+            Self::LessThan(k, n) => integer_label(labels, k).is_some_and(|v| v < *n),
         }
     }
+}
+
+fn integer_label(labels: &BTreeMap<String, String>, key: &str) -> Option<i64> {
+    labels.get(key)?.parse().ok()
 }
 
 /// A parsed label selector.
@@ -153,6 +163,20 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
             vec![value_checked(value)?],
         ));
     }
+    for (operator, greater) in [('>', true), ('<', false)] {
+        if let Some((key, value)) = part.split_once(operator) {
+            let n = value
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| format!("{part:?}: {operator} needs an integer, not {value:?}"))?;
+            let key = key_checked(key)?;
+            return Ok(if greater {
+                Requirement::GreaterThan(key, n)
+            } else {
+                Requirement::LessThan(key, n)
+            });
+        }
+    }
     if let Some((key, value)) = part.split_once("==").or_else(|| part.split_once('=')) {
         return Ok(Requirement::In(
             key_checked(key)?,
@@ -206,6 +230,7 @@ mod tests {
             ("role", "worker"),
             ("zone", "fsn1"),
             ("example.com/gpu", ""),
+            ("cores", "8"),
         ]);
         let cases = [
             ("", true),
@@ -224,6 +249,13 @@ mod tests {
             ("missing notin (a)", true),
             ("role=worker,zone in (nbg1,fsn1),!missing", true),
             ("role=worker,zone=hel1", false),
+            ("cores>4", true),
+            ("cores>8", false),
+            ("cores<16", true),
+            ("cores<8", false),
+            ("zone>1", false),
+            ("missing<5", false),
+            ("role=worker,cores>2", true),
         ];
         for (selector, expected) in cases {
             let parsed = NodeSelector::parse(selector).unwrap();
@@ -240,6 +272,8 @@ mod tests {
             "zone in (a",
             "a,,b",
             "-bad",
+            "cores>four",
+            "cores<",
         ] {
             assert!(NodeSelector::parse(bad).is_err(), "{bad}");
         }
