@@ -216,7 +216,11 @@ pub fn convergence_problems(snapshot: &Snapshot) -> Vec<String> {
 
     for node in &snapshot.nodes {
         let name = name_of(node);
-        if server_id(node).is_none() || has_taint(node, UNINITIALIZED_TAINT) {
+        // A Node without providerID whose server is gone (deleted before the CCM initialised
+        // it) looks like a machine outside the cloud (dedicated, on-premises), which the CCM
+        // never deletes: it stays uninitialised, and that is converged.
+        let foreign = server_id(node).is_none() && server_of(node, cloud).is_none();
+        if !foreign && (server_id(node).is_none() || has_taint(node, UNINITIALIZED_TAINT)) {
             problems.push(format!("Node {name} is not initialised"));
         }
         if server_id(node).is_some() && server_of(node, cloud).is_none() {
@@ -280,6 +284,10 @@ pub fn convergence_problems(snapshot: &Snapshot) -> Vec<String> {
             continue;
         };
         if parse_cidr(cidr).is_none() {
+            continue;
+        }
+        // No server, no route (see above).
+        if server_id(node).is_none() && server_of(node, cloud).is_none() {
             continue;
         }
         let gateway = server_of(node, cloud)
@@ -383,6 +391,17 @@ mod tests {
         assert_eq!(convergence_problems(&converged()), Vec::<String>::new());
     }
 
+    /// A Node whose server was deleted before it was initialised cannot be told apart from a
+    /// machine outside the cloud, which the CCM never deletes: converged as it is.
+    #[test]
+    fn a_node_of_no_cloud_server_may_stay_uninitialised() {
+        let mut snapshot = converged();
+        snapshot
+            .nodes
+            .push(node("gone-early", None, "10.244.4.0/24", json!({})));
+        assert_eq!(convergence_problems(&snapshot), Vec::<String>::new());
+    }
+
     #[test]
     fn each_kind_of_divergence_is_named() {
         type Change = Box<dyn Fn(&mut Snapshot)>;
@@ -444,7 +463,13 @@ mod tests {
             ),
             (
                 "Node c is not initialised",
-                Box::new(|s| s.nodes.push(node("c", None, "10.244.3.0/24", json!({})))),
+                Box::new(|s| {
+                    s.nodes.push(node("c", None, "10.244.3.0/24", json!({})));
+                    s.cloud["servers"]
+                        .as_array_mut()
+                        .unwrap()
+                        .push(json!({"id": 3, "name": "c", "private_net": []}));
+                }),
             ),
             (
                 "lacks its load balancer's address",
