@@ -626,3 +626,45 @@ proptest! {
         }
     }
 }
+
+/// An answer announcing more than `MAX_BODY_BYTES` is refused before its body is read.
+#[test]
+fn an_answer_announcing_a_huge_body_is_refused_unread() {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{{\"servers\":[",
+        1u64 << 40
+    );
+    let (result, bytes) = RIG.with(|rig| {
+        rig.serve(head.into_bytes());
+        rig.measure(Call::ListServers)
+    });
+    match result {
+        Err(Error::Decode(e)) => assert!(e.to_string().contains("longer than"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(bytes < 4 << 20, "{bytes} bytes");
+}
+
+/// A valid answer longer than `MAX_BODY_BYTES` without an announced length is refused once
+/// it grows past the limit, and never held whole.
+#[test]
+fn an_answer_growing_past_the_limit_is_refused() {
+    let padding = "x".repeat(hcloud_api::MAX_BODY_BYTES + (8 << 20));
+    let body = format!("{{\"servers\":[],\"padding\":\"{padding}\"}}");
+    drop(padding);
+    let mut raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_vec();
+    raw.extend_from_slice(body.as_bytes());
+    drop(body);
+    let (result, bytes) = RIG.with(|rig| {
+        rig.serve(raw);
+        rig.measure(Call::ListServers)
+    });
+    match result {
+        Err(Error::Decode(e)) => assert!(e.to_string().contains("longer than"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        bytes < hcloud_api::MAX_BODY_BYTES + (4 << 20),
+        "{bytes} bytes"
+    );
+}
