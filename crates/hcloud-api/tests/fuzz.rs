@@ -18,6 +18,8 @@ use hcloud_api::{
     Client, ClientConfig, Error, ListParams, ListServersParams, RetryConfig, TargetSpec, Token,
 };
 use proptest::prelude::*;
+
+use fuzz_support::soup;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -28,16 +30,6 @@ static ALLOCATOR: fuzz_support::CountingAllocator = fuzz_support::CountingAlloca
 const TOKEN: &str = "fuzz-token-7f3a";
 
 const RATE_LIMIT_HEADERS: [&str; 3] = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"];
-
-fn soup() -> BoxedStrategy<String> {
-    prop_oneof![
-        any::<String>(),
-        "[ -~]{0,40}",
-        proptest::collection::vec(any::<u8>(), 0..40)
-            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-    ]
-    .boxed()
-}
 
 /// Header values: numbers near the API's (small, huge, negative, padded) and bytes an HTTP
 /// header may carry (visible ASCII, tabs, obs-text).

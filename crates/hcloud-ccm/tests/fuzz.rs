@@ -14,21 +14,13 @@ use hcloud_ccm::config::{GoDuration, parse_cluster_cidrs, parse_feature_gates, p
 use hcloud_provider::load_balancers::annotations::parse_duration as annotation_duration;
 use proptest::prelude::*;
 
+use fuzz_support::soup;
+
 #[global_allocator]
 static ALLOCATOR: fuzz_support::CountingAllocator = fuzz_support::CountingAllocator;
 
 /// The largest duration Go has (`math.MaxInt64` nanoseconds).
 const GO_MAX_NANOS: u128 = i64::MAX as u128;
-
-fn soup() -> BoxedStrategy<String> {
-    prop_oneof![
-        any::<String>(),
-        "[ -~]{0,40}",
-        proptest::collection::vec(any::<u8>(), 0..40)
-            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-    ]
-    .boxed()
-}
 
 /// Go durations near the grammar: signs, fractions, every unit (and unknown ones), huge
 /// numbers, several parts.

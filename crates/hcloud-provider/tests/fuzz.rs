@@ -30,30 +30,15 @@ use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSp
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 
+use fuzz_support::{label_word, near_selector, soup, word};
+
 #[global_allocator]
 static ALLOCATOR: fuzz_support::CountingAllocator = fuzz_support::CountingAllocator;
-
-/// Any text: arbitrary Unicode, printable ASCII, or bytes read leniently as UTF-8.
-fn soup() -> BoxedStrategy<String> {
-    prop_oneof![
-        any::<String>(),
-        "[ -~]{0,40}",
-        proptest::collection::vec(any::<u8>(), 0..40)
-            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-    ]
-    .boxed()
-}
 
 /// Surrounding whitespace (the parsers trim).
 fn padded(inner: BoxedStrategy<String>) -> BoxedStrategy<String> {
     (inner, "[ \t]{0,2}", "[ \t\n]{0,2}")
         .prop_map(|(v, l, r)| format!("{l}{v}{r}"))
-        .boxed()
-}
-
-fn one_of_words(words: &'static [&'static str]) -> BoxedStrategy<String> {
-    proptest::sample::select(words)
-        .prop_map(str::to_owned)
         .boxed()
 }
 
@@ -63,13 +48,13 @@ fn near_duration() -> BoxedStrategy<String> {
     let part = (
         "[0-9]{0,22}",
         proptest::option::of("\\.[0-9]{0,14}"),
-        one_of_words(&[
+        word(&[
             "ns", "us", "µs", "μs", "ms", "s", "m", "h", "", "d", "S", " s",
         ]),
     )
         .prop_map(|(int, frac, unit)| format!("{int}{}{unit}", frac.unwrap_or_default()));
     (
-        one_of_words(&["", "", "+", "-"]),
+        word(&["", "", "+", "-"]),
         proptest::collection::vec(part, 1..4),
     )
         .prop_map(|(sign, parts)| format!("{sign}{}", parts.concat()))
@@ -77,7 +62,7 @@ fn near_duration() -> BoxedStrategy<String> {
 }
 
 fn near_bool() -> BoxedStrategy<String> {
-    one_of_words(&[
+    word(&[
         "true", "false", "1", "0", "t", "f", "T", "F", "TRUE", "FALSE", "True", "False", "yes",
         "tRuE", "",
     ])
@@ -103,53 +88,6 @@ fn near_ipv4() -> BoxedStrategy<String> {
 fn near_cidr() -> BoxedStrategy<String> {
     (near_ipv4(), "(/[0-9]{0,3})?")
         .prop_map(|(ip, len)| format!("{ip}{len}"))
-        .boxed()
-}
-
-fn label_word() -> BoxedStrategy<String> {
-    prop_oneof![
-        one_of_words(&[
-            "role",
-            "zone",
-            "worker",
-            "fsn1",
-            "a",
-            "b",
-            "example.com/gpu",
-            ""
-        ]),
-        "[a-z0-9A-Z._-]{0,8}",
-        "[a-z]{1,3}(\\.[a-z]{1,3})?/[a-z]{1,3}",
-    ]
-    .boxed()
-}
-
-/// Label selectors near the grammar: every operator, set expressions, stray parentheses,
-/// commas and whitespace.
-fn near_selector() -> BoxedStrategy<String> {
-    let requirement = prop_oneof![
-        label_word(),
-        label_word().prop_map(|k| format!("!{k}")),
-        (
-            label_word(),
-            one_of_words(&["=", "==", "!=", " = ", "=="]),
-            label_word()
-        )
-            .prop_map(|(k, op, v)| format!("{k}{op}{v}")),
-        (
-            label_word(),
-            one_of_words(&[" in ", " notin ", " in", " IN ", "in "]),
-            one_of_words(&["(", "", "(("]),
-            proptest::collection::vec(label_word(), 0..3),
-            one_of_words(&[")", "", "))"]),
-        )
-            .prop_map(|(k, op, open, values, close)| format!(
-                "{k}{op}{open}{}{close}",
-                values.join(",")
-            )),
-    ];
-    proptest::collection::vec(requirement, 0..4)
-        .prop_map(|parts| parts.join(","))
         .boxed()
 }
 
@@ -186,15 +124,15 @@ fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
         | "health-check-timeout" => near_duration(),
         "health-check-retries" | "health-check-port" => near_number(),
         "protocol" | "health-check-protocol" => {
-            one_of_words(&["tcp", "http", "https", "HTTPS", "Http", "udp", ""])
+            word(&["tcp", "http", "https", "HTTPS", "Http", "udp", ""])
         }
-        "algorithm-type" => one_of_words(&[
+        "algorithm-type" => word(&[
             "round_robin",
             "least_connections",
             "LEAST_CONNECTIONS",
             "random",
         ]),
-        "certificate-type" => one_of_words(&["uploaded", "managed", "Managed", "self-signed"]),
+        "certificate-type" => word(&["uploaded", "managed", "Managed", "self-signed"]),
         "private-ipv4" => near_ipv4(),
         "private-subnet-ip-range" => near_cidr(),
         "node-selector" => near_selector(),
@@ -283,7 +221,7 @@ fn service() -> BoxedStrategy<Service> {
 
 /// providerIDs near the Hetzner forms (IDs 1..=12 meet the load balancer's targets).
 fn near_provider_id() -> BoxedStrategy<String> {
-    let scheme = one_of_words(&[
+    let scheme = word(&[
         "hcloud://",
         "hrobot://",
         "hcloud://bm-",
@@ -332,13 +270,13 @@ fn algorithm() -> BoxedStrategy<AlgorithmType> {
 }
 
 fn settings() -> BoxedStrategy<LoadBalancerSettings> {
-    let place = || proptest::option::of(one_of_words(&["fsn1", "nbg1", "eu-central", ""]));
+    let place = || proptest::option::of(word(&["fsn1", "nbg1", "eu-central", ""]));
     let seconds = || proptest::option::of(any::<u64>().prop_map(Duration::from_secs));
     (
         (
             place(),
             place(),
-            proptest::option::of(one_of_words(&["lb11", "lb21", "7", ""])),
+            proptest::option::of(word(&["lb11", "lb21", "7", ""])),
             proptest::option::of(algorithm()),
             any::<(bool, bool, bool)>(),
             proptest::option::of(any::<bool>()),
@@ -395,8 +333,8 @@ fn protocol() -> BoxedStrategy<ServiceProtocol> {
 fn health_check() -> BoxedStrategy<HealthCheck> {
     let http = (
         proptest::option::of(label_word()),
-        proptest::option::of(one_of_words(&["/", "/healthz", ""])),
-        proptest::collection::vec(one_of_words(&["2??", "3??", "200", "204"]), 0..3),
+        proptest::option::of(word(&["/", "/healthz", ""])),
+        proptest::collection::vec(word(&["2??", "3??", "200", "204"]), 0..3),
         any::<bool>(),
     )
         .prop_map(|(domain, path, status_codes, tls)| HealthCheckHttp {
@@ -550,7 +488,7 @@ fn load_balancer() -> BoxedStrategy<LoadBalancer> {
     (
         (label_word(), uid_label, any::<bool>()),
         (
-            one_of_words(&["lb11", "lb21", "7"]),
+            word(&["lb11", "lb21", "7"]),
             0i64..10,
             prop_oneof![0u32..12, Just(25u32)],
         ),

@@ -27,66 +27,12 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
+use fuzz_support::{label_word, near_selector, soup, word};
+
 #[global_allocator]
 static ALLOCATOR: fuzz_support::CountingAllocator = fuzz_support::CountingAllocator;
 
 const TOKEN: &str = "fuzz-token";
-
-fn soup() -> BoxedStrategy<String> {
-    prop_oneof![
-        any::<String>(),
-        "[ -~]{0,40}",
-        proptest::collection::vec(any::<u8>(), 0..40)
-            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
-    ]
-    .boxed()
-}
-
-fn word(words: &'static [&'static str]) -> BoxedStrategy<String> {
-    proptest::sample::select(words)
-        .prop_map(str::to_owned)
-        .boxed()
-}
-
-fn label_word() -> BoxedStrategy<String> {
-    prop_oneof![
-        word(&[
-            "env",
-            "prod",
-            "tier",
-            "web",
-            "hcloud-ccm/service-uid",
-            "a",
-            ""
-        ]),
-        "[a-zA-Z0-9._-]{0,8}",
-        "[a-z]{1,3}(\\.[a-z]{1,3})?/[a-z]{1,3}",
-    ]
-    .boxed()
-}
-
-fn near_selector() -> BoxedStrategy<String> {
-    let requirement = prop_oneof![
-        label_word(),
-        label_word().prop_map(|k| format!("!{k}")),
-        (label_word(), word(&["=", "==", "!=", " = "]), label_word())
-            .prop_map(|(k, op, v)| format!("{k}{op}{v}")),
-        (
-            label_word(),
-            word(&[" in ", " notin ", " foo ", " in"]),
-            word(&["(", "", "(("]),
-            proptest::collection::vec(label_word(), 0..3),
-            word(&[")", "", "))"]),
-        )
-            .prop_map(|(k, op, open, values, close)| format!(
-                "{k}{op}{open}{}{close}",
-                values.join(",")
-            )),
-    ];
-    proptest::collection::vec(requirement, 0..4)
-        .prop_map(|parts| parts.join(","))
-        .boxed()
-}
 
 /// Query strings: the keys the API reads with values near what it accepts, percent
 /// encoding, repeated keys, and junk.

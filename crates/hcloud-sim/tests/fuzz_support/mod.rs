@@ -15,6 +15,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
+use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 
 /// Environment variable that sets the number of cases of every target (the long mode).
@@ -115,4 +116,68 @@ pub fn measure<R>(f: impl FnOnce() -> R) -> (R, usize) {
 /// plus a fixed `base` (the code's own structures). More than that is "unbounded".
 pub fn allowance(input_bytes: usize, per_byte: usize, base: usize) -> usize {
     input_bytes.saturating_mul(per_byte).saturating_add(base)
+}
+
+/// Any text: arbitrary Unicode, printable ASCII, or bytes read leniently as UTF-8.
+pub fn soup() -> BoxedStrategy<String> {
+    prop_oneof![
+        any::<String>(),
+        "[ -~]{0,40}",
+        proptest::collection::vec(any::<u8>(), 0..40)
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+    ]
+    .boxed()
+}
+
+/// One of `words`.
+pub fn word(words: &'static [&'static str]) -> BoxedStrategy<String> {
+    proptest::sample::select(words)
+        .prop_map(str::to_owned)
+        .boxed()
+}
+
+/// Label keys and values, valid or nearly so.
+pub fn label_word() -> BoxedStrategy<String> {
+    prop_oneof![
+        word(&[
+            "role",
+            "zone",
+            "worker",
+            "fsn1",
+            "env",
+            "prod",
+            "example.com/gpu",
+            "hcloud-ccm/service-uid",
+            "a",
+            "",
+        ]),
+        "[a-zA-Z0-9._-]{0,8}",
+        "[a-z]{1,3}(\\.[a-z]{1,3})?/[a-z]{1,3}",
+    ]
+    .boxed()
+}
+
+/// Label selectors near the grammar: every operator, set expressions, stray parentheses,
+/// commas and whitespace.
+pub fn near_selector() -> BoxedStrategy<String> {
+    let requirement = prop_oneof![
+        label_word(),
+        label_word().prop_map(|k| format!("!{k}")),
+        (label_word(), word(&["=", "==", "!=", " = "]), label_word())
+            .prop_map(|(k, op, v)| format!("{k}{op}{v}")),
+        (
+            label_word(),
+            word(&[" in ", " notin ", " in", " IN ", "in ", " foo "]),
+            word(&["(", "", "(("]),
+            proptest::collection::vec(label_word(), 0..3),
+            word(&[")", "", "))"]),
+        )
+            .prop_map(|(k, op, open, values, close)| format!(
+                "{k}{op}{open}{}{close}",
+                values.join(",")
+            )),
+    ];
+    proptest::collection::vec(requirement, 0..4)
+        .prop_map(|parts| parts.join(","))
+        .boxed()
 }
