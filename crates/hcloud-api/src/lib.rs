@@ -16,6 +16,8 @@
 //! - Action waiting shared across callers: all concurrent [`ActionsApi::wait_all`] calls of
 //!   a client and its clones share one poll per round, 25 action IDs per request.
 //! - Metrics with the official CCM's names (see [`Metrics`]).
+//! - Bounded answers: a body longer than [`MAX_BODY_BYTES`] (32 MiB) is refused as a
+//!   [`DecodeError`] without being read into memory.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hcloud_api::Error> {
@@ -56,6 +58,7 @@ pub use metrics::Metrics;
 pub use models::*;
 pub use pagination::{ListMeta, Page, Pagination};
 pub use ratelimit::RequestBudget;
+pub use transport::MAX_BODY_BYTES;
 
 use api::action_batch::ActionBatch;
 use transport::Transport;

@@ -190,7 +190,11 @@ impl Reserve {
         // limit >= 2 * threshold here, so the divisor is at least `threshold` (> 0).
         let share = limit - threshold;
         let factor = limit as f64 / share as f64;
-        Some(api_interval.mul_f64(factor))
+        // A reset centuries ahead (only a broken answer has one) must not overflow.
+        Some(
+            Duration::try_from_secs_f64(api_interval.as_secs_f64() * factor)
+                .unwrap_or(Duration::MAX),
+        )
     }
 }
 
@@ -412,6 +416,27 @@ mod tests {
             limit: Some(3600),
         };
         assert_eq!(left.wait_for_token(now, refill), Duration::ZERO);
+    }
+
+    /// Found by fuzzing (`crates/hcloud-api/tests/fuzz.rs`): a tiny bucket whose reset lies
+    /// centuries ahead made the pace overflow `Duration` and panic while recording the answer.
+    #[test]
+    fn a_reset_centuries_ahead_paces_at_the_longest_wait() {
+        let headers = RateLimitHeaders {
+            limit: Some(2),
+            remaining: Some(1),
+            reset: Some(u64::MAX),
+        };
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let interval = refill_interval(&headers, now, Duration::from_secs(1));
+        let reserve = Reserve { per_hour: 600 };
+        assert_eq!(reserve.pace(&headers, interval, false), Some(Duration::MAX));
+        let max_wait = Duration::from_millis(50);
+        let bucket = ServerBucket::new(Duration::from_secs(1), max_wait, reserve);
+        bucket.observe(&headers);
+        assert!(bucket.reserving());
+        let state = bucket.state.lock().unwrap();
+        assert_eq!(state.interval, max_wait);
     }
 
     #[test]

@@ -16,6 +16,11 @@ use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport
 /// How fast the API refills its bucket: one request per second.
 const API_REFILL: Duration = Duration::from_secs(1);
 
+/// The largest answer body read. The largest real answers (pages of 50 load balancers with
+/// their targets) are a few MB; a longer body is refused as undecodable when its length is
+/// announced, or as soon as it grows past this, instead of being held in memory.
+pub const MAX_BODY_BYTES: usize = 32 << 20;
+
 /// Query parameters of a request (keys may repeat).
 pub(crate) type Query = Vec<(&'static str, String)>;
 
@@ -165,13 +170,29 @@ impl Transport {
                 .try_once(&method, &url, path, query, body.as_ref())
                 .await
             {
-                Ok(answer) if (200..300).contains(&answer.status) => {
-                    return Ok((answer.status, answer.body));
+                Ok(Answer {
+                    body: None, status, ..
+                }) => {
+                    return Err(Error::Decode(DecodeError {
+                        method: method.to_string(),
+                        path: path.to_owned(),
+                        status,
+                        source: <serde_json::Error as serde::de::Error>::custom(format!(
+                            "the answer is longer than {MAX_BODY_BYTES} bytes; not read"
+                        )),
+                    }));
+                }
+                Ok(Answer {
+                    body: Some(body),
+                    status,
+                    ..
+                }) if (200..300).contains(&status) => {
+                    return Ok((status, body));
                 }
                 Ok(answer) => Failure::Api(
                     Box::new(ApiError::from_response(
                         answer.status,
-                        &answer.body,
+                        answer.body.as_deref().unwrap_or_default(),
                         method.as_str(),
                         path,
                     )),
@@ -224,16 +245,20 @@ impl Transport {
         let started = Instant::now();
         let in_flight = self.metrics.request_started();
         let result = async {
-            let response = request.send().await?;
+            let mut response = request.send().await?;
             let status = response.status().as_u16();
             let headers = RateLimitHeaders::from_headers(response.headers());
             let dump_headers =
                 tracing::enabled!(tracing::Level::TRACE).then(|| response.headers().clone());
-            let body = response.bytes().await?.to_vec();
+            let body = read_body(&mut response).await?;
             if let Some(dump_headers) = dump_headers {
                 tracing::trace!(
                     "--- Response:\n{}",
-                    dump_response(status, &dump_headers, &body)
+                    dump_response(
+                        status,
+                        &dump_headers,
+                        body.as_deref().unwrap_or(b"<too long>")
+                    )
                 );
             }
             Ok::<_, reqwest::Error>(Answer {
@@ -293,11 +318,35 @@ impl Transport {
     }
 }
 
-/// A complete answer.
+/// Reads the body of `response`; `None` once it is (or announces to be) longer than
+/// [`MAX_BODY_BYTES`].
+async fn read_body(response: &mut reqwest::Response) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let announced = response.content_length().unwrap_or(0);
+    if announced > MAX_BODY_BYTES as u64 {
+        return Ok(None);
+    }
+    // The announced length is a hint only: a body without one may still be long.
+    let mut body = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await? {
+        let len = body.len() + chunk.len();
+        if len > MAX_BODY_BYTES {
+            return Ok(None);
+        }
+        // Grow by doubling, but never past the limit.
+        if len > body.capacity() {
+            let capacity = len.max(body.capacity() * 2).min(MAX_BODY_BYTES);
+            body.reserve_exact(capacity - body.len());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+/// A complete answer; `body` is `None` when it was too long to read.
 struct Answer {
     status: u16,
     headers: RateLimitHeaders,
-    body: Vec<u8>,
+    body: Option<Vec<u8>>,
 }
 
 /// A failed try.

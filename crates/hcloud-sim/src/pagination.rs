@@ -155,7 +155,7 @@ pub fn paginate<T>(items: Vec<T>, req: PageRequest) -> (Vec<T>, PageInfo) {
         page: req.page,
         per_page: req.per_page,
         previous_page: (req.page > 1).then(|| (req.page - 1).min(last_page)),
-        next_page: (req.page < last_page).then_some(req.page + 1),
+        next_page: (req.page < last_page).then(|| req.page + 1),
         last_page,
         total_entries: total,
     };
@@ -265,6 +265,17 @@ mod tests {
         assert!(p.is_empty());
         assert_eq!(info.last_page, 1);
         assert_eq!(info.previous_page, None);
+    }
+
+    /// Found by fuzzing (`crates/hcloud-sim/tests/fuzz.rs`): `?page=<usize::MAX>` computed
+    /// a next page past the last one and overflowed (a panic in debug builds).
+    #[test]
+    fn the_largest_page_number_is_an_empty_page() {
+        let q = Query::parse(Some(&format!("page={}", usize::MAX)));
+        let (items, info) = paginate(vec![1, 2, 3], page_request(&q).unwrap());
+        assert!(items.is_empty());
+        assert_eq!(info.next_page, None);
+        assert_eq!(info.previous_page, Some(1));
     }
 
     #[test]

@@ -104,8 +104,9 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
         };
         let mut component = int_value.checked_mul(scale).ok_or_else(overflow)?;
         if !frac_digits.is_empty() {
-            // Go truncates fractional nanoseconds; keep at most 30 digits to stay in u128.
-            let digits = &frac_digits[..frac_digits.len().min(30)];
+            // Go truncates fractional nanoseconds. 25 digits are far past a nanosecond of any
+            // unit, and 10^25 times the largest unit (3.6e12 ns) stays within u128.
+            let digits = &frac_digits[..frac_digits.len().min(25)];
             let frac_value: u128 = digits.parse().map_err(|_| overflow())?;
             let denominator = 10u128.pow(u32::try_from(digits.len()).map_err(|_| overflow())?);
             let frac_nanos = frac_value
@@ -194,6 +195,25 @@ mod tests {
         assert_eq!(ok("3\u{b5}s"), Duration::from_micros(3));
         assert_eq!(ok("3\u{3bc}s"), Duration::from_micros(3));
         assert_eq!(ok("12h"), Duration::from_secs(43_200));
+    }
+
+    /// Found by fuzzing (`crates/hcloud-ccm/tests/fuzz.rs`): a fraction of 27 or more digits
+    /// overflowed the intermediate product and was refused as "out of range"; Go drops the
+    /// digits past its precision instead.
+    #[test]
+    fn long_fractions_are_truncated_not_out_of_range() {
+        assert_eq!(
+            ok(".100000000000000000000000000h"),
+            Duration::from_secs(360)
+        );
+        assert_eq!(
+            ok("1.000000000000000000000000000001s"),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            ok("0.9999999999999999999999999999999999999m"),
+            Duration::new(59, 999_999_999)
+        );
     }
 
     #[test]
