@@ -51,6 +51,7 @@
 pub mod cache;
 pub mod dryrun;
 pub mod events;
+pub mod go;
 pub mod metrics;
 pub mod node;
 pub mod nodelifecycle;

@@ -14,7 +14,10 @@ use tokio::time::Instant;
 /// The longest delay a key can be queued with (one day).
 const MAX_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// Per-key exponential backoff: `base * 2^failures`, capped at `max`.
+/// Exponential backoff, `base * 2^failures` capped at `max`: the one backoff of the
+/// controllers, the provider and the binary (the queue's per-key retries, route creations
+/// that keep failing, locked networks, start-up attempts). The API client crate, which knows
+/// nothing of this framework, has its own jittered retry delay (`hcloud_api::retry`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
     /// Delay after the first failure.

@@ -1,12 +1,10 @@
 //! Client configuration, from code or from the environment.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::metrics::Metrics;
-use crate::ratelimit::RequestBudget;
 
 /// Default endpoint of the public API.
 pub const DEFAULT_ENDPOINT: &str = "https://api.hetzner.cloud/v1";
@@ -72,43 +70,6 @@ impl Default for RetryConfig {
     }
 }
 
-/// An optional client-side request budget: a token bucket shared by every clone of a
-/// [`crate::Client`].
-///
-/// Off by default ([`RateLimitConfig::off`]): the client paces itself by the API's own
-/// `RateLimit-*` headers instead, keeping [`ClientConfig::rate_limit_reserve`] for other
-/// tools (see [`crate::ratelimit`]). A fixed client-side budget would slow the client down
-/// while the API still reports thousands of requests left. Set one only to cap this client
-/// harder than the reserve does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RateLimitConfig {
-    /// Sustained requests per hour (0 together with a `burst` of 0: no client-side limit).
-    pub requests_per_hour: u32,
-    /// Requests that may be sent at once before pacing starts.
-    pub burst: u32,
-}
-
-impl RateLimitConfig {
-    /// No client-side limit (the default).
-    pub fn off() -> Self {
-        RateLimitConfig {
-            requests_per_hour: 0,
-            burst: 0,
-        }
-    }
-
-    /// Whether this is [`RateLimitConfig::off`].
-    pub fn is_off(&self) -> bool {
-        self.requests_per_hour == 0 && self.burst == 0
-    }
-}
-
-impl Default for RateLimitConfig {
-    fn default() -> Self {
-        RateLimitConfig::off()
-    }
-}
-
 /// Default of [`ClientConfig::rate_limit_reserve`]: 600 of the API's 3600 requests per hour.
 pub const DEFAULT_RATE_LIMIT_RESERVE: u32 = 600;
 
@@ -123,17 +84,12 @@ pub struct ClientConfig {
     pub user_agent: String,
     /// Retry policy.
     pub retry: RetryConfig,
-    /// Optional client-side request budget (off by default).
-    pub rate_limit: RateLimitConfig,
     /// Requests per hour of the API's budget left to other tools (CSI driver, autoscaler,
     /// humans; default 600 of 3600). The client spends freely while the API reports more than
     /// this remaining and paces itself to the rest of the API's refill rate once it reports
     /// this much or less (at most half of `RateLimit-Limit` is reserved). 0: pace only once the
     /// API reports an empty bucket.
     pub rate_limit_reserve: u32,
-    /// An existing budget to share (overrides `rate_limit`); use it when several clients
-    /// in one process talk to the same project.
-    pub budget: Option<RequestBudget>,
     /// Longest wait for the API's own bucket after `RateLimit-Remaining: 0` (default 60 s).
     pub max_rate_limit_wait: Duration,
     /// Poll interval of the action waiter (default 500 ms).
@@ -155,49 +111,13 @@ impl ClientConfig {
             endpoint: DEFAULT_ENDPOINT.to_owned(),
             user_agent: USER_AGENT.to_owned(),
             retry: RetryConfig::default(),
-            rate_limit: RateLimitConfig::default(),
             rate_limit_reserve: DEFAULT_RATE_LIMIT_RESERVE,
-            budget: None,
             max_rate_limit_wait: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
             request_timeout: Duration::from_secs(15),
             connect_timeout: Duration::from_secs(10),
             metrics: None,
         }
-    }
-
-    /// Reads `HCLOUD_TOKEN` or `HCLOUD_TOKEN_FILE` (exactly one) and `HCLOUD_ENDPOINT`.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Like [`ClientConfig::from_env`], with variables from `lookup` (for tests and for
-    /// callers that gather settings elsewhere).
-    pub fn from_lookup<F>(lookup: F) -> Result<Self, ConfigError>
-    where
-        F: Fn(&str) -> Option<String>,
-    {
-        let token_var = lookup("HCLOUD_TOKEN");
-        let file_var = lookup("HCLOUD_TOKEN_FILE").filter(|v| !v.trim().is_empty());
-        let token = match (token_var, file_var) {
-            // An empty HCLOUD_TOKEN next to a token file counts as unset.
-            (Some(value), Some(_)) if !value.trim().is_empty() => {
-                return Err(ConfigError::BothTokenSources);
-            }
-            (_, Some(path)) => {
-                let path = PathBuf::from(path.trim());
-                let content = std::fs::read_to_string(&path)
-                    .map_err(|source| ConfigError::TokenFileUnreadable { path, source })?;
-                check_token(Token::new(content), "HCLOUD_TOKEN_FILE")?
-            }
-            (Some(value), None) => check_token(Token::new(value), "HCLOUD_TOKEN")?,
-            (None, None) => return Err(ConfigError::MissingToken),
-        };
-        let mut config = ClientConfig::new(token);
-        if let Some(endpoint) = lookup("HCLOUD_ENDPOINT").filter(|v| !v.trim().is_empty()) {
-            config.endpoint = normalize_endpoint(&endpoint, "HCLOUD_ENDPOINT")?;
-        }
-        Ok(config)
     }
 
     /// Sets the endpoint.
@@ -212,22 +132,10 @@ impl ClientConfig {
         self
     }
 
-    /// Sets the client-side request budget.
-    pub fn with_rate_limit(mut self, rate_limit: RateLimitConfig) -> Self {
-        self.rate_limit = rate_limit;
-        self
-    }
-
     /// Sets the requests per hour left to other tools (see
     /// [`ClientConfig::rate_limit_reserve`]).
     pub fn with_rate_limit_reserve(mut self, per_hour: u32) -> Self {
         self.rate_limit_reserve = per_hour;
-        self
-    }
-
-    /// Shares an existing request budget.
-    pub fn with_budget(mut self, budget: RequestBudget) -> Self {
-        self.budget = Some(budget);
         self
     }
 
@@ -262,16 +170,6 @@ impl ClientConfig {
     }
 }
 
-fn check_token(token: Token, variable: &'static str) -> Result<Token, ConfigError> {
-    if token.is_empty() {
-        return Err(ConfigError::EmptyToken { variable });
-    }
-    if !token.expose().chars().all(|c| c.is_ascii_graphic()) {
-        return Err(ConfigError::InvalidToken { variable });
-    }
-    Ok(token)
-}
-
 /// Validates an endpoint URL and strips a trailing slash.
 pub(crate) fn normalize_endpoint(
     value: &str,
@@ -296,15 +194,6 @@ pub(crate) fn normalize_endpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        move |name| map.get(name).cloned()
-    }
 
     #[test]
     fn token_debug_is_redacted() {
@@ -313,95 +202,5 @@ mod tests {
         assert!(!shown.contains("supersecret"), "{shown}");
         let config = ClientConfig::new(token);
         assert!(!format!("{config:?}").contains("supersecret"));
-    }
-
-    #[test]
-    fn from_env_reads_token_and_default_endpoint() {
-        let config =
-            ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", " abc \n")])).expect("config");
-        assert_eq!(config.token.expose(), "abc");
-        assert_eq!(config.endpoint, DEFAULT_ENDPOINT);
-        assert!(config.user_agent.starts_with("hcloud-ccm-rs/"));
-    }
-
-    #[test]
-    fn from_env_reads_token_file_and_endpoint() {
-        let dir = std::env::temp_dir().join(format!("hcloud-api-token-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("token");
-        std::fs::write(&file, "filetoken\n").expect("write");
-        let path = file.to_string_lossy().into_owned();
-        let config = ClientConfig::from_lookup(lookup(&[
-            ("HCLOUD_TOKEN_FILE", path.as_str()),
-            ("HCLOUD_ENDPOINT", "http://127.0.0.1:1234/v1/"),
-        ]))
-        .expect("config");
-        assert_eq!(config.token.expose(), "filetoken");
-        assert_eq!(config.endpoint, "http://127.0.0.1:1234/v1");
-
-        // An empty HCLOUD_TOKEN next to a file is ignored; an empty file is an error.
-        let config = ClientConfig::from_lookup(lookup(&[
-            ("HCLOUD_TOKEN", ""),
-            ("HCLOUD_TOKEN_FILE", path.as_str()),
-        ]))
-        .expect("file wins over empty variable");
-        assert_eq!(config.token.expose(), "filetoken");
-        std::fs::write(&file, "\n").expect("write");
-        let empty = ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN_FILE", path.as_str())]))
-            .expect_err("empty file");
-        assert!(matches!(
-            empty,
-            ConfigError::EmptyToken {
-                variable: "HCLOUD_TOKEN_FILE"
-            }
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn from_env_errors_name_the_variable() {
-        let both = ClientConfig::from_lookup(lookup(&[
-            ("HCLOUD_TOKEN", "a"),
-            ("HCLOUD_TOKEN_FILE", "/nonexistent"),
-        ]))
-        .expect_err("both");
-        assert!(matches!(both, ConfigError::BothTokenSources));
-        assert!(both.to_string().contains("HCLOUD_TOKEN_FILE"));
-
-        let missing = ClientConfig::from_lookup(lookup(&[])).expect_err("missing");
-        assert!(matches!(missing, ConfigError::MissingToken));
-
-        let unreadable = ClientConfig::from_lookup(lookup(&[(
-            "HCLOUD_TOKEN_FILE",
-            "/nonexistent/hcloud/token",
-        )]))
-        .expect_err("unreadable");
-        assert!(matches!(
-            unreadable,
-            ConfigError::TokenFileUnreadable { .. }
-        ));
-        assert!(unreadable.to_string().starts_with("HCLOUD_TOKEN_FILE"));
-
-        let empty =
-            ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", "  ")])).expect_err("empty");
-        assert!(matches!(
-            empty,
-            ConfigError::EmptyToken {
-                variable: "HCLOUD_TOKEN"
-            }
-        ));
-        assert!(empty.to_string().contains("HCLOUD_TOKEN"));
-
-        let bad = ClientConfig::from_lookup(lookup(&[("HCLOUD_TOKEN", "secret with space")]))
-            .expect_err("invalid");
-        assert!(matches!(bad, ConfigError::InvalidToken { .. }));
-        assert!(!bad.to_string().contains("secret"));
-
-        let endpoint = ClientConfig::from_lookup(lookup(&[
-            ("HCLOUD_TOKEN", "a"),
-            ("HCLOUD_ENDPOINT", "not a url"),
-        ]))
-        .expect_err("endpoint");
-        assert!(endpoint.to_string().starts_with("HCLOUD_ENDPOINT"));
     }
 }

@@ -4,7 +4,6 @@
 //! answers, bad configuration and failed actions. Nothing here ever contains the token.
 
 use std::fmt;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 
@@ -251,21 +250,6 @@ pub struct ActionError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Neither token variable is set.
-    #[error("no API token: set HCLOUD_TOKEN or HCLOUD_TOKEN_FILE")]
-    MissingToken,
-    /// Both token variables are set.
-    #[error("HCLOUD_TOKEN and HCLOUD_TOKEN_FILE are both set; set only one")]
-    BothTokenSources,
-    /// The token file could not be read.
-    #[error("HCLOUD_TOKEN_FILE: cannot read {path}: {source}")]
-    TokenFileUnreadable {
-        /// Path from the variable.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// The token is empty (after trimming whitespace).
     #[error("{variable}: the API token is empty")]
     EmptyToken {
@@ -463,7 +447,10 @@ mod tests {
             Some(&ErrorCode::Unauthorized)
         );
         assert_eq!(api(401, "unauthorized").status(), Some(401));
-        let config: Error = ConfigError::MissingToken.into();
+        let config: Error = ConfigError::EmptyToken {
+            variable: "HCLOUD_TOKEN",
+        }
+        .into();
         assert!(!config.is_not_found());
         assert_eq!(config.code(), None);
     }

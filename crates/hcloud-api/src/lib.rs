@@ -11,18 +11,17 @@
 //!   [`LoadBalancersApi::delete`] returns it, [`LoadBalancersApi::delete_and_wait`] waits.
 //! - Pacing by the API's own `RateLimit-*` headers: requests go freely while the API reports
 //!   plenty left and are paced once its remaining budget reaches a reserve kept for other
-//!   tools (default 600 of 3600 per hour; see [`ClientConfig::rate_limit_reserve`]). An
-//!   optional client-side budget ([`RateLimitConfig`], off by default) can cap it further.
+//!   tools (default 600 of 3600 per hour; see [`ClientConfig::rate_limit_reserve`]).
 //! - Action waiting shared across callers: all concurrent [`ActionsApi::wait_all`] calls of
-//!   a client and its clones share one poll per round, 25 action IDs per request.
+//!   a client and its clones share one poll per round, 50 action IDs per request.
 //! - Metrics with the official CCM's names (see [`Metrics`]).
 //! - Bounded answers: a body longer than [`MAX_BODY_BYTES`] (32 MiB) is refused as a
 //!   [`DecodeError`] without being read into memory.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hcloud_api::Error> {
-//! use hcloud_api::{Client, ClientConfig, ListServersParams};
-//! let client = Client::new(ClientConfig::from_env()?)?;
+//! use hcloud_api::{Client, ClientConfig, ListServersParams, Token};
+//! let client = Client::new(ClientConfig::new(Token::new("<API token>")))?;
 //! let servers = client.servers().list_all(&ListServersParams::default()).await?;
 //! # let _ = servers; Ok(()) }
 //! ```
@@ -47,8 +46,7 @@ pub use api::{
     LoadBalancerTypesApi, LoadBalancersApi, LocationsApi, NetworksApi, ServersApi,
 };
 pub use config::{
-    ClientConfig, DEFAULT_ENDPOINT, DEFAULT_RATE_LIMIT_RESERVE, RateLimitConfig, RetryConfig,
-    Token, USER_AGENT,
+    ClientConfig, DEFAULT_ENDPOINT, DEFAULT_RATE_LIMIT_RESERVE, RetryConfig, Token, USER_AGENT,
 };
 pub use error::{
     ActionError, ApiError, ConfigError, DecodeError, Error, ErrorCode, ErrorDetails, FieldError,
@@ -57,7 +55,6 @@ pub use error::{
 pub use metrics::Metrics;
 pub use models::*;
 pub use pagination::{ListMeta, Page, Pagination};
-pub use ratelimit::RequestBudget;
 pub use transport::MAX_BODY_BYTES;
 
 use api::action_batch::ActionBatch;
@@ -83,11 +80,6 @@ impl Client {
             action_batch: Arc::new(ActionBatch::new(config.poll_interval)),
             poll_interval: config.poll_interval,
         })
-    }
-
-    /// Builds a client from `HCLOUD_TOKEN`/`HCLOUD_TOKEN_FILE` and `HCLOUD_ENDPOINT`.
-    pub fn from_env() -> Result<Client, Error> {
-        Client::new(ClientConfig::from_env()?)
     }
 
     /// Servers.
@@ -133,11 +125,6 @@ impl Client {
     /// Registers this client's metrics in `registry`.
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         self.transport.metrics().register(registry);
-    }
-
-    /// The client-side request budget (shared by all clones).
-    pub fn budget(&self) -> &RequestBudget {
-        self.transport.budget()
     }
 
     /// Remaining budget of the API's bucket as last reported.

@@ -8,88 +8,9 @@
 //! request per 1.2 s instead of one per second), leaving the rest to the CSI driver, the
 //! autoscaler and humans. Once the API reports `RateLimit-Remaining: 0`, requests wait for the
 //! API's refill. Concurrent callers queue one slot apart instead of all hitting the API.
-//!
-//! [`RequestBudget`] is an optional extra token bucket on the client side (off by default),
-//! shared by every clone of a client and, through [`crate::ClientConfig::with_budget`], by
-//! several clients.
 
-use std::fmt;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-
-use crate::config::RateLimitConfig;
-use crate::error::ConfigError;
-
-/// A client-side token bucket. Cloning shares the bucket.
-#[derive(Clone)]
-pub struct RequestBudget {
-    /// `None`: no client-side limit ([`RateLimitConfig::off`]).
-    limiter: Option<Arc<DefaultDirectRateLimiter>>,
-    config: RateLimitConfig,
-}
-
-impl RequestBudget {
-    /// A bucket refilling `requests_per_hour` evenly, holding at most `burst` requests; no
-    /// limit at all when both are 0 ([`RateLimitConfig::off`], the default).
-    pub fn new(config: &RateLimitConfig) -> Result<Self, ConfigError> {
-        if config.is_off() {
-            return Ok(RequestBudget {
-                limiter: None,
-                config: config.clone(),
-            });
-        }
-        if config.requests_per_hour == 0 {
-            return Err(ConfigError::InvalidSetting {
-                setting: "rate_limit.requests_per_hour",
-                reason:
-                    "must be at least 1 (or 0 together with a burst of 0: no client-side limit)"
-                        .to_owned(),
-            });
-        }
-        let period = Duration::from_secs(3600) / config.requests_per_hour;
-        let burst = NonZeroU32::new(config.burst).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::with_period(period)
-            .ok_or_else(|| ConfigError::InvalidSetting {
-                setting: "rate_limit.requests_per_hour",
-                reason: "too large".to_owned(),
-            })?
-            .allow_burst(burst);
-        Ok(RequestBudget {
-            limiter: Some(Arc::new(RateLimiter::direct(quota))),
-            config: config.clone(),
-        })
-    }
-
-    /// Waits until the budget allows one more request, and takes it.
-    pub async fn acquire(&self) {
-        if let Some(limiter) = &self.limiter {
-            limiter.until_ready().await;
-        }
-    }
-
-    /// Takes one request from the budget if available now.
-    pub fn try_acquire(&self) -> bool {
-        self.limiter
-            .as_ref()
-            .is_none_or(|limiter| limiter.check().is_ok())
-    }
-
-    /// The configuration the budget was built from.
-    pub fn config(&self) -> &RateLimitConfig {
-        &self.config
-    }
-}
-
-impl fmt::Debug for RequestBudget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RequestBudget")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Rate-limit headers of one answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -187,14 +108,18 @@ impl Reserve {
         if threshold == 0 || remaining > resume_above {
             return None;
         }
-        // limit >= 2 * threshold here, so the divisor is at least `threshold` (> 0).
-        let share = limit - threshold;
+        Some(self.spacing(limit, api_interval))
+    }
+
+    /// The spacing that leaves the reserve's share of a bucket of `limit` to others: the
+    /// API's refill interval times `limit / (limit - threshold)`. The one pacing formula,
+    /// for answers ([`Reserve::pace`]) and for the client's own estimate between them.
+    pub fn spacing(&self, limit: u64, api_interval: Duration) -> Duration {
+        // threshold <= limit / 2, so the divisor is at least half the bucket (at least 1).
+        let share = limit.saturating_sub(self.threshold(limit)).max(1);
         let factor = limit as f64 / share as f64;
         // A reset centuries ahead (only a broken answer has one) must not overflow.
-        Some(
-            Duration::try_from_secs_f64(api_interval.as_secs_f64() * factor)
-                .unwrap_or(Duration::MAX),
-        )
+        Duration::try_from_secs_f64(api_interval.as_secs_f64() * factor).unwrap_or(Duration::MAX)
     }
 }
 
@@ -315,12 +240,8 @@ impl ServerBucket {
                 state.estimate = Some(next);
                 let threshold = self.reserve.threshold(limit);
                 if threshold > 0 && next <= threshold {
-                    let share = limit.saturating_sub(threshold).max(1);
                     state.reserving = true;
-                    state.interval = self
-                        .refill
-                        .mul_f64(limit as f64 / share as f64)
-                        .min(self.max_wait);
+                    state.interval = self.reserve.spacing(limit, self.refill).min(self.max_wait);
                 }
             }
             return None;
@@ -461,42 +382,6 @@ mod tests {
         });
         assert!(bucket.reserve().is_none());
         assert_eq!(bucket.remaining(), Some(10));
-    }
-
-    #[tokio::test]
-    async fn budget_queues_beyond_burst() {
-        let budget = RequestBudget::new(&RateLimitConfig {
-            requests_per_hour: 36_000, // one per 100 ms
-            burst: 2,
-        })
-        .expect("budget");
-        let shared = budget.clone();
-        let start = std::time::Instant::now();
-        for _ in 0..4 {
-            shared.acquire().await;
-        }
-        // Two from the burst, then two more at 100 ms each.
-        assert!(
-            start.elapsed() >= Duration::from_millis(180),
-            "{:?}",
-            start.elapsed()
-        );
-        assert!(!budget.try_acquire(), "clones share one bucket");
-    }
-
-    #[test]
-    fn zero_rate_is_rejected_unless_the_budget_is_off() {
-        assert!(
-            RequestBudget::new(&RateLimitConfig {
-                requests_per_hour: 0,
-                burst: 1
-            })
-            .is_err()
-        );
-        let off = RequestBudget::new(&RateLimitConfig::off()).expect("off");
-        for _ in 0..10_000 {
-            assert!(off.try_acquire(), "no client-side limit");
-        }
     }
 
     fn headers(limit: u64, remaining: u64, reset: u64) -> RateLimitHeaders {

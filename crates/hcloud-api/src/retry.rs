@@ -40,18 +40,21 @@ pub fn retryable_transport(connect: bool, timeout: bool, method: &reqwest::Metho
 }
 
 /// Delay before retry number `retry` (0 for the first retry): `base * 2^retry`, at most
-/// `cap`; with jitter, a uniformly random point between `base` and that value.
+/// `cap`; with jitter, a uniformly random point between `base` and that value, so that many
+/// clients failing together do not retry together. (This crate stands alone; the controllers
+/// above it share `cloud_provider::workqueue::Backoff`.)
 pub fn backoff_delay(config: &RetryConfig, retry: u32) -> Duration {
-    let base = config.base;
     let factor = 2u32.checked_pow(retry.min(31)).unwrap_or(u32::MAX);
-    let exp = base.checked_mul(factor).unwrap_or(config.cap);
-    let delay = exp.min(config.cap);
-    if !config.jitter || delay <= base {
+    let delay = config
+        .base
+        .checked_mul(factor)
+        .unwrap_or(config.cap)
+        .min(config.cap);
+    if !config.jitter || delay <= config.base {
         return delay;
     }
-    let spread = (delay - base).as_secs_f64();
-    let extra = rand::rng().random_range(0.0..=spread);
-    base + Duration::from_secs_f64(extra)
+    let spread = (delay - config.base).as_secs_f64();
+    config.base + Duration::from_secs_f64(rand::rng().random_range(0.0..=spread))
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Sending one request: budget, API bucket, retries, metrics, error mapping.
+//! Sending one request: the API's bucket, retries, metrics, error mapping.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
 use crate::error::{ApiError, ConfigError, DecodeError, Error, ErrorCode, TransportError};
 use crate::metrics::Metrics;
-use crate::ratelimit::{RateLimitHeaders, RequestBudget, Reserve, ServerBucket};
+use crate::ratelimit::{RateLimitHeaders, Reserve, ServerBucket};
 use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport_error};
 
 /// How fast the API refills its bucket: one request per second.
@@ -30,7 +30,6 @@ pub(crate) struct Transport {
     endpoint: String,
     auth: HeaderValue,
     retry: RetryConfig,
-    budget: RequestBudget,
     bucket: ServerBucket,
     max_rate_limit_wait: Duration,
     metrics: Metrics,
@@ -41,7 +40,6 @@ impl std::fmt::Debug for Transport {
         f.debug_struct("Transport")
             .field("endpoint", &self.endpoint)
             .field("retry", &self.retry)
-            .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
@@ -82,16 +80,11 @@ impl Transport {
             .connect_timeout(config.connect_timeout)
             .build()
             .map_err(|e| ConfigError::HttpClient(e.to_string()))?;
-        let budget = match &config.budget {
-            Some(budget) => budget.clone(),
-            None => RequestBudget::new(&config.rate_limit)?,
-        };
         Ok(Transport {
             http,
             endpoint,
             auth: auth_header(&config.token)?,
             retry: config.retry.clone(),
-            budget,
             bucket: ServerBucket::new(
                 API_REFILL,
                 config.max_rate_limit_wait,
@@ -110,10 +103,6 @@ impl Transport {
 
     pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
-    }
-
-    pub(crate) fn budget(&self) -> &RequestBudget {
-        &self.budget
     }
 
     pub(crate) fn bucket(&self) -> &ServerBucket {
@@ -314,7 +303,6 @@ impl Transport {
             );
             tokio::time::sleep_until(tokio::time::Instant::from_std(slot)).await;
         }
-        self.budget.acquire().await;
     }
 }
 

@@ -1,11 +1,11 @@
-//! Waiting for the API's bucket, the client-side budget and the rate-limit metrics.
+//! Waiting for the API's bucket and the rate-limit metrics.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use hcloud_api::{Client, RateLimitConfig, RequestBudget};
+use hcloud_api::Client;
 use hcloud_sim::{Fault, SimConfig, Simulator};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
@@ -72,8 +72,7 @@ async fn plenty_of_api_budget_is_spent_without_pacing() {
     // nothing waits (a fixed client budget of 3000/h with a burst of 100 would have spread
     // the last 300 over six minutes).
     let sim = Simulator::start(SimConfig::default()).await.expect("sim");
-    let client =
-        Client::new(config_for(&sim).with_rate_limit(RateLimitConfig::default())).expect("client");
+    let client = Client::new(config_for(&sim)).expect("client");
     let start = Instant::now();
     let tasks: Vec<_> = (0..8)
         .map(|_| {
@@ -138,54 +137,6 @@ async fn the_reserve_is_kept_for_other_tools() {
     assert!(!client.rate_limit_reserving());
     assert!(
         start.elapsed() < Duration::from_millis(900),
-        "{:?}",
-        start.elapsed()
-    );
-}
-
-#[tokio::test]
-async fn client_budget_queues_bursts() {
-    let sim = common::start_sim().await;
-    // 10 per second, burst 2.
-    let config = config_for(&sim).with_rate_limit(RateLimitConfig {
-        requests_per_hour: 36_000,
-        burst: 2,
-    });
-    let client = Client::new(config).expect("client");
-    let clone = client.clone();
-    let start = Instant::now();
-    let a = tokio::spawn(async move {
-        for _ in 0..3 {
-            clone.locations().get(1).await.expect("a");
-        }
-    });
-    for _ in 0..3 {
-        client.locations().get(1).await.expect("b");
-    }
-    a.await.expect("task");
-    // 6 requests through one shared bucket: 2 immediately, 4 more at 100 ms each.
-    let elapsed = start.elapsed();
-    assert!(elapsed >= Duration::from_millis(350), "{elapsed:?}");
-    assert_eq!(count(&sim, "GET /locations/{id}").await, 6);
-}
-
-#[tokio::test]
-async fn budget_can_be_shared_between_clients() {
-    let sim = common::start_sim().await;
-    let budget = RequestBudget::new(&RateLimitConfig {
-        requests_per_hour: 36_000,
-        burst: 1,
-    })
-    .expect("budget");
-    let a = Client::new(config_for(&sim).with_budget(budget.clone())).expect("a");
-    let b = Client::new(config_for(&sim).with_budget(budget)).expect("b");
-    let start = Instant::now();
-    for _ in 0..2 {
-        a.locations().get(1).await.expect("a");
-        b.locations().get(1).await.expect("b");
-    }
-    assert!(
-        start.elapsed() >= Duration::from_millis(250),
         "{:?}",
         start.elapsed()
     );

@@ -128,11 +128,11 @@ impl RoutesConfig {
     }
 
     fn backoff(&self, retry: u32) -> Duration {
-        let factor = 2u32.checked_pow(retry.min(31)).unwrap_or(u32::MAX);
-        self.retry_base
-            .checked_mul(factor)
-            .unwrap_or(self.retry_cap)
-            .min(self.retry_cap)
+        cloud_provider::workqueue::Backoff {
+            base: self.retry_base,
+            max: self.retry_cap,
+        }
+        .delay(retry)
     }
 }
 

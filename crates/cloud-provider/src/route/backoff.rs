@@ -10,33 +10,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use ipnet::IpNet;
 use tokio::time::Instant;
 
 use super::decisions::{RouteCreation, addresses_equal};
 
-/// Delays between the attempts of one failing creation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CreateBackoff {
-    /// Delay after the first failure; it doubles with each further failure.
-    pub first: Duration,
-    /// Longest delay.
-    pub max: Duration,
-}
-
-impl CreateBackoff {
-    /// The delay after `failures` failures in a row: `first` × 2^(failures − 1), at most
-    /// `max`.
-    pub fn delay(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(31);
-        self.first
-            .checked_mul(1u32 << doublings)
-            .unwrap_or(self.max)
-            .min(self.max)
-    }
-}
+/// Delays between the attempts of one failing creation: after the first failure `base`,
+/// doubling with each further one, at most `max`.
+pub type CreateBackoff = crate::workqueue::Backoff;
 
 /// One failing creation.
 #[derive(Debug)]
@@ -108,7 +90,7 @@ impl FailedCreations {
         });
         failure.asked = creation.clone();
         failure.failures = failure.failures.saturating_add(1);
-        failure.retry_at = now + backoff.delay(failure.failures);
+        failure.retry_at = now + backoff.delay(failure.failures.saturating_sub(1));
         let new_reason = failure.reported != message;
         if new_reason {
             message.clone_into(&mut failure.reported);
@@ -142,6 +124,7 @@ mod tests {
     use super::*;
     use crate::node::test_support::addr;
     use crate::provider::Route;
+    use std::time::Duration;
 
     fn creation(node: &str, cidr: &str, internal_ip: &str) -> RouteCreation {
         RouteCreation {
@@ -160,16 +143,15 @@ mod tests {
     }
 
     const BACKOFF: CreateBackoff = CreateBackoff {
-        first: Duration::from_secs(10),
+        base: Duration::from_secs(10),
         max: Duration::from_secs(300),
     };
 
     #[test]
     fn delays_double_from_one_period_up_to_the_cap() {
-        let delays: Vec<u64> = (1..=8).map(|n| BACKOFF.delay(n).as_secs()).collect();
+        let delays: Vec<u64> = (0..8).map(|n| BACKOFF.delay(n).as_secs()).collect();
         assert_eq!(delays, vec![10, 20, 40, 80, 160, 300, 300, 300]);
         assert_eq!(BACKOFF.delay(u32::MAX), Duration::from_secs(300));
-        assert_eq!(BACKOFF.delay(0), Duration::from_secs(10));
     }
 
     #[test]

@@ -179,7 +179,7 @@ impl RouteControllerConfig {
     fn create_backoff(&self) -> CreateBackoff {
         let first = crate::period(self.reconciliation_period);
         CreateBackoff {
-            first,
+            base: first,
             max: self.create_backoff_max.max(first),
         }
     }
@@ -867,7 +867,7 @@ mod tests {
         assert_eq!(
             config.create_backoff(),
             CreateBackoff {
-                first: Duration::from_secs(10),
+                base: Duration::from_secs(10),
                 max: Duration::from_secs(300),
             }
         );

@@ -122,15 +122,6 @@ pub fn needs_update(old: &Service, new: &Service) -> bool {
         || o.ip_families.as_ref().map_or(0, Vec::len) != n.ip_families.as_ref().map_or(0, Vec::len)
 }
 
-/// Go's `strconv.ParseBool`.
-pub fn parse_go_bool(value: &str) -> Option<bool> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// The exclusion verdict: `false` when the exclusion label is present and does not parse as
 /// false (unparsable values, including "", exclude).
 pub fn node_included(node: &Node) -> bool {
@@ -141,7 +132,7 @@ pub fn node_included(node: &Node) -> bool {
         .and_then(|l| l.get(LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS))
     {
         None => true,
-        Some(value) => parse_go_bool(value) == Some(false),
+        Some(value) => crate::go::parse_bool(value) == Some(false),
     }
 }
 
@@ -599,19 +590,6 @@ mod tests {
             ..Taint::default()
         }]);
         n
-    }
-
-    #[test]
-    fn go_parse_bool() {
-        for t in ["1", "t", "T", "TRUE", "true", "True"] {
-            assert_eq!(parse_go_bool(t), Some(true), "{t}");
-        }
-        for f in ["0", "f", "F", "FALSE", "false", "False"] {
-            assert_eq!(parse_go_bool(f), Some(false), "{f}");
-        }
-        for bad in ["", "yes", "no", "tRUE", " true", "2"] {
-            assert_eq!(parse_go_bool(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

@@ -842,7 +842,9 @@ mod tests {
         assert_eq!(copy.kind(), "decode");
         assert_eq!(copy.to_string(), decode.to_string());
 
-        let config = Error::Config(crate::error::ConfigError::MissingToken);
+        let config = Error::Config(crate::error::ConfigError::EmptyToken {
+            variable: "HCLOUD_TOKEN",
+        });
         let Error::Action(copy) = duplicate(&config, 3) else {
             panic!("an action error");
         };

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hcloud_api::{Client, ClientConfig, RateLimitConfig, RetryConfig, Token};
+use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_sim::{SimConfig, Simulator};
 
 /// Retries with tiny delays, so retry tests stay fast.
@@ -17,20 +17,11 @@ pub fn fast_retry() -> RetryConfig {
     }
 }
 
-/// A client budget that never gets in the way.
-pub fn generous_budget() -> RateLimitConfig {
-    RateLimitConfig {
-        requests_per_hour: 3_600_000,
-        burst: 1000,
-    }
-}
-
-/// A config for the simulator: fast retries, fast polling, generous budget.
+/// A config for the simulator: fast retries, fast polling.
 pub fn config_for(sim: &Simulator) -> ClientConfig {
     ClientConfig::new(Token::new(sim.token()))
         .with_endpoint(sim.base_url())
         .with_retry(fast_retry())
-        .with_rate_limit(generous_budget())
         .with_poll_interval(Duration::from_millis(20))
         .with_request_timeout(Duration::from_secs(10))
 }

@@ -15,7 +15,6 @@
 mod args;
 mod checker;
 mod controllers;
-mod duration;
 mod error;
 mod feature_gates;
 mod hcloud;
@@ -32,8 +31,10 @@ mod values;
 pub use args::{
     Args, CommandLineError, FlagKind, GivenFlag, NO_EFFECT_FLAGS, NoEffectFlag, defaults,
 };
+pub use cloud_provider::go::{
+    DurationError, GoDuration, parse_bool as parse_go_bool, parse_duration as parse_go_duration,
+};
 pub use controllers::{Controller, EnabledControllers};
-pub use duration::{DurationError, GoDuration, parse_go_duration};
 pub use error::{ConfigError, Problem};
 pub use feature_gates::{FeatureGates, WATCH_BASED_ROUTES_GATE, parse_feature_gates};
 pub use routes::parse_cluster_cidrs;
@@ -43,7 +44,6 @@ pub use settings::{
 };
 pub use values::{
     AddressFamily, ListenAddress, LoadBalancerAlgorithm, LogFormat, Secret, ServerCacheMode,
-    parse_go_bool,
 };
 
 #[cfg(test)]

@@ -37,15 +37,6 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Go's `strconv.ParseBool`: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False.
-pub fn parse_go_bool(value: &str) -> Option<bool> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
-
 /// A Go-style listen address: `host:port` where the host may be empty (every interface), an IP
 /// (IPv6 in brackets) or a name resolved at bind time. Examples: `:8233`, `127.0.0.1:8233`,
 /// `[::1]:8233`, `localhost:8233`.
@@ -220,19 +211,6 @@ mod tests {
         assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
         assert_eq!(s.to_string(), "<redacted>");
         assert_eq!(s.expose(), "abc123");
-    }
-
-    #[test]
-    fn go_bools() {
-        for t in ["1", "t", "T", "TRUE", "true", "True"] {
-            assert_eq!(parse_go_bool(t), Some(true));
-        }
-        for f in ["0", "f", "F", "FALSE", "false", "False"] {
-            assert_eq!(parse_go_bool(f), Some(false));
-        }
-        for bad in ["", "yes", "on", "tRUE", " true"] {
-            assert_eq!(parse_go_bool(bad), None);
-        }
     }
 
     #[test]

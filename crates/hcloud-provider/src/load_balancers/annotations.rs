@@ -173,58 +173,17 @@ pub struct Annotations {
     values: BTreeMap<String, String>,
 }
 
-/// Go's `strconv.ParseBool`.
-pub fn parse_bool(value: &str) -> Option<bool> {
-    match value {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
-}
+pub use cloud_provider::go::parse_bool;
 
-/// Go's `time.ParseDuration` (e.g. `15s`, `1m30s`, `1.5h`, `500ms`); a bare non-negative
-/// number is read as seconds.
+/// A duration annotation: Go's `time.ParseDuration` (e.g. `15s`, `1m30s`, `1.5h`, `500ms`),
+/// and, unlike Go and the binary's flags, a bare non-negative number read as seconds, the unit
+/// of the API's fields (the official CCM passes a bare number on, and the API rejects it).
 pub fn parse_duration(value: &str) -> Option<Duration> {
     let s = value.trim();
-    if s.is_empty() {
-        return None;
-    }
     if let Ok(secs) = s.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_len == 0 {
-            return None;
-        }
-        let number: f64 = rest[..number_len].parse().ok()?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let nanos = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += number * nanos;
-    }
-    if !total.is_finite() || total > u64::MAX as f64 {
-        return None;
-    }
-    Some(Duration::from_nanos(total as u64))
+    cloud_provider::go::parse_duration(s).ok()
 }
 
 fn comma_list(value: &str) -> Vec<String> {

@@ -16,7 +16,7 @@ use cloud_provider::{
     CloudProvider as _, InstanceMetadata, Instances, Metrics, NodeCache, NodeController,
     NodeControllerConfig, NodeLifecycleController, NodeLifecycleControllerConfig,
 };
-use hcloud_api::{Client, ClientConfig, RateLimitConfig, RetryConfig, Token};
+use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{CacheConfig, HcloudProvider, ProviderSettings};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeAddress, Taint};
@@ -215,11 +215,6 @@ impl Env {
             base: Duration::from_millis(10),
             cap: Duration::from_millis(20),
             jitter: false,
-        };
-        // The tests are about the controllers, not about the client's own budget.
-        config.rate_limit = RateLimitConfig {
-            requests_per_hour: 3_600_000,
-            burst: 10_000,
         };
         config.request_timeout = setup.request_timeout;
         config.connect_timeout = Duration::from_secs(2);

@@ -1,10 +1,22 @@
-//! Durations written the way Go's `time.ParseDuration` reads them ("30s", "5m", "1m30s", "200ms").
+//! Values written the way Go reads them: booleans as `strconv.ParseBool` and durations as
+//! `time.ParseDuration` ("30s", "5m", "1m30s", "200ms").
 //!
-//! Every Kubernetes component flag and every duration variable of the official Hetzner CCM uses
-//! this syntax, so manifests written for them keep working unchanged.
+//! Every Kubernetes component flag, label value and every setting of the official Hetzner CCM
+//! uses this syntax, so manifests written for them keep working unchanged. These are the only
+//! parsers of the workspace for both: the binary's flags and variables, the Service
+//! annotations and the labels the controllers read all go through them.
 
 use std::fmt;
 use std::time::Duration;
+
+/// Go's `strconv.ParseBool`: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False.
+pub fn parse_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
 
 /// Why a duration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +63,7 @@ fn unit_nanos(unit: &str) -> Option<u128> {
 
 /// Parses a Go duration string. A leading `+` is accepted; a leading `-` is rejected unless the
 /// value is zero (Go accepts "-0s").
-pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let original = text;
     if text.is_empty() {
         return Err(DurationError::Empty);
@@ -175,8 +187,21 @@ impl fmt::Display for GoDuration {
 mod tests {
     use super::*;
 
+    #[test]
+    fn booleans_as_go_reads_them() {
+        for t in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        for bad in ["", "yes", "no", "tRUE", " true", "2"] {
+            assert_eq!(parse_bool(bad), None, "{bad:?}");
+        }
+    }
+
     fn ok(text: &str) -> Duration {
-        parse_go_duration(text).unwrap()
+        parse_duration(text).unwrap()
     }
 
     #[test]
@@ -218,41 +243,41 @@ mod tests {
 
     #[test]
     fn rejects_what_go_rejects() {
-        assert_eq!(parse_go_duration(""), Err(DurationError::Empty));
+        assert_eq!(parse_duration(""), Err(DurationError::Empty));
         assert!(matches!(
-            parse_go_duration("30"),
+            parse_duration("30"),
             Err(DurationError::MissingUnit(_))
         ));
         assert!(matches!(
-            parse_go_duration("15 s"),
+            parse_duration("15 s"),
             Err(DurationError::UnknownUnit { .. })
         ));
         assert!(matches!(
-            parse_go_duration("1d"),
+            parse_duration("1d"),
             Err(DurationError::UnknownUnit { .. })
         ));
         assert!(matches!(
-            parse_go_duration("s"),
+            parse_duration("s"),
             Err(DurationError::Invalid(_))
         ));
         assert!(matches!(
-            parse_go_duration("."),
+            parse_duration("."),
             Err(DurationError::Invalid(_))
         ));
         assert!(matches!(
-            parse_go_duration("-"),
+            parse_duration("-"),
             Err(DurationError::Invalid(_))
         ));
         assert!(matches!(
-            parse_go_duration("-5s"),
+            parse_duration("-5s"),
             Err(DurationError::Negative(_))
         ));
         assert!(matches!(
-            parse_go_duration("3000000h"),
+            parse_duration("3000000h"),
             Err(DurationError::Overflow(_))
         ));
         assert!(matches!(
-            parse_go_duration("abc"),
+            parse_duration("abc"),
             Err(DurationError::Invalid(_))
         ));
     }
