@@ -21,7 +21,7 @@ use crate::node::addresses::{current_addresses, desired_addresses};
 use crate::node::decisions::{is_uninitialized, plan_initialization, reconcile_labels};
 use crate::nodelifecycle::decisions::TaintChange;
 use crate::nodelifecycle::{LifecycleAction, decide};
-use crate::provider::{CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, Routes};
+use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
 use crate::service::decisions::{
     LOAD_BALANCER_CLEANUP_FINALIZER, current_status, has_finalizer, load_balancer_status_equal,
@@ -504,7 +504,6 @@ async fn plan_service(
                 ),
             )),
             Ok(None) => {}
-            Err(err) if err.is_implemented_elsewhere() => return object,
             Err(err) => {
                 object.errors.push(format!(
                     "failed to look up the load balancer: {}",
@@ -570,8 +569,7 @@ async fn plan_service(
                 ),
             }
         }
-        Err(err) if err.is_implemented_elsewhere() => return ObjectPlan::new("Service", ""),
-        Err(Error::NotImplemented) => object
+        Err(err) if err.is_not_implemented() => object
             .errors
             .push("the provider cannot plan load balancers".to_owned()),
         Err(err) => object.errors.push(format!(
@@ -646,7 +644,7 @@ async fn plan_routes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::{LoadBalancerPlan, Result, Route};
+    use crate::provider::{Error, LoadBalancerPlan, Outcome, Result, Route};
     use async_trait::async_trait;
     use k8s_openapi::api::core::v1::{
         LoadBalancerIngress, NodeCondition, NodeSpec, NodeStatus, ServiceSpec, ServiceStatus,
@@ -685,7 +683,7 @@ mod tests {
             self.call("metadata");
             let name = name_of(node);
             if !self.servers.contains_key(&name) {
-                return Err(Error::InstanceNotFound);
+                return Err(Error::instance_not_found());
             }
             Ok(Some(InstanceMetadata {
                 provider_id: format!("fake://{name}"),
@@ -716,26 +714,26 @@ mod tests {
             _cluster_name: &str,
             _service: &Service,
             _nodes: &[Arc<Node>],
-        ) -> Result<LoadBalancerStatus> {
+        ) -> Result<Outcome<LoadBalancerStatus>> {
             self.call("WRITE ensure");
-            Ok(LoadBalancerStatus::default())
+            Ok(Outcome::Done(LoadBalancerStatus::default()))
         }
         async fn update_load_balancer(
             &self,
             _cluster_name: &str,
             _service: &Service,
             _nodes: &[Arc<Node>],
-        ) -> Result<()> {
+        ) -> Result<Outcome<()>> {
             self.call("WRITE update");
-            Ok(())
+            Ok(Outcome::Done(()))
         }
         async fn ensure_load_balancer_deleted(
             &self,
             _cluster_name: &str,
             _service: &Service,
-        ) -> Result<()> {
+        ) -> Result<Outcome<()>> {
             self.call("WRITE delete");
-            Ok(())
+            Ok(Outcome::Done(()))
         }
         async fn plan_load_balancer(
             &self,
@@ -744,7 +742,7 @@ mod tests {
             _nodes: &[Arc<Node>],
         ) -> Result<LoadBalancerPlan> {
             self.call("plan_lb");
-            self.lb_plan.clone().ok_or(Error::NotImplemented)
+            self.lb_plan.clone().ok_or(Error::not_implemented())
         }
     }
 

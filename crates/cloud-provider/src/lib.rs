@@ -74,7 +74,7 @@ pub use node::{NodeController, NodeControllerConfig};
 pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
 pub use provider::{
     Category, CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, LoadBalancerPlan,
-    Route, Routes,
+    Outcome, Route, Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
 pub use runtime::Heartbeat;

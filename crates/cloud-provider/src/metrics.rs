@@ -238,7 +238,7 @@ mod tests {
         let mut registry = Registry::default();
         metrics.register(&mut registry);
         drop(metrics.reconcile_timer("cloud-node"));
-        metrics.record_error("cloud-node", "cloud_api");
+        metrics.record_error("cloud-node", "transient");
         metrics.record_retry("cloud-node", crate::provider::Category::Transient);
         metrics.observe_taint_removal_delay(1.5);
         metrics.observe_initial_sync_delay(2.5);
@@ -247,7 +247,7 @@ mod tests {
         encode(&mut text, &registry).unwrap();
         for needle in [
             "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
-            "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"cloud_api\"} 1",
+            "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",
             "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
             "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
             "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
@@ -257,6 +257,6 @@ mod tests {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
         assert_eq!(metrics.reconcile_count("cloud-node"), 1);
-        assert_eq!(metrics.error_count("cloud-node", "cloud_api"), 1);
+        assert_eq!(metrics.error_count("cloud-node", "transient"), 1);
     }
 }

@@ -76,245 +76,206 @@ impl std::fmt::Display for Category {
 /// The event reason of a user error whose provider named none.
 pub const REASON_INVALID_CONFIGURATION: &str = "InvalidConfiguration";
 
-/// The one error type of the provider contract.
-///
-/// Every variant has a [`Category`] ([`Error::category`]) telling the controllers whether and
-/// when to retry; build errors with the constructors ([`Error::user`], [`Error::transient`],
-/// [`Error::retry`], [`Error::conflict`], [`Error::not_found`], [`Error::api`]).
-///
-/// Callers tell an absent instance ([`Error::InstanceNotFound`]) apart from every other failure.
-/// Controllers never read any other variant as "the instance is gone".
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The instance does not exist in the cloud (e.g. a metadata lookup found nothing).
-    ///
-    /// Like every other `Err`, it never makes a controller delete a Node: deletion happens only
-    /// when [`Instances::instance_exists`] returns `Ok(false)`.
-    #[error("instance not found")]
+/// What is special about an [`Error`] beyond its [`Category`]: the few answers a controller
+/// tells apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Nothing beyond the category.
+    Plain,
+    /// The instance behind a Node does not exist (a metadata lookup found nothing).
     InstanceNotFound,
-    /// The provider does not implement this call.
-    #[error("not implemented")]
+    /// The provider does not implement the call.
     NotImplemented,
-    /// Another controller owns this load balancer (Ensure/Update only).
-    #[error("load balancer is implemented elsewhere")]
-    ImplementedElsewhere,
-    /// A transient failure with a minimum delay before the next attempt (e.g. a cloud resource
-    /// locked by a running action). The caller waits `max(retry_after, its backoff)`.
-    #[error("{message} (retry after {retry_after:?})")]
-    Retry {
-        /// Human readable reason.
-        message: String,
-        /// Shortest delay before the next attempt.
-        retry_after: Duration,
-    },
-    /// The object handed to the provider is unusable (e.g. an unparsable providerID). A user
-    /// error.
-    #[error("invalid input: {0}")]
-    InvalidInput(String),
-    /// The cloud API call failed (transport, HTTP status, rate limit, ...). Transient.
-    #[error("cloud API call failed: {message}")]
-    Api {
-        /// What was attempted.
-        message: String,
-        /// The underlying cause, if any.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// The provider is misconfigured. A user error.
-    #[error("configuration error: {0}")]
-    Config(String),
-    /// The object asks for something that cannot work until it changes.
-    #[error("{message}")]
-    User {
-        /// The event reason, e.g. `InvalidConfiguration`.
-        reason: String,
-        /// What is wrong, naming the annotation / field and its value.
-        message: String,
-    },
-    /// Something the call needs does not exist in the cloud (not the instance itself: that is
-    /// [`Error::InstanceNotFound`]).
-    #[error("not found: {message}")]
-    NotFound {
-        /// What is missing.
-        message: String,
-        /// The underlying cause, if any.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// The cloud resource changed meanwhile (optimistic concurrency).
-    #[error("conflict: {message}")]
-    Conflict {
-        /// What conflicted.
-        message: String,
-        /// Shortest delay before the next attempt, if the cloud said.
-        retry_after: Option<Duration>,
-    },
-    /// The cloud refused the request, or something it needs does not exist yet; the world
-    /// outside the object may change that ([`Category::Rejected`]).
-    #[error("{message}")]
-    Rejected {
-        /// What was refused and why, naming the annotation or setting it came from.
-        message: String,
-        /// The underlying cause, if any.
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// Anything else. Transient.
-    #[error("{message}")]
-    Other {
-        /// Description.
-        message: String,
-        /// The underlying cause, if any.
-        #[source]
-        source: Option<BoxError>,
-    },
+}
+
+/// The one error of the provider contract: what failed (a message naming the object, the
+/// annotation or the cloud call, and its cause) and what the controllers do about it (a
+/// [`Category`], the event reason of a user error, the shortest delay before a retry).
+///
+/// The runtime reads [`Error::category`], [`Error::user_reason`] and [`Error::retry_after`],
+/// never the message or a source chain. Build it with the constructor that names its
+/// category: [`Error::transient`] (and [`Error::api`], [`Error::retry`]), [`Error::user`]
+/// (and [`Error::invalid_input`]), [`Error::rejected`], [`Error::not_found`],
+/// [`Error::conflict`], [`Error::instance_not_found`], [`Error::not_implemented`].
+///
+/// Callers tell an absent instance ([`Error::is_instance_not_found`]) apart from every other
+/// failure. Controllers never read any error as "the instance is gone": only
+/// [`Instances::instance_exists`] answering `Ok(false)` is.
+#[derive(Debug)]
+pub struct Error {
+    category: Category,
+    kind: Kind,
+    reason: Option<String>,
+    message: String,
+    retry_after: Option<Duration>,
+    source: Option<BoxError>,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl Error {
-    /// A cloud API failure with a cause (transient).
-    pub fn api(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Api {
+    fn new(category: Category, message: impl Into<String>) -> Self {
+        Self {
+            category,
+            kind: Kind::Plain,
+            reason: None,
             message: message.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// A cloud API failure without a separate cause (transient).
-    pub fn api_msg(message: impl Into<String>) -> Self {
-        Self::Api {
-            message: message.into(),
+            retry_after: None,
             source: None,
         }
     }
 
-    /// Any other failure (transient).
-    pub fn other(message: impl Into<String>) -> Self {
-        Self::Other {
-            message: message.into(),
-            source: None,
-        }
+    fn caused_by(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
-    /// A transient failure with a cause.
+    /// A failure that may go away by itself ([`Category::Transient`]).
     pub fn transient(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Other {
-            message: message.into(),
-            source: Some(source.into()),
-        }
+        Self::new(Category::Transient, message).caused_by(source)
     }
 
-    /// A transient failure that must not be retried sooner than `retry_after`.
+    /// Any other transient failure, without a separate cause.
+    pub fn other(message: impl Into<String>) -> Self {
+        Self::new(Category::Transient, message)
+    }
+
+    /// A failed cloud API call (transient), with its cause.
+    pub fn api(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::api_msg(message).caused_by(source)
+    }
+
+    /// A failed cloud API call (transient), without a separate cause.
+    pub fn api_msg(message: impl Into<String>) -> Self {
+        Self::new(
+            Category::Transient,
+            format!("cloud API call failed: {}", message.into()),
+        )
+    }
+
+    /// A transient failure that must not be retried sooner than `retry_after` (e.g. a cloud
+    /// resource locked by a running action). The caller waits `max(retry_after, its backoff)`.
     pub fn retry(message: impl Into<String>, retry_after: Duration) -> Self {
-        Self::Retry {
-            message: message.into(),
-            retry_after,
-        }
+        let mut err = Self::new(
+            Category::Transient,
+            format!("{} (retry after {retry_after:?})", message.into()),
+        );
+        err.retry_after = Some(retry_after);
+        err
     }
 
     /// A user error: one Warning with `reason` (e.g. [`REASON_INVALID_CONFIGURATION`]), then
     /// nothing until the object changes. `message` names the field or annotation and value.
     pub fn user(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::User {
-            reason: reason.into(),
-            message: message.into(),
-        }
+        let mut err = Self::new(Category::User, message);
+        err.reason = Some(reason.into());
+        err
+    }
+
+    /// The object handed to the provider is unusable on its face (an unparsable providerID, a
+    /// bad annotation): a user error with reason [`REASON_INVALID_CONFIGURATION`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::user(
+            REASON_INVALID_CONFIGURATION,
+            format!("invalid input: {}", message.into()),
+        )
     }
 
     /// Refused for now (see [`Category::Rejected`]): retried with a growing delay.
     pub fn rejected(message: impl Into<String>) -> Self {
-        Self::Rejected {
-            message: message.into(),
-            source: None,
-        }
+        Self::new(Category::Rejected, message)
     }
 
     /// Refused for now, with a cause (see [`Category::Rejected`]).
     pub fn rejected_by(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::Rejected {
-            message: message.into(),
-            source: Some(source.into()),
-        }
+        Self::rejected(message).caused_by(source)
     }
 
-    /// Something the call needs is missing in the cloud.
+    /// Something the call needs is missing in the cloud (not the instance itself: that is
+    /// [`Error::instance_not_found`]).
     pub fn not_found(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Self::NotFound {
-            message: message.into(),
-            source: Some(source.into()),
-        }
+        Self::not_found_msg(message).caused_by(source)
     }
 
-    /// A concurrent change got in the way.
+    /// Something the call needs is missing in the cloud, without a separate cause.
+    pub fn not_found_msg(message: impl Into<String>) -> Self {
+        Self::new(Category::NotFound, format!("not found: {}", message.into()))
+    }
+
+    /// A concurrent change got in the way (optimistic concurrency).
     pub fn conflict(message: impl Into<String>, retry_after: Option<Duration>) -> Self {
-        Self::Conflict {
-            message: message.into(),
-            retry_after,
-        }
+        let mut err = Self::new(Category::Conflict, format!("conflict: {}", message.into()));
+        err.retry_after = retry_after;
+        err
+    }
+
+    /// The instance does not exist in the cloud (e.g. a metadata lookup found nothing).
+    ///
+    /// Like every other error it never makes a controller delete a Node: deletion happens
+    /// only when [`Instances::instance_exists`] returns `Ok(false)`.
+    pub fn instance_not_found() -> Self {
+        let mut err = Self::new(Category::NotFound, "instance not found");
+        err.kind = Kind::InstanceNotFound;
+        err
+    }
+
+    /// The provider does not implement this call (a user error: no retry helps).
+    pub fn not_implemented() -> Self {
+        let mut err = Self::user("NotImplemented", "not implemented");
+        err.kind = Kind::NotImplemented;
+        err
     }
 
     /// What the controllers do with this error.
     pub fn category(&self) -> Category {
-        match self {
-            Self::InstanceNotFound | Self::NotFound { .. } => Category::NotFound,
-            Self::NotImplemented
-            | Self::ImplementedElsewhere
-            | Self::InvalidInput(_)
-            | Self::Config(_)
-            | Self::User { .. } => Category::User,
-            Self::Conflict { .. } => Category::Conflict,
-            Self::Rejected { .. } => Category::Rejected,
-            Self::Retry { .. } | Self::Api { .. } | Self::Other { .. } => Category::Transient,
-        }
+        self.category
     }
 
     /// The event reason of a user error (`InvalidConfiguration` unless the provider named
     /// one); `None` for the other categories.
     pub fn user_reason(&self) -> Option<&str> {
-        match self {
-            Self::User { reason, .. } => Some(reason),
-            Self::InvalidInput(_) | Self::Config(_) => Some(REASON_INVALID_CONFIGURATION),
-            Self::NotImplemented => Some("NotImplemented"),
-            Self::ImplementedElsewhere => Some("ImplementedElsewhere"),
-            _ => None,
-        }
+        (self.category == Category::User).then(|| {
+            self.reason
+                .as_deref()
+                .unwrap_or(REASON_INVALID_CONFIGURATION)
+        })
     }
 
-    /// True only for [`Error::InstanceNotFound`].
+    /// True only for [`Error::instance_not_found`].
     pub fn is_instance_not_found(&self) -> bool {
-        matches!(self, Self::InstanceNotFound)
+        self.kind == Kind::InstanceNotFound
     }
 
-    /// True for [`Error::ImplementedElsewhere`].
-    pub fn is_implemented_elsewhere(&self) -> bool {
-        matches!(self, Self::ImplementedElsewhere)
+    /// True only for [`Error::not_implemented`].
+    pub fn is_not_implemented(&self) -> bool {
+        self.kind == Kind::NotImplemented
     }
 
     /// The shortest delay before the next attempt, when the provider named one. Read from this
     /// error only: the category and the delay are the provider's typed answer, nothing is
     /// searched for in a source chain.
     pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Self::Retry { retry_after, .. } => Some(*retry_after),
-            Self::Conflict { retry_after, .. } => *retry_after,
-            _ => None,
-        }
+        self.retry_after
     }
 
-    /// A short, stable label for metrics.
+    /// A short, stable label for metrics: the category, or what is special about the error.
     pub fn metric_label(&self) -> &'static str {
-        match self {
-            Self::InstanceNotFound => "instance_not_found",
-            Self::NotImplemented => "not_implemented",
-            Self::ImplementedElsewhere => "implemented_elsewhere",
-            Self::Retry { .. } => "retry",
-            Self::InvalidInput(_) => "invalid_input",
-            Self::Api { .. } => "cloud_api",
-            Self::Config(_) => "configuration",
-            Self::User { .. } => "user",
-            Self::NotFound { .. } => "not_found",
-            Self::Conflict { .. } => "conflict",
-            Self::Rejected { .. } => "rejected",
-            Self::Other { .. } => "other",
+        match self.kind {
+            Kind::InstanceNotFound => "instance_not_found",
+            Kind::NotImplemented => "not_implemented",
+            Kind::Plain => self.category.as_str(),
         }
     }
 }
@@ -349,7 +310,7 @@ pub trait Instances: Send + Sync {
     /// direct confirmation from the cloud that the instance is gone (e.g. a lookup by ID that
     /// answered "not found"), never from a stale cache, a failed call, a timeout or a partial
     /// listing; those are `Err`. A stopped instance exists. Any `Err` (including
-    /// [`Error::InstanceNotFound`]) leaves the Node untouched.
+    /// [`Error::instance_not_found()`]) leaves the Node untouched.
     async fn instance_exists(&self, node: &Node) -> Result<bool>;
 
     /// Whether the instance is shut down (powered off but still existing).
@@ -383,15 +344,14 @@ pub trait LoadBalancer: Send + Sync {
         default_load_balancer_name(service)
     }
 
-    /// Create or fully reconcile the load balancer and return its status.
-    ///
-    /// May return [`Error::ImplementedElsewhere`] or [`Error::Retry`].
+    /// Create or fully reconcile the load balancer and return its status, or say that
+    /// another controller owns it ([`Outcome::ImplementedElsewhere`]).
     async fn ensure_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> Result<LoadBalancerStatus>;
+    ) -> Result<Outcome<LoadBalancerStatus>>;
 
     /// The caller is about to update the load balancers of `services` Services in a row (a
     /// Node joined or left, and every load balancer follows). A provider that finds load
@@ -406,34 +366,53 @@ pub trait LoadBalancer: Send + Sync {
         false
     }
 
-    /// Update the backend set only.
-    ///
-    /// May return [`Error::ImplementedElsewhere`] or [`Error::Retry`].
+    /// Update the backend set only, or say that another controller owns the load balancer.
     async fn update_load_balancer(
         &self,
         cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> Result<()>;
+    ) -> Result<Outcome<()>>;
 
-    /// Delete the load balancer; `Ok(())` when it is already absent.
+    /// Delete the load balancer (done when it is already absent), or say that another
+    /// controller owns it.
     async fn ensure_load_balancer_deleted(
         &self,
         cluster_name: &str,
         service: &Service,
-    ) -> Result<()>;
+    ) -> Result<Outcome<()>>;
 
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by dry runs ([`crate::dryrun`]); it must never write to the cloud. Providers that
-    /// cannot tell answer [`Error::NotImplemented`].
+    /// cannot tell answer [`Error::not_implemented`].
     async fn plan_load_balancer(
         &self,
         _cluster_name: &str,
         _service: &Service,
         _nodes: &[Arc<Node>],
     ) -> Result<LoadBalancerPlan> {
-        Err(Error::NotImplemented)
+        Err(Error::not_implemented())
+    }
+}
+
+/// What a load balancer call came to when it did not fail.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome<T> {
+    /// Done; for ensure, the load balancer's status.
+    Done(T),
+    /// Another controller owns this load balancer (upstream's `ImplementedElsewhere`): this
+    /// controller writes nothing, the Service keeps its finalizer and its status.
+    ImplementedElsewhere,
+}
+
+impl<T> Outcome<T> {
+    /// The value when done; `None` when the load balancer is implemented elsewhere.
+    pub fn done(self) -> Option<T> {
+        match self {
+            Self::Done(value) => Some(value),
+            Self::ImplementedElsewhere => None,
+        }
     }
 }
 
@@ -562,14 +541,12 @@ mod tests {
     }
 
     #[test]
-    fn every_variant_has_a_category() {
+    fn every_constructor_names_its_category() {
         let cases = [
-            (Error::InstanceNotFound, Category::NotFound),
+            (Error::instance_not_found(), Category::NotFound),
             (Error::not_found("server 7", "404"), Category::NotFound),
-            (Error::NotImplemented, Category::User),
-            (Error::ImplementedElsewhere, Category::User),
-            (Error::InvalidInput("x".into()), Category::User),
-            (Error::Config("x".into()), Category::User),
+            (Error::not_implemented(), Category::User),
+            (Error::invalid_input("x"), Category::User),
             (Error::user("InvalidConfiguration", "bad"), Category::User),
             (Error::conflict("x", None), Category::Conflict),
             (Error::rejected("x"), Category::Rejected),
@@ -591,46 +568,57 @@ mod tests {
         );
         assert_eq!(user.user_reason(), Some("UnsupportedLocation"));
         assert_eq!(user.to_string(), "annotation x: \"mars\" is no location");
+        assert_eq!(
+            Error::invalid_input("bad id").user_reason(),
+            Some(REASON_INVALID_CONFIGURATION)
+        );
         assert!(!Category::User.is_retried());
         assert!(Category::Transient.is_retried());
         assert!(Category::Rejected.is_retried());
     }
 
     #[test]
+    fn messages_and_sources() {
+        let err = Error::api("get server", std::io::Error::other("connection reset"));
+        assert_eq!(err.to_string(), "cloud API call failed: get server");
+        assert_eq!(
+            std::error::Error::source(&err).map(ToString::to_string),
+            Some("connection reset".to_owned())
+        );
+        assert_eq!(
+            Error::invalid_input("cidr").to_string(),
+            "invalid input: cidr"
+        );
+        assert_eq!(
+            Error::retry("busy", Duration::from_secs(2)).to_string(),
+            "busy (retry after 2s)"
+        );
+    }
+
+    #[test]
     fn only_instance_not_found_is_not_found() {
-        assert!(Error::InstanceNotFound.is_instance_not_found());
+        assert!(Error::instance_not_found().is_instance_not_found());
         for err in [
             Error::api_msg("404 from a list call"),
-            Error::NotImplemented,
+            Error::not_implemented(),
             Error::other("x"),
-            Error::InvalidInput("bad".into()),
+            Error::invalid_input("bad"),
+            Error::not_found_msg("the network"),
         ] {
             assert!(!err.is_instance_not_found(), "{err}");
         }
     }
 
     #[test]
-    fn metric_labels_are_distinct() {
-        let labels = [
-            Error::InstanceNotFound.metric_label(),
-            Error::NotImplemented.metric_label(),
-            Error::ImplementedElsewhere.metric_label(),
-            Error::retry("", Duration::ZERO).metric_label(),
-            Error::InvalidInput(String::new()).metric_label(),
-            Error::api_msg("").metric_label(),
-            Error::Config(String::new()).metric_label(),
-            Error::user("", "").metric_label(),
-            Error::NotFound {
-                message: String::new(),
-                source: None,
-            }
-            .metric_label(),
-            Error::conflict("", None).metric_label(),
-            Error::rejected("").metric_label(),
-            Error::other("").metric_label(),
-        ];
-        let unique: std::collections::BTreeSet<_> = labels.iter().collect();
-        assert_eq!(unique.len(), labels.len());
+    fn metric_labels_are_the_category_or_what_is_special() {
+        assert_eq!(Error::api_msg("x").metric_label(), "transient");
+        assert_eq!(Error::rejected("x").metric_label(), "rejected");
+        assert_eq!(Error::invalid_input("x").metric_label(), "user");
+        assert_eq!(
+            Error::instance_not_found().metric_label(),
+            "instance_not_found"
+        );
+        assert_eq!(Error::not_implemented().metric_label(), "not_implemented");
     }
 
     #[test]

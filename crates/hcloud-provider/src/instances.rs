@@ -229,7 +229,7 @@ impl HcloudInstances {
         let key = server_key(node)?;
         match self.cache.get(&key).await {
             Ok(Some(server)) => Ok(server),
-            Ok(None) => Err(Error::InstanceNotFound),
+            Ok(None) => Err(Error::instance_not_found()),
             Err(err) => Err(Error::api(format!("looking up {key}"), err)),
         }
     }
@@ -283,7 +283,7 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
         Ok(ProviderId::Robot(number)) => Err(Error::other(format!(
             "Node has providerID hrobot://{number}: Robot dedicated servers are not handled by this cloud-controller-manager yet; the Node is left as it is"
         ))),
-        Err(err) => Err(Error::InvalidInput(err.to_string())),
+        Err(err) => Err(Error::invalid_input(err.to_string())),
     }
 }
 
@@ -352,7 +352,7 @@ impl Instances for HcloudInstances {
                 .map_err(|err| Error::api(format!("looking up {key}"), err))?,
         };
         let Some(server) = server else {
-            return Err(Error::InstanceNotFound);
+            return Err(Error::instance_not_found());
         };
         Ok(match check {
             // The status check is younger than the listing (or as young): it decides.

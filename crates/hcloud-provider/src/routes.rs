@@ -488,11 +488,11 @@ impl Core {
             provider_id => match ProviderId::parse(provider_id) {
                 Ok(ProviderId::Cloud(id)) => ServerKey::Id(id),
                 Ok(ProviderId::Robot(_)) => {
-                    return Err(Error::InvalidInput(format!(
+                    return Err(Error::invalid_input(format!(
                         "node {node:?} is a Robot dedicated server ({provider_id}): routes are only supported for Hetzner Cloud servers"
                     )));
                 }
-                Err(err) => return Err(Error::InvalidInput(format!("node {node:?}: {err}"))),
+                Err(err) => return Err(Error::invalid_input(format!("node {node:?}: {err}"))),
             },
         };
         let internal_ips: Vec<IpAddr> = route
@@ -719,12 +719,12 @@ impl Routes for HcloudRoutes {
         let destination_cidr = route.destination_cidr.trunc();
         let node = &route.target_node;
         if let IpNet::V6(_) = destination_cidr {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "route {destination_cidr} to node {node:?}: IPv6 routes are not supported by Hetzner Cloud networks"
             )));
         }
         if node.is_empty() {
-            return Err(Error::InvalidInput(format!(
+            return Err(Error::invalid_input(format!(
                 "route {destination_cidr}: no target node"
             )));
         }

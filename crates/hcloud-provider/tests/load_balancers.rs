@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloud_provider::{Category, CloudProvider as _, Error, LoadBalancer as _};
+use cloud_provider::{Category, CloudProvider as _, LoadBalancer as _};
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::{self, TargetSpec, TargetType};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
@@ -244,6 +244,8 @@ async fn creates_from_scratch_and_a_second_ensure_costs_one_listing() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &nodes)
         .await
+        .unwrap()
+        .done()
         .unwrap();
 
     let lb = env.only().await;
@@ -288,6 +290,8 @@ async fn creates_from_scratch_and_a_second_ensure_costs_one_listing() {
     let again = lbs
         .ensure_load_balancer(CLUSTER, &svc, &nodes)
         .await
+        .unwrap()
+        .done()
         .unwrap();
     assert_eq!(again, status);
     let counts = env.counts().await;
@@ -311,7 +315,7 @@ async fn creation_needs_a_location_or_network_zone() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.user_reason() == Some("InvalidConfiguration"), "{err:?}");
     for part in [
         "default/web",
         "no location or network zone",
@@ -367,6 +371,8 @@ async fn ports_added_changed_and_removed() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &nodes)
         .await
+        .unwrap()
+        .done()
         .unwrap();
     let lb = env.only().await;
     assert_eq!(ports(&lb), vec![(80, 30081, 30081), (8080, 30808, 30808)]);
@@ -491,6 +497,8 @@ async fn an_existing_lb_is_adopted_by_name_and_renamed_with_the_annotation() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     let lb = env.only().await;
     assert_eq!(lb.id, id);
@@ -533,6 +541,8 @@ async fn hostname_annotation_is_the_only_ingress() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     let ingress = status.ingress.unwrap();
     assert_eq!(ingress.len(), 1);
@@ -552,6 +562,8 @@ async fn network_attach_and_private_targets() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     let lb = env.only().await;
     assert_eq!(lb.private_net.len(), 1);
@@ -578,6 +590,8 @@ async fn network_attach_and_private_targets() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     assert!(!env.only().await.public_net.enabled);
     assert_eq!(ingress(&status), vec![private_ip]);
@@ -595,6 +609,8 @@ async fn network_attach_and_private_targets() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &other, &[env.node(2)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     let lb = env
         .all()
@@ -676,7 +692,7 @@ async fn bad_annotations_are_clear_errors() {
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.user_reason() == Some("InvalidConfiguration"), "{err:?}");
     // Invalid on its face: a user error, found before any cloud request.
     assert_eq!(err.category(), Category::User);
     assert_eq!(err.user_reason(), Some("InvalidConfiguration"));
@@ -746,6 +762,8 @@ async fn a_node_whose_server_is_missing_never_blocks_the_load_balancer() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &nodes)
         .await
+        .unwrap()
+        .done()
         .unwrap();
     assert!(!ingress(&status).is_empty());
     let lb = env.only().await;
@@ -815,6 +833,8 @@ async fn a_target_limit_of_the_api_leaves_out_the_rest_and_goes_on() {
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1)])
         .await
+        .unwrap()
+        .done()
         .unwrap();
     assert!(!ingress(&status).is_empty());
 }
@@ -973,7 +993,7 @@ async fn ports_without_node_ports_are_an_error_not_an_empty_load_balancer() {
         .ensure_load_balancer(CLUSTER, &without, &[env.node(0)])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.user_reason() == Some("InvalidConfiguration"), "{err:?}");
     assert!(err.to_string().contains("spec.ports[].nodePort"), "{err}");
     assert_eq!(
         ports(&env.only().await).len(),
@@ -1106,7 +1126,7 @@ async fn http_status_codes_and_lazy_validation() {
         .ensure_load_balancer(CLUSTER, &http_check, &[env.node(0)])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert!(err.user_reason() == Some("InvalidConfiguration"), "{err:?}");
     assert!(
         err.to_string().contains(
             "load-balancer.hetzner.cloud/health-check-http-validate-certificate: \"maybe\""
@@ -1477,7 +1497,10 @@ async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
             .map(|svc| lbs.ensure_load_balancer(CLUSTER, svc, &first)),
     )
     .await;
-    let statuses: Vec<LoadBalancerStatus> = created.into_iter().map(Result::unwrap).collect();
+    let statuses: Vec<LoadBalancerStatus> = created
+        .into_iter()
+        .map(|r| r.unwrap().done().unwrap())
+        .collect();
     let counts = env.counts().await;
     // One listing for all four lookups; per load balancer one POST and, as the simulator
     // gives addresses only with the finished action, one read; action polls are shared.
@@ -1500,6 +1523,8 @@ async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
         let again = lbs
             .ensure_load_balancer(CLUSTER, svc, &first)
             .await
+            .unwrap()
+            .done()
             .unwrap();
         assert_eq!(&again, status);
     }

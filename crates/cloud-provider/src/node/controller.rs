@@ -625,7 +625,7 @@ mod tests {
     #[test]
     fn error_labels_and_reasons() {
         let metadata = NodeSyncError::Metadata(provider::Error::api_msg("down"));
-        assert_eq!(metadata.metric_label(), "cloud_api");
+        assert_eq!(metadata.metric_label(), "transient");
         assert_eq!(metadata.event_reason(), "InstanceLookupFailed");
         let init = NodeSyncError::Init(InitError::MissingProviderId);
         assert_eq!(init.metric_label(), "missing_provider_id");

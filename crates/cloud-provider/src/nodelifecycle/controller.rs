@@ -532,7 +532,7 @@ mod tests {
     fn error_reasons_and_labels() {
         let e = LifecycleError::Exists(provider::Error::api_msg("down"));
         assert_eq!(e.event_reason(), "InstanceLookupFailed");
-        assert_eq!(e.metric_label(), "cloud_api");
+        assert_eq!(e.metric_label(), "transient");
         assert_eq!(
             error_chain(&e),
             "failed to check whether the instance exists: cloud API call failed: down"

@@ -206,9 +206,9 @@ mod tests {
             ExistenceVerdict::CheckShutdown
         );
         for err in [
-            provider::Error::InstanceNotFound,
+            provider::Error::instance_not_found(),
             provider::Error::api_msg("timeout"),
-            provider::Error::NotImplemented,
+            provider::Error::not_implemented(),
             provider::Error::other("?"),
         ] {
             assert_eq!(

@@ -810,8 +810,8 @@ mod tests {
 
         for err in [
             provider::Error::api_msg("503"),
-            provider::Error::NotImplemented,
-            provider::Error::InvalidInput("cidr".into()),
+            provider::Error::not_implemented(),
+            provider::Error::invalid_input("cidr"),
             provider::Error::api(
                 "create route",
                 kube::Error::Api(

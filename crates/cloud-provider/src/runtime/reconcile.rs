@@ -690,7 +690,7 @@ mod tests {
             [5, 10, 20, 40].map(|s| Some(Retry::After(Duration::from_secs(s))))
         );
         assert_eq!(m.retry_count("test", Category::Transient), 4);
-        assert_eq!(m.error_count("test", "retry"), 4);
+        assert_eq!(m.error_count("test", "transient"), 4);
         assert!(r.user_errors.lock().unwrap().is_empty());
     }
 

@@ -14,7 +14,7 @@ use super::decisions::{
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
-use crate::provider::Category;
+use crate::provider::{Category, Outcome};
 use crate::runtime::reconcile::ReconcileError;
 
 impl Inner {
@@ -52,7 +52,7 @@ impl Inner {
             .update_host_latency
             .observe(started.elapsed().as_secs_f64());
         let err = match result {
-            Ok(()) => {
+            Ok(Outcome::Done(())) => {
                 lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
                 if nodes.is_empty() {
                     self.event(
@@ -76,7 +76,7 @@ impl Inner {
                     .observe(started.elapsed().as_secs_f64());
                 return Ok(());
             }
-            Err(err) if err.is_implemented_elsewhere() => {
+            Ok(Outcome::ImplementedElsewhere) => {
                 lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
                 return Ok(());
             }

@@ -14,7 +14,7 @@ use super::decisions::{
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
-use crate::provider;
+use crate::provider::{self, Outcome};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operation {
@@ -142,8 +142,8 @@ impl Inner {
                     .ensure_load_balancer_deleted(self.cluster(), service)
                     .await
                 {
-                    Ok(()) => {}
-                    Err(err) if err.is_implemented_elsewhere() => {
+                    Ok(Outcome::Done(())) => {}
+                    Ok(Outcome::ImplementedElsewhere) => {
                         tracing::debug!(
                             "load balancer implemented elsewhere; ignoring on deletion"
                         );
@@ -178,8 +178,8 @@ impl Inner {
                 .await
                 .map_err(ServiceSyncError::AddFinalizer)?;
             let status = match self.ensure_load_balancer(service, key).await {
-                Ok(status) => status,
-                Err(err) if err.is_implemented_elsewhere() => {
+                Ok(Outcome::Done(status)) => status,
+                Ok(Outcome::ImplementedElsewhere) => {
                     tracing::debug!("load balancer implemented elsewhere; nothing to do");
                     return Ok(Operation::Ensure);
                 }
@@ -228,7 +228,7 @@ impl Inner {
         &self,
         service: &Service,
         key: &str,
-    ) -> provider::Result<LoadBalancerStatus> {
+    ) -> provider::Result<Outcome<LoadBalancerStatus>> {
         let nodes = select_nodes(&self.nodes.list());
         if nodes.is_empty() {
             self.event(
@@ -244,11 +244,7 @@ impl Inner {
             .lb
             .ensure_load_balancer(self.cluster(), service, &nodes)
             .await;
-        if result.is_ok()
-            || result
-                .as_ref()
-                .is_err_and(provider::Error::is_implemented_elsewhere)
-        {
+        if result.is_ok() {
             lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
         }
         result

@@ -201,7 +201,7 @@ async fn provider_errors_keep_the_node_tainted_until_the_cloud_answers() {
     let node = get_node(&env.client, name).await.unwrap();
     assert!(has_taint(&node, TAINT_UNINITIALIZED));
     assert_eq!(node.spec.and_then(|s| s.provider_id), None);
-    assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 3);
+    assert!(env.metrics.error_count(CONTROLLER, "transient") >= 3);
 
     env.fake.set_metadata(
         name,

@@ -100,7 +100,7 @@ async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
         Some(1),
         "not one per failed check: {warnings:?}"
     );
-    assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 10);
+    assert!(env.metrics.error_count(CONTROLLER, "transient") >= 10);
     // Each failed check is a retry of the runtime, counted by category.
     assert!(
         env.metrics

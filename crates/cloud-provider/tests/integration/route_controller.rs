@@ -546,7 +546,7 @@ async fn a_failing_route_listing_changes_nothing() {
     assert_eq!(fake.table(), pairs(&[("vanished", "10.244.9.0/24")]));
     let a = get_node(&env.client, "a").await.unwrap();
     assert!(condition(&a, "NetworkUnavailable").is_none());
-    assert!(env.metrics.error_count(CONTROLLER, "cloud_api") >= 4);
+    assert!(env.metrics.error_count(CONTROLLER, "transient") >= 4);
     // Each failed pass is a retry of the runtime, counted by category.
     assert!(
         env.metrics

@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cloud_provider::provider::{self, LoadBalancer};
+use cloud_provider::provider::{self, LoadBalancer, Outcome};
 use cloud_provider::service::decisions::{
     LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS, LOAD_BALANCER_CLEANUP_FINALIZER,
 };
@@ -156,7 +156,7 @@ impl LoadBalancer for FakeLb {
         cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> provider::Result<LoadBalancerStatus> {
+    ) -> provider::Result<Outcome<LoadBalancerStatus>> {
         assert_eq!(cluster_name, CLUSTER);
         let api: Api<Service> = Api::namespaced(
             self.client.clone(),
@@ -176,7 +176,7 @@ impl LoadBalancer for FakeLb {
         state.finalizer_at_ensure.push(has_finalizer);
         state.calls.push(LbCall::Ensure(key(service), names(nodes)));
         if state.elsewhere {
-            return Err(provider::Error::ImplementedElsewhere);
+            return Ok(Outcome::ImplementedElsewhere);
         }
         if let Some(err) = state.ensure_errors.pop_front() {
             return Err(err);
@@ -191,7 +191,7 @@ impl LoadBalancer for FakeLb {
                     ..LoadBalancerIngress::default()
                 }]),
             });
-        Ok(status.clone())
+        Ok(Outcome::Done(status.clone()))
     }
 
     async fn update_load_balancer(
@@ -199,16 +199,16 @@ impl LoadBalancer for FakeLb {
         cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> provider::Result<()> {
+    ) -> provider::Result<Outcome<()>> {
         assert_eq!(cluster_name, CLUSTER);
         let mut state = self.state();
         state.calls.push(LbCall::Update(key(service), names(nodes)));
         if state.elsewhere {
-            return Err(provider::Error::ImplementedElsewhere);
+            return Ok(Outcome::ImplementedElsewhere);
         }
         match state.update_errors.pop_front() {
             Some(err) => Err(err),
-            None => Ok(()),
+            None => Ok(Outcome::Done(())),
         }
     }
 
@@ -216,12 +216,12 @@ impl LoadBalancer for FakeLb {
         &self,
         cluster_name: &str,
         service: &Service,
-    ) -> provider::Result<()> {
+    ) -> provider::Result<Outcome<()>> {
         assert_eq!(cluster_name, CLUSTER);
         let mut state = self.state();
         state.calls.push(LbCall::Delete(key(service)));
         state.existing.remove(&key(service));
-        Ok(())
+        Ok(Outcome::Done(()))
     }
 }
 
@@ -564,7 +564,7 @@ async fn provider_errors_are_reported_and_retried_until_success() {
         "{messages:?}"
     );
     assert_eq!(messages.len(), 2, "{messages:?}");
-    assert!(env.metrics.error_count("service", "cloud_api") >= 1);
+    assert!(env.metrics.error_count("service", "transient") >= 1);
     wait_reason(client, "web", "EnsuredLoadBalancer").await;
 }
 
@@ -1002,10 +1002,11 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
     {
         let mut state = lb.state();
         state.existing.remove("default/web");
-        state.update_errors.push_back(provider::Error::NotFound {
-            message: "service default/web: load balancer \"web\" not found".into(),
-            source: None,
-        });
+        state
+            .update_errors
+            .push_back(provider::Error::not_found_msg(
+                "service default/web: load balancer \"web\"",
+            ));
     }
     node(client, "n2").await;
     eventually("ensured again with both nodes", WAIT, || async {

@@ -27,7 +27,7 @@ impl<T: Clone> Answer<T> {
         match self {
             Answer::Ok(v) => Ok(v.clone()),
             Answer::Err(msg) => Err(provider::Error::api_msg(msg.clone())),
-            Answer::NotFound => Err(provider::Error::InstanceNotFound),
+            Answer::NotFound => Err(provider::Error::instance_not_found()),
         }
     }
 }

@@ -438,7 +438,7 @@ impl HcloudLoadBalancers {
     ) -> Result<CreateLoadBalancerRequest> {
         let key = service_key(service);
         let placement: &Placement = plan.placement.as_ref().ok_or_else(|| {
-            Error::InvalidInput(format!(
+            Error::invalid_input(format!(
                 "service {key}: cannot create load balancer {:?}: no location or network zone: set the {} or {} annotation, or HCLOUD_LOAD_BALANCERS_LOCATION or HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
                 plan.name,
                 keys::LOCATION,

@@ -56,7 +56,7 @@ use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
-use cloud_provider::{Category, Error, LoadBalancer, LoadBalancerPlan};
+use cloud_provider::{Category, Error, LoadBalancer, LoadBalancerPlan, Outcome};
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
@@ -214,7 +214,7 @@ impl HcloudLoadBalancers {
             .as_deref()
             .filter(|u| !u.is_empty())
             .ok_or_else(|| {
-                Error::InvalidInput(format!("service {} has no UID", service_key(service)))
+                Error::invalid_input(format!("service {} has no UID", service_key(service)))
             })
     }
 
@@ -228,7 +228,7 @@ impl HcloudLoadBalancers {
             self.network_id,
             nodes,
         )
-        .map_err(|why| Error::InvalidInput(format!("service {}: {why}", service_key(service))))
+        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))
     }
 
     /// Delete one load balancer of the Service (kept when delete protection is on).
@@ -326,7 +326,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         _cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> Result<LoadBalancerStatus> {
+    ) -> Result<Outcome<LoadBalancerStatus>> {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
         let mut plan = self.plan(service, nodes)?;
@@ -388,7 +388,7 @@ impl LoadBalancer for HcloudLoadBalancers {
             self.forget_managed_certificate(uid);
         }
         self.publish(service, nodes, &notices).await;
-        result
+        result.map(Outcome::Done)
     }
 
     async fn update_load_balancer(
@@ -396,32 +396,29 @@ impl LoadBalancer for HcloudLoadBalancers {
         _cluster_name: &str,
         service: &Service,
         nodes: &[Arc<Node>],
-    ) -> Result<()> {
+    ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
         let plan = self.plan(service, nodes)?;
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
         let Some(lb) = found.lb else {
-            return Err(Error::NotFound {
-                message: format!(
-                    "service {}: load balancer {:?} not found",
-                    service_key(service),
-                    plan.name
-                ),
-                source: None,
-            });
+            return Err(Error::not_found_msg(format!(
+                "service {}: load balancer {:?}",
+                service_key(service),
+                plan.name
+            )));
         };
         let (_, notices) = self.reconcile(service, &plan, lb, true).await?;
         self.publish(service, nodes, &notices).await;
-        Ok(())
+        Ok(Outcome::Done(()))
     }
 
     async fn ensure_load_balancer_deleted(
         &self,
         _cluster_name: &str,
         service: &Service,
-    ) -> Result<()> {
+    ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
         let uid = Self::uid(service)?;
         let key = service_key(service);
@@ -438,7 +435,7 @@ impl LoadBalancer for HcloudLoadBalancers {
             self.delete_managed_certificates(&key, uid).await?;
             self.forget_managed_certificate(uid);
         }
-        Ok(())
+        Ok(Outcome::Done(()))
     }
 
     async fn plan_load_balancer(
