@@ -8,93 +8,27 @@
 //! write as a [`ClusterPlan`]. Nothing here writes to Kubernetes or to the cloud, and no event is
 //! recorded.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service, Taint};
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use serde::Serialize;
 
+pub use crate::change::{Change, Verb, Warning, Write};
 use crate::events::error_chain;
-use crate::node::addresses::{current_addresses, desired_addresses};
-use crate::node::decisions::{is_uninitialized, plan_initialization, reconcile_labels};
+use crate::node::decisions::{decide as node_decide, is_uninitialized};
 use crate::nodelifecycle::decisions::TaintChange;
-use crate::nodelifecycle::{LifecycleAction, decide};
+use crate::nodelifecycle::{
+    LifecycleAction, NodeLifecycleControllerConfig, REASON_DELETION_HELD, brake, decide,
+};
 use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
 use crate::service::decisions::{
-    LOAD_BALANCER_CLEANUP_FINALIZER, current_status, has_finalizer, load_balancer_status_equal,
-    needs_cleanup, select_nodes, service_key, should_enqueue_added, wants_load_balancer,
+    ServiceDecision, current_status, ingress_text, select_nodes, service_key, should_enqueue_added,
+    status_change, status_write,
 };
-use crate::well_known::{TAINT_SHUTDOWN, TAINT_UNINITIALIZED};
-
-/// What kind of change a line of the plan is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Action {
-    /// Something is added (a label, a taint, a finalizer, a route).
-    Add,
-    /// A value changes.
-    Change,
-    /// Something is removed from an object (a taint, a finalizer).
-    Remove,
-    /// A cloud resource is created.
-    Create,
-    /// An object or a cloud resource is deleted.
-    Delete,
-}
-
-impl Action {
-    fn symbol(self) -> char {
-        match self {
-            Self::Add | Self::Create => '+',
-            Self::Change => '~',
-            Self::Remove | Self::Delete => '-',
-        }
-    }
-}
-
-/// One change a controller would make.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Change {
-    /// Add, change, remove, create or delete.
-    pub action: Action,
-    /// What changes, e.g. `label topology.kubernetes.io/region` or `load balancer`.
-    pub target: String,
-    /// The current value, when there is one worth showing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from: Option<String>,
-    /// The new value, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-}
-
-impl Change {
-    fn new(action: Action, target: impl Into<String>) -> Self {
-        Self {
-            action,
-            target: target.into(),
-            from: None,
-            to: None,
-        }
-    }
-
-    fn values(mut self, from: Option<String>, to: Option<String>) -> Self {
-        self.from = from;
-        self.to = to;
-        self
-    }
-}
-
-/// A Warning the controllers would record on the object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Warning {
-    /// The event reason.
-    pub reason: String,
-    /// The event message.
-    pub message: String,
-}
+use crate::well_known::TAINT_SHUTDOWN;
 
 /// The plan for one object (a Node, a Service) or for the routes of the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -105,6 +39,9 @@ pub struct ObjectPlan {
     pub name: String,
     /// What would change, in order.
     pub changes: Vec<Change>,
+    /// The writes that carry the changes out (one Kubernetes patch may carry several).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<Write>,
     /// Warnings the controllers would record.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
@@ -124,6 +61,20 @@ impl ObjectPlan {
 
     fn is_empty(&self) -> bool {
         self.changes.is_empty() && self.warnings.is_empty() && self.errors.is_empty()
+    }
+
+    fn extend(&mut self, changes: Vec<Change>, writes: Vec<Write>, warnings: Vec<Warning>) {
+        self.changes.extend(changes);
+        self.writes.extend(writes);
+        self.warnings.extend(warnings);
+    }
+
+    /// One change and the write that carries it out.
+    fn extend_one(&mut self, change: Option<(Change, Write)>) {
+        if let Some((change, write)) = change {
+            self.changes.push(change);
+            self.writes.push(write);
+        }
     }
 }
 
@@ -160,12 +111,12 @@ impl ClusterPlan {
         for object in &self.objects {
             let _ = writeln!(out, "{} {}", object.kind, object.name);
             for change in &object.changes {
-                let verb = match change.action {
-                    Action::Create => "create ",
-                    Action::Delete => "delete ",
-                    Action::Add | Action::Change | Action::Remove => "",
+                let verb = match change.verb {
+                    Verb::Create => "create ",
+                    Verb::Delete => "delete ",
+                    Verb::Add | Verb::Change | Verb::Remove => "",
                 };
-                let _ = write!(out, "  {} {verb}{}", change.action.symbol(), change.target);
+                let _ = write!(out, "  {} {verb}{}", change.verb.symbol(), change.target);
                 match (&change.from, &change.to) {
                     (Some(from), Some(to)) => {
                         let _ = write!(out, ": {from} -> {to}");
@@ -221,6 +172,8 @@ pub struct DryRunOptions {
     pub node: bool,
     /// The cloud node lifecycle controller runs (Node deletion, shutdown taint).
     pub node_lifecycle: bool,
+    /// Its settings (the deletion brake).
+    pub node_lifecycle_config: NodeLifecycleControllerConfig,
     /// The service controller runs.
     pub service: bool,
     /// The route controller runs, with these cluster CIDRs.
@@ -233,6 +186,7 @@ impl Default for DryRunOptions {
             cluster_name: "kubernetes".to_owned(),
             node: true,
             node_lifecycle: true,
+            node_lifecycle_config: NodeLifecycleControllerConfig::default(),
             service: true,
             routes: None,
         }
@@ -252,15 +206,29 @@ pub async fn plan(
 
     match provider.instances() {
         Some(instances) if options.node || options.node_lifecycle => {
+            let mut objects = Vec::new();
+            let mut deleted = Vec::new();
             for node in &nodes {
                 let mut object = ObjectPlan::new("Node", name_of(node));
-                let deleted = options.node_lifecycle
+                let deletes = options.node_lifecycle
                     && plan_lifecycle(instances.as_ref(), node, &mut object).await;
                 // A Node that goes away needs no labels or addresses (and its metadata
                 // lookup fails: its server is gone).
-                if options.node && !deleted {
+                if options.node && !deletes {
                     plan_node(instances.as_ref(), node, &mut object).await;
                 }
+                if deletes {
+                    deleted.push(objects.len());
+                }
+                objects.push(object);
+            }
+            hold_deletions(
+                &options.node_lifecycle_config,
+                &nodes,
+                &deleted,
+                &mut objects,
+            );
+            for object in objects {
                 out.push(object);
             }
         }
@@ -315,24 +283,6 @@ fn name_of(node: &Node) -> String {
     node.metadata.name.clone().unwrap_or_default()
 }
 
-fn taint_text(taint: &Taint) -> String {
-    match taint.value.as_deref() {
-        Some(value) if !value.is_empty() => format!("{}={}:{}", taint.key, value, taint.effect),
-        _ => format!("{}:{}", taint.key, taint.effect),
-    }
-}
-
-fn addresses_text(addresses: &[NodeAddress]) -> String {
-    if addresses.is_empty() {
-        return "(none)".to_owned();
-    }
-    addresses
-        .iter()
-        .map(|a| format!("{}={}", a.type_, a.address))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 async fn metadata(
     instances: &dyn Instances,
     node: &Node,
@@ -351,93 +301,65 @@ async fn metadata(
     }
 }
 
-fn address_change(node: &Node, cloud: &[NodeAddress], object: &mut ObjectPlan) {
-    match desired_addresses(node, cloud) {
-        Ok(Some(wanted)) => {
-            object
-                .changes
-                .push(Change::new(Action::Change, "status.addresses").values(
-                    Some(addresses_text(current_addresses(node))),
-                    Some(addresses_text(&wanted)),
-                ))
+/// The cloud node controller: the initialization of a tainted Node, else the GA labels and
+/// the periodic address refresh; the controller's own [`node::decisions::decide`].
+async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) {
+    let metadata = metadata(instances, node, object).await;
+    if metadata.is_none() && is_uninitialized(node) && object.errors.is_empty() {
+        object.warnings.push(Warning::new(
+            "NoMetadata",
+            "the cloud has no metadata for this Node yet; it stays uninitialized",
+        ));
+        return;
+    }
+    match node_decide(node, metadata.as_ref()) {
+        Ok(decision) => {
+            if let Some(err) = &decision.address_error {
+                object
+                    .errors
+                    .push(format!("failed to reconcile node addresses: {err}"));
+            }
+            object.changes.extend(decision.changes(node));
+            object.writes.extend(decision.writes(&name_of(node)));
         }
-        Ok(None) => {}
         Err(err) => object
             .errors
-            .push(format!("failed to reconcile node addresses: {err}")),
+            .push(format!("failed to initialize node: {err}")),
     }
 }
 
-/// The cloud node controller: initialization of a tainted Node, else the GA labels and the
-/// periodic address refresh.
-async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) {
-    let labels = node.metadata.labels.clone().unwrap_or_default();
-    let label_change = |key: &str, value: &str| {
-        Change::new(
-            if labels.contains_key(key) {
-                Action::Change
-            } else {
-                Action::Add
-            },
-            format!("label {key}"),
-        )
-        .values(labels.get(key).cloned(), Some(value.to_owned()))
-    };
-
-    if !is_uninitialized(node) {
-        for (key, value) in reconcile_labels(node) {
-            object.changes.push(label_change(&key, &value));
-        }
-        if let Some(metadata) = metadata(instances, node, object).await {
-            address_change(node, &metadata.node_addresses, object);
-        }
+/// The deletion brake over the whole pass: when the Nodes `deleted` (indexes into `objects`)
+/// are too many of the cluster's cloud Nodes, none is deleted and each gets the controller's
+/// Warning instead.
+fn hold_deletions(
+    config: &NodeLifecycleControllerConfig,
+    nodes: &[Arc<Node>],
+    deleted: &[usize],
+    objects: &mut [ObjectPlan],
+) {
+    let cloud_nodes = brake::cloud_nodes(
+        nodes.iter().map(AsRef::as_ref),
+        config.cloud_provider_id_prefix.as_deref(),
+    );
+    if !brake::holds(config.deletion_max_share, deleted.len(), cloud_nodes) {
         return;
     }
-
-    let Some(metadata) = metadata(instances, node, object).await else {
-        if object.errors.is_empty() {
-            object.warnings.push(Warning {
-                reason: "NoMetadata".to_owned(),
-                message: "the cloud has no metadata for this Node yet; it stays uninitialized"
-                    .to_owned(),
-            });
-        }
-        return;
-    };
-    let init = match plan_initialization(node, &metadata) {
-        Ok(init) => init,
-        Err(err) => {
-            object
-                .errors
-                .push(format!("failed to initialize node: {err}"));
-            return;
-        }
-    };
-    if let Some(provider_id) = &init.provider_id {
-        object.changes.push(
-            Change::new(Action::Add, "spec.providerID").values(None, Some(provider_id.clone())),
+    for &i in deleted {
+        let object = &mut objects[i];
+        object.changes.retain(|c| c.verb != Verb::Delete);
+        object
+            .writes
+            .retain(|w| !matches!(w, Write::Kube(k) if k.starts_with("delete ")));
+        let message = brake::held_message(
+            &object.name,
+            deleted.len(),
+            cloud_nodes,
+            config.deletion_max_share,
         );
+        object
+            .warnings
+            .push(Warning::new(REASON_DELETION_HELD, message));
     }
-    for (key, value) in &init.labels {
-        object.changes.push(label_change(key, value));
-    }
-    for taint in crate::node::decisions::taints(node) {
-        if taint.key == TAINT_UNINITIALIZED {
-            object.changes.push(Change::new(
-                Action::Remove,
-                format!("taint {}", taint_text(taint)),
-            ));
-        }
-    }
-    // The controller writes the addresses onto the initialized Node.
-    let mut initialized = node.clone();
-    if let Some(spec) = initialized.spec.as_mut() {
-        spec.taints = Some(init.taints.clone());
-        if init.provider_id.is_some() {
-            spec.provider_id = init.provider_id.clone();
-        }
-    }
-    address_change(&initialized, &metadata.node_addresses, object);
 }
 
 /// The cloud node lifecycle controller; whether it would delete the Node.
@@ -447,14 +369,17 @@ async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut Obj
         Ok(LifecycleAction::DeleteNode) => {
             object
                 .changes
-                .push(Change::new(Action::Delete, "node").values(
+                .push(Change::new(Verb::Delete, "node").values(
                     None,
                     Some("its instance no longer exists in the cloud".to_owned()),
                 ));
+            object
+                .writes
+                .push(Write::kube("delete", "nodes", &name_of(node)));
             return true;
         }
-        Ok(LifecycleAction::ChangeTaint(TaintChange::AddShutdown)) => Action::Add,
-        Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown)) => Action::Remove,
+        Ok(LifecycleAction::ChangeTaint(TaintChange::AddShutdown)) => Verb::Add,
+        Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown)) => Verb::Remove,
         Err(err) => {
             object.errors.push(error_chain(&err));
             return false;
@@ -464,28 +389,14 @@ async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut Obj
         change,
         format!("taint {TAINT_SHUTDOWN}:NoSchedule"),
     ));
+    object
+        .writes
+        .push(Write::kube("patch", "nodes", &name_of(node)));
     false
 }
 
-fn ingress_text(status: Option<&LoadBalancerStatus>) -> String {
-    let list: Vec<String> = status
-        .and_then(|s| s.ingress.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .map(|i| {
-            i.ip.clone()
-                .or_else(|| i.hostname.clone())
-                .unwrap_or_default()
-        })
-        .collect();
-    if list.is_empty() {
-        "(none)".to_owned()
-    } else {
-        list.join(", ")
-    }
-}
-
-/// The service controller, for one Service it would act on.
+/// The service controller, for one Service it would act on: the controller's decision, then
+/// the provider's plan for ensuring or deleting the load balancer.
 async fn plan_service(
     lb: &dyn LoadBalancer,
     cluster_name: &str,
@@ -493,80 +404,45 @@ async fn plan_service(
     nodes: &[Arc<Node>],
 ) -> ObjectPlan {
     let mut object = ObjectPlan::new("Service", service_key(service));
-    let current = current_status(service);
-    if !wants_load_balancer(service) || needs_cleanup(service) {
-        match lb.get_load_balancer(cluster_name, service).await {
-            Ok(Some(_)) => object.changes.push(Change::new(
-                Action::Delete,
-                format!(
-                    "load balancer {:?}",
-                    lb.get_load_balancer_name(cluster_name, service)
-                ),
-            )),
-            Ok(None) => {}
+    let decision = ServiceDecision::of(service);
+    let finalizer = decision.finalizer_change(service);
+    if decision.clean_up {
+        match lb.plan_load_balancer_deleted(cluster_name, service).await {
+            Ok(planned) => object.extend(planned.changes, planned.writes, planned.warnings),
             Err(err) => {
                 object.errors.push(format!(
-                    "failed to look up the load balancer: {}",
+                    "deleting the load balancer would fail: {}",
                     error_chain(&err)
                 ));
                 return object;
             }
         }
-        if has_finalizer(service) {
-            object.changes.push(Change::new(
-                Action::Remove,
-                format!("finalizer {LOAD_BALANCER_CLEANUP_FINALIZER}"),
-            ));
-        }
-        if !load_balancer_status_equal(current, None) {
-            object.changes.push(
-                Change::new(Action::Change, "status.loadBalancer.ingress")
-                    .values(Some(ingress_text(current)), Some("(none)".to_owned())),
-            );
-        }
+        object.extend_one(finalizer);
+        object.extend_one(status_change(service, &LoadBalancerStatus::default()));
         return object;
     }
 
-    if !has_finalizer(service) {
-        object.changes.push(Change::new(
-            Action::Add,
-            format!("finalizer {LOAD_BALANCER_CLEANUP_FINALIZER}"),
+    object.extend_one(finalizer);
+    if nodes.is_empty() {
+        object.warnings.push(Warning::new(
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer",
         ));
     }
     match lb.plan_load_balancer(cluster_name, service, nodes).await {
         Ok(planned) => {
-            for line in planned.changes {
-                let change = if let Some(what) = line.strip_prefix("create ") {
-                    Change::new(Action::Create, what)
-                } else if let Some(what) = line.strip_prefix("delete ") {
-                    Change::new(Action::Delete, what)
-                } else {
-                    Change::new(Action::Change, line)
-                };
-                object.changes.push(change);
-            }
-            object.warnings.extend(
-                planned
-                    .warnings
-                    .into_iter()
-                    .map(|(reason, message)| Warning { reason, message }),
-            );
+            object.extend(planned.changes, planned.writes, planned.warnings);
             match planned.status {
-                Some(status) if !load_balancer_status_equal(current, Some(&status)) => {
+                Some(status) => object.extend_one(status_change(service, &status)),
+                None => {
                     object.changes.push(
-                        Change::new(Action::Change, "status.loadBalancer.ingress").values(
-                            Some(ingress_text(current)),
-                            Some(ingress_text(Some(&status))),
+                        Change::new(Verb::Change, "status.loadBalancer.ingress").values(
+                            Some(ingress_text(current_status(service))),
+                            Some("the load balancer's addresses, once it has them".to_owned()),
                         ),
                     );
+                    object.writes.push(status_write(service));
                 }
-                Some(_) => {}
-                None => object.changes.push(
-                    Change::new(Action::Change, "status.loadBalancer.ingress").values(
-                        Some(ingress_text(current)),
-                        Some("the load balancer's addresses, once it has them".to_owned()),
-                    ),
-                ),
             }
         }
         Err(err) if err.is_not_implemented() => object
@@ -597,9 +473,10 @@ async fn plan_routes(
             return object;
         }
     };
-    let mut planned = route_decisions::plan(nodes, &listed, cluster_cidrs, &|cidr| {
+    let planned = route_decisions::plan(nodes, &listed, cluster_cidrs, &|cidr| {
         routes.can_route(cidr)
     });
+    let writes = routes.route_writes();
     for route in &planned.to_delete {
         let via = if route.blackhole || route.target_node.is_empty() {
             "blackhole".to_owned()
@@ -607,36 +484,51 @@ async fn plan_routes(
             format!("via node {}", route.target_node)
         };
         object.changes.push(Change::new(
-            Action::Delete,
+            Verb::Delete,
             format!("route {} ({via})", route.destination_cidr),
         ));
+        object.writes.extend(writes.delete.clone());
     }
-    let creations = planned.to_create.clone();
-    for creation in &creations {
-        object.changes.push(Change::new(
-            Action::Create,
-            format!(
-                "route {} via node {}",
-                creation.route.destination_cidr, creation.node
-            ),
-        ));
-        planned.mark_created(&creation.node, &creation.route.destination_cidr);
-    }
-    let mut conditions: BTreeMap<String, String> = BTreeMap::new();
-    for (node, condition) in route_decisions::condition_writes(nodes, &planned) {
-        conditions.insert(node, format!("{} ({})", condition.status, condition.reason));
-    }
-    for (node, condition) in conditions {
-        object.changes.push(
-            Change::new(
-                Action::Change,
+    // As the controller: each Node's creations, then its condition as they leave it (here:
+    // every creation succeeds).
+    for work in planned.node_work(nodes) {
+        for creation in &work.creations {
+            object.changes.push(Change::new(
+                Verb::Create,
                 format!(
-                    "node {node} condition {}",
-                    route_decisions::CONDITION_NETWORK_UNAVAILABLE
+                    "route {} via node {}",
+                    creation.route.destination_cidr, creation.node
                 ),
-            )
-            .values(None, Some(condition)),
-        );
+            ));
+            object.writes.extend(writes.create.clone());
+        }
+        let created: Vec<IpNet> = work
+            .creations
+            .iter()
+            .map(|c| c.route.destination_cidr)
+            .collect();
+        let node = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(work.name.as_str()));
+        if let Some(condition) = node.and_then(|node| work.condition_after(node, &created)) {
+            object.changes.push(
+                Change::new(
+                    Verb::Change,
+                    format!(
+                        "node {} condition {}",
+                        work.name,
+                        route_decisions::CONDITION_NETWORK_UNAVAILABLE
+                    ),
+                )
+                .values(
+                    None,
+                    Some(format!("{} ({})", condition.status, condition.reason)),
+                ),
+            );
+            object
+                .writes
+                .push(Write::kube("patch", "nodes/status", &work.name));
+        }
     }
     object
 }
@@ -645,10 +537,14 @@ async fn plan_routes(
 mod tests {
     use super::*;
     use crate::provider::{Error, LoadBalancerPlan, Outcome, Result, Route};
+    use crate::service::decisions::LOAD_BALANCER_CLEANUP_FINALIZER;
+    use crate::well_known::TAINT_UNINITIALIZED;
     use async_trait::async_trait;
     use k8s_openapi::api::core::v1::{
-        LoadBalancerIngress, NodeCondition, NodeSpec, NodeStatus, ServiceSpec, ServiceStatus,
+        LoadBalancerIngress, NodeAddress, NodeCondition, NodeSpec, NodeStatus, ServiceSpec,
+        ServiceStatus, Taint,
     };
+    use std::collections::BTreeMap;
     use std::sync::Mutex;
 
     #[derive(Default)]
@@ -931,10 +827,14 @@ mod tests {
             routes: vec![route("10.244.9.0/24", "")],
             lb_plan: Some(LoadBalancerPlan {
                 changes: vec![
-                    "change algorithm round_robin -> least_connections".to_owned(),
-                    "add target server 7".to_owned(),
+                    Change::new(
+                        Verb::Change,
+                        "change algorithm round_robin -> least_connections",
+                    ),
+                    Change::new(Verb::Add, "add target server 7"),
                 ],
-                warnings: vec![("MaxTargetsReached".to_owned(), "too many".to_owned())],
+                writes: Vec::new(),
+                warnings: vec![Warning::new("MaxTargetsReached", "too many")],
                 status: Some(status("192.0.2.1")),
             }),
             ..Fake::default()
@@ -957,15 +857,14 @@ mod tests {
         let new = find("Node", "new");
         assert!(
             new.changes.contains(
-                &Change::new(Action::Add, "spec.providerID")
-                    .values(None, Some("fake://new".into()))
+                &Change::new(Verb::Add, "spec.providerID").values(None, Some("fake://new".into()))
             ),
             "{text}"
         );
         assert!(
             new.changes
                 .iter()
-                .any(|c| c.action == Action::Remove && c.target.contains(TAINT_UNINITIALIZED))
+                .any(|c| c.verb == Verb::Remove && c.target.contains(TAINT_UNINITIALIZED))
         );
         assert!(
             new.changes
@@ -974,19 +873,19 @@ mod tests {
                     && c.to.as_deref() == Some("zone-a"))
         );
         let off = find("Node", "off");
-        assert_eq!(off.changes[0].action, Action::Add, "{text}");
+        assert_eq!(off.changes[0].verb, Verb::Add, "{text}");
         assert!(off.changes[0].target.contains(TAINT_SHUTDOWN));
         let gone = find("Node", "gone");
         assert!(
             gone.changes
                 .iter()
-                .any(|c| c.action == Action::Delete && c.target == "node"),
+                .any(|c| c.verb == Verb::Delete && c.target == "node"),
             "{text}"
         );
 
         let web = find("Service", "default/web");
         assert_eq!(web.changes.len(), 4, "{text}");
-        assert_eq!(web.changes[0].action, Action::Add);
+        assert_eq!(web.changes[0].verb, Verb::Add);
         assert!(
             web.changes[0]
                 .target
@@ -1000,15 +899,14 @@ mod tests {
             routes
                 .changes
                 .iter()
-                .any(|c| c.action == Action::Delete && c.target.contains("10.244.9.0/24")),
+                .any(|c| c.verb == Verb::Delete && c.target.contains("10.244.9.0/24")),
             "{text}"
         );
         assert!(
             routes
                 .changes
                 .iter()
-                .any(|c| c.action == Action::Create
-                    && c.target.contains("10.244.3.0/24 via node new"))
+                .any(|c| c.verb == Verb::Create && c.target.contains("10.244.3.0/24 via node new"))
         );
         assert!(plan.change_count() > 8);
         assert!(text.contains("Plan: "), "{text}");
@@ -1039,8 +937,8 @@ mod tests {
             .find(|o| o.kind == "Service")
             .cloned()
             .unwrap_or_default();
-        let actions: Vec<Action> = web.changes.iter().map(|c| c.action).collect();
-        assert_eq!(actions, [Action::Delete, Action::Remove, Action::Change]);
+        let actions: Vec<Verb> = web.changes.iter().map(|c| c.verb).collect();
+        assert_eq!(actions, [Verb::Delete, Verb::Remove, Verb::Change]);
         assert!(writes(&fake).is_empty());
         let json = serde_json::to_value(&plan).unwrap_or_default();
         assert_eq!(json["objects"][0]["kind"], "Node");

@@ -49,6 +49,7 @@
 //! ```
 
 pub mod cache;
+pub mod change;
 pub mod dryrun;
 pub mod events;
 pub mod go;

@@ -13,6 +13,9 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, NodeAddress, Service};
 use tokio_util::sync::CancellationToken;
 
+use crate::change::{Change, Verb, Warning, Write};
+use crate::runtime::Workers;
+
 /// Boxed source error carried by [`Error`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -382,6 +385,12 @@ pub trait LoadBalancer: Send + Sync {
         service: &Service,
     ) -> Result<Outcome<()>>;
 
+    /// The service controller's worker pool, handed over before its first call: a call of this
+    /// trait that waits for the cloud (an action to finish) may do so inside
+    /// [`Workers::waiting`], lending its slot to the pool so that the next Service need not
+    /// wait for this one's actions.
+    fn use_workers(&self, _workers: Workers) {}
+
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by dry runs ([`crate::dryrun`]); it must never write to the cloud. Providers that
@@ -393,6 +402,31 @@ pub trait LoadBalancer: Send + Sync {
         _nodes: &[Arc<Node>],
     ) -> Result<LoadBalancerPlan> {
         Err(Error::not_implemented())
+    }
+
+    /// What [`LoadBalancer::ensure_load_balancer_deleted`] would change, found with reads
+    /// only. By default: the load balancer [`LoadBalancer::get_load_balancer`] finds is
+    /// deleted (the requests that takes are not named).
+    async fn plan_load_balancer_deleted(
+        &self,
+        cluster_name: &str,
+        service: &Service,
+    ) -> Result<LoadBalancerPlan> {
+        let mut out = LoadBalancerPlan::default();
+        if self
+            .get_load_balancer(cluster_name, service)
+            .await?
+            .is_some()
+        {
+            out.changes.push(Change::new(
+                Verb::Delete,
+                format!(
+                    "load balancer {:?}",
+                    self.get_load_balancer_name(cluster_name, service)
+                ),
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -416,15 +450,18 @@ impl<T> Outcome<T> {
     }
 }
 
-/// The outcome of [`LoadBalancer::plan_load_balancer`].
+/// What [`LoadBalancer::ensure_load_balancer`] would do now: the outcome of
+/// [`LoadBalancer::plan_load_balancer`], from the same decision ensure carries out.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LoadBalancerPlan {
-    /// One line per cloud change ensure would make, in order (e.g. `create load balancer
-    /// "web" (lb11 in fsn1)`, `change algorithm round_robin -> least_connections`); empty when
-    /// the load balancer is as wanted.
-    pub changes: Vec<String>,
-    /// Warnings ensure would report on the Service: (event reason, message).
-    pub warnings: Vec<(String, String)>,
+    /// Every cloud change ensure would make, in order (e.g. create load balancer `"web" (lb11
+    /// in fsn1)`, change `algorithm round_robin -> least_connections`); empty when the load
+    /// balancer is as wanted.
+    pub changes: Vec<Change>,
+    /// The cloud requests that carry the changes out, one per request, in order.
+    pub writes: Vec<Write>,
+    /// Warnings ensure would report (on the Service, or `(on Node x) …`).
+    pub warnings: Vec<Warning>,
     /// The status ensure would write, when it can be known without writing (an existing load
     /// balancer that needs no change, or whose addresses the changes keep).
     pub status: Option<LoadBalancerStatus>,
@@ -486,6 +523,22 @@ pub trait Routes: Send + Sync {
     fn can_route(&self, _destination: &IpNet) -> bool {
         true
     }
+
+    /// The cloud requests that create one route and delete one, as `plan` names them (`None`:
+    /// not named). They must be what [`Routes::create_route`] and [`Routes::delete_route`]
+    /// send when nothing unexpected happens.
+    fn route_writes(&self) -> RouteWrites {
+        RouteWrites::default()
+    }
+}
+
+/// See [`Routes::route_writes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteWrites {
+    /// The request that creates a route.
+    pub create: Option<Write>,
+    /// The request that deletes a route.
+    pub delete: Option<Write>,
 }
 
 /// A cloud implementation.

@@ -220,15 +220,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     ctx.nodes.clone(),
                     instances.clone(),
                     ctx.metrics.clone(),
-                    NodeLifecycleControllerConfig {
-                        node_monitor_period: config.node_monitor_period,
-                        deletion_max_share: f64::from(config.hcloud.node_deletion_max_percent)
-                            / 100.0,
-                        cloud_provider_id_prefix: Some(format!(
-                            "{}://",
-                            hcloud_provider::PROVIDER_NAME
-                        )),
-                    },
+                    lifecycle_config(config),
                 )
                 .with_heartbeat(heartbeat.clone());
                 let stop = ctx.stop.clone();
@@ -308,4 +300,13 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
         }
     }
     Ok(running)
+}
+
+/// The lifecycle controller's settings (also what `plan` applies the deletion brake with).
+pub fn lifecycle_config(config: &Config) -> NodeLifecycleControllerConfig {
+    NodeLifecycleControllerConfig {
+        node_monitor_period: config.node_monitor_period,
+        deletion_max_share: f64::from(config.hcloud.node_deletion_max_percent) / 100.0,
+        cloud_provider_id_prefix: Some(format!("{}://", hcloud_provider::PROVIDER_NAME)),
+    }
 }

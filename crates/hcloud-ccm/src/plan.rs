@@ -110,6 +110,7 @@ pub fn dry_run_options(
         cluster_name: config.cluster_name.clone(),
         node: config.controller_wanted(Controller::CloudNode),
         node_lifecycle: config.controller_wanted(Controller::CloudNodeLifecycle),
+        node_lifecycle_config: crate::controllers::lifecycle_config(config),
         service: config.controller_wanted(Controller::ServiceLb),
         routes: routes.then(|| config.cluster_cidrs.clone()),
     }
@@ -164,7 +165,7 @@ pub async fn run(config: &Config, options: PlanOptions) -> anyhow::Result<ExitCo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cloud_provider::dryrun::{Action, Change, ObjectPlan};
+    use cloud_provider::dryrun::{Change, ObjectPlan, Verb};
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
@@ -223,7 +224,7 @@ mod tests {
             kind: "Node".into(),
             name: "n".into(),
             changes: vec![Change {
-                action: Action::Add,
+                verb: Verb::Add,
                 target: "label x".into(),
                 from: None,
                 to: Some("y".into()),

@@ -1,6 +1,11 @@
 //! `hcloud-ccm plan` on a cluster with work to do: it reports what each controller would
 //! change, exits 2 with `--detailed-exitcode`, and writes nothing — neither to the cloud (the
 //! simulator's counters) nor to Kubernetes (the apiserver's audit log: not even an Event).
+//!
+//! Then the same cluster is reconciled, one controller after the other: for each, the writes
+//! `plan` names are exactly the writes the controller makes until `plan` has nothing left to
+//! change (counted at the simulator and in the audit log), including a load balancer changed
+//! in several rounds, a Service with a broken annotation and Warning-only objects.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,6 +14,8 @@ mod ccm;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use hcloud_sim::{
     HealthCheckSeed, LoadBalancerSeed, NetworkSeed, ServerSeed, ServiceSeed, SimConfig, Simulator,
@@ -67,20 +74,22 @@ fn condition(type_: &str, status: &str) -> NodeCondition {
     }
 }
 
-async fn run_plan(
+/// `hcloud-ccm` with the test's environment and flags (`plan` when the first of `extra`).
+fn command(
     sim: &Simulator,
     kubeconfig: &Path,
     network: &str,
     extra: &[&str],
-) -> std::process::Output {
-    tokio::process::Command::new(BIN)
+) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(BIN);
+    command
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
         .env("HCLOUD_NETWORK", network)
         .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "nbg1")
-        .arg("plan")
+        .args(extra.first().filter(|a| **a == "plan"))
         .args([
             "--cloud-provider=hcloud",
             "--allow-untagged-cloud",
@@ -88,7 +97,23 @@ async fn run_plan(
             "--allocate-node-cidrs=true",
             &format!("--kubeconfig={}", kubeconfig.display()),
         ])
-        .args(extra)
+        .args(
+            extra
+                .iter()
+                .skip(usize::from(extra.first() == Some(&"plan"))),
+        );
+    command
+}
+
+async fn run_plan(
+    sim: &Simulator,
+    kubeconfig: &Path,
+    network: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec!["plan"];
+    args.extend_from_slice(extra);
+    command(sim, kubeconfig, network, &args)
         .output()
         .await
         .unwrap()
@@ -339,4 +364,316 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     assert_eq!(cloud_writes(&counts), BTreeMap::new(), "{counts:?}");
     let written = kube_writes(plane, &account, &[]);
     assert!(written.is_empty(), "plan wrote to Kubernetes: {written:?}");
+
+    // More Services: one whose annotation is broken (an error, only the finalizer is
+    // written), one with a UDP port (a Warning: load balancers carry TCP only), and one whose
+    // load balancer needs several rounds (a bigger type, the network, private targets).
+    services
+        .create(
+            &PostParams::default(),
+            &lb_service(
+                &format!("{prefix}-bad"),
+                31003,
+                &[("algorithm-type", "fastest")],
+            ),
+        )
+        .await
+        .unwrap();
+    let mut udp = lb_service(&format!("{prefix}-udp"), 31004, &[]);
+    // (A 1.20 apiserver refuses TCP and UDP in one Service of type LoadBalancer.)
+    if let Some(ports) = udp.spec.as_mut().and_then(|s| s.ports.as_mut()) {
+        ports[0].port = 53;
+        ports[0].protocol = Some("UDP".into());
+    }
+    services.create(&PostParams::default(), &udp).await.unwrap();
+    let multi = services
+        .create(
+            &PostParams::default(),
+            &lb_service(
+                &format!("{prefix}-multi"),
+                31006,
+                &[
+                    ("name", &format!("{prefix}-multi")),
+                    ("type", "lb21"),
+                    ("use-private-ip", "true"),
+                ],
+            ),
+        )
+        .await
+        .unwrap();
+    sim_admin
+        .create_load_balancer(
+            LoadBalancerSeed::new(format!("{prefix}-multi"))
+                .location("nbg1")
+                .label(
+                    "hcloud-ccm/service-uid",
+                    multi.metadata.uid.clone().unwrap(),
+                )
+                .service(ServiceSeed::tcp(80, 31006)),
+        )
+        .await
+        .unwrap();
+    // A Node its kubelet registered whose server does not exist (yet): it stays as it is.
+    nodes
+        .create(
+            &PostParams::default(),
+            &kubelet_node(&format!("{prefix}-ghost")),
+        )
+        .await
+        .unwrap();
+
+    // Carried out, one controller after the other (each on the world the previous one left):
+    // every time, the writes the plan names are the writes made.
+    let ccm_account = format!("{prefix}-ccm");
+    let ccm_kubeconfig = service_account_kubeconfig(plane, &admin, &ccm_account, dir.path()).await;
+    let phase = Phase {
+        plane,
+        sim: &sim,
+        planner: &kubeconfig,
+        ccm: &ccm_kubeconfig,
+        account: &ccm_account,
+        network: &network,
+        dir: dir.path(),
+    };
+    let planned = phase.carry_out("cloud-node-controller").await;
+    let ghost = format!("{prefix}-ghost");
+    assert!(
+        !planned.contains(&format!("patch nodes {ghost}")),
+        "a Node without a server is not initialized: {planned:?}"
+    );
+    assert!(
+        planned.contains(&format!("patch nodes {new}"))
+            && planned.contains(&format!("patch nodes/status {new}")),
+        "{planned:?}"
+    );
+    let planned = phase.carry_out("cloud-node-lifecycle-controller").await;
+    assert!(
+        planned.contains(&format!("delete nodes {prefix}-gone"))
+            && planned.contains(&format!("patch nodes {prefix}-off")),
+        "{planned:?}"
+    );
+    let planned = phase.carry_out("service-lb-controller").await;
+    for expected in [
+        "POST /load_balancers".to_owned(),
+        "POST /load_balancers/{id}/actions/change_algorithm".to_owned(),
+        "POST /load_balancers/{id}/actions/change_type".to_owned(),
+        "POST /load_balancers/{id}/actions/attach_to_network".to_owned(),
+        format!("patch services/status {namespace}/{prefix}-bad"),
+    ] {
+        assert!(planned.contains(&expected), "{expected} in {planned:?}");
+    }
+    let planned = phase.carry_out("node-route-controller").await;
+    assert!(
+        planned.contains(&"POST /networks/{id}/actions/add_route".to_owned())
+            && planned.contains(&format!("patch nodes/status {new}")),
+        "{planned:?}"
+    );
+
+    // Settled: what is left are Warnings and the broken annotation, and every controller
+    // running together writes nothing but the events that say so.
+    let plan = phase.plan(None).await;
+    assert_eq!(change_count(&plan), 0, "{plan:#}");
+    let udp = object(&plan, "Service", &format!("{namespace}/{prefix}-udp"));
+    assert!(
+        udp["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["reason"] == "UnsupportedProtocolConfigured"),
+        "{udp:#}"
+    );
+    let bad = object(&plan, "Service", &format!("{namespace}/{prefix}-bad"));
+    assert!(
+        bad["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("algorithm-type"),
+        "{bad:#}"
+    );
+    let events = format!("{prefix}-udp.");
+    let made = phase
+        .run_until(None, |written| {
+            written
+                .iter()
+                .any(|w| w.contains(" events ") && w.contains(&events))
+        })
+        .await;
+    assert!(
+        made.iter().all(|w| w.contains(" events ")),
+        "only events are written: {made:?}"
+    );
+}
+
+/// Runs of `hcloud-ccm` (as `account`, with `ccm`) and of its plan (with `planner`) against one
+/// cluster and simulator.
+struct Phase<'a> {
+    plane: &'a ControlPlane,
+    sim: &'a Simulator,
+    planner: &'a Path,
+    ccm: &'a Path,
+    account: &'a str,
+    network: &'a str,
+    dir: &'a Path,
+}
+
+impl Phase<'_> {
+    /// The plan as JSON, of `controller` (`None`: all).
+    async fn plan(&self, controller: Option<&str>) -> Value {
+        let only = controller.map(|c| format!("--controllers={c}"));
+        let mut args = vec!["-o", "json"];
+        args.extend(only.as_deref());
+        let out = run_plan(self.sim, self.planner, self.network, &args).await;
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|err| {
+            panic!(
+                "plan: {err}\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Plan `controller`, then run it until the plan names no change; the writes it made are
+    /// the writes the plan named. Returns them.
+    async fn carry_out(&self, controller: &str) -> Vec<String> {
+        let plan = self.plan(Some(controller)).await;
+        let mut named: Vec<String> = plan["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|o| o["writes"].as_array().cloned().unwrap_or_default())
+            .map(|w| w.as_str().unwrap().to_owned())
+            .collect();
+        named.sort();
+        assert!(!named.is_empty(), "{controller} has work: {plan:#}");
+        let made = self.run_until(Some(controller), |_| true).await;
+        let mut made: Vec<String> = made
+            .into_iter()
+            .filter(|w| !w.contains(" events "))
+            .collect();
+        made.sort();
+        assert_eq!(
+            named, made,
+            "{controller}: named by the plan, then made; plan: {plan:#}"
+        );
+        named
+    }
+
+    /// Run `controller` (`None`: all) until the plan names no change and `done` holds for the
+    /// writes made so far (Kubernetes writes as `verb resource[/subresource] [namespace/]name`,
+    /// then the cloud's as `METHOD /path`). Returns the writes.
+    async fn run_until(
+        &self,
+        controller: Option<&str>,
+        mut done: impl FnMut(&[String]) -> bool,
+    ) -> Vec<String> {
+        self.sim.admin().reset_request_counts().await.unwrap();
+        let before = audit_writes(self.plane, self.account).len();
+        let name = controller.unwrap_or("all");
+        let log_path = self.dir.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
+        let only = controller.map(|c| format!("--controllers={c}"));
+        let mut args = vec!["--leader-elect=false", "--secure-port=0"];
+        args.extend(only.as_deref());
+        let mut ccm = command(self.sim, self.ccm, self.network, &args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        let made = loop {
+            if let Ok(Some(status)) = ccm.try_wait() {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!("hcloud-ccm ({name}) exited with {status}:\n{log}");
+            }
+            let plan = self.plan(controller).await;
+            let made = self.writes_since(before).await;
+            if change_count(&plan) == 0 && done(&made) {
+                break made;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                panic!("{name} did not finish; plan: {plan:#}\nwrites: {made:?}\nlog:\n{log}");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        if let Some(pid) = ccm.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(10), ccm.wait())
+            .await
+            .is_err()
+        {
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!("hcloud-ccm ({name}) did not stop within 10 s of SIGTERM:\n{log}");
+        }
+        // Nothing more after the plan had nothing left (events aside: a failure that repeats
+        // is reported again).
+        let objects = |writes: Vec<String>| -> Vec<String> {
+            writes
+                .into_iter()
+                .filter(|w| !w.contains(" events "))
+                .collect()
+        };
+        let after = self.writes_since(before).await;
+        assert_eq!(
+            objects(made.clone()),
+            objects(after),
+            "{name} wrote after it had nothing left to do"
+        );
+        made
+    }
+
+    async fn writes_since(&self, audit_before: usize) -> Vec<String> {
+        let mut made = audit_writes(self.plane, self.account)[audit_before..].to_vec();
+        let counts = self.sim.admin().request_counts().await.unwrap();
+        for (request, n) in cloud_writes(&counts) {
+            made.extend(std::iter::repeat_n(request, n as usize));
+        }
+        made
+    }
+}
+
+fn change_count(plan: &Value) -> usize {
+    plan["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["changes"].as_array().map_or(0, Vec::len))
+        .sum()
+}
+
+/// The writes `account` made, oldest first, as `verb resource[/subresource] [namespace/]name`
+/// (its leader-election leases aside).
+fn audit_writes(plane: &ControlPlane, account: &str) -> Vec<String> {
+    let user = format!("system:serviceaccount:kube-system:{account}");
+    plane
+        .audit_events()
+        .into_iter()
+        .filter(|e| e["user"]["username"] == user.as_str())
+        .filter(|e| e["objectRef"]["resource"] != "leases")
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str().unwrap_or_default(),
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        })
+        .map(|e| {
+            let r = &e["objectRef"];
+            let resource = match r["subresource"].as_str() {
+                Some(sub) => format!("{}/{sub}", r["resource"].as_str().unwrap_or_default()),
+                None => r["resource"].as_str().unwrap_or_default().to_owned(),
+            };
+            let name = match r["namespace"].as_str() {
+                Some(ns) => format!("{ns}/{}", r["name"].as_str().unwrap_or_default()),
+                None => r["name"].as_str().unwrap_or_default().to_owned(),
+            };
+            format!(
+                "{} {resource} {name}",
+                e["verb"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
 }

@@ -43,7 +43,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use cloud_provider::change::Write;
 use cloud_provider::provider::Result;
+use cloud_provider::provider::RouteWrites;
 use cloud_provider::{Error, Route, Routes};
 use hcloud_api::models::{Action, Network, Server};
 use hcloud_api::{Client, models};
@@ -733,6 +735,13 @@ impl Routes for HcloudRoutes {
             route: route.clone(),
         })
         .await
+    }
+
+    fn route_writes(&self) -> RouteWrites {
+        RouteWrites {
+            create: Some(Write::cloud("POST /networks/{id}/actions/add_route")),
+            delete: Some(Write::cloud("POST /networks/{id}/actions/delete_route")),
+        }
     }
 
     async fn delete_route(&self, _cluster_name: &str, route: &Route) -> Result<()> {

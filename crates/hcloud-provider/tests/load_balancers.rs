@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cloud_provider::change::Write;
 use cloud_provider::{Category, CloudProvider as _, LoadBalancer as _};
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::{self, TargetSpec, TargetType};
@@ -1258,14 +1259,20 @@ async fn duplicates_use_the_lowest_id_and_are_all_deleted() {
         .unwrap();
     env.client.actions().wait(&second.action).await.unwrap();
 
-    let dry = lbs.dry_run(&svc, &[env.node(1)]).await.unwrap();
-    assert_eq!(dry.load_balancer.as_ref().map(|lb| lb.id), Some(first.id));
-    let warning = dry
-        .notices
+    let planned = lbs
+        .plan_load_balancer(CLUSTER, &svc, &[env.node(1)])
+        .await
+        .unwrap();
+    let warning = planned
+        .warnings
         .iter()
-        .find(|n| n.reason == Some("DuplicateLoadBalancers"))
+        .find(|w| w.reason == "DuplicateLoadBalancers")
         .expect("a duplicate warning");
-    assert!(warning.message.contains("\"duplicate\""), "{warning}");
+    assert!(warning.message.contains("\"duplicate\""), "{warning:?}");
+    assert!(
+        warning.message.contains(&format!("(ID {})", first.id)),
+        "the lowest ID is used: {warning:?}"
+    );
 
     lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(1)])
         .await
@@ -1421,18 +1428,31 @@ async fn switching_to_a_managed_certificate_replaces_the_uploaded_one() {
 }
 
 #[tokio::test]
-async fn dry_run_reports_without_writing_and_operations_are_counted() {
+async fn a_plan_reports_without_writing_and_operations_are_counted() {
     let env = Env::start().await;
     let operations = hcloud_provider::Operations::new();
     let lbs = env.lbs().await.with_operations(operations.clone());
     let svc = service(&[(80, "TCP", 30080), (53, "UDP", 30053)], &[]);
 
     env.sim.admin().reset_request_counts().await.unwrap();
-    let dry = lbs.dry_run(&svc, &[env.node(0)]).await.unwrap();
-    let request = dry.create.as_ref().expect("a create request");
-    assert_eq!(request.name, DEFAULT_NAME);
-    assert_eq!(request.targets.len(), 1);
-    let reasons: Vec<_> = dry.notices.iter().filter_map(|n| n.reason).collect();
+    let planned = lbs
+        .plan_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let created: Vec<&str> = planned.changes.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(
+        created,
+        vec![format!(
+            "load balancer {DEFAULT_NAME:?} (lb11 in fsn1, 1 services, 1 targets)"
+        )],
+        "{planned:?}"
+    );
+    assert_eq!(
+        planned.writes,
+        vec![Write::cloud("POST /load_balancers")],
+        "{planned:?}"
+    );
+    let reasons: Vec<&str> = planned.warnings.iter().map(|w| w.reason.as_str()).collect();
     assert!(
         reasons.contains(&"LoadBalancerTypeUnconfigured"),
         "{reasons:?}"
@@ -1451,13 +1471,16 @@ async fn dry_run_reports_without_writing_and_operations_are_counted() {
     lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap();
-    let dry = lbs
-        .dry_run(&svc, &[env.node(0), env.node(1)])
+    let planned = lbs
+        .plan_load_balancer(CLUSTER, &svc, &[env.node(0), env.node(1)])
         .await
         .unwrap();
-    let steps: Vec<String> = dry.steps.iter().map(ToString::to_string).collect();
+    let steps: Vec<&str> = planned.changes.iter().map(|c| c.target.as_str()).collect();
     assert_eq!(steps, vec![format!("add target server {}", env.servers[1])]);
-    assert!(dry.to_string().contains("add target server"), "{dry}");
+    assert_eq!(
+        planned.writes,
+        vec![Write::cloud("POST /load_balancers/{id}/actions/add_target")]
+    );
     assert_eq!(env.only().await.targets.len(), 1);
 
     use hcloud_provider::op::load_balancer_ops as ops;
@@ -1767,4 +1790,105 @@ async fn a_lost_create_answer_never_leads_to_a_second_load_balancer() {
         .collect();
     assert_eq!(mine.len(), 1, "{mine:#?}");
     assert_eq!(mine[0].name, "renamed");
+}
+
+/// The non-GET requests the simulator counted, one entry per request, sorted.
+async fn writes_counted(env: &Env) -> Vec<String> {
+    let mut writes = Vec::new();
+    for (request, n) in env.counts().await {
+        if !request.starts_with("GET ") {
+            writes.extend(std::iter::repeat_n(request, n as usize));
+        }
+    }
+    writes.sort();
+    writes
+}
+
+/// What `plan` names, sorted, then what one ensure does: the same requests.
+async fn plan_then_ensure(
+    env: &Env,
+    lbs: &HcloudLoadBalancers,
+    svc: &Service,
+    nodes: &[Arc<Node>],
+) -> Vec<String> {
+    let planned = lbs.plan_load_balancer(CLUSTER, svc, nodes).await.unwrap();
+    let mut named: Vec<String> = planned.writes.iter().map(ToString::to_string).collect();
+    named.sort();
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, svc, nodes).await.unwrap();
+    let made = writes_counted(env).await;
+    assert_eq!(named, made, "plan: {planned:#?}");
+    // Converged: a second plan names nothing (the status aside).
+    let again = lbs.plan_load_balancer(CLUSTER, svc, nodes).await.unwrap();
+    assert!(
+        again.writes.is_empty() && again.changes.is_empty(),
+        "{again:#?}"
+    );
+    made
+}
+
+#[tokio::test]
+async fn a_plan_names_exactly_the_requests_ensure_makes() {
+    let env = Env::start().await;
+    env.sim
+        .admin()
+        .set_certificate_issuance(
+            &hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
+    let lbs = env.lbs_with(located(), true).await;
+    let all = [env.node(0), env.node(1), env.node(2)];
+
+    // Created, with its network, services and targets in the one request.
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    let made = plan_then_ensure(&env, &lbs, &svc, &all[..1]).await;
+    assert_eq!(made, vec!["POST /load_balancers".to_owned()]);
+
+    // Several steps on the existing load balancer: targets, a service, the algorithm,
+    // the type (a round of its own), the name.
+    let svc = service(
+        &[(80, "TCP", 30080), (8080, "TCP", 30088)],
+        &[
+            ("algorithm-type", "least_connections"),
+            ("type", "lb21"),
+            ("name", "renamed"),
+        ],
+    );
+    let made = plan_then_ensure(&env, &lbs, &svc, &all).await;
+    assert!(made.len() >= 5, "{made:?}");
+
+    // Private targets: the public ones go, private ones come, the public interface goes.
+    let svc = service(
+        &[(80, "TCP", 30080), (8080, "TCP", 30088)],
+        &[
+            ("algorithm-type", "least_connections"),
+            ("type", "lb21"),
+            ("name", "renamed"),
+            ("use-private-ip", "true"),
+            ("disable-public-network", "true"),
+        ],
+    );
+    let made = plan_then_ensure(&env, &lbs, &svc, &all).await;
+    assert!(
+        made.contains(&"POST /load_balancers/{id}/actions/disable_public_interface".to_owned()),
+        "{made:?}"
+    );
+
+    // HTTPS with a managed certificate that does not exist yet: created, waited for, then
+    // carried by the service.
+    let svc = service(
+        &[(443, "TCP", 30443)],
+        &[
+            ("type", "lb21"),
+            ("name", "renamed"),
+            ("use-private-ip", "true"),
+            ("disable-public-network", "true"),
+            ("protocol", "https"),
+            ("certificate-type", "managed"),
+            ("http-managed-certificate-domains", "shop.example.com"),
+        ],
+    );
+    let made = plan_then_ensure(&env, &lbs, &svc, &all[1..]).await;
+    assert!(made.contains(&"POST /certificates".to_owned()), "{made:?}");
 }

@@ -1,6 +1,7 @@
 //! I/O of the cloud node controller; every decision lives in [`super::decisions`] and
 //! [`super::addresses`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,10 +14,8 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::addresses::{NodeIpError, desired_addresses};
-use super::decisions::{
-    InitError, InitPlan, SkippedLabel, is_uninitialized, plan_initialization, reconcile_labels,
-};
+use super::addresses::NodeIpError;
+use super::decisions::{InitError, InitPlan, NodeDecision, SkippedLabel, decide, is_uninitialized};
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
@@ -263,7 +262,7 @@ impl NodeController {
                 inner.queue.clone(),
                 inner.metrics.clone(),
                 shutdown.clone(),
-                inner.config.workers,
+                reconcile::Workers::new(inner.config.workers),
             ),
         );
         tasks.spawn(
@@ -372,12 +371,15 @@ impl Reconciler for Inner {
 }
 
 impl Inner {
+    /// Read (the cached Node; the cloud's metadata only for a tainted one), decide
+    /// ([`decide`]), apply.
     async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {
         let Some(node) = self.cache.get(name) else {
             return Ok(());
         };
         if !is_uninitialized(&node) {
-            return self.reconcile_labels(&node).await;
+            let decision = decide(&node, None).map_err(NodeSyncError::Init)?;
+            return self.write_labels(&node, &decision.labels).await;
         }
         let metadata = self
             .instances
@@ -391,14 +393,18 @@ impl Inner {
             );
             return Ok(());
         };
-        let Some(updated) = self.initialize(&node, &metadata).await? else {
+        let decision = decide(&node, Some(&metadata)).map_err(NodeSyncError::Init)?;
+        let Some(init) = decision.initialization.clone() else {
+            return Ok(());
+        };
+        let Some(updated) = self.initialize(&node, init, &metadata).await? else {
             tracing::debug!(node = name, "node was initialized concurrently");
             return Ok(());
         };
         if let Some(seconds) = seconds_since_creation(&updated) {
             self.metrics.observe_taint_removal_delay(seconds);
         }
-        if let Err(err) = self.update_addresses(&updated, &metadata).await {
+        if let Err(err) = self.write_addresses(&updated, &decision).await {
             tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
         }
         tracing::info!(node = name, "node initialized");
@@ -416,42 +422,21 @@ impl Inner {
         Ok(())
     }
 
-    /// Apply the initialization; `None` when someone else initialized the Node meanwhile.
+    /// Apply the initialization `init` (decided for `node`); on a conflict the Node is read
+    /// again and the initialization decided again. `None` when someone else initialized the
+    /// Node meanwhile.
     async fn initialize(
         &self,
         node: &Node,
+        mut init: InitPlan,
         metadata: &InstanceMetadata,
     ) -> Result<Option<Node>, NodeSyncError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         let mut current = node.clone();
         let mut attempt = 1;
         loop {
-            let plan = plan_initialization(&current, metadata).map_err(NodeSyncError::Init)?;
-            for skipped in &plan.skipped_labels {
-                match skipped {
-                    SkippedLabel::ReservedDomain(key) => {
-                        tracing::warn!(
-                            node = name,
-                            key,
-                            "ignoring additional label in a reserved domain"
-                        );
-                    }
-                    SkippedLabel::Conflict {
-                        key,
-                        existing,
-                        wanted,
-                    } => {
-                        tracing::warn!(
-                            node = name,
-                            key,
-                            existing,
-                            wanted,
-                            "not overwriting existing label"
-                        );
-                    }
-                }
-            }
-            let patch = initialization_patch(current.metadata.resource_version.as_deref(), &plan);
+            log_skipped_labels(name, &init.skipped_labels);
+            let patch = initialization_patch(current.metadata.resource_version.as_deref(), &init);
             match self
                 .nodes
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -463,8 +448,12 @@ impl Inner {
                     let jitter = rand::random_range(0..=UPDATE_RETRY_DELAY.as_millis() as u64);
                     tokio::time::sleep(UPDATE_RETRY_DELAY + Duration::from_millis(jitter)).await;
                     current = self.nodes.get(name).await.map_err(NodeSyncError::Kube)?;
-                    if !is_uninitialized(&current) {
-                        return Ok(None);
+                    match decide(&current, Some(metadata))
+                        .map_err(NodeSyncError::Init)?
+                        .initialization
+                    {
+                        Some(again) => init = again,
+                        None => return Ok(None),
                     }
                 }
                 Err(err) => return Err(NodeSyncError::Kube(err)),
@@ -472,15 +461,16 @@ impl Inner {
         }
     }
 
-    /// Write the addresses the cloud reports, if they differ. Returns whether it wrote.
-    async fn update_addresses(
+    /// Write the decided addresses, if they differ. Returns whether it wrote.
+    async fn write_addresses(
         &self,
         node: &Node,
-        metadata: &InstanceMetadata,
+        decision: &NodeDecision,
     ) -> Result<bool, NodeSyncError> {
-        let Some(addresses) =
-            desired_addresses(node, &metadata.node_addresses).map_err(NodeSyncError::Addresses)?
-        else {
+        if let Some(err) = &decision.address_error {
+            return Err(NodeSyncError::Addresses(err.clone()));
+        }
+        let Some(addresses) = &decision.addresses else {
             return Ok(false);
         };
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -488,7 +478,7 @@ impl Inner {
             .patch_status(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(&addresses_patch(&addresses)),
+                &Patch::Merge(&addresses_patch(addresses)),
             )
             .await
             .map_err(NodeSyncError::Kube)?;
@@ -496,8 +486,12 @@ impl Inner {
         Ok(true)
     }
 
-    async fn reconcile_labels(&self, node: &Node) -> Result<(), NodeSyncError> {
-        let labels = reconcile_labels(node);
+    /// Write the decided GA labels, if any.
+    async fn write_labels(
+        &self,
+        node: &Node,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), NodeSyncError> {
         if labels.is_empty() {
             return Ok(());
         }
@@ -515,14 +509,22 @@ impl Inner {
         Ok(())
     }
 
+    /// The periodic pass over one initialized Node (upstream's `UpdateNodeStatus`): read its
+    /// metadata, decide, write its GA labels and its addresses.
     async fn refresh_addresses(&self, node: Arc<Node>) {
         let _timer = self.metrics.reconcile_timer(ADDRESS_CONTROLLER);
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        let result = match self.instances.instance_metadata(&node).await {
-            Ok(Some(metadata)) => self.update_addresses(&node, &metadata).await.map(|_| ()),
-            Ok(None) => Ok(()),
-            Err(err) => Err(NodeSyncError::Metadata(err)),
-        };
+        let result = async {
+            let metadata = self
+                .instances
+                .instance_metadata(&node)
+                .await
+                .map_err(NodeSyncError::Metadata)?;
+            let decision = decide(&node, metadata.as_ref()).map_err(NodeSyncError::Init)?;
+            self.write_labels(&node, &decision.labels).await?;
+            self.write_addresses(&node, &decision).await.map(|_| ())
+        }
+        .await;
         let Err(err) = result else { return };
         self.metrics
             .record_error(ADDRESS_CONTROLLER, err.metric_label());
@@ -539,6 +541,33 @@ impl Inner {
                     &chain,
                 )
                 .await;
+        }
+    }
+}
+
+fn log_skipped_labels(name: &str, skipped: &[SkippedLabel]) {
+    for skipped in skipped {
+        match skipped {
+            SkippedLabel::ReservedDomain(key) => {
+                tracing::warn!(
+                    node = name,
+                    key,
+                    "ignoring additional label in a reserved domain"
+                );
+            }
+            SkippedLabel::Conflict {
+                key,
+                existing,
+                wanted,
+            } => {
+                tracing::warn!(
+                    node = name,
+                    key,
+                    existing,
+                    wanted,
+                    "not overwriting existing label"
+                );
+            }
         }
     }
 }

@@ -2,9 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 
-use super::addresses::{NodeIpError, filter_by_node_ips, provided_node_ip};
+use super::addresses::{
+    NodeIpError, current_addresses, desired_addresses, filter_by_node_ips, provided_node_ip,
+};
+use crate::change::{Change, Verb, Write};
 use crate::provider::InstanceMetadata;
 use crate::well_known::{
     LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE,
@@ -168,6 +171,131 @@ pub fn reconcile_labels(node: &Node) -> BTreeMap<String, String> {
             (labels.get(*ga) != Some(value)).then(|| ((*ga).to_owned(), value.clone()))
         })
         .collect()
+}
+
+/// What the cloud node controller does to one Node, decided from the Node and (where needed)
+/// the cloud's metadata. The controller carries it out, `plan` prints it: one patch of the
+/// Node for its initialization or its GA labels, one patch of its status for the addresses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeDecision {
+    /// The initialization of a tainted Node (providerID, labels, taints in one patch).
+    pub initialization: Option<InitPlan>,
+    /// GA labels an initialized Node gets from their beta twins.
+    pub labels: BTreeMap<String, String>,
+    /// The addresses to write, when they differ from the Node's.
+    pub addresses: Option<Vec<NodeAddress>>,
+    /// Why the addresses cannot be written (they do not fit the provided node IP).
+    pub address_error: Option<NodeIpError>,
+}
+
+/// Decide what the controller does to `node`. An initialized Node gets its GA labels, and with
+/// `metadata` its addresses; a tainted one is initialized from `metadata` (nothing without it:
+/// it stays tainted until the cloud knows it), then gets the addresses as initialized.
+pub fn decide(node: &Node, metadata: Option<&InstanceMetadata>) -> Result<NodeDecision, InitError> {
+    let mut decision = NodeDecision::default();
+    let target = if is_uninitialized(node) {
+        let Some(metadata) = metadata else {
+            return Ok(decision);
+        };
+        let init = plan_initialization(node, metadata)?;
+        let mut initialized = node.clone();
+        if let Some(spec) = initialized.spec.as_mut() {
+            spec.taints = Some(init.taints.clone());
+            if init.provider_id.is_some() {
+                spec.provider_id.clone_from(&init.provider_id);
+            }
+        }
+        decision.initialization = Some(init);
+        initialized
+    } else {
+        decision.labels = reconcile_labels(node);
+        node.clone()
+    };
+    if let Some(metadata) = metadata {
+        match desired_addresses(&target, &metadata.node_addresses) {
+            Ok(addresses) => decision.addresses = addresses,
+            Err(err) => decision.address_error = Some(err),
+        }
+    }
+    Ok(decision)
+}
+
+impl NodeDecision {
+    /// Whether nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.initialization.is_none() && self.labels.is_empty() && self.addresses.is_none()
+    }
+
+    /// The changes to `node`, for people.
+    pub fn changes(&self, node: &Node) -> Vec<Change> {
+        let existing = node_labels(node);
+        let label = |key: &str, value: &str| {
+            let verb = if existing.contains_key(key) {
+                Verb::Change
+            } else {
+                Verb::Add
+            };
+            Change::new(verb, format!("label {key}"))
+                .values(existing.get(key).cloned(), Some(value.to_owned()))
+        };
+        let mut out = Vec::new();
+        if let Some(init) = &self.initialization {
+            if let Some(provider_id) = &init.provider_id {
+                out.push(
+                    Change::new(Verb::Add, "spec.providerID")
+                        .values(None, Some(provider_id.clone())),
+                );
+            }
+            out.extend(init.labels.iter().map(|(k, v)| label(k, v)));
+            for taint in taints(node) {
+                if taint.key == TAINT_UNINITIALIZED {
+                    out.push(Change::new(
+                        Verb::Remove,
+                        format!("taint {}", taint_text(taint)),
+                    ));
+                }
+            }
+        }
+        out.extend(self.labels.iter().map(|(k, v)| label(k, v)));
+        if let Some(addresses) = &self.addresses {
+            out.push(Change::new(Verb::Change, "status.addresses").values(
+                Some(addresses_text(current_addresses(node))),
+                Some(addresses_text(addresses)),
+            ));
+        }
+        out
+    }
+
+    /// The writes that carry the changes out.
+    pub fn writes(&self, name: &str) -> Vec<Write> {
+        let mut out = Vec::new();
+        if self.initialization.is_some() || !self.labels.is_empty() {
+            out.push(Write::kube("patch", "nodes", name));
+        }
+        if self.addresses.is_some() {
+            out.push(Write::kube("patch", "nodes/status", name));
+        }
+        out
+    }
+}
+
+/// A taint for people: `key=value:Effect`.
+pub fn taint_text(taint: &Taint) -> String {
+    match taint.value.as_deref() {
+        Some(value) if !value.is_empty() => format!("{}={}:{}", taint.key, value, taint.effect),
+        _ => format!("{}:{}", taint.key, taint.effect),
+    }
+}
+
+fn addresses_text(addresses: &[NodeAddress]) -> String {
+    if addresses.is_empty() {
+        return "(none)".to_owned();
+    }
+    addresses
+        .iter()
+        .map(|a| format!("{}={}", a.type_, a.address))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
 use tokio::time::Instant;
 
 /// The default share of cloud Nodes one pass may delete.
@@ -45,6 +46,33 @@ pub enum Verdict {
         /// The cluster's cloud Nodes.
         nodes: usize,
     },
+}
+
+/// Whether `gone` Nodes reported gone at once, of `nodes` cloud Nodes, are too many to delete
+/// with `max_share`.
+pub fn holds(max_share: f64, gone: usize, nodes: usize) -> bool {
+    gone >= MIN_HELD && gone as f64 > max_share * nodes as f64
+}
+
+/// The cluster's cloud Nodes, which the brake's share counts: those with a providerID (that
+/// starts with `prefix`, when given).
+pub fn cloud_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>, prefix: Option<&str>) -> usize {
+    nodes
+        .into_iter()
+        .filter_map(|node| node.spec.as_ref()?.provider_id.as_deref())
+        .filter(|id| match prefix {
+            Some(prefix) => id.starts_with(prefix),
+            None => !id.is_empty(),
+        })
+        .count()
+}
+
+/// The Warning on a Node whose deletion is held.
+pub fn held_message(node: &str, gone: usize, nodes: usize, max_share: f64) -> String {
+    format!(
+        "Node {node} is not deleted although the cloud reports its instance gone: {gone} of the {nodes} cloud Nodes are reported gone at once, more than the {:.0}% one pass may delete. Deletions resume once fewer are reported gone",
+        max_share.clamp(0.0, 1.0) * 100.0
+    )
 }
 
 /// The brake's memory of which Nodes the cloud reported gone, and when.
@@ -116,7 +144,7 @@ impl DeletionBrake {
     /// many; 0 while it lets deletions through).
     pub fn held(&self, now: Instant, nodes: usize) -> usize {
         let gone = self.reported(now);
-        if gone >= MIN_HELD && gone as f64 > self.max_share * nodes as f64 {
+        if holds(self.max_share, gone, nodes) {
             gone
         } else {
             0

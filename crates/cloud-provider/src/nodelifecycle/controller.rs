@@ -290,7 +290,7 @@ impl NodeLifecycleController {
                 inner.queue.clone(),
                 inner.metrics.clone(),
                 shutdown.clone(),
-                1,
+                reconcile::Workers::new(1),
             ),
         );
         let clean = tasks.supervise(&shutdown).await;
@@ -410,16 +410,11 @@ impl Inner {
 
     /// The cluster's cloud Nodes, which the brake's share counts.
     fn cloud_nodes(&self) -> usize {
-        let prefix = self.config.cloud_provider_id_prefix.as_deref();
-        self.cache
-            .list()
-            .iter()
-            .filter_map(|node| node.spec.as_ref()?.provider_id.as_deref())
-            .filter(|id| match prefix {
-                Some(prefix) => id.starts_with(prefix),
-                None => !id.is_empty(),
-            })
-            .count()
+        let nodes = self.cache.list();
+        brake::cloud_nodes(
+            nodes.iter().map(AsRef::as_ref),
+            self.config.cloud_provider_id_prefix.as_deref(),
+        )
     }
 
     async fn monitor_node(&self, node: &Node) -> Result<(), LifecycleError> {
@@ -448,10 +443,8 @@ impl Inner {
                         Ok(())
                     }
                     Verdict::Held { gone, nodes } => {
-                        let message = format!(
-                            "Node {name} is not deleted although the cloud reports its instance gone: {gone} of the {nodes} cloud Nodes are reported gone at once, more than the {:.0}% one pass may delete. Deletions resume once fewer are reported gone",
-                            self.config.deletion_max_share.clamp(0.0, 1.0) * 100.0
-                        );
+                        let message =
+                            brake::held_message(name, gone, nodes, self.config.deletion_max_share);
                         tracing::warn!(node = name, gone, nodes, "{message}");
                         self.warn_once(name, REASON_DELETION_HELD, &message).await;
                         Ok(())

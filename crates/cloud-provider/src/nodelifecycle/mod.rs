@@ -8,5 +8,5 @@ pub mod decisions;
 
 pub use controller::{
     COMPONENT, CONTROLLER, LifecycleAction, LifecycleError, NodeLifecycleController,
-    NodeLifecycleControllerConfig, decide,
+    NodeLifecycleControllerConfig, REASON_DELETION_HELD, decide,
 };

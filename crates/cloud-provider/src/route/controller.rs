@@ -434,7 +434,7 @@ impl RouteController {
                 queue.clone(),
                 this.metrics.clone(),
                 shutdown.clone(),
-                1,
+                reconcile::Workers::new(1),
             ),
         );
         let clean = tasks.supervise(&shutdown).await;

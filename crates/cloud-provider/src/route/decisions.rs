@@ -140,7 +140,7 @@ impl RoutePlan {
     /// The work of each Node after the deletions: its creations, then its condition, so a
     /// Node's condition is written as soon as its own routes are in place rather than after
     /// the last route of the pass. Only Nodes that are both listed and in the working map,
-    /// as [`condition_writes`]; in the order of `nodes`.
+    /// in the order of `nodes`.
     pub fn node_work(&self, nodes: &[Arc<Node>]) -> Vec<NodeWork> {
         let mut creations: BTreeMap<&str, Vec<RouteCreation>> = BTreeMap::new();
         for creation in &self.to_create {
@@ -400,19 +400,6 @@ pub fn condition_update(node: &Node, entry: &NodeRoutes) -> Option<NetworkCondit
     (!matches).then_some(wanted)
 }
 
-/// The condition writes after the cloud calls: only Nodes that are both listed and in the
-/// working map; Nodes with neither pod CIDRs nor routes are untouched.
-pub fn condition_writes(nodes: &[Arc<Node>], plan: &RoutePlan) -> Vec<(String, NetworkCondition)> {
-    nodes
-        .iter()
-        .filter_map(|node| {
-            let name = node.metadata.name.as_deref()?;
-            let entry = plan.nodes.get(name)?;
-            condition_update(node, entry).map(|c| (name.to_owned(), c))
-        })
-        .collect()
-}
-
 /// Why `--cluster-cidr` is unusable for the route controller.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClusterCidrError {
@@ -455,6 +442,20 @@ pub fn parse_cluster_cidrs(value: &str) -> Result<Vec<IpNet>, ClusterCidrError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The condition writes after the cloud calls: only Nodes that are both listed and in the
+    /// working map; Nodes with neither pod CIDRs nor routes are untouched.
+    fn condition_writes(nodes: &[Arc<Node>], plan: &RoutePlan) -> Vec<(String, NetworkCondition)> {
+        nodes
+            .iter()
+            .filter_map(|node| {
+                let name = node.metadata.name.as_deref()?;
+                let entry = plan.nodes.get(name)?;
+                condition_update(node, entry).map(|c| (name.to_owned(), c))
+            })
+            .collect()
+    }
+
     use crate::node::test_support::addr;
     use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus};
 
@@ -1005,7 +1006,7 @@ mod tests {
         let all = [net("10.244.2.0/24"), net("10.244.1.0/24")];
         assert_eq!(two.condition_after(&written, &all), None);
 
-        // With every creation done, the same writes as the dry run's `condition_writes`.
+        // With every creation done, the same writes as every Node's condition update.
         let mut marked = plan.clone();
         for c in &plan.to_create {
             marked.mark_created(&c.node, &c.route.destination_cidr);

@@ -16,10 +16,11 @@
 //! pool like any other.
 //!
 //! A worker is a slot, not a task: the pool runs each reconcile as its own task and limits how
-//! many run at once. A reconcile waiting for the cloud (an action to finish) does so inside
-//! [`waiting`], which hands its slot to the next key for the wait and takes one back
-//! afterwards, so `--concurrent-service-syncs=1` bounds the work done at once, not the number
-//! of Services waiting for the cloud.
+//! many run at once ([`Workers`]). The service controller hands its pool's [`Workers`] to the
+//! load balancer provider (`LoadBalancer::use_workers`), which waits for the cloud (an action
+//! to finish) inside [`Workers::waiting`]: the wait lends a slot to the next key and takes one
+//! back afterwards, so `--concurrent-service-syncs=1` bounds the work done at once, not the
+//! number of Services waiting for the cloud.
 
 pub mod health;
 pub mod informer;
@@ -27,4 +28,4 @@ pub mod reconcile;
 
 pub use health::{Heartbeat, Tasks};
 pub use informer::{Change, Informer, InformerDriver, WatchProgress};
-pub use reconcile::{ReconcileError, Reconciler, Retry, kube_category, waiting};
+pub use reconcile::{ReconcileError, Reconciler, Retry, Workers, kube_category};

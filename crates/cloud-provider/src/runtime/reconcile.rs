@@ -13,15 +13,19 @@
 //! Every reconcile runs in the span of [`Reconciler::span`] (`service = "ns/name"`,
 //! `node = "name"`), so each request logged below it names the object it was made for.
 //!
-//! The [`pool`] runs each reconcile as its own task, at most `workers` at a time. A reconcile
-//! that waits for something slow outside the process (a cloud action to finish) wraps that
-//! wait in [`waiting`]: its slot goes back to the pool for the wait, so the next key starts
-//! instead of a worker sitting idle, and the reconcile takes a slot again before it goes on.
-//! With one worker, a burst of Services whose load balancers each wait a second for an action
-//! then takes about a second, not a second per Service.
+//! The [`pool`] runs each reconcile as its own task, at most [`Workers`] at a time. A
+//! reconcile that waits for something slow outside the process (a cloud action to finish)
+//! wraps that wait in [`Workers::waiting`] of the pool's handle, which the controller hands to
+//! the code it calls (see `LoadBalancer::use_workers`): the wait lends a slot to the pool, so
+//! the next key starts instead of a worker sitting idle, and a slot is taken back before the
+//! reconcile goes on. With one worker, a burst of Services whose load balancers each wait a
+//! second for an action then takes about a second, not a second per Service.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
+#[cfg(test)]
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -172,68 +176,66 @@ pub async fn process<R: Reconciler + ?Sized>(
     .await
 }
 
-/// How many reconciles may run at once and the permit of the current one: the task-local
-/// state [`waiting`] gives back and takes again.
-#[derive(Debug)]
-struct Slot {
-    semaphore: Arc<Semaphore>,
-    permit: Mutex<Option<OwnedSemaphorePermit>>,
+/// The slots of one controller's worker pool: how many of its reconciles run at once outside
+/// waits for the cloud. The pool and the code its reconciles call (a provider, given the
+/// handle by the controller) share it.
+#[derive(Clone, Debug)]
+pub struct Workers {
+    slots: Arc<Semaphore>,
+    count: usize,
 }
 
-impl Slot {
-    fn permit(&self) -> MutexGuard<'_, Option<OwnedSemaphorePermit>> {
-        self.permit.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Give the permit back if this reconcile holds one.
-    fn release(&self) {
-        drop(self.permit().take());
-    }
-
-    /// Whether this reconcile holds no permit (it gave it back and has not taken it again).
-    fn is_released(&self) -> bool {
-        self.permit().is_none()
-    }
-
-    /// Hold `permit` again (a permit taken meanwhile by a concurrent [`waiting`] wins).
-    fn restore(&self, permit: OwnedSemaphorePermit) {
-        let mut held = self.permit();
-        if held.is_none() {
-            *held = Some(permit);
+impl Workers {
+    /// `count` slots (at least 1).
+    pub fn new(count: usize) -> Self {
+        let count = count.max(1);
+        Self {
+            slots: Arc::new(Semaphore::new(count)),
+            count,
         }
     }
-}
 
-tokio::task_local! {
-    static SLOT: Slot;
-}
-
-/// Run `fut`, a wait for something outside this process (a cloud action, a delay), without
-/// counting the current reconcile against its pool's limit: the reconcile's slot is given back
-/// while `fut` runs, so the pool can start the next key, and taken again before this returns,
-/// so at most `workers` reconciles run outside `waiting` at a time.
-///
-/// Outside a reconcile started by [`pool`] (unit tests, other callers) this just awaits `fut`.
-/// Nested or concurrent calls within one reconcile are fine: the slot is given back once, and
-/// each call ends holding it again. A `waiting` future dropped before it ends leaves the
-/// reconcile without its slot until the next `waiting` of that reconcile ends.
-pub async fn waiting<F: Future>(fut: F) -> F::Output {
-    if SLOT.try_with(Slot::release).is_err() {
-        return fut.await;
+    /// The number of slots.
+    pub fn count(&self) -> usize {
+        self.count
     }
-    let output = fut.await;
-    let semaphore = SLOT
-        .try_with(|slot| slot.is_released().then(|| slot.semaphore.clone()))
-        .ok()
-        .flatten();
-    if let Some(semaphore) = semaphore {
+
+    /// Run `fut`, a wait for something outside this process (a cloud action, a delay), while
+    /// lending one slot to the pool: the pool can start the next key, and a slot is taken back
+    /// (waiting for one if need be) before this returns, so at most [`Workers::count`]
+    /// reconciles work outside waits at a time. Dropped before it ends, the wait takes its
+    /// loan back as soon as a slot is free.
+    pub async fn waiting<F: Future>(&self, fut: F) -> F::Output {
+        self.slots.add_permits(1);
+        let mut loan = Loan {
+            slots: &self.slots,
+            open: true,
+        };
+        let output = fut.await;
         // The semaphore is never closed; should it be, the reconcile goes on without a slot
         // rather than failing.
-        if let Ok(permit) = semaphore.acquire_owned().await {
-            let _ = SLOT.try_with(|slot| slot.restore(permit));
+        if let Ok(permit) = self.slots.acquire().await {
+            permit.forget();
+        }
+        loan.open = false;
+        output
+    }
+}
+
+/// A slot lent by [`Workers::waiting`]; taken back when the wait is dropped unfinished.
+struct Loan<'a> {
+    slots: &'a Semaphore,
+    open: bool,
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        if self.open && self.slots.forget_permits(1) == 0 {
+            // Every slot is in use: the pool keeps one more until the next loan ends. The
+            // only cancellations are a shutdown's, so this does not add up.
+            tracing::debug!("a cancelled wait could not take its slot back at once");
         }
     }
-    output
 }
 
 /// The worker pool of one controller: take keys from `queue` and reconcile each in its own
@@ -252,16 +254,16 @@ pub async fn pool<R: Reconciler + ?Sized>(
     queue: Arc<WorkQueue<String>>,
     metrics: Metrics,
     shutdown: CancellationToken,
-    workers: usize,
+    workers: Workers,
 ) {
-    let semaphore = Arc::new(Semaphore::new(workers.max(1)));
+    let semaphore = workers.slots.clone();
     let mut running = JoinSet::new();
     loop {
         while let Some(ended) = running.try_join_next() {
             log_join_error(reconciler.controller(), ended);
         }
         // The key is taken before a slot is free, so the pool never sits on a slot while the
-        // queue is empty: a reconcile coming back from `waiting` could not get it.
+        // queue is empty: a reconcile coming back from a wait could not get it.
         let next = tokio::select! {
             () = shutdown.cancelled() => break,
             next = queue.get() => next,
@@ -285,16 +287,12 @@ pub async fn pool<R: Reconciler + ?Sized>(
             queue.done(&key);
             break;
         };
-        let slot = Slot {
-            semaphore: semaphore.clone(),
-            permit: Mutex::new(Some(permit)),
-        };
         running.spawn(run_one(
             reconciler.clone(),
             queue.clone(),
             metrics.clone(),
             key,
-            slot,
+            permit,
         ));
     }
     running.abort_all();
@@ -322,18 +320,19 @@ fn log_join_error(controller: &'static str, ended: Result<(), JoinError>) {
     }
 }
 
-/// One reconcile task: [`process`] `key` holding `slot`, then mark it done, also on a panic.
+/// One reconcile task: [`process`] `key` holding a slot (`permit`), then mark it done, also on
+/// a panic.
 async fn run_one<R: Reconciler + ?Sized>(
     reconciler: Arc<R>,
     queue: Arc<WorkQueue<String>>,
     metrics: Metrics,
     key: String,
-    slot: Slot,
+    permit: OwnedSemaphorePermit,
 ) {
-    let outcome =
-        AssertUnwindSafe(SLOT.scope(slot, process(reconciler.as_ref(), &queue, &metrics, &key)))
-            .catch_unwind()
-            .await;
+    let outcome = AssertUnwindSafe(process(reconciler.as_ref(), &queue, &metrics, &key))
+        .catch_unwind()
+        .await;
+    drop(permit);
     if let Err(payload) = outcome {
         let message = payload
             .downcast_ref::<&str>()
@@ -385,11 +384,12 @@ mod tests {
         })
     }
 
-    /// A reconcile that works `before`, waits `wait` inside [`waiting`] (if set), then works
-    /// `after`, recording how many reconciles work (are outside `waiting`) at once and whether
-    /// one key was ever reconciled twice at once.
+    /// A reconcile that works `before`, waits `wait` inside [`Workers::waiting`] (if set),
+    /// then works `after`, recording how many reconciles work (are outside waits) at once and
+    /// whether one key was ever reconciled twice at once.
     #[derive(Default)]
     struct Timed {
+        workers: std::sync::OnceLock<Workers>,
         before: Duration,
         wait: Option<Duration>,
         after: Duration,
@@ -457,7 +457,8 @@ mod tests {
             }
             self.work(self.before).await;
             if let Some(wait) = self.wait {
-                waiting(tokio::time::sleep(wait)).await;
+                let workers = self.workers.get().expect("the pool's handle");
+                workers.waiting(tokio::time::sleep(wait)).await;
             }
             self.work(self.after).await;
             self.finished.send_modify(|n| *n += 1);
@@ -487,6 +488,8 @@ mod tests {
             q.add((*key).to_owned());
         }
         let shutdown = CancellationToken::new();
+        let workers = Workers::new(workers);
+        let _ = reconciler.workers.set(workers.clone());
         let handle = tokio::spawn(pool(
             reconciler.clone(),
             q.clone(),
@@ -606,7 +609,9 @@ mod tests {
             q.add(key.to_owned());
         }
         let shutdown = CancellationToken::new();
-        let run = pool(r.clone(), q, Metrics::new(), shutdown.clone(), 1);
+        let workers = Workers::new(1);
+        let _ = r.workers.set(workers.clone());
+        let run = pool(r.clone(), q, Metrics::new(), shutdown.clone(), workers);
         let stop = async {
             // At 20 s one reconcile works for an hour and two wait for its slot.
             tokio::time::sleep(Duration::from_secs(20)).await;
@@ -664,14 +669,26 @@ mod tests {
         handle.await.unwrap();
     }
 
-    #[tokio::test]
-    async fn waiting_outside_a_pool_just_awaits() {
-        let out = waiting(async {
-            tokio::task::yield_now().await;
-            7
-        })
-        .await;
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_wait_takes_its_slot_back() {
+        let workers = Workers::new(1);
+        let held = workers.slots.clone().acquire_owned().await.unwrap();
+        let wait = workers.waiting(tokio::time::sleep(Duration::from_secs(10)));
+        // Lent while it waits, gone with it.
+        tokio::select! {
+            () = wait => panic!("the wait ended early"),
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        assert_eq!(workers.slots.available_permits(), 0);
+        drop(held);
+        assert_eq!(workers.slots.available_permits(), 1);
+        let out = workers.waiting(async { 7 }).await;
         assert_eq!(out, 7);
+        assert_eq!(
+            workers.slots.available_permits(),
+            1,
+            "a finished wait gives back its loan"
+        );
     }
 
     #[tokio::test(start_paused = true)]

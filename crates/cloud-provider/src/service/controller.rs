@@ -229,6 +229,9 @@ impl ServiceController {
             () = shutdown.cancelled() => return,
             () = inner.nodes.wait_until_ready() => {}
         }
+        // The provider waits for the cloud through the pool's handle, lending its slot.
+        let workers = reconcile::Workers::new(inner.config.workers);
+        inner.lb.use_workers(workers.clone());
         let node_changes = inner.nodes.subscribe();
         let service_changes = inner.services.subscribe();
         tracing::info!(controller = CONTROLLER, "starting");
@@ -256,16 +259,20 @@ impl ServiceController {
                 inner.queue.clone(),
                 inner.metrics.clone(),
                 shutdown.clone(),
-                inner.config.workers,
+                workers,
             ),
         );
         let synced = {
             let inner = inner.clone();
             let heartbeat = heartbeat.clone();
+            let shutdown = shutdown.clone();
+            // Lives until shutdown (a task that ends early counts as a death), and ends with it.
             async move {
-                inner.services.wait_until_synced().await;
-                heartbeat.set_synced();
-                std::future::pending::<()>().await;
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = inner.services.wait_until_synced() => heartbeat.set_synced(),
+                }
+                shutdown.cancelled().await;
             }
         };
         tasks.spawn("sync-marker", synced);

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
+use crate::change::{Change, Verb, Write};
+
 /// The finalizer that keeps a Service until its load balancer is gone.
 pub const LOAD_BALANCER_CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 /// Node label excluding the Node from load balancer backends (unless it parses as false).
@@ -251,6 +253,80 @@ pub fn status_patch(new: &LoadBalancerStatus) -> serde_json::Value {
         _ => serde_json::Value::Null,
     };
     serde_json::json!({ "status": { "loadBalancer": { "ingress": ingress } } })
+}
+
+/// What the service controller does with one Service, decided from the Service alone; the
+/// provider decides the rest (what its load balancer needs). The controller carries it out,
+/// `plan` prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceDecision {
+    /// Delete the load balancer (the Service no longer wants one, or is being deleted), else
+    /// ensure it.
+    pub clean_up: bool,
+    /// The cleanup finalizer is added (before ensuring) or removed (after the load balancer is
+    /// gone); `None`: it is as it should be.
+    pub finalizer: Option<Verb>,
+}
+
+impl ServiceDecision {
+    /// The decision for `service`.
+    pub fn of(service: &Service) -> Self {
+        let clean_up = !wants_load_balancer(service) || needs_cleanup(service);
+        let finalizer = match (clean_up, has_finalizer(service)) {
+            (false, false) => Some(Verb::Add),
+            (true, true) => Some(Verb::Remove),
+            _ => None,
+        };
+        Self {
+            clean_up,
+            finalizer,
+        }
+    }
+
+    /// The finalizer's change and its write, if any.
+    pub fn finalizer_change(&self, service: &Service) -> Option<(Change, Write)> {
+        let verb = self.finalizer?;
+        Some((
+            Change::new(verb, format!("finalizer {LOAD_BALANCER_CLEANUP_FINALIZER}")),
+            status_write(service),
+        ))
+    }
+}
+
+/// The write of a patch of `services/status` of `service` (finalizers and the status).
+pub fn status_write(service: &Service) -> Write {
+    Write::kube("patch", "services/status", &service_key(service))
+}
+
+/// The ingress addresses for people: `192.0.2.1, 2001:db8::1`, or `(none)`.
+pub fn ingress_text(status: Option<&LoadBalancerStatus>) -> String {
+    let list: Vec<String> = ingress(status)
+        .iter()
+        .map(|i| {
+            i.ip.clone()
+                .or_else(|| i.hostname.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    if list.is_empty() {
+        "(none)".to_owned()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// The status change from the Service's current status to `new`, and its write; `None` when
+/// they are equal ([`load_balancer_status_equal`]).
+pub fn status_change(service: &Service, new: &LoadBalancerStatus) -> Option<(Change, Write)> {
+    let current = current_status(service);
+    if load_balancer_status_equal(current, Some(new)) {
+        return None;
+    }
+    Some((
+        Change::new(Verb::Change, "status.loadBalancer.ingress")
+            .values(Some(ingress_text(current)), Some(ingress_text(Some(new)))),
+        status_write(service),
+    ))
 }
 
 #[cfg(test)]

@@ -9,10 +9,11 @@ use kube::api::{Patch, PatchParams};
 
 use super::controller::{Inner, lock};
 use super::decisions::{
-    add_finalizer_patch, current_status, has_finalizer, load_balancer_status_equal, needs_cleanup,
-    remove_finalizer_patch, select_nodes, status_patch, wants_load_balancer,
+    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_change,
+    status_patch, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
+use crate::change::Verb;
 use crate::events::{EventType, error_chain};
 use crate::provider::{self, Outcome};
 
@@ -121,8 +122,8 @@ impl Inner {
         service: &Service,
         key: &str,
     ) -> Result<Operation, ServiceSyncError> {
-        let previous_status = current_status(service).cloned();
-        let (operation, new_status) = if !wants_load_balancer(service) || needs_cleanup(service) {
+        let decision = ServiceDecision::of(service);
+        let (operation, new_status) = if decision.clean_up {
             let existing = self
                 .lb
                 .get_load_balancer(self.cluster(), service)
@@ -153,9 +154,11 @@ impl Inner {
             }
             // Removed only now that the load balancer (and its delete action) is gone, so the
             // Service can be deleted.
-            self.remove_finalizer(service)
-                .await
-                .map_err(ServiceSyncError::RemoveFinalizer)?;
+            if decision.finalizer == Some(Verb::Remove) {
+                self.remove_finalizer(service)
+                    .await
+                    .map_err(ServiceSyncError::RemoveFinalizer)?;
+            }
             self.event(
                 service,
                 EventType::Normal,
@@ -174,9 +177,11 @@ impl Inner {
             )
             .await;
             // Before any cloud call: the Service cannot vanish while its load balancer exists.
-            self.add_finalizer(service)
-                .await
-                .map_err(ServiceSyncError::AddFinalizer)?;
+            if decision.finalizer == Some(Verb::Add) {
+                self.patch_status(service, &add_finalizer_patch())
+                    .await
+                    .map_err(ServiceSyncError::AddFinalizer)?;
+            }
             let status = match self.ensure_load_balancer(service, key).await {
                 Ok(Outcome::Done(status)) => status,
                 Ok(Outcome::ImplementedElsewhere) => {
@@ -194,7 +199,7 @@ impl Inner {
             .await;
             (Operation::Ensure, status)
         };
-        if !load_balancer_status_equal(previous_status.as_ref(), Some(&new_status)) {
+        if status_change(service, &new_status).is_some() {
             match self.patch_status(service, &status_patch(&new_status)).await {
                 Ok(()) => {}
                 // Mostly a Service that disappeared right after its finalizer was removed.
@@ -205,17 +210,7 @@ impl Inner {
         Ok(operation)
     }
 
-    async fn add_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
-        if has_finalizer(service) {
-            return Ok(());
-        }
-        self.patch_status(service, &add_finalizer_patch()).await
-    }
-
     async fn remove_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
-        if !has_finalizer(service) {
-            return Ok(());
-        }
         match self.patch_status(service, &remove_finalizer_patch()).await {
             Err(err) if is_not_found(&err) => Ok(()),
             other => other,

@@ -6,24 +6,17 @@ use std::sync::Arc;
 use cloud_provider::provider::Result;
 use cloud_provider::{Category, Error};
 use hcloud_api::api::params::ListCertificatesParams;
-use hcloud_api::models::{
-    self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest, IssuanceStatus,
-};
+use hcloud_api::models::{self, Certificate, CreateCertificateRequest, CreateLoadBalancerRequest};
 use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::HcloudLoadBalancers;
 use super::annotations::keys;
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::ops::api_error;
-use super::plan::{self, Certificates, ManagedCertificate, Notice, Placement, Plan, Step, Subject};
+use super::plan::{self, ManagedCertificate, Notice, Placement, Plan, Step, Subject};
 use super::snapshot::Lookup;
 use super::steps::reasons;
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
-
-/// How many diff-and-apply rounds one ensure runs (a type change can make room for more
-/// targets and a re-attached network can drop private targets, which only the next round
-/// sees).
-const ROUNDS: usize = 3;
 
 /// Label asking Hetzner to issue a managed certificate from Let's Encrypt staging (internal).
 const STAGING_LABEL: &str = "HC-Use-Staging-CA";
@@ -37,52 +30,6 @@ pub(super) struct Found {
     pub duplicates: Vec<models::LoadBalancer>,
     /// Notices of the lookup (a load balancer of another Service, duplicates).
     pub notices: Vec<Notice>,
-}
-
-/// What an ensure would do, computed without writing anything.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DryRun {
-    /// The existing load balancer (`None`: it would be created).
-    pub load_balancer: Option<models::LoadBalancer>,
-    /// The creation request, when the load balancer would be created.
-    pub create: Option<CreateLoadBalancerRequest>,
-    /// The managed certificate that would be created first (by name), if any.
-    pub create_certificate: Option<String>,
-    /// The steps on the existing (or freshly created) load balancer, in order; for a load
-    /// balancer that would be created these are the steps after creation (usually none).
-    pub steps: Vec<Step>,
-    /// Warnings and notes, as ensure would publish them.
-    pub notices: Vec<Notice>,
-}
-
-impl std::fmt::Display for DryRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.load_balancer, &self.create) {
-            (Some(lb), _) => writeln!(f, "load balancer {:?} (ID {})", lb.name, lb.id)?,
-            (None, Some(c)) => writeln!(
-                f,
-                "create load balancer {:?} ({}, {} services, {} targets)",
-                c.name,
-                c.load_balancer_type,
-                c.services.len(),
-                c.targets.len()
-            )?,
-            (None, None) => writeln!(f, "no load balancer")?,
-        }
-        if let Some(cert) = &self.create_certificate {
-            writeln!(f, "  create managed certificate {cert:?}")?;
-        }
-        for step in &self.steps {
-            writeln!(f, "  {step}")?;
-        }
-        if self.steps.is_empty() && self.load_balancer.is_some() {
-            writeln!(f, "  no changes")?;
-        }
-        for notice in &self.notices {
-            writeln!(f, "  {notice}")?;
-        }
-        Ok(())
-    }
 }
 
 impl HcloudLoadBalancers {
@@ -242,15 +189,13 @@ impl HcloudLoadBalancers {
             })
     }
 
-    /// Delete the managed certificates labelled with the Service's UID (the ones this CCM, or
-    /// the official one, created for it) once its load balancers are gone.
-    pub(super) async fn delete_managed_certificates(&self, key: &str, uid: &str) -> Result<()> {
-        for cert in self.labelled_certificates(uid).await? {
-            if cert.kind != Some(models::CertificateType::Managed)
-                || cert.labels.get(SERVICE_UID_LABEL).map(String::as_str) != Some(uid)
-            {
-                continue;
-            }
+    /// Delete `certificates` (the Service's managed ones, once its load balancers are gone).
+    pub(super) async fn delete_certificates(
+        &self,
+        key: &str,
+        certificates: &[Certificate],
+    ) -> Result<()> {
+        for cert in certificates {
             tracing::info!(service = %key, certificate = cert.name, id = cert.id, "deleting managed certificate");
             match self.client.certificates().delete(cert.id).await {
                 Ok(()) => {}
@@ -269,66 +214,38 @@ impl HcloudLoadBalancers {
         Ok(())
     }
 
-    /// The managed certificate of the Service: found by the UID label, else created; waited
-    /// for until issued. A failed issuance is an error naming the certificate.
-    pub(super) async fn managed_certificate(
+    /// Create the Service's managed certificate (labelled with its UID).
+    pub(super) async fn create_managed_certificate(
         &self,
         uid: &str,
         want: &ManagedCertificate,
-    ) -> Result<i64> {
-        self.operations.count(lb_op::RECONCILE_MANAGED_CERTIFICATE);
-        let existing = self.labelled_certificates(uid).await?;
-        let cert = match existing
-            .iter()
-            .filter(|c| c.kind == Some(models::CertificateType::Managed))
-            .min_by_key(|c| c.id)
-        {
-            Some(cert) => cert.clone(),
-            None => {
-                self.operations.count(cert_op::CREATE_MANAGED);
-                let mut labels = models::Labels::new();
-                labels.insert(SERVICE_UID_LABEL.to_owned(), uid.to_owned());
-                if want.acme_staging {
-                    labels.insert(STAGING_LABEL.to_owned(), "true".to_owned());
-                }
-                let request = CreateCertificateRequest::managed(&want.name, want.domains.clone())
-                    .with_labels(labels);
-                tracing::info!(certificate = want.name, domains = ?want.domains, "creating managed certificate");
-                let created = self
-                    .client
-                    .certificates()
-                    .create(&request)
-                    .await
-                    .map_err(|err| {
-                        Error::api(format!("creating managed certificate {:?}", want.name), err)
-                    })?;
-                created.certificate
-            }
-        };
-        self.issued(cert).await
+    ) -> Result<Certificate> {
+        self.operations.count(cert_op::CREATE_MANAGED);
+        let mut labels = models::Labels::new();
+        labels.insert(SERVICE_UID_LABEL.to_owned(), uid.to_owned());
+        if want.acme_staging {
+            labels.insert(STAGING_LABEL.to_owned(), "true".to_owned());
+        }
+        let request =
+            CreateCertificateRequest::managed(&want.name, want.domains.clone()).with_labels(labels);
+        tracing::info!(certificate = want.name, domains = ?want.domains, "creating managed certificate");
+        let created = self
+            .client
+            .certificates()
+            .create(&request)
+            .await
+            .map_err(|err| {
+                Error::api(format!("creating managed certificate {:?}", want.name), err)
+            })?;
+        Ok(created.certificate)
     }
 
     /// Wait until `cert` is issued (bounded by `certificate_timeout`: then a retry).
-    async fn issued(&self, mut cert: Certificate) -> Result<i64> {
+    pub(super) async fn issued(&self, mut cert: Certificate) -> Result<i64> {
         let deadline = tokio::time::Instant::now() + self.settings.certificate_timeout;
         loop {
-            let status = cert.status.clone().unwrap_or_default();
-            match status.issuance {
-                Some(IssuanceStatus::Failed) => {
-                    let why = status
-                        .error
-                        .map(|e| format!("{}: {}", e.code, e.message))
-                        .unwrap_or_else(|| "no reason given".to_owned());
-                    return Err(Error::other(format!(
-                        "managed certificate {:?} (ID {}): issuance failed ({why}); fix the domains in {} or delete the certificate to try again",
-                        cert.name,
-                        cert.id,
-                        keys::HTTP_MANAGED_CERTIFICATE_DOMAINS
-                    )));
-                }
-                Some(IssuanceStatus::Pending) => {}
-                // Completed, uploaded, or a status this client does not know: usable.
-                _ => return Ok(cert.id),
+            if super::decide::issuance(&cert)? {
+                return Ok(cert.id);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(Error::retry(
@@ -339,7 +256,7 @@ impl HcloudLoadBalancers {
                     self.settings.retry_after,
                 ));
             }
-            cloud_provider::runtime::waiting(tokio::time::sleep(
+            self.waiting(tokio::time::sleep(
                 self.client
                     .poll_interval()
                     .max(std::time::Duration::from_millis(10)),
@@ -351,36 +268,6 @@ impl HcloudLoadBalancers {
                 .get(cert.id)
                 .await
                 .map_err(|err| Error::api(format!("reading certificate {:?}", cert.name), err))?;
-        }
-    }
-
-    /// Fill in the certificate IDs when they are needed: always for uploaded ones named by
-    /// ID or name; for a managed one only when an https service lacks a certificate (creation,
-    /// a new port, or none set), so that a no-op ensure reads no certificates.
-    pub(super) async fn certificates(&self, plan: &mut Plan) -> Result<()> {
-        match plan.certificates.clone() {
-            Certificates::Unset => Ok(()),
-            Certificates::Uploaded(refs) => {
-                let ids = self.resolve_uploaded(&refs).await?;
-                plan.set_certificates(&ids);
-                Ok(())
-            }
-            Certificates::Managed(want) => {
-                // Every HTTPS service carries the managed certificate, as officially: also
-                // when it had another one (e.g. the Service switched from uploaded). Its ID is
-                // looked up (or the certificate created) once per Service and process, so a
-                // no-op ensure costs no certificate request.
-                let id = match self.remembered_managed_certificate(&plan.uid) {
-                    Some(id) => id,
-                    None => {
-                        let id = self.managed_certificate(&plan.uid, &want).await?;
-                        self.remember_managed_certificate(&plan.uid, id);
-                        id
-                    }
-                };
-                plan.set_certificates(&[id]);
-                Ok(())
-            }
         }
     }
 
@@ -429,13 +316,13 @@ impl HcloudLoadBalancers {
         Ok(lb_type)
     }
 
-    /// The create request for `plan` (with the type checked).
+    /// The create request for `plan` and the type it creates (checked: orderable).
     pub(super) async fn create_request(
         &self,
         service: &Service,
         plan: &Plan,
         notices: &mut Vec<Notice>,
-    ) -> Result<CreateLoadBalancerRequest> {
+    ) -> Result<(CreateLoadBalancerRequest, Arc<models::LoadBalancerType>)> {
         let key = service_key(service);
         let placement: &Placement = plan.placement.as_ref().ok_or_else(|| {
             Error::invalid_input(format!(
@@ -452,7 +339,7 @@ impl HcloudLoadBalancers {
             0 => usize::MAX,
             n => n as usize,
         };
-        Ok(plan.create_request(placement, max_targets))
+        Ok((plan.create_request(placement, max_targets), lb_type))
     }
 
     /// Create the load balancer and wait until it is ready.
@@ -545,7 +432,8 @@ impl HcloudLoadBalancers {
     }
 
     /// Deprecation notices for the type the plan keeps or changes to on `lb`: the embedded
-    /// type when it stays (no request), a lookup only when changing.
+    /// type when it stays (no request), a lookup only when changing. Returns the type changed
+    /// to, if `steps` change it.
     pub(super) async fn type_notices(
         &self,
         service: &Service,
@@ -553,19 +441,20 @@ impl HcloudLoadBalancers {
         lb: &models::LoadBalancer,
         steps: &[Step],
         notices: &mut Vec<Notice>,
-    ) -> Result<()> {
+    ) -> Result<Option<Arc<models::LoadBalancerType>>> {
         if let Some(Step::ChangeType { to, .. }) =
             steps.iter().find(|s| matches!(s, Step::ChangeType { .. }))
         {
-            self.checked_type(service, to, notices).await?;
-        } else if plan.create_type == lb.load_balancer_type.name {
+            return self.checked_type(service, to, notices).await.map(Some);
+        }
+        if plan.create_type == lb.load_balancer_type.name {
             // Already of that type: a deprecation is only a warning, never an error.
             match plan::deprecation(&lb.load_balancer_type, chrono::Utc::now()) {
                 Ok(notice) => notices.extend(notice),
                 Err(why) => notices.push(Notice::warn(reasons::LOAD_BALANCER_TYPE_DEPRECATED, why)),
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     fn count_step(&self, step: &Step) {
@@ -588,9 +477,10 @@ impl HcloudLoadBalancers {
         self.operations.count(op);
     }
 
-    /// Apply `plan` to `lb` (only target steps with `targets_only`); the fresh load balancer
-    /// and the notices of the last round (`MaxTargetsReached`, type deprecation).
-    pub(super) async fn reconcile(
+    /// Apply `plan` to `lb` in rounds, each diffed against the load balancer as the API left
+    /// it (only target steps with `targets_only`); the fresh load balancer and the notices
+    /// (`MaxTargetsReached`, servers that do not exist, targets left out).
+    pub(super) async fn apply_rounds(
         &self,
         service: &Service,
         plan: &Plan,
@@ -603,14 +493,10 @@ impl HcloudLoadBalancers {
         let plan = &mut plan;
         let name = plan.name.clone();
         self.operations.count(lb_op::RECONCILE_HCLB);
-        for round in 0..ROUNDS {
+        for _ in 0..super::decide::ROUNDS {
             let mut steps = plan.diff(&lb);
             if targets_only {
                 steps.retain(Step::is_target_step);
-            }
-            if round == 0 && !targets_only {
-                self.type_notices(service, plan, &lb, &steps, &mut notices)
-                    .await?;
             }
             if steps.is_empty() {
                 break;
@@ -689,71 +575,4 @@ fn drop_added_target(plan: &mut Plan, step: &Step) -> Option<(String, i64)> {
         .map(|t| t.node.clone())?;
     plan.targets.retain(|t| t.server != server);
     Some((node, server))
-}
-
-impl HcloudLoadBalancers {
-    /// What ensure would do for `service` with `nodes`, without writing anything: the same
-    /// lookups (by UID label, then by name), uploaded certificates resolved by name, a managed
-    /// certificate only looked up (never created), the load balancer type checked. Returns the
-    /// creation request or the steps on the existing load balancer, and every notice.
-    pub async fn dry_run(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<DryRun> {
-        let uid = Self::uid(service)?;
-        let mut plan = self.plan(service, nodes)?;
-        let found = self.find(uid, &plan.name, true).await?;
-        let mut notices = plan.notices.clone();
-        notices.extend(found.notices.iter().cloned());
-        let mut create_certificate = None;
-        match plan.certificates.clone() {
-            Certificates::Managed(want) => {
-                let existing = self.labelled_certificates(uid).await?;
-                match existing
-                    .iter()
-                    .filter(|c| c.kind == Some(models::CertificateType::Managed))
-                    .min_by_key(|c| c.id)
-                {
-                    Some(cert) => plan.set_certificates(&[cert.id]),
-                    None => create_certificate = Some(want.name.clone()),
-                }
-            }
-            _ => self.certificates(&mut plan).await?,
-        }
-        match found.lb {
-            Some(lb) => {
-                let steps = plan.diff(&lb);
-                self.type_notices(service, &plan, &lb, &steps, &mut notices)
-                    .await?;
-                notices.extend(plan.left_out(&lb));
-                Ok(DryRun {
-                    load_balancer: Some(lb),
-                    create: None,
-                    create_certificate,
-                    steps,
-                    notices,
-                })
-            }
-            None if found
-                .notices
-                .iter()
-                .any(|n| n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)) =>
-            {
-                Ok(DryRun {
-                    load_balancer: None,
-                    create: None,
-                    create_certificate,
-                    steps: Vec::new(),
-                    notices,
-                })
-            }
-            None => {
-                let request = self.create_request(service, &plan, &mut notices).await?;
-                Ok(DryRun {
-                    load_balancer: None,
-                    create: Some(request),
-                    create_certificate,
-                    steps: Vec::new(),
-                    notices,
-                })
-            }
-        }
-    }
 }

@@ -32,8 +32,10 @@
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
 //!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`) and, where this CCM is stricter on
 //!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
-//! - **Dry run**: [`HcloudLoadBalancers::dry_run`] does ensure's lookups and returns what it
-//!   would do ([`DryRun`]) without writing anything.
+//! - **One decision**: ensure reads and decides (`decide.rs`: the load balancer, the
+//!   certificate to create or wait for, the creation request, the steps of every round,
+//!   predicted with `predict.rs`), then carries the decision out; `plan` is the same decision
+//!   printed, without carrying it out.
 //! - A load balancer that is busy with someone else's action, or still being created, gives
 //!   [`Error::Retry`] with [`LoadBalancerSettings::retry_after`].
 //!
@@ -41,10 +43,12 @@
 //! may run at the same time).
 
 pub mod annotations;
+mod decide;
 mod ensure;
 pub mod naming;
 mod ops;
 pub mod plan;
+mod predict;
 pub mod selector;
 mod services;
 mod settings;
@@ -56,12 +60,12 @@ use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
-use cloud_provider::{Category, Error, LoadBalancer, LoadBalancerPlan, Outcome};
+use cloud_provider::runtime::Workers;
+use cloud_provider::{Error, LoadBalancer, LoadBalancerPlan, Outcome};
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
-pub use ensure::DryRun;
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
 pub use plan::{Notice, Placement, Plan, Step, Subject};
 pub use selector::NodeSelector;
@@ -89,6 +93,8 @@ pub struct HcloudLoadBalancers {
     snapshot: snapshot::Snapshot,
     /// Whether the token's project is the cluster's: nothing is created while it is not.
     project: crate::project::ProjectGuard,
+    /// The service controller's worker pool, which waits for actions lend their slot to.
+    workers: std::sync::OnceLock<Workers>,
 }
 
 impl HcloudLoadBalancers {
@@ -106,6 +112,7 @@ impl HcloudLoadBalancers {
             lb_types: None,
             managed_certificates: std::sync::Mutex::default(),
             project: crate::project::ProjectGuard::default(),
+            workers: std::sync::OnceLock::new(),
         }
     }
 
@@ -204,6 +211,16 @@ impl HcloudLoadBalancers {
             name,
             action_timeout: self.settings.action_timeout,
             retry_after: self.settings.retry_after,
+            workers: self.workers.get(),
+        }
+    }
+
+    /// Wait for `fut` (the cloud), lending the service controller's slot meanwhile when it
+    /// handed its workers over.
+    async fn waiting<F: std::future::Future>(&self, fut: F) -> F::Output {
+        match self.workers.get() {
+            Some(workers) => workers.waiting(fut).await,
+            None => fut.await,
         }
     }
 
@@ -231,19 +248,10 @@ impl HcloudLoadBalancers {
         .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))
     }
 
-    /// Delete one load balancer of the Service (kept when delete protection is on).
+    /// Delete one load balancer of the Service (kept when the API says it is protected).
     async fn delete_one(&self, key: &str, lb: &models::LoadBalancer) -> Result<()> {
         self.operations
             .count(crate::metrics::op::load_balancer_ops::DELETE);
-        if lb.protection.delete {
-            tracing::info!(
-                service = %key,
-                load_balancer = lb.name,
-                id = lb.id,
-                "keeping the load balancer: it has delete protection"
-            );
-            return Ok(());
-        }
         tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "deleting load balancer");
         match self.client.load_balancers().delete(lb.id).await {
             // The load balancer is gone once its delete action succeeded.
@@ -290,6 +298,12 @@ impl LoadBalancer for HcloudLoadBalancers {
         }
     }
 
+    fn use_workers(&self, workers: Workers) {
+        if self.workers.set(workers).is_err() {
+            tracing::debug!("the load balancers already wait through a worker pool");
+        }
+    }
+
     /// The `node-selector` annotation picks targets by Node labels.
     fn selects_nodes_by_label(&self) -> bool {
         true
@@ -329,66 +343,18 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<LoadBalancerStatus>> {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
-        let mut plan = self.plan(service, nodes)?;
         let _serialised = self.lock(uid).await;
-        let found = self.find(uid, &plan.name, true).await?;
-        let mut notices = plan.notices.clone();
-        notices.extend(found.notices.iter().cloned());
-        let result = async {
-            let lb =
-                match found.lb {
-                    Some(lb) => {
-                        self.certificates(&mut plan).await?;
-                        lb
-                    }
-                    None => {
-                        if let Some(owned) = found.notices.iter().find(|n| {
-                            n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
-                        }) {
-                            // The other Service may let go of it (or be deleted): retried.
-                            return Err(Error::rejected(owned.message.clone()));
-                        }
-                        self.certificates(&mut plan).await?;
-                        let mut request =
-                            self.create_request(service, &plan, &mut notices).await?;
-                        match self.create(service, &plan, &request).await {
-                            // One target server does not exist (the answer does not say
-                            // which): create without targets; reconciling adds them one by
-                            // one and leaves out only the missing ones.
-                            Err(err)
-                                if err.category() == Category::NotFound
-                                    && !request.targets.is_empty() =>
-                            {
-                                tracing::warn!(
-                                    service = %service_key(service),
-                                    error = %err,
-                                    "a target server does not exist; creating the load balancer without targets first"
-                                );
-                                request.targets.clear();
-                                self.create(service, &plan, &request).await?
-                            }
-                            other => other?,
-                        }
-                    }
-                };
-            let (lb, more) = self.reconcile(service, &plan, lb, false).await?;
-            notices.extend(more);
-            self.operations
-                .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-            plan::status(&lb, &plan.status).map_err(|why| {
-                // Still being created as last seen: read it again next time.
-                self.snapshot.doubt(lb.id);
-                Error::retry(why, self.settings.retry_after)
-            })
-        }
-        .await;
-        if result.is_err() {
+        let decision = self.decide(service, nodes).await?;
+        let mut notices = decision.notices.clone();
+        let result = self.carry_out(service, decision).await;
+        match &result {
+            Ok((_, more)) => notices.extend(more.iter().cloned()),
             // The remembered certificate may be what failed (deleted by hand): look it up
             // again next time.
-            self.forget_managed_certificate(uid);
+            Err(_) => self.forget_managed_certificate(uid),
         }
         self.publish(service, nodes, &notices).await;
-        result.map(Outcome::Done)
+        result.map(|(status, _)| Outcome::Done(status))
     }
 
     async fn update_load_balancer(
@@ -409,7 +375,7 @@ impl LoadBalancer for HcloudLoadBalancers {
                 plan.name
             )));
         };
-        let (_, notices) = self.reconcile(service, &plan, lb, true).await?;
+        let (_, notices) = self.apply_rounds(service, &plan, lb, true).await?;
         self.publish(service, nodes, &notices).await;
         Ok(Outcome::Done(()))
     }
@@ -423,19 +389,28 @@ impl LoadBalancer for HcloudLoadBalancers {
         let uid = Self::uid(service)?;
         let key = service_key(service);
         let _serialised = self.lock(uid).await;
-        // Every load balancer labelled with the UID goes (duplicates included), as the API
-        // lists them now: the Service is released once this returns.
-        let found = self.list_labelled_now(uid).await?;
-        let mut kept = false;
-        for lb in &found {
-            self.delete_one(&key, lb).await?;
-            kept |= lb.protection.delete;
+        let deletion = self.decide_deletion(uid).await?;
+        for lb in &deletion.kept {
+            tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "keeping the load balancer: it has delete protection");
         }
-        if !found.is_empty() && !kept {
-            self.delete_managed_certificates(&key, uid).await?;
+        for lb in &deletion.load_balancers {
+            self.delete_one(&key, lb).await?;
+        }
+        self.delete_certificates(&key, &deletion.certificates)
+            .await?;
+        if deletion.kept.is_empty() {
             self.forget_managed_certificate(uid);
         }
         Ok(Outcome::Done(()))
+    }
+
+    async fn plan_load_balancer_deleted(
+        &self,
+        _cluster_name: &str,
+        service: &Service,
+    ) -> Result<LoadBalancerPlan> {
+        let uid = Self::uid(service)?;
+        Ok(self.decide_deletion(uid).await?.to_plan())
     }
 
     async fn plan_load_balancer(
@@ -444,65 +419,6 @@ impl LoadBalancer for HcloudLoadBalancers {
         service: &Service,
         nodes: &[Arc<Node>],
     ) -> Result<LoadBalancerPlan> {
-        let dry = self.dry_run(service, nodes).await?;
-        Ok(dry_run_plan(
-            &dry,
-            &plan::StatusOptions::new(&Annotations::of(service), &self.settings),
-        ))
-    }
-}
-
-/// A [`DryRun`] as the provider-neutral [`LoadBalancerPlan`]: one line per change, the
-/// warnings that would become events, and the status when the load balancer's addresses are
-/// known and stay as they are.
-fn dry_run_plan(dry: &DryRun, status: &plan::StatusOptions) -> LoadBalancerPlan {
-    let mut changes = Vec::new();
-    if let Some(certificate) = &dry.create_certificate {
-        changes.push(format!("create managed certificate {certificate:?}"));
-    }
-    if let Some(create) = &dry.create {
-        let at = create
-            .location
-            .as_deref()
-            .or(create.network_zone.as_deref())
-            .unwrap_or("?");
-        changes.push(format!(
-            "create load balancer {:?} ({} in {at}, {} services, {} targets)",
-            create.name,
-            create.load_balancer_type,
-            create.services.len(),
-            create.targets.len()
-        ));
-    }
-    changes.extend(dry.steps.iter().map(ToString::to_string));
-    let warnings = dry
-        .notices
-        .iter()
-        .filter_map(|notice| {
-            let reason = notice.reason?;
-            let message = match &notice.subject {
-                Subject::Service => notice.message.clone(),
-                Subject::Node(node) => format!("(on Node {node}) {}", notice.message),
-            };
-            Some((reason.to_owned(), message))
-        })
-        .collect();
-    let addresses_change = dry.steps.iter().any(|step| {
-        matches!(
-            step,
-            Step::EnablePublicInterface
-                | Step::DisablePublicInterface
-                | Step::AttachNetwork(_)
-                | Step::DetachNetwork(_)
-        )
-    });
-    let status = match &dry.load_balancer {
-        Some(lb) if !addresses_change => plan::status(lb, status).ok(),
-        _ => None,
-    };
-    LoadBalancerPlan {
-        changes,
-        warnings,
-        status,
+        Ok(self.decide(service, nodes).await?.to_plan())
     }
 }

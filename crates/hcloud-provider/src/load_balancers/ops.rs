@@ -80,6 +80,8 @@ pub struct Executor<'a> {
     pub action_timeout: Duration,
     /// Delay of the retry asked for when busy.
     pub retry_after: Duration,
+    /// The service controller's worker pool, lent a slot while an action runs.
+    pub workers: Option<&'a cloud_provider::runtime::Workers>,
 }
 
 impl Executor<'_> {
@@ -87,11 +89,12 @@ impl Executor<'_> {
     /// retry. The controller's worker is free for other keys meanwhile.
     pub async fn wait(&self, what: &str, actions: &[Action]) -> Result<()> {
         let api = self.client.actions();
-        let waited = cloud_provider::runtime::waiting(tokio::time::timeout(
-            self.action_timeout,
-            api.wait_all(actions),
-        ));
-        match waited.await {
+        let waited = tokio::time::timeout(self.action_timeout, api.wait_all(actions));
+        let waited = match self.workers {
+            Some(workers) => workers.waiting(waited).await,
+            None => waited.await,
+        };
+        match waited {
             Ok(Ok(())) => Ok(()),
             Ok(Err(err)) => Err(api_error(what, err, self.retry_after)),
             Err(_) => Err(Error::retry(

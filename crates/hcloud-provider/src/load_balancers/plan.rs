@@ -560,6 +560,12 @@ impl Plan {
         }
     }
 
+    /// The services of the create request (as [`Plan::create_request`] sends them), e.g.
+    /// once a managed certificate's ID is known.
+    pub fn create_request_services(&self) -> Vec<hcloud_api::models::ServiceSpec> {
+        self.services.iter().map(ServicePlan::spec).collect()
+    }
+
     /// The steps from `lb` to this plan, in a safe order. Target additions stop at the load
     /// balancer type's `max_targets` (a type change shows up in the next round).
     pub fn diff(&self, lb: &LoadBalancer) -> Vec<Step> {

@@ -175,8 +175,8 @@ fn changes(current: &LoadBalancerService, wanted: &ServiceSpec) -> Vec<String> {
         );
         cmp(
             "certificates",
-            format!("{:?}", sorted(&c.certificates)),
-            format!("{:?}", sorted(&w.certificates)),
+            certificate_ids(&c.certificates),
+            certificate_ids(&w.certificates),
         );
         cmp(
             "redirect http",
@@ -280,6 +280,23 @@ impl ServicePlan {
         }
     }
 }
+
+/// Certificate IDs for people, sorted; [`NEW_CERTIFICATE`] (a plan's stand-in for a managed
+/// certificate not created yet) shows as `new`.
+fn certificate_ids(ids: &[i64]) -> String {
+    let ids: Vec<String> = sorted(ids)
+        .iter()
+        .map(|&id| match id {
+            NEW_CERTIFICATE => "new".to_owned(),
+            id => id.to_string(),
+        })
+        .collect();
+    format!("[{}]", ids.join(", "))
+}
+
+/// The certificate ID a plan predicts with for a managed certificate that ensure creates
+/// first (the API never gives out ID 0).
+pub const NEW_CERTIFICATE: i64 = 0;
 
 #[cfg(test)]
 mod tests {

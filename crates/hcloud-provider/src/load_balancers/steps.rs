@@ -65,6 +65,39 @@ impl Step {
         matches!(self, Self::AddTarget(_) | Self::RemoveTarget(_))
     }
 
+    /// The kind of change, for a plan.
+    pub fn verb(&self) -> cloud_provider::change::Verb {
+        use cloud_provider::change::Verb;
+        match self {
+            Self::AddTarget(_) | Self::AddService(_) | Self::AttachNetwork(_) => Verb::Add,
+            Self::RemoveTarget(_) | Self::DeleteService(_) | Self::DetachNetwork(_) => Verb::Remove,
+            _ => Verb::Change,
+        }
+    }
+
+    /// The request that carries the step out, as `METHOD /path/template`.
+    pub fn write(&self) -> &'static str {
+        match self {
+            Self::Update { .. } => "PUT /load_balancers/{id}",
+            Self::DetachNetwork(_) => "POST /load_balancers/{id}/actions/detach_from_network",
+            Self::AttachNetwork(_) => "POST /load_balancers/{id}/actions/attach_to_network",
+            Self::RemoveTarget(_) => "POST /load_balancers/{id}/actions/remove_target",
+            Self::DeleteService(_) => "POST /load_balancers/{id}/actions/delete_service",
+            Self::ChangeType { .. } => "POST /load_balancers/{id}/actions/change_type",
+            Self::ChangeAlgorithm { .. } => "POST /load_balancers/{id}/actions/change_algorithm",
+            Self::UpdateService { .. } => "POST /load_balancers/{id}/actions/update_service",
+            Self::AddService(_) => "POST /load_balancers/{id}/actions/add_service",
+            Self::AddTarget(_) => "POST /load_balancers/{id}/actions/add_target",
+            Self::EnablePublicInterface => {
+                "POST /load_balancers/{id}/actions/enable_public_interface"
+            }
+            Self::DisablePublicInterface => {
+                "POST /load_balancers/{id}/actions/disable_public_interface"
+            }
+            Self::ChangeDnsPtr(_) => "POST /load_balancers/{id}/actions/change_dns_ptr",
+        }
+    }
+
     /// Apply a finished target step to `lb` as the API did, so that the load balancer need
     /// not be read again. `false` (and `lb` unchanged) for every other step: what the API
     /// makes of those (addresses, defaults filled in) is only known by reading it.
