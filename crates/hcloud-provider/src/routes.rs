@@ -73,7 +73,7 @@ pub const CONCURRENT_ROUTE_CALLS: usize = 32;
 /// When the first route action is checked, before any was measured.
 const FIRST_ACTION_CHECK: Duration = Duration::from_millis(250);
 
-/// Shortest wait between two checks of a route action.
+/// The shortest the first check of a route action waits.
 const MIN_ACTION_RECHECK: Duration = Duration::from_millis(20);
 
 /// Reason of the Warning event for a route outside the cluster CIDR (official value).
@@ -180,9 +180,8 @@ struct Core {
     learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
     /// The network as last read, with this process's changes since applied.
     view: Arc<std::sync::Mutex<NetworkView>>,
-    /// How long route actions took lately (the first check of an action waits this long), and
-    /// whether that was measured (or is the initial guess).
-    action_time: Arc<std::sync::Mutex<(bool, Duration)>>,
+    /// How long route actions took lately (the first check of an action waits this long).
+    action_time: Arc<std::sync::Mutex<Duration>>,
     operations: Operations,
     events: Events,
 }
@@ -218,7 +217,7 @@ impl HcloudRoutes {
                 config: Arc::new(config),
                 learned: Arc::default(),
                 view: Arc::default(),
-                action_time: Arc::new(std::sync::Mutex::new((false, FIRST_ACTION_CHECK))),
+                action_time: Arc::new(std::sync::Mutex::new(FIRST_ACTION_CHECK)),
                 operations: Operations::default(),
                 events: Events::default(),
             },
@@ -401,47 +400,35 @@ impl Core {
         }
     }
 
-    /// Wait for a route action: the first check after about as long as route actions took so
-    /// far, so that usually one check finds it done. The estimate shrinks a little after each
-    /// first check that found the action done, and becomes the measured time after one that
-    /// did not (action timestamps have whole seconds, too coarse to learn from).
+    /// Wait for a route action, through the client's one action waiter: the first check after
+    /// about as long as route actions took so far, so that usually one check finds it done.
+    /// The estimate shrinks a little after each wait the first check ended, and becomes the
+    /// measured time after one it did not (action timestamps have whole seconds, too coarse
+    /// to learn from).
     async fn poll(&self, action: &Action) -> Result<(), hcloud_api::Error> {
+        let actions = self.client.actions();
         if action.is_finished() {
-            return self.client.actions().wait(action).await;
+            return actions.wait(action).await;
         }
         let answered = Instant::now();
-        let expected = self
+        let expected = *self
             .action_time
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .1;
-        tokio::time::sleep(expected).await;
-        let mut current = self.client.actions().get(action.id).await?;
-        let first_found_done = current.is_finished();
-        let mut recheck = (expected / 8).max(MIN_ACTION_RECHECK);
-        while !current.is_finished() {
-            tokio::time::sleep(recheck).await;
-            recheck = recheck
-                .mul_f64(1.5)
-                .min(self.client.poll_interval().max(recheck));
-            current = self.client.actions().get(action.id).await?;
-        }
-        {
-            let mut time = self
-                .action_time
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            time.1 = if first_found_done {
-                time.1.mul_f64(0.99).max(MIN_ACTION_RECHECK)
-            } else {
-                answered
-                    .elapsed()
-                    .mul_f64(1.05)
-                    .min(self.config.action_timeout)
-            };
-            time.0 = true;
-        }
-        self.client.actions().wait(&current).await
+            .unwrap_or_else(PoisonError::into_inner);
+        let waited = actions.wait_checking_after(action, expected).await;
+        let took = answered.elapsed();
+        // A second check comes at least a poll interval after the first.
+        let first_found_done = took < expected + self.client.poll_interval() / 2;
+        let mut time = self
+            .action_time
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *time = if first_found_done {
+            time.mul_f64(0.99).max(MIN_ACTION_RECHECK)
+        } else {
+            took.mul_f64(1.05).min(self.config.action_timeout)
+        };
+        waited
     }
 
     /// Delete `route` from the network and wait; `Ok(false)` when the API no longer has it.

@@ -127,6 +127,26 @@ impl ActionsApi<'_> {
     /// Returns the first failure as soon as it is seen. An ID the API does not return fails
     /// with code `not_found`. Wrap in a timeout to bound the wait.
     pub async fn wait_all<A: ActionRef>(&self, actions: &[A]) -> Result<(), Error> {
+        self.wait_from(actions, None).await
+    }
+
+    /// Like [`ActionsApi::wait`], with the first check of a running `action` `first_check`
+    /// after now (instead of one poll interval): for a caller that knows how long its actions
+    /// usually take, so that one check usually finds it done. Later checks are the shared
+    /// rounds of every waiter.
+    pub async fn wait_checking_after<A: ActionRef + ?Sized>(
+        &self,
+        action: &A,
+        first_check: std::time::Duration,
+    ) -> Result<(), Error> {
+        self.wait_from(&[action], Some(first_check)).await
+    }
+
+    async fn wait_from<A: ActionRef>(
+        &self,
+        actions: &[A],
+        first_check: Option<std::time::Duration>,
+    ) -> Result<(), Error> {
         let mut pending = BTreeSet::new();
         let mut known_running = false;
         for action in actions {
@@ -148,10 +168,10 @@ impl ActionsApi<'_> {
         // Freshly returned actions are rarely done at once: their first poll waits.
         let now = Instant::now();
         let interval = self.client.poll_interval();
-        let (due, patience) = if known_running {
-            (now + interval, interval * STREAM_PATIENCE)
-        } else {
-            (now, std::time::Duration::ZERO)
+        let (due, patience) = match first_check {
+            Some(first) => (now + first, std::time::Duration::ZERO),
+            None if known_running => (now + interval, interval * STREAM_PATIENCE),
+            None => (now, std::time::Duration::ZERO),
         };
         tracing::trace!(pending = pending.len(), "waiting for hcloud actions");
         let transport = self.client.transport();
