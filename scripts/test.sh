@@ -10,6 +10,8 @@ scripts/control-plane.sh >/dev/null
 if [[ "${CI:-}" == "true" && -z "${CARGO_TARGET_DIR:-}" ]]; then
     CARGO_TARGET_DIR="$(scripts/control-plane.sh --print-dir)/../../ci-target"
     export CARGO_TARGET_DIR
+    # A build from scratch gains nothing from incremental state (gigabytes of it).
+    export CARGO_INCREMENTAL=0
 fi
 
 echo "[test] cargo fmt --check" >&2
