@@ -20,7 +20,7 @@ use crate::events::error_chain;
 use crate::node::decisions::{decide as node_decide, is_uninitialized};
 use crate::nodelifecycle::decisions::TaintChange;
 use crate::nodelifecycle::{
-    LifecycleAction, NodeLifecycleControllerConfig, REASON_DELETION_HELD, brake, decide,
+    LifecycleDecision, NodeLifecycleControllerConfig, REASON_DELETION_HELD, brake, decide,
 };
 use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
@@ -365,8 +365,8 @@ fn hold_deletions(
 /// The cloud node lifecycle controller; whether it would delete the Node.
 async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) -> bool {
     let change = match decide(node, instances).await {
-        Ok(LifecycleAction::Nothing) => return false,
-        Ok(LifecycleAction::DeleteNode) => {
+        Ok(LifecycleDecision::Nothing) => return false,
+        Ok(LifecycleDecision::DeleteNode) => {
             object
                 .changes
                 .push(Change::new(Verb::Delete, "node").values(
@@ -378,8 +378,8 @@ async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut Obj
                 .push(Write::kube("delete", "nodes", &name_of(node)));
             return true;
         }
-        Ok(LifecycleAction::ChangeTaint(TaintChange::AddShutdown)) => Verb::Add,
-        Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown)) => Verb::Remove,
+        Ok(LifecycleDecision::ChangeTaint(TaintChange::AddShutdown)) => Verb::Add,
+        Ok(LifecycleDecision::ChangeTaint(TaintChange::RemoveShutdown)) => Verb::Remove,
         Err(err) => {
             object.errors.push(error_chain(&err));
             return false;
@@ -473,7 +473,7 @@ async fn plan_routes(
             return object;
         }
     };
-    let planned = route_decisions::plan(nodes, &listed, cluster_cidrs, &|cidr| {
+    let planned = route_decisions::decide(nodes, &listed, cluster_cidrs, &|cidr| {
         routes.can_route(cidr)
     });
     let writes = routes.route_writes();

@@ -1,6 +1,6 @@
 //! Fuzzing of what the provider reads from Kubernetes objects: providerIDs, the load balancer
 //! annotations (and their Go durations), the `node-selector` label selector, and the load
-//! balancer plan (`Plan::new`, `Plan::diff`, `status`) over Services, Nodes and load balancers
+//! balancer plan (`Desired::new`, `Desired::diff`, `status`) over Services, Nodes and load balancers
 //! as the API could report them.
 //!
 //! Short mode in `cargo test`; the long mode and what it found are in `docs/fuzzing.md`.
@@ -22,7 +22,7 @@ use hcloud_api::models::{
 };
 use hcloud_provider::ProviderId;
 use hcloud_provider::load_balancers::annotations::{self, keys};
-use hcloud_provider::load_balancers::plan::{self, Placement, Plan, Step};
+use hcloud_provider::load_balancers::desired::{self, Desired, Placement, Step};
 use hcloud_provider::load_balancers::{
     Annotations, LoadBalancerSettings, NodeSelector, SERVICE_UID_LABEL, load_balancer_name,
 };
@@ -604,7 +604,7 @@ fn apply(step: &Step, lb: &mut LoadBalancer) {
     }
 }
 
-/// Whether an error message of `Plan::new` names the field it is about.
+/// Whether an error message of `Desired::new` names the field it is about.
 fn names_a_field(message: &str) -> bool {
     message.contains(annotations::PREFIX) || message.contains("spec.ports[].nodePort")
 }
@@ -720,10 +720,10 @@ proptest! {
 proptest! {
     #![proptest_config(fuzz_support::config(800))]
 
-    /// `Plan::new` over any Service, annotations, settings and Nodes never panics; its errors
+    /// `Desired::new` over any Service, annotations, settings and Nodes never panics; its errors
     /// name the field. A plan's targets and services are sorted and unique, its create
     /// request respects the type's target limit, and its status never panics. Applying the
-    /// steps of `Plan::diff` to any load balancer the API could report converges: the next
+    /// steps of `Desired::diff` to any load balancer the API could report converges: the next
     /// diff is empty.
     #[test]
     fn load_balancer_plans(
@@ -736,8 +736,8 @@ proptest! {
     ) {
         let a = Annotations::of(&svc);
         let _ = load_balancer_name(&svc, &a);
-        let status_options = plan::StatusOptions::new(&a, &settings);
-        if let Ok(status) = plan::status(&current, &status_options) {
+        let status_options = desired::StatusOptions::new(&a, &settings);
+        if let Ok(status) = desired::status(&current, &status_options) {
             let ingress = status.ingress.unwrap_or_default();
             if status_options.hostname.is_some() {
                 prop_assert_eq!(ingress.len(), 1);
@@ -745,7 +745,7 @@ proptest! {
         } else {
             prop_assert!(status_options.hostname.is_none() && current.public_net.enabled);
         }
-        let p = match Plan::new(&svc, &a, &settings, network, &nodes) {
+        let p = match Desired::new(&svc, &a, &settings, network, &nodes) {
             Ok(p) => p,
             Err(message) => {
                 prop_assert!(names_a_field(&message), "{message}");
@@ -776,6 +776,6 @@ proptest! {
             steps.iter().map(ToString::to_string).collect::<Vec<_>>(),
             again.iter().map(ToString::to_string).collect::<Vec<_>>()
         );
-        let _ = plan::status(&lb, &p.status);
+        let _ = desired::status(&lb, &p.status);
     }
 }

@@ -15,7 +15,9 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::addresses::NodeIpError;
-use super::decisions::{InitError, InitPlan, NodeDecision, SkippedLabel, decide, is_uninitialized};
+use super::decisions::{
+    InitError, Initialization, NodeDecision, SkippedLabel, decide, is_uninitialized,
+};
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
@@ -124,7 +126,10 @@ impl NodeSyncError {
 }
 
 /// The JSON merge patch that applies `plan` with an optimistic lock on `resource_version`.
-pub fn initialization_patch(resource_version: Option<&str>, plan: &InitPlan) -> serde_json::Value {
+pub fn initialization_patch(
+    resource_version: Option<&str>,
+    plan: &Initialization,
+) -> serde_json::Value {
     let mut metadata = serde_json::Map::new();
     if let Some(rv) = resource_version {
         metadata.insert("resourceVersion".into(), rv.into());
@@ -428,7 +433,7 @@ impl Inner {
     async fn initialize(
         &self,
         node: &Node,
-        mut init: InitPlan,
+        mut init: Initialization,
         metadata: &InstanceMetadata,
     ) -> Result<Option<Node>, NodeSyncError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
@@ -612,7 +617,7 @@ mod tests {
 
     #[test]
     fn initialization_patch_shapes() {
-        let plan = InitPlan {
+        let plan = Initialization {
             provider_id: Some("cloud://1".into()),
             labels: BTreeMap::from([("a".to_owned(), "b".to_owned())]),
             skipped_labels: vec![],
@@ -625,7 +630,7 @@ mod tests {
                 "spec": { "providerID": "cloud://1", "taints": null }
             })
         );
-        let keep = InitPlan {
+        let keep = Initialization {
             provider_id: None,
             labels: BTreeMap::new(),
             skipped_labels: vec![],

@@ -43,7 +43,7 @@ pub enum SkippedLabel {
 
 /// The changes that initialize a tainted Node.
 #[derive(Clone, Debug, PartialEq)]
-pub struct InitPlan {
+pub struct Initialization {
     /// providerID to set (only when the Node has none).
     pub provider_id: Option<String>,
     /// Labels to add or change.
@@ -91,10 +91,10 @@ fn node_labels(node: &Node) -> &BTreeMap<String, String> {
 }
 
 /// Compute the Node changes for `metadata`.
-pub fn plan_initialization(
+pub fn decide_initialization(
     node: &Node,
     metadata: &InstanceMetadata,
-) -> Result<InitPlan, InitError> {
+) -> Result<Initialization, InitError> {
     let provider_id = match node_provider_id(node) {
         Some(_) => None,
         None if !metadata.provider_id.is_empty() => Some(metadata.provider_id.clone()),
@@ -146,7 +146,7 @@ pub fn plan_initialization(
         .cloned()
         .collect();
 
-    Ok(InitPlan {
+    Ok(Initialization {
         provider_id,
         labels,
         skipped_labels,
@@ -179,7 +179,7 @@ pub fn reconcile_labels(node: &Node) -> BTreeMap<String, String> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeDecision {
     /// The initialization of a tainted Node (providerID, labels, taints in one patch).
-    pub initialization: Option<InitPlan>,
+    pub initialization: Option<Initialization>,
     /// GA labels an initialized Node gets from their beta twins.
     pub labels: BTreeMap<String, String>,
     /// The addresses to write, when they differ from the Node's.
@@ -197,7 +197,7 @@ pub fn decide(node: &Node, metadata: Option<&InstanceMetadata>) -> Result<NodeDe
         let Some(metadata) = metadata else {
             return Ok(decision);
         };
-        let init = plan_initialization(node, metadata)?;
+        let init = decide_initialization(node, metadata)?;
         let mut initialized = node.clone();
         if let Some(spec) = initialized.spec.as_mut() {
             spec.taints = Some(init.taints.clone());
@@ -339,7 +339,7 @@ mod tests {
             taint("other", "NoExecute"),
             taint(TAINT_UNINITIALIZED, "NoExecute"),
         ]);
-        let plan = plan_initialization(&node, &metadata()).unwrap();
+        let plan = decide_initialization(&node, &metadata()).unwrap();
         assert_eq!(plan.provider_id.as_deref(), Some("cloud://42"));
         let want: BTreeMap<String, String> = [
             (LABEL_INSTANCE_TYPE, "cx22"),
@@ -362,7 +362,7 @@ mod tests {
         with_id.spec.get_or_insert_default().provider_id = Some("cloud://7".into());
         // The node's own providerID is never replaced.
         assert_eq!(
-            plan_initialization(&with_id, &metadata())
+            decide_initialization(&with_id, &metadata())
                 .unwrap()
                 .provider_id,
             None
@@ -373,12 +373,12 @@ mod tests {
             ..metadata()
         };
         assert_eq!(
-            plan_initialization(&with_id, &empty).unwrap().provider_id,
+            decide_initialization(&with_id, &empty).unwrap().provider_id,
             None
         );
         // Empty on both sides is an error.
         assert_eq!(
-            plan_initialization(&tainted_node("n2"), &empty),
+            decide_initialization(&tainted_node("n2"), &empty),
             Err(InitError::MissingProviderId)
         );
     }
@@ -396,7 +396,7 @@ mod tests {
                 .into_iter()
                 .collect(),
         );
-        let plan = plan_initialization(&node, &md).unwrap();
+        let plan = decide_initialization(&node, &md).unwrap();
         assert_eq!(
             plan.labels.keys().collect::<Vec<_>>(),
             vec![LABEL_REGION_BETA]
@@ -411,7 +411,7 @@ mod tests {
                 .into_iter()
                 .collect(),
         );
-        let plan = plan_initialization(&node, &metadata()).unwrap();
+        let plan = decide_initialization(&node, &metadata()).unwrap();
         assert_eq!(
             plan.labels.get(LABEL_ZONE).map(String::as_str),
             Some("fsn1-dc14")
@@ -442,7 +442,7 @@ mod tests {
             .collect(),
             ..metadata()
         };
-        let plan = plan_initialization(&node, &md).unwrap();
+        let plan = decide_initialization(&node, &md).unwrap();
         assert_eq!(plan.labels.get("new").map(String::as_str), Some("x"));
         assert!(!plan.labels.contains_key("team"));
         assert!(!plan.labels.contains_key("same"));
@@ -473,13 +473,13 @@ mod tests {
             );
             node
         };
-        assert!(plan_initialization(&annotate("10.0.0.2"), &metadata()).is_ok());
+        assert!(decide_initialization(&annotate("10.0.0.2"), &metadata()).is_ok());
         assert!(matches!(
-            plan_initialization(&annotate("10.0.0.9"), &metadata()),
+            decide_initialization(&annotate("10.0.0.9"), &metadata()),
             Err(InitError::NodeIp(NodeIpError::NoMatch(_)))
         ));
         assert!(matches!(
-            plan_initialization(&annotate("garbage"), &metadata()),
+            decide_initialization(&annotate("garbage"), &metadata()),
             Err(InitError::NodeIp(NodeIpError::Unparsable { .. }))
         ));
         // No cloud addresses: the annotated IP matches nothing, so the Node stays tainted.
@@ -488,11 +488,11 @@ mod tests {
             ..metadata()
         };
         assert!(matches!(
-            plan_initialization(&annotate("10.0.0.9"), &no_addresses),
+            decide_initialization(&annotate("10.0.0.9"), &no_addresses),
             Err(InitError::NodeIp(NodeIpError::NoMatch(_)))
         ));
         // Without the annotation, no addresses is fine.
-        assert!(plan_initialization(&tainted_node("n1"), &no_addresses).is_ok());
+        assert!(decide_initialization(&tainted_node("n1"), &no_addresses).is_ok());
     }
 
     #[test]

@@ -122,7 +122,7 @@ impl ReconcileError for LifecycleError {
 
 /// What the lifecycle controller does with one Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LifecycleAction {
+pub enum LifecycleDecision {
     /// Leave the Node as it is.
     Nothing,
     /// The cloud confirmed the instance is gone: delete the Node.
@@ -134,32 +134,32 @@ pub enum LifecycleAction {
 /// Decide what to do with `node`, asking the cloud only what the decisions need (reads only).
 ///
 /// The controller executes the answer; a dry run (`plan`) prints it. Ready Nodes cost no cloud
-/// call; only `Ok(false)` from `instance_exists` leads to [`LifecycleAction::DeleteNode`].
+/// call; only `Ok(false)` from `instance_exists` leads to [`LifecycleDecision::DeleteNode`].
 pub async fn decide(
     node: &Node,
     instances: &dyn Instances,
-) -> Result<LifecycleAction, LifecycleError> {
+) -> Result<LifecycleDecision, LifecycleError> {
     match first_step(node) {
-        FirstStep::Nothing => return Ok(LifecycleAction::Nothing),
+        FirstStep::Nothing => return Ok(LifecycleDecision::Nothing),
         FirstStep::RemoveShutdownTaint => {
-            return Ok(LifecycleAction::ChangeTaint(TaintChange::RemoveShutdown));
+            return Ok(LifecycleDecision::ChangeTaint(TaintChange::RemoveShutdown));
         }
         FirstStep::CheckExistence => {}
     }
     let exists = instances.instance_exists(node).await;
     match existence_verdict(&exists) {
-        ExistenceVerdict::DeleteNode => Ok(LifecycleAction::DeleteNode),
+        ExistenceVerdict::DeleteNode => Ok(LifecycleDecision::DeleteNode),
         ExistenceVerdict::LeaveUntouched => match exists {
             Err(err) => Err(LifecycleError::Exists(err)),
-            Ok(_) => Ok(LifecycleAction::Nothing),
+            Ok(_) => Ok(LifecycleDecision::Nothing),
         },
         ExistenceVerdict::CheckShutdown => {
             let shutdown = instances.instance_shutdown(node).await;
             if let Some(change) = shutdown_verdict(node, &shutdown) {
-                return Ok(LifecycleAction::ChangeTaint(change));
+                return Ok(LifecycleDecision::ChangeTaint(change));
             }
             shutdown
-                .map(|_| LifecycleAction::Nothing)
+                .map(|_| LifecycleDecision::Nothing)
                 .map_err(LifecycleError::Shutdown)
         }
     }
@@ -420,11 +420,11 @@ impl Inner {
     async fn monitor_node(&self, node: &Node) -> Result<(), LifecycleError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         match decide(node, self.instances.as_ref()).await? {
-            LifecycleAction::Nothing => {
+            LifecycleDecision::Nothing => {
                 self.forget(name);
                 Ok(())
             }
-            LifecycleAction::DeleteNode => {
+            LifecycleDecision::DeleteNode => {
                 let nodes = self.cloud_nodes();
                 let now = tokio::time::Instant::now();
                 let (verdict, held) = {
@@ -451,7 +451,7 @@ impl Inner {
                     }
                 }
             }
-            LifecycleAction::ChangeTaint(change) => {
+            LifecycleDecision::ChangeTaint(change) => {
                 self.forget(name);
                 self.change_taint(node, change).await
             }

@@ -7,6 +7,6 @@ mod controller;
 pub mod decisions;
 
 pub use controller::{
-    COMPONENT, CONTROLLER, LifecycleAction, LifecycleError, NodeLifecycleController,
+    COMPONENT, CONTROLLER, LifecycleDecision, LifecycleError, NodeLifecycleController,
     NodeLifecycleControllerConfig, REASON_DELETION_HELD, decide,
 };

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{CreateBackoff, FailedCreations};
 use super::decisions::{
-    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, plan,
+    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, decide,
 };
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, error_chain};
@@ -456,7 +456,7 @@ impl RouteController {
         // The listed Nodes are needed only to plan: the work names its Nodes (see `NodeWork`).
         let (plan, work) = {
             let nodes = self.cache.list();
-            let plan = plan(&nodes, &listed, &self.config.cluster_cidrs, &|cidr| {
+            let plan = decide(&nodes, &listed, &self.config.cluster_cidrs, &|cidr| {
                 self.routes.can_route(cidr)
             });
             let work = plan.node_work(&nodes);

@@ -103,7 +103,7 @@ pub struct RouteCreation {
 
 /// The cloud work of one reconcile.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RoutePlan {
+pub struct RouteDecision {
     /// Listed routes to delete.
     pub to_delete: Vec<Route>,
     /// Routes to create (for *add* and *update*).
@@ -129,7 +129,7 @@ impl NodeRoutes {
     }
 }
 
-impl RoutePlan {
+impl RouteDecision {
     /// Record a successful creation: the pod CIDR becomes *keep*.
     pub fn mark_created(&mut self, node: &str, cidr: &IpNet) {
         if let Some(entry) = self.nodes.get_mut(node) {
@@ -164,7 +164,7 @@ impl RoutePlan {
     }
 }
 
-/// One Node's share of a pass (see [`RoutePlan::node_work`]). Owned, so that a stream of
+/// One Node's share of a pass (see [`RouteDecision::node_work`]). Owned, so that a stream of
 /// them can be driven from a `Send` future. It names the Node rather than holding the listed
 /// copy: a pass over 1000 Nodes takes minutes, and holding every listed copy while the cache
 /// moves on would keep two versions of each Node in memory.
@@ -261,7 +261,7 @@ fn action_for(
 ///   destination ⇒ *keep* (*update* when that route has `enable_node_addresses` and its addresses
 ///   are not set-equal to the Node's); none ⇒ *add*. Unparsable pod CIDRs are logged by the
 ///   caller and never *keep*. Pod CIDRs that `can_route` refuses are left out (listed in
-///   [`RoutePlan::unroutable`]); a Node with no other pod CIDR is treated as one without pod
+///   [`RouteDecision::unroutable`]); a Node with no other pod CIDR is treated as one without pod
 ///   CIDRs.
 /// * A listed route whose `target_provider_id` differs from the Node's `spec.providerID` (both
 ///   known) leads to another instance, e.g. a server merely named like the Node: *add*, so the
@@ -271,12 +271,12 @@ fn action_for(
 ///   that CIDR, of an empty target and routes marked *update*. Routes outside the cluster CIDRs
 ///   are never touched.
 /// * Create a route for every *add* and *update*, named by the Node UID.
-pub fn plan(
+pub fn decide(
     nodes: &[Arc<Node>],
     routes: &[Route],
     cluster_cidrs: &[IpNet],
     can_route: &dyn Fn(&IpNet) -> bool,
-) -> RoutePlan {
+) -> RouteDecision {
     let mut by_target: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
     for route in routes {
         if !route.target_node.is_empty() {
@@ -364,7 +364,7 @@ pub fn plan(
         .cloned()
         .collect();
 
-    RoutePlan {
+    RouteDecision {
         to_delete,
         to_create,
         wait_for_deletions: routes.first().is_some_and(|r| r.enable_node_addresses),
@@ -445,7 +445,10 @@ mod tests {
 
     /// The condition writes after the cloud calls: only Nodes that are both listed and in the
     /// working map; Nodes with neither pod CIDRs nor routes are untouched.
-    fn condition_writes(nodes: &[Arc<Node>], plan: &RoutePlan) -> Vec<(String, NetworkCondition)> {
+    fn condition_writes(
+        nodes: &[Arc<Node>],
+        plan: &RouteDecision,
+    ) -> Vec<(String, NetworkCondition)> {
         nodes
             .iter()
             .filter_map(|node| {
@@ -468,8 +471,8 @@ mod tests {
     }
 
     /// The plan of a cloud that can route every pod CIDR.
-    fn plan(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RoutePlan {
-        super::plan(nodes, routes, cluster_cidrs, &|_| true)
+    fn decide(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RouteDecision {
+        super::decide(nodes, routes, cluster_cidrs, &|_| true)
     }
 
     fn node(name: &str, cidrs: &[&str], addresses: Vec<NodeAddress>) -> Arc<Node> {
@@ -514,14 +517,14 @@ mod tests {
         }
     }
 
-    fn deleted(plan: &RoutePlan) -> Vec<(String, String)> {
+    fn deleted(plan: &RouteDecision) -> Vec<(String, String)> {
         plan.to_delete
             .iter()
             .map(|r| (r.target_node.clone(), r.destination_cidr.to_string()))
             .collect()
     }
 
-    fn created(plan: &RoutePlan) -> Vec<(String, String)> {
+    fn created(plan: &RouteDecision) -> Vec<(String, String)> {
         plan.to_create
             .iter()
             .map(|c| (c.node.clone(), c.route.destination_cidr.to_string()))
@@ -608,7 +611,7 @@ mod tests {
     fn missing_routes_are_created_with_target_addresses_and_uid_hint() {
         let addresses = vec![addr("InternalIP", "10.0.0.2"), addr("Hostname", "a")];
         let nodes = vec![node("a", &["10.244.1.0/24"], addresses.clone())];
-        let plan = plan(&nodes, &[], &cluster());
+        let plan = decide(&nodes, &[], &cluster());
         assert!(plan.to_delete.is_empty());
         assert!(!plan.wait_for_deletions);
         assert_eq!(
@@ -788,7 +791,7 @@ mod tests {
             },
         ];
         for case in cases {
-            let plan = plan(&nodes, &case.routes, &cluster);
+            let plan = decide(&nodes, &case.routes, &cluster);
             assert_eq!(deleted(&plan), case.delete, "{}: deletions", case.what);
             assert_eq!(created(&plan), case.create, "{}: creations", case.what);
         }
@@ -802,7 +805,7 @@ mod tests {
         ];
         let cluster = vec![net("10.244.0.0/16"), net("fd00:10::/56")];
         let ipv4_only = |cidr: &IpNet| matches!(cidr, IpNet::V4(_));
-        let mut planned = super::plan(&nodes, &[], &cluster, &ipv4_only);
+        let mut planned = super::decide(&nodes, &[], &cluster, &ipv4_only);
         assert_eq!(created(&planned), pairs(&[("dual", "10.244.2.0/24")]));
         assert_eq!(
             planned.unroutable,
@@ -824,7 +827,7 @@ mod tests {
 
         // Once in place, the IPv4 route is kept and nothing else is asked for.
         let routes = vec![route("dual", "10.244.2.0/24")];
-        let kept = super::plan(&nodes, &routes, &cluster, &ipv4_only);
+        let kept = super::decide(&nodes, &routes, &cluster, &ipv4_only);
         assert!(kept.to_create.is_empty() && kept.to_delete.is_empty());
         assert_eq!(kept.nodes["dual"].wanted_condition(), ROUTE_CREATED);
     }
@@ -839,20 +842,20 @@ mod tests {
             ..route("a", "10.244.1.0/24")
         };
         // Leads to server 1, which has the Node's name: created over, not deleted first.
-        let other = plan(&nodes, &[to("hcloud://1")], &cluster());
+        let other = decide(&nodes, &[to("hcloud://1")], &cluster());
         assert_eq!(created(&other), pairs(&[("a", "10.244.1.0/24")]));
         assert_eq!(other.to_create[0].route.target_provider_id, "hcloud://2");
         assert!(other.to_delete.is_empty());
         assert_eq!(other.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
         // The Node's own instance, or an instance the provider does not name: kept.
         for listed in [to("hcloud://2"), to("")] {
-            let kept = plan(&nodes, &[listed], &cluster());
+            let kept = decide(&nodes, &[listed], &cluster());
             assert!(kept.to_create.is_empty() && kept.to_delete.is_empty());
         }
         // A Node without providerID is matched by name only.
         let unnamed = vec![node("a", &["10.244.1.0/24"], vec![])];
         assert!(
-            plan(&unnamed, &[to("hcloud://1")], &cluster())
+            decide(&unnamed, &[to("hcloud://1")], &cluster())
                 .to_create
                 .is_empty()
         );
@@ -865,18 +868,18 @@ mod tests {
             enable_node_addresses: true,
             ..route("ghost", "10.244.9.0/24")
         };
-        assert!(plan(&nodes, std::slice::from_ref(&enabled), &cluster()).wait_for_deletions);
+        assert!(decide(&nodes, std::slice::from_ref(&enabled), &cluster()).wait_for_deletions);
         assert!(
-            !plan(&nodes, &[route("x", "10.244.5.0/24"), enabled], &cluster()).wait_for_deletions
+            !decide(&nodes, &[route("x", "10.244.5.0/24"), enabled], &cluster()).wait_for_deletions
         );
-        assert!(!plan(&nodes, &[], &cluster()).wait_for_deletions);
+        assert!(!decide(&nodes, &[], &cluster()).wait_for_deletions);
     }
 
     #[test]
     fn unparsable_pod_cidrs_are_ignored_but_never_keep() {
         let nodes = vec![node("a", &["not-a-cidr", "10.244.1.0/24"], vec![])];
         let routes = vec![route("a", "10.244.1.0/24")];
-        let plan = plan(&nodes, &routes, &cluster());
+        let plan = decide(&nodes, &routes, &cluster());
         assert!(plan.to_delete.is_empty());
         assert!(plan.to_create.is_empty());
         assert_eq!(plan.nodes["a"].pod_cidrs[0].action, CidrAction::Unparsable);
@@ -895,7 +898,7 @@ mod tests {
             route("routed", "10.244.3.0/24"),
             route("ghost", "10.244.9.0/24"),
         ];
-        let plan = plan(&nodes, &routes, &cluster());
+        let plan = decide(&nodes, &routes, &cluster());
         let names: Vec<&str> = plan.nodes.keys().map(String::as_str).collect();
         assert_eq!(names, vec!["a", "ghost", "routed"]);
         assert!(plan.nodes["routed"].pod_cidrs.is_empty());
@@ -935,7 +938,7 @@ mod tests {
     #[test]
     fn successful_creation_turns_the_cidr_into_keep() {
         let nodes = vec![node("a", &["10.244.1.0/24", "10.244.2.0/24"], vec![])];
-        let mut plan = plan(&nodes, &[], &cluster());
+        let mut plan = decide(&nodes, &[], &cluster());
         assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
         plan.mark_created("a", &net("10.244.1.0/24"));
         assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
@@ -961,7 +964,7 @@ mod tests {
             route("routed", "10.244.4.0/24"),
             route("ghost", "10.244.9.0/24"),
         ];
-        let plan = plan(&nodes, &routes, &cluster());
+        let plan = decide(&nodes, &routes, &cluster());
         let work = plan.node_work(&nodes);
         let names: Vec<&str> = work.iter().map(|w| w.name.as_str()).collect();
         let node_of = |w: &NodeWork| -> Arc<Node> {
@@ -1045,7 +1048,7 @@ mod tests {
         ];
         for (n, want) in cases {
             let nodes = vec![n];
-            let plan = plan(&nodes, &routes, &cluster());
+            let plan = decide(&nodes, &routes, &cluster());
             let writes = condition_writes(&nodes, &plan);
             assert_eq!(
                 writes,
@@ -1069,7 +1072,7 @@ mod tests {
             route("routed", "10.244.3.0/24"),
             route("ghost", "10.244.9.0/24"),
         ];
-        let plan = plan(&nodes, &routes, &cluster());
+        let plan = decide(&nodes, &routes, &cluster());
         let writes = condition_writes(&nodes, &plan);
         assert_eq!(
             writes,

@@ -81,7 +81,7 @@ impl Default for ServiceControllerConfig {
 /// The next action queued for a Service key. A full sync includes the targets, so it wins
 /// when both are asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Action {
+pub(super) enum Work {
     /// Set the load balancer's targets from the current Nodes; `force`: even when they equal
     /// the last set sent.
     UpdateTargets { force: bool },
@@ -89,12 +89,12 @@ pub(super) enum Action {
     Sync,
 }
 
-impl Action {
-    fn merge(self, other: Action) -> Action {
+impl Work {
+    fn merge(self, other: Work) -> Work {
         match (self, other) {
-            (Action::Sync, _) | (_, Action::Sync) => Action::Sync,
-            (Action::UpdateTargets { force: a }, Action::UpdateTargets { force: b }) => {
-                Action::UpdateTargets { force: a || b }
+            (Work::Sync, _) | (_, Work::Sync) => Work::Sync,
+            (Work::UpdateTargets { force: a }, Work::UpdateTargets { force: b }) => {
+                Work::UpdateTargets { force: a || b }
             }
         }
     }
@@ -115,7 +115,7 @@ pub(super) struct Inner {
     pub(super) config: ServiceControllerConfig,
     pub(super) queue: Arc<WorkQueue<String>>,
     /// The action each queued key is waiting for (absent = a full sync).
-    pub(super) pending: Mutex<HashMap<String, Action>>,
+    pub(super) pending: Mutex<HashMap<String, Work>>,
     /// The last version of every synced Service (upstream's `cachedService.state`), kept until
     /// its load balancer is known to be gone.
     pub(super) remembered: Mutex<HashMap<String, Arc<Service>>>,
@@ -304,7 +304,7 @@ impl Inner {
     }
 
     /// Queue `action` for `key` (merged with one already waiting).
-    pub(super) fn enqueue(&self, key: String, action: Action) {
+    pub(super) fn enqueue(&self, key: String, action: Work) {
         {
             let mut pending = lock(&self.pending);
             let merged = pending
@@ -327,10 +327,10 @@ impl Inner {
             self.lb.expect_lookups(keys.len());
         }
         for key in keys {
-            if lock(&self.pending).get(&key) == Some(&Action::Sync) {
+            if lock(&self.pending).get(&key) == Some(&Work::Sync) {
                 continue;
             }
-            self.enqueue(key, Action::UpdateTargets { force });
+            self.enqueue(key, Work::UpdateTargets { force });
         }
     }
 
@@ -340,7 +340,7 @@ impl Inner {
             Some(old) => should_enqueue_updated(old, new),
         };
         if enqueue {
-            self.enqueue(service_key(new), Action::Sync);
+            self.enqueue(service_key(new), Work::Sync);
         }
     }
 
@@ -353,7 +353,7 @@ impl Inner {
             .get(&key)
             .is_some_and(|s| wants_load_balancer(s));
         if remembered {
-            self.enqueue(key, Action::Sync);
+            self.enqueue(key, Work::Sync);
         }
     }
 
@@ -386,7 +386,7 @@ async fn service_feed(
                 tracing::warn!(missed, "service change feed lagged; syncing every service");
                 for service in inner.services.list() {
                     if should_enqueue_added(&service) {
-                        inner.enqueue(service_key(&service), Action::Sync);
+                        inner.enqueue(service_key(&service), Work::Sync);
                     }
                 }
             }
@@ -405,7 +405,7 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
             if needs_cleanup(&service) {
-                inner.enqueue(service_key(&service), Action::Sync);
+                inner.enqueue(service_key(&service), Work::Sync);
             }
         }
     }
@@ -479,11 +479,11 @@ impl Reconciler for Inner {
     }
 
     async fn reconcile(&self, key: &str) -> Result<(), ServiceSyncError> {
-        let action = lock(&self.pending).remove(key).unwrap_or(Action::Sync);
+        let action = lock(&self.pending).remove(key).unwrap_or(Work::Sync);
         let result = match (self.cached_service(key), action) {
             (None, _) => self.process_deletion(key).await,
-            (Some(service), Action::Sync) => self.process_create_or_update(service, key).await,
-            (Some(service), Action::UpdateTargets { force }) => {
+            (Some(service), Work::Sync) => self.process_create_or_update(service, key).await,
+            (Some(service), Work::UpdateTargets { force }) => {
                 self.update_targets(&service, key, force).await
             }
         };
@@ -494,9 +494,7 @@ impl Reconciler for Inner {
             // The retry repeats a full sync: it also sets the targets, and it repairs what a
             // failed target update could not (e.g. a load balancer deleted behind our back).
             let mut pending = lock(&self.pending);
-            let merged = pending
-                .get(key)
-                .map_or(Action::Sync, |p| p.merge(Action::Sync));
+            let merged = pending.get(key).map_or(Work::Sync, |p| p.merge(Work::Sync));
             pending.insert(key.to_owned(), merged);
         }
         result
@@ -542,10 +540,10 @@ mod tests {
 
     #[test]
     fn a_full_sync_wins_over_a_target_update() {
-        let targets = Action::UpdateTargets { force: false };
-        let forced = Action::UpdateTargets { force: true };
-        assert_eq!(targets.merge(Action::Sync), Action::Sync);
-        assert_eq!(Action::Sync.merge(forced), Action::Sync);
+        let targets = Work::UpdateTargets { force: false };
+        let forced = Work::UpdateTargets { force: true };
+        assert_eq!(targets.merge(Work::Sync), Work::Sync);
+        assert_eq!(Work::Sync.merge(forced), Work::Sync);
         assert_eq!(targets.merge(forced), forced);
         assert_eq!(targets.merge(targets), targets);
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::controller::{Action, Inner, NODE_SYNC_CONTROLLER, lock};
+use super::controller::{Inner, NODE_SYNC_CONTROLLER, Work, lock};
 use super::decisions::{
     node_names_for_log, nodes_sufficiently_equal, select_nodes, wants_load_balancer,
 };
@@ -90,7 +90,7 @@ impl Inner {
                     .is_some_and(|current| wants_load_balancer(&current));
                 if still_wanted {
                     tracing::info!(error = %error_chain(&err), "load balancer not found on a target update; queueing a full sync to create it");
-                    self.enqueue(key.to_owned(), Action::Sync);
+                    self.enqueue(key.to_owned(), Work::Sync);
                 } else {
                     tracing::info!(error = %error_chain(&err), "load balancer not found on a target update and the Service no longer wants one; nothing to do");
                 }

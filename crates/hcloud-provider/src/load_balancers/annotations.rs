@@ -2,7 +2,7 @@
 //! into typed values (pure: no defaults, no API).
 //!
 //! Values are read **lazily**: [`Annotations`] keeps the raw strings and every accessor parses
-//! one annotation when the plan needs it, as the official CCM does. A bad value in an annotation
+//! one annotation when the desired state needs it, as the official CCM does. A bad value in an annotation
 //! the current configuration does not use (an HTTP health-check field while the check is TCP,
 //! `http-*` settings of a TCP service, `private-ipv4` without a network) therefore never fails a
 //! sync; a bad value that is used is an [`AnnotationError`] naming the annotation and the value.
@@ -138,7 +138,7 @@ impl fmt::Display for AnnotationError {
     }
 }
 
-/// All problems found in the annotations a plan used.
+/// All problems found in the annotations the desired state used.
 #[derive(Clone, Debug, Default, PartialEq, Eq, thiserror::Error)]
 pub struct AnnotationErrors(pub Vec<AnnotationError>);
 
@@ -400,7 +400,7 @@ impl Annotations {
     }
 }
 
-/// Collects the errors of the annotations a plan reads, so that all are reported together.
+/// Collects the errors of the annotations the desired state reads, so that all are reported together.
 #[derive(Debug, Default)]
 pub struct Errors(pub Vec<AnnotationError>);
 

@@ -19,8 +19,8 @@ use hcloud_api::models::{
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 use super::HcloudLoadBalancers;
+use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, Step, Subject};
 use super::naming::service_key;
-use super::plan::{self, Certificates, ManagedCertificate, Notice, Plan, Step, Subject};
 use super::predict;
 use super::services::NEW_CERTIFICATE;
 use super::steps::reasons;
@@ -55,7 +55,7 @@ pub(super) enum Target {
 #[derive(Clone, Debug)]
 pub(super) struct Decision {
     /// The desired state, certificate IDs filled in where known.
-    pub desired: Plan,
+    pub desired: Desired,
     /// The managed certificate to create or wait for first, if any.
     pub certificate: Option<PendingCertificate>,
     /// The load balancer.
@@ -147,7 +147,7 @@ impl HcloudLoadBalancers {
     /// Decide what ensure does for `service` with `nodes` (reads only).
     pub(super) async fn decide(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Decision> {
         let uid = Self::uid(service)?;
-        let mut desired = self.plan(service, nodes)?;
+        let mut desired = self.desired(service, nodes)?;
         let found = self.find(uid, &desired.name, true).await?;
         let mut notices = desired.notices.clone();
         notices.extend(found.notices.iter().cloned());
@@ -205,7 +205,10 @@ impl HcloudLoadBalancers {
     /// by ID or name, a managed one by the Service UID label (or as remembered). A managed
     /// certificate that does not exist yet, or is not issued yet, is what ensure creates or
     /// waits for first.
-    async fn decide_certificates(&self, desired: &mut Plan) -> Result<Option<PendingCertificate>> {
+    async fn decide_certificates(
+        &self,
+        desired: &mut Desired,
+    ) -> Result<Option<PendingCertificate>> {
         match desired.certificates.clone() {
             Certificates::Unset => Ok(None),
             Certificates::Uploaded(refs) => {
@@ -301,7 +304,7 @@ impl HcloudLoadBalancers {
         notices.extend(more);
         self.operations
             .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-        let status = plan::status(&lb, &desired.status).map_err(|why| {
+        let status = desired::status(&lb, &desired.status).map_err(|why| {
             // Still being created as last seen: read it again next time.
             self.snapshot.doubt(lb.id);
             Error::retry(why, self.settings.retry_after)
@@ -336,7 +339,7 @@ pub(super) fn issuance(cert: &Certificate) -> Result<bool> {
 /// The steps of every round from `start` (at most [`ROUNDS`]), and the load balancer they
 /// are predicted to leave.
 fn predict_rounds(
-    desired: &Plan,
+    desired: &Desired,
     start: models::LoadBalancer,
     new_type: Option<&LoadBalancerType>,
 ) -> (Vec<Vec<Step>>, models::LoadBalancer) {
@@ -425,7 +428,7 @@ impl Decision {
         });
         out.status = match (&self.target, &self.predicted) {
             (Target::Existing(_), Some(lb)) if !addresses_change => {
-                plan::status(lb, &self.desired.status).ok()
+                desired::status(lb, &self.desired.status).ok()
             }
             _ => None,
         };

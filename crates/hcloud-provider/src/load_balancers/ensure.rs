@@ -1,5 +1,5 @@
-//! The I/O shell of ensure, update and dry run: lookups, certificates, creation, running the
-//! plan's steps, and publishing the plan's notices as events.
+//! The I/O shell of ensure, update and plan: lookups, certificates, creation, running the
+//! desired state's steps, and publishing the notices as events.
 
 use std::sync::Arc;
 
@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::HcloudLoadBalancers;
 use super::annotations::keys;
+use super::desired::{self, Desired, ManagedCertificate, Notice, Placement, Step, Subject};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::ops::api_error;
-use super::plan::{self, ManagedCertificate, Notice, Placement, Plan, Step, Subject};
 use super::snapshot::Lookup;
 use super::steps::reasons;
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
@@ -271,7 +271,7 @@ impl HcloudLoadBalancers {
         }
     }
 
-    /// Check the type the plan creates or changes to: `Err` when it can no longer be
+    /// Check the type the desired state creates or changes to: `Err` when it can no longer be
     /// ordered, a `LoadBalancerTypeDeprecated` notice while deprecated.
     async fn type_for_order(&self, name: &str) -> Result<Option<Arc<models::LoadBalancerType>>> {
         let found = match &self.lb_types {
@@ -304,7 +304,7 @@ impl HcloudLoadBalancers {
                 keys::TYPE
             ))
         })?;
-        match plan::deprecation(&lb_type, chrono::Utc::now()) {
+        match desired::deprecation(&lb_type, chrono::Utc::now()) {
             Ok(notice) => notices.extend(notice),
             Err(why) => {
                 return Err(Error::rejected(format!(
@@ -320,7 +320,7 @@ impl HcloudLoadBalancers {
     pub(super) async fn create_request(
         &self,
         service: &Service,
-        plan: &Plan,
+        plan: &Desired,
         notices: &mut Vec<Notice>,
     ) -> Result<(CreateLoadBalancerRequest, Arc<models::LoadBalancerType>)> {
         let key = service_key(service);
@@ -346,7 +346,7 @@ impl HcloudLoadBalancers {
     pub(super) async fn create(
         &self,
         service: &Service,
-        plan: &Plan,
+        plan: &Desired,
         request: &CreateLoadBalancerRequest,
     ) -> Result<models::LoadBalancer> {
         self.operations.count(lb_op::CREATE);
@@ -410,7 +410,7 @@ impl HcloudLoadBalancers {
         // targets); its addresses may only come with the finished action. Read it once only
         // when the answer lacks them; reconciling then diffs against it and reads again only
         // when something is left to change.
-        let addressed = plan::status(&lb, &plan.status).is_ok()
+        let addressed = desired::status(&lb, &plan.status).is_ok()
             && (request.network.is_none() || lb.private_net.iter().any(|p| !p.ip.is_empty()));
         if !addressed {
             return self.reread(&exec).await;
@@ -431,13 +431,13 @@ impl HcloudLoadBalancers {
         Ok(lb)
     }
 
-    /// Deprecation notices for the type the plan keeps or changes to on `lb`: the embedded
+    /// Deprecation notices for the type the desired state keeps or changes to on `lb`: the embedded
     /// type when it stays (no request), a lookup only when changing. Returns the type changed
     /// to, if `steps` change it.
     pub(super) async fn type_notices(
         &self,
         service: &Service,
-        plan: &Plan,
+        plan: &Desired,
         lb: &models::LoadBalancer,
         steps: &[Step],
         notices: &mut Vec<Notice>,
@@ -449,7 +449,7 @@ impl HcloudLoadBalancers {
         }
         if plan.create_type == lb.load_balancer_type.name {
             // Already of that type: a deprecation is only a warning, never an error.
-            match plan::deprecation(&lb.load_balancer_type, chrono::Utc::now()) {
+            match desired::deprecation(&lb.load_balancer_type, chrono::Utc::now()) {
                 Ok(notice) => notices.extend(notice),
                 Err(why) => notices.push(Notice::warn(reasons::LOAD_BALANCER_TYPE_DEPRECATED, why)),
             }
@@ -483,7 +483,7 @@ impl HcloudLoadBalancers {
     pub(super) async fn apply_rounds(
         &self,
         service: &Service,
-        plan: &Plan,
+        plan: &Desired,
         mut lb: models::LoadBalancer,
         targets_only: bool,
     ) -> Result<(models::LoadBalancer, Vec<Notice>)> {
@@ -563,7 +563,7 @@ fn labelled_lookup(uid: &str) -> String {
 
 /// When `step` adds a server target: drop that target from `plan` (it is not asked for again
 /// by this ensure) and return its Node's name and server. `None` for any other step.
-fn drop_added_target(plan: &mut Plan, step: &Step) -> Option<(String, i64)> {
+fn drop_added_target(plan: &mut Desired, step: &Step) -> Option<(String, i64)> {
     let Step::AddTarget(target) = step else {
         return None;
     };

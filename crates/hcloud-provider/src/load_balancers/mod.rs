@@ -8,7 +8,7 @@
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
 //!   lookup within 10 s of a listing nothing.
 //! - **Ensure**: the Service's annotations (see [`annotations::keys`]) over the
-//!   [`LoadBalancerSettings`] give the desired state ([`Plan`]); [`Plan::diff`] turns the
+//!   [`LoadBalancerSettings`] give the desired state ([`Desired`]); [`Desired::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API
 //!   locks a load balancer while an action runs). Waiting gives the controller's worker back
 //!   for other Services, and the waits of all load balancers are polled together. Finished
@@ -44,10 +44,10 @@
 
 pub mod annotations;
 mod decide;
+pub mod desired;
 mod ensure;
 pub mod naming;
 mod ops;
-pub mod plan;
 mod predict;
 pub mod selector;
 mod services;
@@ -66,8 +66,8 @@ use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
+pub use desired::{Desired, Notice, Placement, Step, Subject};
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
-pub use plan::{Notice, Placement, Plan, Step, Subject};
 pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use steps::reasons;
@@ -235,10 +235,10 @@ impl HcloudLoadBalancers {
             })
     }
 
-    fn plan(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Plan> {
+    fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
         self.operations
             .count(crate::metrics::op::load_balancer_ops::SERVICE_OPTS_EXTRACT);
-        Plan::new(
+        Desired::new(
             service,
             &Annotations::of(service),
             &self.settings,
@@ -325,9 +325,9 @@ impl LoadBalancer for HcloudLoadBalancers {
         };
         self.operations
             .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-        let opts = plan::StatusOptions::new(&annotations, &self.settings);
+        let opts = desired::StatusOptions::new(&annotations, &self.settings);
         Ok(Some(
-            plan::status(&lb, &opts).unwrap_or_else(|_| LoadBalancerStatus::default()),
+            desired::status(&lb, &opts).unwrap_or_else(|_| LoadBalancerStatus::default()),
         ))
     }
 
@@ -365,7 +365,7 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
-        let plan = self.plan(service, nodes)?;
+        let plan = self.desired(service, nodes)?;
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
         let Some(lb) = found.lb else {

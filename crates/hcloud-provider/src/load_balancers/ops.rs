@@ -14,7 +14,7 @@ use cloud_provider::provider::Result;
 use hcloud_api::Client;
 use hcloud_api::models::{Action, LoadBalancer, UpdateRequest};
 
-use super::plan::Step;
+use super::desired::Step;
 
 /// Map an API error of `what` onto the controllers' categories:
 ///

@@ -13,7 +13,7 @@ use hcloud_api::models::{
     LoadBalancerService, LoadBalancerTarget, LoadBalancerType, ServiceSpec, TargetSpec,
 };
 
-use super::plan::Step;
+use super::desired::Step;
 
 /// The load balancer as `request` creates it, of type `lb_type`, before the API has given it
 /// addresses.

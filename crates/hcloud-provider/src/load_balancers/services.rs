@@ -19,7 +19,7 @@ const DEFAULT_RETRIES: u32 = 3;
 
 /// HTTP settings of an http/https service; `None` = leave as is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HttpPlan {
+pub struct DesiredHttp {
     /// `http-cookie-name`.
     pub cookie_name: Option<String>,
     /// `http-cookie-lifetime`, seconds.
@@ -36,7 +36,7 @@ pub struct HttpPlan {
 
 /// HTTP settings of an http/https health check; `None` = leave as is.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HealthCheckHttpPlan {
+pub struct DesiredHealthCheckHttp {
     /// `health-check-http-domain`.
     pub domain: Option<String>,
     /// `health-check-http-path`.
@@ -49,7 +49,7 @@ pub struct HealthCheckHttpPlan {
 
 /// The health check: protocol and port always; the rest only when set.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HealthCheckPlan {
+pub struct DesiredHealthCheck {
     /// Protocol (TCP unless a health-check setting makes it follow the service protocol).
     pub protocol: HealthCheckProtocol,
     /// Port (`health-check-port`, else the NodePort).
@@ -61,12 +61,12 @@ pub struct HealthCheckPlan {
     /// Retries.
     pub retries: Option<u32>,
     /// HTTP settings (http/https checks only).
-    pub http: Option<HealthCheckHttpPlan>,
+    pub http: Option<DesiredHealthCheckHttp>,
 }
 
 /// One load balancer service as the Service asks for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServicePlan {
+pub struct DesiredService {
     /// The Service port.
     pub listen_port: u16,
     /// The NodePort.
@@ -76,12 +76,12 @@ pub struct ServicePlan {
     /// `uses-proxyprotocol` / `HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL`.
     pub proxyprotocol: Option<bool>,
     /// HTTP settings; `Some` exactly for http/https.
-    pub http: Option<HttpPlan>,
+    pub http: Option<DesiredHttp>,
     /// Health check.
-    pub health_check: HealthCheckPlan,
+    pub health_check: DesiredHealthCheck,
 }
 
-fn merge_http(want: &HttpPlan, current: Option<&ServiceHttp>) -> ServiceHttp {
+fn merge_http(want: &DesiredHttp, current: Option<&ServiceHttp>) -> ServiceHttp {
     let base = current.cloned().unwrap_or_default();
     ServiceHttp {
         cookie_name: want.cookie_name.clone().or(base.cookie_name),
@@ -93,7 +93,7 @@ fn merge_http(want: &HttpPlan, current: Option<&ServiceHttp>) -> ServiceHttp {
     }
 }
 
-fn merge_health_check(want: &HealthCheckPlan, current: Option<&HealthCheck>) -> HealthCheck {
+fn merge_health_check(want: &DesiredHealthCheck, current: Option<&HealthCheck>) -> HealthCheck {
     let base = current.cloned().unwrap_or(HealthCheck {
         protocol: HealthCheckProtocol::Tcp,
         port: want.port,
@@ -236,7 +236,7 @@ fn changes(current: &LoadBalancerService, wanted: &ServiceSpec) -> Vec<String> {
     out
 }
 
-impl ServicePlan {
+impl DesiredService {
     /// The service as `current` would become (or, without `current`, as it is created).
     pub fn merged(&self, current: Option<&LoadBalancerService>) -> ServiceSpec {
         ServiceSpec {
@@ -267,7 +267,7 @@ impl ServicePlan {
         changes(current, &self.merged(Some(current)))
     }
 
-    /// `update_service` body for `current`: every field the plan sets, the rest as it is.
+    /// `update_service` body for `current`: every field the desired state sets, the rest as it is.
     pub fn update(&self, current: &LoadBalancerService) -> ServiceUpdate {
         let merged = self.merged(Some(current));
         ServiceUpdate {
@@ -302,14 +302,14 @@ pub const NEW_CERTIFICATE: i64 = 0;
 mod tests {
     use super::*;
 
-    fn tcp(port: u16, node_port: u16) -> ServicePlan {
-        ServicePlan {
+    fn tcp(port: u16, node_port: u16) -> DesiredService {
+        DesiredService {
             listen_port: port,
             destination_port: node_port,
             protocol: ServiceProtocol::Tcp,
             proxyprotocol: None,
             http: None,
-            health_check: HealthCheckPlan {
+            health_check: DesiredHealthCheck {
                 protocol: HealthCheckProtocol::Tcp,
                 port: node_port,
                 interval: None,
@@ -385,9 +385,9 @@ mod tests {
     fn http_settings_merge_and_certificates_compare_unordered() {
         let mut plan = tcp(443, 30443);
         plan.protocol = ServiceProtocol::Https;
-        plan.http = Some(HttpPlan {
+        plan.http = Some(DesiredHttp {
             certificates: Some(vec![2, 1]),
-            ..HttpPlan::default()
+            ..DesiredHttp::default()
         });
         let mut lb = current(&plan.spec());
         let http = lb.http.as_mut().unwrap();
@@ -405,9 +405,9 @@ mod tests {
     fn http_health_check_fields() {
         let mut plan = tcp(80, 30080);
         plan.health_check.protocol = HealthCheckProtocol::Http;
-        plan.health_check.http = Some(HealthCheckHttpPlan {
+        plan.health_check.http = Some(DesiredHealthCheckHttp {
             status_codes: Some(vec!["200".into()]),
-            ..HealthCheckHttpPlan::default()
+            ..DesiredHealthCheckHttp::default()
         });
         let hc = plan.spec().health_check.unwrap();
         let http = hc.http.unwrap();

@@ -1,4 +1,4 @@
-//! [`Step`]s (one API change each) and [`Notice`]s (what a plan reports instead of doing),
+//! [`Step`]s (one API change each) and [`Notice`]s (what is reported instead of done),
 //! both printable for logs and for a dry run.
 
 use std::fmt;
@@ -224,7 +224,7 @@ pub enum Subject {
     Node(String),
 }
 
-/// Something a plan leaves out or warns about. With a `reason` it becomes a `Warning` event
+/// Something the desired state leaves out or warns about. With a `reason` it becomes a `Warning` event
 /// (the official CCM's reasons); without one it is only logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {

@@ -6,8 +6,8 @@
 //! creation an unset setting gets the API's default. Annotations are parsed where they are
 //! used, so a bad value in one the configuration does not use never fails a sync.
 //!
-//! [`Plan::new`] and [`Plan::diff`] are public so that a dry run (`hcloud-ccm plan`) can show
-//! what an ensure would do; every [`Step`] prints as one line.
+//! [`Desired::new`] and [`Desired::diff`] are the pure half of ensure's decision (see
+//! `decide.rs`); every [`Step`] prints as one line of `hcloud-ccm plan`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,7 +21,9 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, 
 
 use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
 use super::naming::{SERVICE_UID_LABEL, default_name};
-pub use super::services::{HealthCheckHttpPlan, HealthCheckPlan, HttpPlan, ServicePlan};
+pub use super::services::{
+    DesiredHealthCheck, DesiredHealthCheckHttp, DesiredHttp, DesiredService,
+};
 use super::settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use super::steps::{Notice, Step, Subject, reasons};
 use crate::provider_id::ProviderId;
@@ -37,7 +39,7 @@ pub enum Placement {
 
 /// The private network the load balancer belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NetworkPlan {
+pub struct DesiredNetwork {
     /// The provider's network (`HCLOUD_NETWORK`).
     pub id: i64,
     /// `private-ipv4`: a different IP re-attaches the load balancer.
@@ -117,7 +119,7 @@ impl StatusOptions {
 
 /// Everything the Service asks for.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
+pub struct Desired {
     /// Load balancer name (lookup and creation).
     pub name: String,
     /// Service UID (the label value).
@@ -131,12 +133,12 @@ pub struct Plan {
     /// `type` annotation, else `HCLOUD_LOAD_BALANCERS_TYPE`: existing load balancers are
     /// changed to it. `None`: left as they are.
     pub lb_type: Option<String>,
-    /// Type used on creation ([`Plan::lb_type`], else lb11).
+    /// Type used on creation ([`Desired::lb_type`], else lb11).
     pub create_type: String,
     /// Balancing algorithm; `None`: left as it is.
     pub algorithm: Option<AlgorithmType>,
     /// One service per TCP port, sorted by listen port.
-    pub services: Vec<ServicePlan>,
+    pub services: Vec<DesiredService>,
     /// Certificates of the https services; resolved to IDs before diffing.
     pub certificates: Certificates,
     /// Target servers, sorted by server ID.
@@ -144,7 +146,7 @@ pub struct Plan {
     /// Targets are reached over the private network.
     pub use_private_ip: bool,
     /// The network to be attached to; `None`: detached from every network.
-    pub network: Option<NetworkPlan>,
+    pub network: Option<DesiredNetwork>,
     /// Whether the public interface is on; `None`: left as it is.
     pub public_interface: Option<bool>,
     /// Reverse DNS of the public IPv4.
@@ -172,7 +174,7 @@ fn known_prefix(provider_id: &str) -> bool {
         .any(|p| provider_id.starts_with(p))
 }
 
-impl Plan {
+impl Desired {
     /// The desired state for `service` with `nodes` as candidate targets.
     ///
     /// Errors are user errors: every bad value of an annotation that is used, as text naming
@@ -233,7 +235,7 @@ impl Plan {
         let http = if protocol == ServiceProtocol::Tcp {
             None
         } else {
-            Some(HttpPlan {
+            Some(DesiredHttp {
                 cookie_name: errors.take(a.string(keys::HTTP_COOKIE_NAME)),
                 cookie_lifetime: errors.take(a.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX)),
                 certificates: None,
@@ -275,14 +277,14 @@ impl Plan {
                 _ => HealthCheckProtocol::Tcp,
             },
         };
-        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| HealthCheckHttpPlan {
+        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
             domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
             path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
             status_codes: Some(a.list(keys::HTTP_STATUS_CODES)).filter(|c| !c.is_empty()),
             tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
         });
 
-        let mut services: BTreeMap<u16, ServicePlan> = BTreeMap::new();
+        let mut services: BTreeMap<u16, DesiredService> = BTreeMap::new();
         let mut tcp_ports = 0usize;
         let ports = service
             .spec
@@ -318,13 +320,13 @@ impl Plan {
             };
             services.insert(
                 listen_port,
-                ServicePlan {
+                DesiredService {
                     listen_port,
                     destination_port: node_port,
                     protocol: protocol.clone(),
                     proxyprotocol,
                     http: http.clone(),
-                    health_check: HealthCheckPlan {
+                    health_check: DesiredHealthCheck {
                         protocol: hc_protocol.clone(),
                         port: hc_port.unwrap_or(node_port),
                         interval,
@@ -390,7 +392,7 @@ impl Plan {
         }
 
         // Fixed IP and subnet matter only with a network (read lazily).
-        let network = network_id.map(|id| NetworkPlan {
+        let network = network_id.map(|id| DesiredNetwork {
             id,
             ip: errors.take(a.private_ipv4()).map(|ip| ip.to_string()),
             ip_range: errors
@@ -517,7 +519,7 @@ impl Plan {
             .map(|n| n.id)
     }
 
-    /// `POST /load_balancers` for this plan; `max_targets` is the type's limit. Unset settings
+    /// `POST /load_balancers` for this desired state; `max_targets` is the type's limit. Unset settings
     /// are not sent (algorithm, public interface) or sent as the API's defaults (services).
     pub fn create_request(
         &self,
@@ -551,7 +553,7 @@ impl Plan {
             location,
             network_zone,
             algorithm: self.algorithm.clone().map(Algorithm::new),
-            services: self.services.iter().map(ServicePlan::spec).collect(),
+            services: self.services.iter().map(DesiredService::spec).collect(),
             targets,
             labels: Some(self.labels(&Labels::new())),
             public_interface,
@@ -560,13 +562,13 @@ impl Plan {
         }
     }
 
-    /// The services of the create request (as [`Plan::create_request`] sends them), e.g.
+    /// The services of the create request (as [`Desired::create_request`] sends them), e.g.
     /// once a managed certificate's ID is known.
     pub fn create_request_services(&self) -> Vec<hcloud_api::models::ServiceSpec> {
-        self.services.iter().map(ServicePlan::spec).collect()
+        self.services.iter().map(DesiredService::spec).collect()
     }
 
-    /// The steps from `lb` to this plan, in a safe order. Target additions stop at the load
+    /// The steps from `lb` to this desired state, in a safe order. Target additions stop at the load
     /// balancer type's `max_targets` (a type change shows up in the next round).
     pub fn diff(&self, lb: &LoadBalancer) -> Vec<Step> {
         let mut steps = Vec::new();
@@ -726,7 +728,7 @@ impl Plan {
         (remove, add, left_out)
     }
 
-    /// `MaxTargetsReached` for every node [`Plan::diff`] leaves out of `lb` for the type's
+    /// `MaxTargetsReached` for every node [`Desired::diff`] leaves out of `lb` for the type's
     /// limit (ask after the last round).
     pub fn left_out(&self, lb: &LoadBalancer) -> Vec<Notice> {
         self.target_changes(lb)
@@ -892,16 +894,16 @@ mod tests {
         settings: &LoadBalancerSettings,
         network: Option<i64>,
         nodes: &[Arc<Node>],
-    ) -> Plan {
-        Plan::new(svc, &ann(pairs), settings, network, nodes).unwrap()
+    ) -> Desired {
+        Desired::new(svc, &ann(pairs), settings, network, nodes).unwrap()
     }
 
-    fn plan(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Plan {
+    fn plan(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Desired {
         plan_with(svc, pairs, &LoadBalancerSettings::default(), None, nodes)
     }
 
     /// The LB as the API would show it right after creating `plan`.
-    fn created(plan: &Plan) -> LoadBalancer {
+    fn created(plan: &Desired) -> LoadBalancer {
         let request = plan.create_request(&Placement::Location("fsn1".into()), usize::MAX);
         let mut lb = LoadBalancer {
             id: 1,
@@ -1083,7 +1085,7 @@ mod tests {
             ),
         ];
         for (pairs, error) in cases {
-            let result = Plan::new(
+            let result = Desired::new(
                 &svc,
                 &ann(&pairs),
                 &LoadBalancerSettings::default(),
@@ -1099,7 +1101,7 @@ mod tests {
             }
         }
         // With a network, private-ipv4 is used.
-        let err = Plan::new(
+        let err = Desired::new(
             &svc,
             &ann(&[(keys::PRIVATE_IPV4, "not-an-ip")]),
             &LoadBalancerSettings::default(),
@@ -1271,7 +1273,7 @@ mod tests {
                 acme_staging: false,
             })
         );
-        let err = Plan::new(
+        let err = Desired::new(
             &svc,
             &ann(&[
                 (keys::PROTOCOL, "https"),
