@@ -558,6 +558,10 @@ impl Bench {
             ),
             Some(bar),
         );
+        // The kubelets report Ready once their Nodes can take pods, as in a cluster: while a
+        // Node is NotReady, the lifecycle controller checks the servers (two requests per
+        // status period), which would count towards whichever scenario comes next.
+        self.set_ready(0..nodes, true).await?;
         // Let the start settle (initial listings, node sync) before the next scenario.
         self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;
