@@ -18,6 +18,8 @@ echo "[test] cargo fmt --check" >&2
 cargo fmt --all --check
 echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "[test] cargo doc (broken links and other documentation warnings fail)" >&2
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "[test] cargo test" >&2
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT

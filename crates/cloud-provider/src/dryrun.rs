@@ -4,7 +4,7 @@
 //! read-only questions (instance metadata, existence, shutdown state, the routes list and
 //! [`LoadBalancer::plan_load_balancer`]). It feeds the answers to the same decision functions the
 //! controllers run ([`crate::node::decisions`], [`crate::nodelifecycle::decide`],
-//! [`crate::service::decisions`], [`crate::route::decisions::plan`]) and collects what they would
+//! [`crate::service::decisions`], [`crate::route::decisions::decide`]) and collects what they would
 //! write as a [`ClusterPlan`]. Nothing here writes to Kubernetes or to the cloud, and no event is
 //! recorded.
 

@@ -3,9 +3,12 @@
 //! Laid out like `k8s.io/cloud-provider`: [`provider`] holds the contract a cloud implements,
 //! [`node`] the cloud node controller, [`nodelifecycle`] the cloud node lifecycle controller.
 //! [`cache`] is the shared Node reflector the binary starts before leader election,
-//! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics,
-//! [`dryrun`] what every controller would change, computed with reads only, and [`runtime`] the
-//! one controller runtime (informer, work queue, workers, heartbeat) they all run on.
+//! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics and
+//! [`runtime`] the one controller runtime (informer, work queue, worker pool with lendable
+//! slots, heartbeat) they all run on. Every controller reconciles as read → decide → apply;
+//! its decisions are [`change`]s, and [`dryrun`] is the `plan` pass: the same reads and
+//! decisions for every object, printed instead of carried out. `docs/architecture.md` draws
+//! the whole.
 //!
 //! Leadership gates writes, not reads. A binary wires it like this:
 //!

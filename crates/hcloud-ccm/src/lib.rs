@@ -1,5 +1,7 @@
-//! Process-level parts of the Hetzner Cloud cloud-controller-manager: configuration, logging,
-//! signals, leader election and the HTTP endpoints. `main.rs` wires them together.
+//! Process-level parts of the Hetzner Cloud cloud-controller-manager: configuration (flags and
+//! variables named as the official CCM names them, every problem reported at once), logging,
+//! signals, leader election, the HTTP endpoints and the `plan` command. `main.rs` wires them
+//! together with the controllers of `cloud-provider` and the provider of `hcloud-provider`.
 
 pub mod cloud;
 pub mod config;

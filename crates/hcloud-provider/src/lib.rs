@@ -96,7 +96,7 @@ pub struct ProviderSettings {
     /// callers that do not ask for routes get none.
     pub routes_enabled: bool,
     /// Offer the load balancer capability with these defaults (`HCLOUD_LOAD_BALANCERS_*`;
-    /// see [`LoadBalancerSettings::from_lookup`]). `None` (the default) offers none, which the
+    /// read and checked by the binary's configuration). `None` (the default) offers none, which the
     /// binary sets when `HCLOUD_LOAD_BALANCERS_ENABLED` is false. Load balancers are attached
     /// to `network` when one is set.
     pub load_balancers: Option<LoadBalancerSettings>,

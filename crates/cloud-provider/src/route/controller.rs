@@ -380,7 +380,7 @@ impl RouteController {
     }
 
     /// Wait for the Node cache, then reconcile every period until `shutdown`, on the shared
-    /// runtime: the whole route table is one key ([`PASS_KEY`]) of a work queue with one
+    /// runtime: the whole route table is one key (`PASS_KEY`) of a work queue with one
     /// worker, so one pass runs at a time and a request during a pass leads to one more pass
     /// right after it. After a successful pass the next is due a full period later (sliding,
     /// so a slow cloud never makes passes pile up); a failed pass is retried after the longer

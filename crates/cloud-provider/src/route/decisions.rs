@@ -8,7 +8,7 @@
 //! Two additions to upstream's rules: pod CIDRs the cloud cannot route
 //! ([`crate::provider::Routes::can_route`], e.g. IPv6 ones in a cloud whose networks route IPv4
 //! only) are left out, and a listed route that leads to another instance than the Node's
-//! providerID does not serve the Node (see [`plan`]).
+//! providerID does not serve the Node (see [`decide`]).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

@@ -239,7 +239,7 @@ impl Drop for Loan<'_> {
 }
 
 /// The worker pool of one controller: take keys from `queue` and reconcile each in its own
-/// task, at most `workers` (at least 1) at a time outside [`waiting`], until `shutdown` fires
+/// task, at most `workers` (at least 1) at a time outside [`Workers::waiting`], until `shutdown` fires
 /// or the queue shuts down.
 ///
 /// A key's reconcile is marked done ([`WorkQueue::done`]) when it ends, also when it panics

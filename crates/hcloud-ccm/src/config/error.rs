@@ -17,7 +17,7 @@ impl fmt::Display for Problem {
     }
 }
 
-/// Every problem found by [`Args::validate`].
+/// Every problem found by [`Args::validate`](super::Args::validate).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
     /// The problems, in the order the settings are checked.

@@ -23,7 +23,7 @@
 //!   a create whose answer was lost makes the Service's next lookup ask by label too, so it
 //!   never creates a second load balancer, also when the `name` annotation changed meanwhile.
 //! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
-//!   found is [`Category::NotFound`], never a cloud error: the controller takes it as nothing
+//!   found is [`cloud_provider::Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
 //!   (which finds one by name, as the official CCM's update does, or creates it). **Delete**: absent is success; delete protection keeps the
 //!   load balancer (success, logged); every load balancer labelled with the Service's UID is
@@ -37,7 +37,8 @@
 //!   predicted with `predict.rs`), then carries the decision out; `plan` is the same decision
 //!   printed, without carrying it out.
 //! - A load balancer that is busy with someone else's action, or still being created, gives
-//!   [`Error::Retry`] with [`LoadBalancerSettings::retry_after`].
+//!   an error of category [`cloud_provider::Category::Transient`] (see [`Error::retry`]) with
+//!   [`LoadBalancerSettings::retry_after`].
 //!
 //! Changes for one Service are serialised in this process (ensure and the node-driven update
 //! may run at the same time).

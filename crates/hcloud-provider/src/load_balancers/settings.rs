@@ -48,14 +48,14 @@ pub struct LoadBalancerSettings {
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`; like the interval.
     pub health_check_retries: Option<u32>,
     /// Not from the environment: how long one ensure waits for one action (default 2 min)
-    /// before answering with a [`cloud_provider::Error::Retry`].
+    /// before answering with a [`cloud_provider::Error::retry`].
     pub action_timeout: Duration,
-    /// Not from the environment: the fixed delay of the [`cloud_provider::Error::Retry`]
+    /// Not from the environment: the fixed delay of the [`cloud_provider::Error::retry`]
     /// returned when the load balancer is locked by another actor's action or still being
     /// created (default 5 s).
     pub retry_after: Duration,
     /// Not from the environment: how long one ensure waits for a managed certificate to be
-    /// issued before answering with a [`cloud_provider::Error::Retry`] (default 2 min).
+    /// issued before answering with a [`cloud_provider::Error::retry`] (default 2 min).
     pub certificate_timeout: Duration,
     /// Not from the environment: how long one listing of all load balancers answers the
     /// lookups of every Service (default 10 s; see the snapshot in the module docs of
