@@ -399,7 +399,7 @@ impl Drop for ControlPlane {
     }
 }
 
-async fn client_from_yaml(yaml: &str) -> Result<kube::Client, Error> {
+pub(crate) async fn client_from_yaml(yaml: &str) -> Result<kube::Client, Error> {
     let kubeconfig = Kubeconfig::from_yaml(yaml).map_err(|e| Error::Kubeconfig(e.to_string()))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

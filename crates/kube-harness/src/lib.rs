@@ -8,14 +8,20 @@
 //! ServiceAccount and prove RBAC rules).
 //!
 //! # Isolation
-//! Two modes, both torn down even when a test panics (see [`ControlPlane`]):
+//! Three ways, all torn down even when a test panics (see [`ControlPlane`]):
 //! - [`ControlPlane::shared`]: one control plane per test binary. Starting one costs 2–4 s of
 //!   CPU on a 2-core machine, so tests that only create, read and patch objects share it and
 //!   isolate themselves by name ([`unique_name`]) and, for namespaced objects, by a namespace
 //!   of their own.
 //! - [`ControlPlane::start`]: a private control plane for one test. Tests that run a controller
 //!   use it, because controllers watch *every* Node or Service and would otherwise act on
-//!   objects of concurrently running tests.
+//!   objects of concurrently running tests (unless they run behind a scope, below).
+//! - [`ScopedEndpoint`]: a process that watches every Node or Service (the CCM binary) can
+//!   still share a control plane: it talks to a loopback endpoint that forwards to the shared
+//!   plane and adds a label selector to lists and watches of Nodes and Services, so it sees
+//!   only its test's objects (labelled with that selector) and nothing of concurrent tests.
+//!   Writes, reads by name, events and leases pass unchanged, with the identity of the client
+//!   the endpoint forwards with.
 //!
 //! Under `cargo nextest`, which runs each test in its own process, the shared plane degrades
 //! gracefully into one plane per test.
@@ -24,11 +30,13 @@ mod binaries;
 mod control_plane;
 mod error;
 mod pki;
+mod scope;
 pub mod testing;
 
 pub use binaries::{KUBERNETES_VERSION, cache_root, etcd, kube_apiserver};
 pub use control_plane::{ControlPlane, ensure_namespace};
 pub use error::Error;
+pub use scope::ScopedEndpoint;
 pub use testing::{
     UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node, ready_condition, taints,
 };

@@ -527,3 +527,160 @@ async fn writes_are_audited_with_their_user() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// What a process behind a [`ScopedEndpoint`] sees of a shared control plane: lists and watches
+/// of Nodes and Services hold only the objects with the scope's label; reads by name and
+/// writes pass, with the upstream client's identity in the audit log.
+#[tokio::test]
+async fn a_scoped_endpoint_shows_only_the_nodes_and_services_of_its_scope() {
+    let plane = ControlPlane::shared().unwrap();
+    let admin = plane.client().await.unwrap();
+    let scope = unique_name("scope");
+    let selector = format!("harness-scope={scope}");
+    let namespace = unique_name("smoke-scope");
+    ensure_namespace(&admin, &namespace).await.unwrap();
+    let endpoint = kube_harness::ScopedEndpoint::start(admin.clone(), &selector)
+        .await
+        .unwrap();
+    let scoped = endpoint.client().await.unwrap();
+
+    // Two Nodes: one in the scope, one outside.
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let inside = unique_name("scoped-in");
+    let outside = unique_name("scoped-out");
+    let mut node = kubelet_node(&inside);
+    node.metadata.labels = Some([("harness-scope".to_owned(), scope.clone())].into());
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    nodes
+        .create(&PostParams::default(), &kubelet_node(&outside))
+        .await
+        .unwrap();
+
+    let scoped_nodes: Api<Node> = Api::all(scoped.clone());
+    let listed: Vec<String> = scoped_nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(listed, vec![inside.clone()]);
+    // A label selector of the caller's own is kept, and narrowed by the scope.
+    let narrowed = scoped_nodes
+        .list(&ListParams::default().labels("harness-scope"))
+        .await
+        .unwrap();
+    assert_eq!(narrowed.items.len(), 1);
+    // A read by name is not filtered.
+    assert!(scoped_nodes.get_opt(&outside).await.unwrap().is_some());
+
+    // A watch starts with the scope's Nodes only, and sees a Node that enters the scope.
+    let mut stream = watcher(scoped_nodes.clone(), watcher::Config::default()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(20), stream.try_next())
+            .await
+            .expect("watch event in time")
+            .unwrap()
+            .expect("a watch event");
+        match event {
+            watcher::Event::InitApply(node) => initial.extend(node.metadata.name),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(initial, vec![inside.clone()]);
+    let label = json!({ "metadata": { "labels": { "harness-scope": scope.clone() } } });
+    nodes
+        .patch(&outside, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let entered = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let watcher::Event::Apply(node) = stream.try_next().await.unwrap().unwrap()
+                && node.metadata.name.as_deref() == Some(outside.as_str())
+            {
+                return node;
+            }
+        }
+    })
+    .await
+    .expect("the Node that entered the scope is watched");
+    assert_eq!(entered.metadata.name.as_deref(), Some(outside.as_str()));
+
+    // Services: the same for every namespace and for one.
+    let services: Api<Service> = Api::namespaced(admin.clone(), &namespace);
+    for (name, labelled) in [("in", true), ("out", false)] {
+        let mut service = Service {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ServiceSpec {
+                ports: Some(vec![ServicePort {
+                    port: 80,
+                    ..ServicePort::default()
+                }]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        if labelled {
+            service.metadata.labels = Some([("harness-scope".to_owned(), scope.clone())].into());
+        }
+        services
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
+    for api in [
+        Api::<Service>::all(scoped.clone()),
+        Api::<Service>::namespaced(scoped.clone(), &namespace),
+    ] {
+        let names: Vec<String> = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.name)
+            .collect();
+        assert_eq!(names, vec!["in".to_owned()]);
+    }
+
+    // A write through an endpoint is made as its upstream client: a ServiceAccount without
+    // rights on Nodes is refused, and the refusal is audited with its name.
+    let account = plane
+        .service_account_client(&namespace, "scoped")
+        .await
+        .unwrap();
+    let as_account = kube_harness::ScopedEndpoint::start(account, &selector)
+        .await
+        .unwrap();
+    let denied = Api::<Node>::all(as_account.client().await.unwrap())
+        .patch(&inside, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(denied, kube::Error::Api(ref s) if s.code == 403),
+        "{denied:?}"
+    );
+    let user = format!("system:serviceaccount:{namespace}:scoped");
+    kube_harness::eventually(
+        "the refused patch audited as the ServiceAccount",
+        Duration::from_secs(10),
+        || async {
+            plane
+                .audit_events()
+                .iter()
+                .any(|e| {
+                    e["user"]["username"] == user.as_str()
+                        && e["verb"] == "patch"
+                        && e["objectRef"]["name"] == inside.as_str()
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
