@@ -141,19 +141,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// A Node as the CCM leaves it once initialised (providerID, the InternalIP `ip`, no taint).
-fn node_json(name: &str, id: i64, ip: &str, pod_cidr: &str, lb: bool) -> Result<Node> {
-    let labels = if lb {
+/// The labels of a Node the Services select (`lb`) or not.
+fn lb_labels(lb: bool) -> serde_json::Value {
+    if lb {
         json!({ "lb": "yes" })
     } else {
         json!({})
-    };
+    }
+}
+
+/// A Node as the CCM leaves it once initialised (providerID, the address `ip` of its type,
+/// no taint).
+fn node_json(
+    name: &str,
+    id: i64,
+    (ip_type, ip): (&str, &str),
+    pod_cidr: &str,
+    lb: bool,
+) -> Result<Node> {
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": labels },
+        "metadata": { "name": name, "labels": lb_labels(lb) },
         "spec": { "providerID": format!("hcloud://{id}"), "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
         "status": {
             "addresses": [
-                { "type": "InternalIP", "address": ip },
+                { "type": ip_type, "address": ip },
                 { "type": "Hostname", "address": name },
             ],
             "conditions": [ready_condition(false)],
@@ -386,6 +397,12 @@ impl Bench {
     async fn add_nodes(&self, from: usize, count: usize) -> Result<()> {
         let nodes: Api<Node> = Api::all(self.kube.clone());
         let from_join = if count == 1 { from } else { usize::MAX };
+        // In the network a Node's address is its private IP; without, its public one.
+        let ip_type = if self.in_network {
+            "InternalIP"
+        } else {
+            "ExternalIP"
+        };
         let jobs = (from..from + count).map(|i| {
             let nodes = nodes.clone();
             let (name, id) = self.servers[i].clone();
@@ -395,7 +412,7 @@ impl Bench {
                 nodes
                     .create(
                         &PostParams::default(),
-                        &node_json(&name, id, &ip, &pod_cidr(i), lb)?,
+                        &node_json(&name, id, (ip_type, &ip), &pod_cidr(i), lb)?,
                     )
                     .await?;
                 anyhow::Ok(())
@@ -743,23 +760,23 @@ impl Bench {
         Ok(())
     }
 
-    /// One more Node joins, in a quiet cluster: after [`JOIN_AFTER_QUIET`], so the CCM's
-    /// snapshots are stale, as they usually are when a Node comes. In the network: a server
-    /// and a Node with a pod CIDR (until its route is in place); without: a server and a
-    /// tainted Node as its kubelet registers it (until it is initialised).
+    /// One more Node joins (a server, and its Node as the CCM leaves it initialised), in a
+    /// quiet cluster: after [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they
+    /// usually are when a Node comes. Until its route is in place (in the network) or every
+    /// load balancer targets its server (without).
     async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
         tokio::time::sleep(JOIN_AFTER_QUIET).await;
         self.add_servers(index, 1).await?;
         self.fresh_start().await?;
+        self.add_nodes(index, 1).await?;
         let took = if self.in_network {
-            self.add_nodes(index, 1).await?;
             let took = self
                 .wait_routes(index + 1, Duration::from_secs(120))
                 .await?;
             format!("route in place after {}", ms(took))
         } else {
-            let took = self.join_tainted(index).await?;
-            format!("initialised after {}", ms(took))
+            let took = self.wait_targets(index, Duration::from_secs(120)).await?;
+            format!("a target of every load balancer after {}", ms(took))
         };
         let counts = self
             .until_idle(Duration::from_secs(5), Duration::from_secs(120))

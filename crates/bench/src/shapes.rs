@@ -16,17 +16,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use hcloud_sim::{LimitsSeed, SeedFile, ServerSeed};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 
-use crate::{Bench, LB_NODES, TOKEN, ms, percentile, ready_condition};
+use kube_harness::UNINITIALIZED_TAINT as UNINITIALIZED;
 
-/// The taint a kubelet with `--cloud-provider=external` registers its Node with.
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+use crate::{Bench, LB_NODES, TOKEN, lb_labels, ms, percentile, ready_condition};
 /// Node creations in flight at once in a burst (kubelets registering together).
 const CREATE_CONCURRENCY: usize = 20;
 /// The bar of a burst: every Node initialised within this long of its creation (p99).
@@ -59,13 +58,8 @@ fn attempts_within(window: Duration) -> u32 {
 /// A Node as a kubelet with `--cloud-provider=external` registers it: the uninitialised
 /// taint, its Hostname address, not Ready yet; labelled `lb=yes` when `lb`.
 fn kubelet_node(name: &str, lb: bool) -> Result<Node> {
-    let labels = if lb {
-        json!({ "lb": "yes" })
-    } else {
-        json!({})
-    };
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": labels },
+        "metadata": { "name": name, "labels": lb_labels(lb) },
         "spec": { "taints": [{ "key": UNINITIALIZED, "value": "true", "effect": "NoSchedule" }] },
         "status": {
             "addresses": [{ "type": "Hostname", "address": name }],
@@ -76,14 +70,12 @@ fn kubelet_node(name: &str, lb: bool) -> Result<Node> {
 
 /// Initialised by the CCM: the taint gone and a providerID set.
 fn is_initialized(node: &Node) -> bool {
-    let spec = node.spec.as_ref();
-    let tainted = spec
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED));
-    let provider_id = spec
-        .and_then(|s| s.provider_id.as_deref())
-        .is_some_and(|id| !id.is_empty());
-    !tainted && provider_id
+    !kube_harness::has_taint(node, UNINITIALIZED)
+        && node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .is_some_and(|id| !id.is_empty())
 }
 
 /// CPU seconds used so far by the control plane's processes whose command line names
@@ -388,9 +380,14 @@ impl Bench {
             let seen = seen.clone();
             let nodes = nodes.clone();
             tokio::spawn(async move {
-                let mut stream = watcher(nodes, watcher::Config::default()).boxed();
+                // A watch that fails (the apiserver under load) is started again after a
+                // backoff, never given up: a Node initialised meanwhile comes with the re-list.
+                let mut stream = watcher(nodes, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
                 let mut ready = Some(ready_tx);
-                while let Ok(Some(event)) = stream.try_next().await {
+                while let Some(event) = stream.next().await {
+                    let Ok(event) = event else { continue };
                     let node = match event {
                         watcher::Event::Apply(node) | watcher::Event::InitApply(node) => node,
                         watcher::Event::InitDone => {
@@ -447,7 +444,13 @@ impl Bench {
         while seen.lock().unwrap_or_else(PoisonError::into_inner).len() < count {
             if started.elapsed() > limit {
                 observer.abort();
-                bail!("not every Node of the burst initialised within {limit:?}");
+                let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).len();
+                let listed = nodes.list(&ListParams::default()).await?.items;
+                let done = listed.iter().filter(|n| is_initialized(n)).count();
+                bail!(
+                    "not every Node of the burst initialised within {limit:?}: {seen} seen by the watch, {done} of {} initialised now",
+                    listed.len()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -535,22 +538,27 @@ impl Bench {
         Ok(())
     }
 
-    /// One tainted Node joins for server `index`, labelled `lb=yes`; the time until it is
-    /// initialised.
-    pub async fn join_tainted(&mut self, index: usize) -> Result<Duration> {
-        let nodes: Api<Node> = Api::all(self.kube.clone());
-        let name = self.servers.get(index).context("server")?.0.clone();
+    /// The time until every load balancer targets the server of `index`.
+    pub async fn wait_targets(&self, index: usize, limit: Duration) -> Result<Duration> {
+        let id = self.servers.get(index).context("server")?.1;
         let started = Instant::now();
-        nodes
-            .create(&PostParams::default(), &kubelet_node(&name, true)?)
-            .await?;
-        while started.elapsed() < Duration::from_secs(120) {
-            if nodes.get(&name).await.is_ok_and(|n| is_initialized(&n)) {
+        while started.elapsed() < limit {
+            let state = self.admin.state().await?;
+            let lbs = state["load_balancers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let all = lbs.iter().all(|lb| {
+                lb["targets"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["server"]["id"] == id))
+            });
+            if !lbs.is_empty() && all {
                 return Ok(started.elapsed());
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        bail!("{name} not initialised within 120 s")
+        bail!("server {id} not a target of every load balancer within {limit:?}")
     }
 
     /// The Nodes of the last `count` servers (a burst) and those servers go, while the CCM

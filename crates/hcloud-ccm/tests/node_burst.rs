@@ -9,21 +9,18 @@
 mod ccm;
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use ccm::{BIN, TOKEN};
+use ccm::TOKEN;
 use hcloud_sim::{SeedFile, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
-use kube_harness::{ControlPlane, eventually, has_taint, kubelet_node};
-
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 
 /// Whether the CCM initialised `name`: its taint gone and a providerID set.
 async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
     let node = nodes.get(name).await.unwrap();
-    !has_taint(&node, UNINITIALIZED)
+    !has_taint(&node, UNINITIALIZED_TAINT)
         && node
             .spec
             .and_then(|s| s.provider_id)
@@ -71,26 +68,13 @@ async fn a_burst_costs_two_writes_per_node_and_its_events_do_not_pace_it() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    let _ccm = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
-            "--kube-api-qps=1",
-            "--kube-api-burst=20",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let _ccm = ccm::spawn_ccm(
+        &plane,
+        &sim,
+        dir.path(),
+        &[("HCLOUD_LOAD_BALANCERS_ENABLED", "false")],
+        &["--kube-api-qps=1", "--kube-api-burst=20"],
+    );
 
     let nodes: Api<Node> = Api::all(admin);
     nodes

@@ -9,10 +9,9 @@
 #[path = "support/ccm.rs"]
 mod ccm;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, metric, metrics, simulator_with_host_in_network};
+use ccm::{TOKEN, free_port, metric, metrics, simulator_with_host_in_network, spawn_ccm};
 use hcloud_sim::{ServerSeed, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
 use kube::api::{Api, ListParams, PostParams};
@@ -30,32 +29,26 @@ fn start_ccm(
     cluster_cidr: &str,
     metrics_port: u16,
 ) -> tokio::process::Child {
-    let kubeconfig = dir.join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK", "k8s")
-        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
-        .env(
-            "HCLOUD_METRICS_ADDRESS",
-            format!("127.0.0.1:{metrics_port}"),
-        )
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
+    let metadata = sim.metadata_url();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let cluster_cidr = format!("--cluster-cidr={cluster_cidr}");
+    spawn_ccm(
+        plane,
+        sim,
+        dir,
+        &[
+            ("HCLOUD_NETWORK", "k8s"),
+            ("HCLOUD_METADATA_ENDPOINT", &metadata),
+            ("HCLOUD_METRICS_ENABLED", "true"),
+            ("HCLOUD_METRICS_ADDRESS", &metrics),
+            ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
+        ],
+        &[
             "--allocate-node-cidrs=true",
-            &format!("--cluster-cidr={cluster_cidr}"),
+            &cluster_cidr,
             "--route-reconciliation-period=1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+        ],
+    )
 }
 
 /// `route_controller_route_sync_total` of the binary, once its metrics endpoint answers.
@@ -139,6 +132,39 @@ async fn create_initialized_node(
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
+}
+
+/// Node `outsider` of server `outsider` (outside the network: its public IP is its
+/// ExternalIP) is in place with pod CIDR 10.244.9.0/24, and the CCM starts: the message of the
+/// first `FailedToCreateRoute` event on it once its network is unavailable, the CCM's metrics
+/// port and the CCM (killed when dropped).
+async fn outsider_reported(
+    plane: &ControlPlane,
+    sim: &Simulator,
+    outsider: &serde_json::Value,
+    dir: &tempfile::TempDir,
+) -> (String, u16, tokio::process::Child) {
+    let admin = plane.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let public_ip = outsider["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap_or("203.0.113.7");
+    create_initialized_node(
+        &nodes,
+        "outsider",
+        &format!("hcloud://{}", outsider["id"]),
+        "10.244.9.0/24",
+        &[("ExternalIP", public_ip), ("Hostname", "outsider")],
+    )
+    .await;
+    let metrics_port = free_port();
+    let ccm = start_ccm(plane, sim, dir.path(), "10.244.0.0/16", metrics_port);
+    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
+        failed_route_events(&admin, "outsider").await.pop()
+    })
+    .await;
+    wait_network_unavailable(&nodes, "outsider", "True").await;
+    (first.message.unwrap_or_default(), metrics_port, ccm)
 }
 
 /// The `FailedToCreateRoute` events on Node `name`.
@@ -285,33 +311,12 @@ async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
         .create_server(ServerSeed::new("outsider"))
         .await
         .unwrap();
-    let public_ip = outsider["public_net"]["ipv4"]["ip"]
-        .as_str()
-        .unwrap_or("203.0.113.7")
-        .to_owned();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    create_initialized_node(
-        &nodes,
-        "outsider",
-        &format!("hcloud://{}", outsider["id"]),
-        "10.244.9.0/24",
-        &[("ExternalIP", &public_ip), ("Hostname", "outsider")],
-    )
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let metrics_port = free_port();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
-
-    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
-        failed_route_events(&admin, "outsider").await.pop()
-    })
-    .await;
-    let message = first.message.unwrap_or_default();
+    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
     assert!(
         message.contains("10.244.9.0/24") && message.contains("not attached"),
         "{message}"
     );
-    wait_network_unavailable(&nodes, "outsider", "True").await;
 
     // Twenty passes later: the creation was retried a few times, not every pass, and each
     // retry cost at most one server request.
@@ -461,30 +466,12 @@ async fn a_server_outside_a_full_network_is_reported_as_unable_to_join() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let public_ip = outsider["public_net"]["ipv4"]["ip"].as_str().unwrap();
-    create_initialized_node(
-        &nodes,
-        "outsider",
-        &format!("hcloud://{}", outsider["id"]),
-        "10.244.9.0/24",
-        &[("ExternalIP", public_ip), ("Hostname", "outsider")],
-    )
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let metrics_port = free_port();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
-
-    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
-        failed_route_events(&admin, "outsider").await.pop()
-    })
-    .await;
-    let message = first.message.unwrap_or_default();
+    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
     assert!(
         message.contains("network is full") && message.contains("100 servers"),
         "{message}"
     );
-    wait_network_unavailable(&nodes, "outsider", "True").await;
     sim.admin().reset_request_counts().await.unwrap();
     wait_route_passes(metrics_port, 20).await;
     let counts = sim.admin().request_counts().await.unwrap();
