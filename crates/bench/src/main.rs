@@ -8,6 +8,8 @@
 
 #![allow(clippy::print_stdout)] // the report is the output
 
+mod shapes;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -62,6 +64,13 @@ struct Args {
     /// Append the CCM's log to this file (default: discarded).
     #[arg(long)]
     ccm_log: Option<PathBuf>,
+    /// Run only the Node bursts without a network (200 × scale tainted Nodes, then
+    /// 1000 × scale), e.g. to try Kubernetes client settings.
+    #[arg(long)]
+    only_bursts: bool,
+    /// An extra argument for hcloud-ccm (repeatable), e.g. `--ccm-arg=--kube-api-qps=50`.
+    #[arg(long)]
+    ccm_arg: Vec<String>,
 }
 
 /// One row of the table.
@@ -109,6 +118,11 @@ struct Bench {
     private_ips: Vec<String>,
     /// Audit events of the apiserver before the current scenario.
     audit_mark: std::cell::Cell<usize>,
+    /// Whether the cluster runs in the network `k8s` (servers attached, `HCLOUD_NETWORK` and
+    /// routes on); without, as large clusters on Hetzner run.
+    in_network: bool,
+    /// Checks of `--check` that failed besides the request bars, each saying what.
+    failed_checks: Vec<String>,
 }
 
 fn scaled(base: f64, scale: f64, min: usize) -> usize {
@@ -127,19 +141,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// A Node as the CCM leaves it once initialised (providerID, the InternalIP `ip`, no taint).
-fn node_json(name: &str, id: i64, ip: &str, pod_cidr: &str, lb: bool) -> Result<Node> {
-    let labels = if lb {
+/// The labels of a Node the Services select (`lb`) or not.
+fn lb_labels(lb: bool) -> serde_json::Value {
+    if lb {
         json!({ "lb": "yes" })
     } else {
         json!({})
-    };
+    }
+}
+
+/// A Node as the CCM leaves it once initialised (providerID, the address `ip` of its type,
+/// no taint).
+fn node_json(
+    name: &str,
+    id: i64,
+    (ip_type, ip): (&str, &str),
+    pod_cidr: &str,
+    lb: bool,
+) -> Result<Node> {
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": labels },
+        "metadata": { "name": name, "labels": lb_labels(lb) },
         "spec": { "providerID": format!("hcloud://{id}"), "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
         "status": {
             "addresses": [
-                { "type": "InternalIP", "address": ip },
+                { "type": ip_type, "address": ip },
                 { "type": "Hostname", "address": name },
             ],
             "conditions": [ready_condition(false)],
@@ -223,6 +248,8 @@ impl Bench {
             servers: Vec::new(),
             private_ips: Vec::new(),
             audit_mark: std::cell::Cell::new(0),
+            in_network: true,
+            failed_checks: Vec::new(),
         })
     }
 
@@ -237,11 +264,14 @@ impl Bench {
     async fn start_ccm(&mut self) -> Result<()> {
         let kubeconfig = self.dir.path().join("kubeconfig");
         self.plane.write_kubeconfig(&kubeconfig)?;
-        let child = tokio::process::Command::new(self.ccm_path()?)
-            .env_clear()
+        let mut command = tokio::process::Command::new(self.ccm_path()?);
+        command.env_clear();
+        if self.in_network {
+            command.env("HCLOUD_NETWORK", "k8s");
+        }
+        let child = command
             .env("HCLOUD_TOKEN", TOKEN)
             .env("HCLOUD_ENDPOINT", self.sim.base_url())
-            .env("HCLOUD_NETWORK", "k8s")
             .env("HCLOUD_METADATA_ENDPOINT", self.sim.metadata_url())
             .env("HCLOUD_METRICS_ENABLED", "false")
             .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
@@ -255,6 +285,7 @@ impl Bench {
                 // As the official manifests (and deploy/ccm.yaml) run it.
                 "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
             ])
+            .args(&self.args.ccm_arg)
             .stdout(Stdio::null())
             .stderr(match &self.args.ccm_log {
                 Some(path) => Stdio::from(
@@ -341,19 +372,21 @@ impl Bench {
     async fn add_servers(&mut self, from: usize, count: usize) -> Result<()> {
         for i in from..from + count {
             let name = format!("node-{i}");
-            let server = self
-                .admin
-                .create_server(ServerSeed::new(&name).network(self.network))
-                .await?;
+            let mut seed = ServerSeed::new(&name);
+            if self.in_network {
+                seed = seed.network(self.network);
+            }
+            let server = self.admin.create_server(seed).await?;
             let id = server["id"].as_i64().context("server id")?;
             if self.servers.is_empty() {
                 // The CCM runs "on" the first server: the metadata service names its network.
                 self.admin.set_metadata_server(Some(id)).await?;
             }
-            let ip = server["private_net"][0]["ip"]
-                .as_str()
-                .context("private IP")?;
-            self.private_ips.push(ip.to_owned());
+            let ip = match self.in_network {
+                true => server["private_net"][0]["ip"].as_str(),
+                false => server["public_net"]["ipv4"]["ip"].as_str(),
+            };
+            self.private_ips.push(ip.context("server IP")?.to_owned());
             self.servers.push((name, id));
         }
         Ok(())
@@ -364,6 +397,12 @@ impl Bench {
     async fn add_nodes(&self, from: usize, count: usize) -> Result<()> {
         let nodes: Api<Node> = Api::all(self.kube.clone());
         let from_join = if count == 1 { from } else { usize::MAX };
+        // In the network a Node's address is its private IP; without, its public one.
+        let ip_type = if self.in_network {
+            "InternalIP"
+        } else {
+            "ExternalIP"
+        };
         let jobs = (from..from + count).map(|i| {
             let nodes = nodes.clone();
             let (name, id) = self.servers[i].clone();
@@ -373,7 +412,7 @@ impl Bench {
                 nodes
                     .create(
                         &PostParams::default(),
-                        &node_json(&name, id, &ip, &pod_cidr(i), lb)?,
+                        &node_json(&name, id, (ip_type, &ip), &pod_cidr(i), lb)?,
                     )
                     .await?;
                 anyhow::Ok(())
@@ -721,25 +760,31 @@ impl Bench {
         Ok(())
     }
 
-    /// One more Node joins (server, Node with a pod CIDR), in a quiet cluster: after
-    /// [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they usually are when a
-    /// Node comes.
+    /// One more Node joins (a server, and its Node as the CCM leaves it initialised), in a
+    /// quiet cluster: after [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they
+    /// usually are when a Node comes. Until its route is in place (in the network) or every
+    /// load balancer targets its server (without).
     async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
         tokio::time::sleep(JOIN_AFTER_QUIET).await;
         self.add_servers(index, 1).await?;
         self.fresh_start().await?;
-        let started = Instant::now();
         self.add_nodes(index, 1).await?;
-        let want = index + 1;
-        let took = self.wait_routes(want, Duration::from_secs(120)).await?;
+        let took = if self.in_network {
+            let took = self
+                .wait_routes(index + 1, Duration::from_secs(120))
+                .await?;
+            format!("route in place after {}", ms(took))
+        } else {
+            let took = self.wait_targets(index, Duration::from_secs(120)).await?;
+            format!("a target of every load balancer after {}", ms(took))
+        };
         let counts = self
             .until_idle(Duration::from_secs(5), Duration::from_secs(120))
             .await?;
-        let _ = started;
         self.push(
             format!("one Node joins, selected by {services} load balancers"),
             counts,
-            format!("route in place after {}", ms(took)),
+            took,
             Some(services as u64 + JOIN_OVERHEAD),
         );
         Ok(())
@@ -799,7 +844,7 @@ impl Bench {
         }
         let node_gone = started.elapsed();
         let mut route_gone = None;
-        while gone.is_some() && started.elapsed() < Duration::from_secs(120) {
+        while self.in_network && gone.is_some() && started.elapsed() < Duration::from_secs(120) {
             if self.network_routes().await?.len() < routes_before {
                 route_gone = Some(started.elapsed() - node_gone);
                 break;
@@ -811,12 +856,33 @@ impl Bench {
             "a server is deleted".to_owned(),
             counts,
             format!(
-                "Node gone after {}; its route gone {} after the Node",
+                "Node gone after {}{}",
                 gone.map_or_else(|| "never (120 s)".to_owned(), ms),
-                route_gone.map_or_else(|| "never".to_owned(), ms)
+                match (self.in_network, route_gone) {
+                    (false, _) => String::new(),
+                    (true, Some(t)) => format!("; its route gone {} after the Node", ms(t)),
+                    (true, None) => "; its route never gone".to_owned(),
+                }
             ),
             None,
         );
+        Ok(())
+    }
+
+    /// Stop the CCM, print the table and, with `check`, fail when a bar or check failed.
+    async fn finish(&mut self, check: bool) -> Result<()> {
+        self.stop_ccm().await?;
+        self.print();
+        let over: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.enforced && r.bar.is_some_and(|(_, ok)| !ok))
+            .map(|r| r.scenario.as_str())
+            .chain(self.failed_checks.iter().map(String::as_str))
+            .collect();
+        if check && !over.is_empty() {
+            bail!("over the bar: {}", over.join("; "));
+        }
         Ok(())
     }
 
@@ -869,6 +935,10 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let scale = args.scale;
     let nodes = scaled(1000.0, scale, 10);
+    // A network takes 100 servers and 100 routes: the cluster with routes is that large.
+    let cap = scaled(100.0, scale, 3);
+    let burst_nodes = scaled(200.0, scale, 10);
+    let stuck_window = Duration::from_secs_f64((600.0 * scale).max(40.0));
     let services = scaled(100.0, scale, 2);
     let burst = scaled(20.0, scale, 2);
     // At full scale exactly one period of the address refresh of all Nodes (5 min): a window
@@ -876,12 +946,26 @@ async fn main() -> Result<()> {
     // by catching two (or none).
     let steady = Duration::from_secs_f64((300.0 * scale).max(20.0));
     let check = args.check;
+    let only_bursts = args.only_bursts;
     println!(
-        "hcloud-ccm-bench: scale {scale}, {nodes} Nodes, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
+        "hcloud-ccm-bench: scale {scale}, {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
         args.latency_ms, args.action_ms
     );
     let mut bench = Bench::start(args).await?;
-    bench.routes_scenario(nodes).await?;
+    if !only_bursts {
+        // In a network, filled to its caps (Hetzner's at full scale), and the Node beyond.
+        bench.cap_network(cap).await?;
+        bench.routes_scenario(cap).await?;
+        bench.beyond_cap_scenario(cap, stuck_window).await?;
+    }
+    // Without a network, as larger clusters run: Nodes join in bursts.
+    bench.leave_network().await?;
+    bench.burst_scenario("burst", burst_nodes, true).await?;
+    bench.forget_burst(burst_nodes).await?;
+    bench.burst_scenario("node", nodes, false).await?;
+    if only_bursts {
+        return bench.finish(check).await;
+    }
     bench.services_scenario("burst", burst, 0, Some(4)).await?;
     if services > burst {
         bench
@@ -896,16 +980,5 @@ async fn main() -> Result<()> {
     bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
     bench.delete_services_scenario("burst", burst).await?;
-    bench.stop_ccm().await?;
-    bench.print();
-    let over: Vec<&str> = bench
-        .rows
-        .iter()
-        .filter(|r| r.enforced && r.bar.is_some_and(|(_, ok)| !ok))
-        .map(|r| r.scenario.as_str())
-        .collect();
-    if check && !over.is_empty() {
-        bail!("over the bar: {}", over.join("; "));
-    }
-    Ok(())
+    bench.finish(check).await
 }

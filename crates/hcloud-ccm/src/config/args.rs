@@ -124,14 +124,15 @@ pub struct Args {
     #[arg(long, value_name = "NAME", default_value = "kubernetes", help_heading = KUBE)]
     pub cluster_name: String,
 
-    /// Requests per second to the Kubernetes API (client-side token bucket; a negative value
-    /// disables the limit, 0 means client-go's default of 5).
-    #[arg(long, value_name = "QPS", default_value = "20", help_heading = KUBE)]
+    /// Requests per second to the Kubernetes API, per client (client-side token bucket; a
+    /// negative value disables the limit, 0 means client-go's default of 5). Upstream's
+    /// default is 20; see docs/migration.md.
+    #[arg(long, value_name = "QPS", default_value = "200", help_heading = KUBE)]
     pub kube_api_qps: String,
 
-    /// Burst of requests to the Kubernetes API above --kube-api-qps (0 means client-go's
-    /// default of 10).
-    #[arg(long, value_name = "N", default_value = "30", help_heading = KUBE)]
+    /// Burst of requests to the Kubernetes API above --kube-api-qps, per client (0 means
+    /// client-go's default of 10). Upstream's default is 30; see docs/migration.md.
+    #[arg(long, value_name = "N", default_value = "400", help_heading = KUBE)]
     pub kube_api_burst: String,
 
     // ---- Controllers ----

@@ -170,3 +170,32 @@ pub async fn simulator_with_host_in_network(host: &str) -> (Simulator, Value) {
         .unwrap();
     (sim, server)
 }
+
+/// The binary against `plane` (its kubeconfig written into `dir`) and `sim`: the token and
+/// endpoint, `--cloud-provider=hcloud`, no secure port, no metrics port, plus `env` and
+/// `args`. Killed when dropped.
+pub fn spawn_ccm(
+    plane: &ControlPlane,
+    sim: &Simulator,
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> tokio::process::Child {
+    let kubeconfig = dir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).unwrap();
+    tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .envs(env.iter().copied())
+        .arg("--cloud-provider=hcloud")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--secure-port=0")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
