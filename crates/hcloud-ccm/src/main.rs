@@ -33,26 +33,34 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("{e}");
-                return ExitCode::from(2);
+                return ExitCode::from(plan::exit_status::INVALID_CONFIGURATION);
             }
         }
     } else {
         None
     };
+    // Invalid configuration exits 2, or plan's own status for it (its 2 means "changes").
+    let refused = |code: u8| {
+        ExitCode::from(if plan_options.is_some() {
+            plan::refused_status(code)
+        } else {
+            code
+        })
+    };
     let args = match Args::try_parse_command_line(argv) {
         Ok(args) => args,
-        Err(e) => return ExitCode::from(e.report()),
+        Err(e) => return refused(e.report()),
     };
     let config = match args.validate() {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(2);
+            return refused(2);
         }
     };
     if let Err(e) = logging::init(&config.logging) {
         eprintln!("{e}");
-        return ExitCode::from(2);
+        return refused(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

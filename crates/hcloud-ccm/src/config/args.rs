@@ -102,7 +102,6 @@ the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRES
     version,
     about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
     long_about = LONG_ABOUT,
-    after_long_help = AFTER_LONG_HELP,
     max_term_width = 110,
     args_override_self = true
 )]
@@ -765,6 +764,10 @@ impl Args {
             .fold(<Self as CommandFactory>::command(), |cmd, flag| {
                 cmd.arg(no_effect_arg(flag))
             })
+            .override_usage(
+                "hcloud-ccm [OPTIONS]\n       hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]",
+            )
+            .after_long_help(format!("{}\n\n{AFTER_LONG_HELP}", crate::plan::HELP))
     }
 
     /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised
