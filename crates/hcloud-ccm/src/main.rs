@@ -94,11 +94,15 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     }
     let shutdown = signals::shutdown_on_signals().context("installing signal handlers")?;
     hcloud_ccm::memory::spawn_trim(shutdown.clone());
-    // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
-    // `ClientOrDie(name)`).
-    let clients = kube_client::KubeClients::new(&config.kube).await?;
-
     let endpoints = Endpoints::new(MetricsRegistry::new());
+    // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
+    // `ClientOrDie(name)`), all counted in the rest_client_* series.
+    let clients = kube_client::KubeClients::new(&config.kube)
+        .await?
+        .with_metrics(&endpoints.metrics);
+    endpoints
+        .metrics
+        .with(hcloud_ccm::process_metrics::register);
     // Served from the start, so that probes see why a start takes long.
     let mut servers = Vec::new();
     if let Some(address) = &config.metrics_address {
