@@ -18,6 +18,8 @@ echo "[test] cargo fmt --check" >&2
 cargo fmt --all --check
 echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "[test] Kubernetes client types for the oldest and newest claimed version" >&2
+scripts/k8s-versions.sh
 echo "[test] alert rules: promtool check rules, promtool test rules" >&2
 scripts/alerts-test.sh
 echo "[test] cargo test" >&2
