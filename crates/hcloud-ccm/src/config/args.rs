@@ -95,11 +95,19 @@ RUST_LOG=info,hcloud_api=debug).
 Endpoints: /healthz, /readyz and /metrics on the secure port (HTTPS; /metrics needs a bearer token \
 the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRESS (plain HTTP).";
 
+/// `hcloud-ccm --version`: the crate version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HCLOUD_CCM_COMMIT"),
+    ")"
+);
+
 /// Every flag and environment variable the binary understands.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "hcloud-ccm",
-    version,
+    version = VERSION,
     about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
     long_about = LONG_ABOUT,
     max_term_width = 110,
