@@ -15,14 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port};
-use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use ccm::{BIN, TOKEN, free_port, lb_service, register_node, simulator_with_host_in_network};
+use k8s_openapi::api::core::v1::{Node, Service};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use kube::api::{Api, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::json;
 
 /// Every request at Metadata level (the harness's own policy records writes only).
@@ -116,23 +113,7 @@ async fn the_binary_calls_only_the_documented_api_versions() {
             .await
             .unwrap();
     let admin = plane.client().await.unwrap();
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
-    let network = sim
-        .admin()
-        .create_network(
-            NetworkSeed::new("versions", "10.0.0.0/16").subnet("10.0.1.0/24", "eu-central"),
-        )
-        .await
-        .unwrap();
-    sim.admin()
-        .create_server(ServerSeed {
-            networks: vec![network.into()],
-            ..ServerSeed::new("versions-node")
-        })
-        .await
-        .unwrap();
+    let (sim, _) = simulator_with_host_in_network("versions-node").await;
     let kubeconfig = dir.path().join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).unwrap();
     let secure_port = free_port();
@@ -140,7 +121,7 @@ async fn the_binary_calls_only_the_documented_api_versions() {
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK", "versions")
+        .env("HCLOUD_NETWORK", "k8s")
         .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
         .env("HCLOUD_METRICS_ENABLED", "false")
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
@@ -161,41 +142,8 @@ async fn the_binary_calls_only_the_documented_api_versions() {
         .unwrap();
 
     let nodes: Api<Node> = Api::all(admin.clone());
-    let mut node = kubelet_node("versions-node");
-    node.spec.as_mut().unwrap().pod_cidr = Some("10.244.1.0/24".into());
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".into(),
-            address: "versions-node".into(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            "versions-node",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                node_port: Some(30080),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    };
+    register_node(&nodes, "versions-node", Some("10.244.1.0/24")).await;
+    let service = lb_service("web", 30080, &[]);
     let services = Api::<Service>::namespaced(admin.clone(), "default");
     services
         .create(&PostParams::default(), &service)

@@ -13,40 +13,12 @@ use std::path::Path;
 use hcloud_sim::{
     HealthCheckSeed, LoadBalancerSeed, NetworkSeed, ServerSeed, ServiceSeed, SimConfig, Simulator,
 };
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, kubelet_node, unique_name};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, kube_writes, service_account_kubeconfig};
-
-fn lb_service(name: &str, node_port: i32, annotations: &[(&str, &str)]) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (format!("load-balancer.hetzner.cloud/{k}"), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                node_port: Some(node_port),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    }
-}
+use ccm::{BIN, TOKEN, cloud_writes, kube_writes, lb_service, service_account_kubeconfig};
 
 async fn set_status(nodes: &Api<Node>, name: &str, status: NodeStatus) {
     nodes

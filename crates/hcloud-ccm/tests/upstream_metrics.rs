@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, metrics};
+use ccm::{BIN, TOKEN, free_port, lb_service, metrics, register_node};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Node, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::api::{Api, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -231,27 +231,8 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
         .spawn()
         .unwrap();
     let nodes: Api<Node> = Api::all(admin.clone());
-    nodes
-        .create(&PostParams::default(), &kubelet_node("metrics-node"))
-        .await
-        .unwrap();
-    let service = Service {
-        metadata: ObjectMeta {
-            name: Some("web".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                node_port: Some(30080),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    };
+    register_node(&nodes, "metrics-node", None).await;
+    let service = lb_service("web", 30080, &[]);
     let services = Api::<Service>::namespaced(admin.clone(), "default");
     services
         .create(&PostParams::default(), &service)
@@ -259,18 +240,7 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
         .unwrap();
     // A Service whose sync fails, so that the error series exist (a family without samples is
     // not exported at all).
-    let mut broken = service.clone();
-    broken.metadata.name = Some("broken".into());
-    broken.metadata.annotations = Some(
-        [(
-            "load-balancer.hetzner.cloud/health-check-interval".to_owned(),
-            "soon".to_owned(),
-        )]
-        .into(),
-    );
-    if let Some(spec) = broken.spec.as_mut() {
-        spec.ports.as_mut().unwrap()[0].node_port = Some(30081);
-    }
+    let broken = lb_service("broken", 30081, &[("health-check-interval", "soon")]);
     services
         .create(&PostParams::default(), &broken)
         .await
