@@ -4,19 +4,22 @@
 //! endpoint, as the simulator counted them), writes, latencies and the CCM's peak RSS.
 //!
 //! `--scale` shrinks the scenarios (Nodes, Services, observation windows) for slow machines
-//! and CI; `--check` makes the exit status non-zero when a request count is over its bar.
+//! and CI; `--check` makes the exit status non-zero when a request count is over its bar;
+//! `--write-results docs/benchmarks.md` writes the table and the figures derived from it into
+//! the document's generated block (see the library, [`hcloud_ccm_bench`]).
 
 #![allow(clippy::print_stdout)] // the report is the output
 
 mod shapes;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use hcloud_ccm_bench::Row;
 use hcloud_sim::{
     AdminClient, Fault, NetworkSeed, RateLimitConfig, ServerSeed, SimConfig, Simulator,
 };
@@ -66,41 +69,19 @@ struct Args {
     ccm_log: Option<PathBuf>,
     /// Run only the Node bursts without a network (200 × scale tainted Nodes, then
     /// 1000 × scale), e.g. to try Kubernetes client settings.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "write_results")]
     only_bursts: bool,
     /// An extra argument for hcloud-ccm (repeatable), e.g. `--ccm-arg=--kube-api-qps=50`.
     #[arg(long)]
     ccm_arg: Vec<String>,
-}
-
-/// One row of the table.
-#[derive(Debug, Default)]
-struct Row {
-    scenario: String,
-    counts: BTreeMap<String, u64>,
-    latency: String,
-    /// The bar on the total requests, if any, and whether it held.
-    bar: Option<(u64, bool)>,
-    /// Whether `--check` fails on this bar (bars of work still under way elsewhere are only
-    /// reported).
-    enforced: bool,
-    /// The CCM's resident and peak memory after the scenario, in KiB.
-    rss: Option<(u64, u64)>,
-    /// The CCM's writes to the Kubernetes API in the scenario, by client, verb and resource.
-    kube_writes: BTreeMap<String, u64>,
-}
-
-impl Row {
-    fn total(&self) -> u64 {
-        self.counts.values().sum()
-    }
-    fn writes(&self) -> u64 {
-        self.counts
-            .iter()
-            .filter(|(k, _)| !k.starts_with("GET "))
-            .map(|(_, n)| *n)
-            .sum()
-    }
+    /// After the run, write the table and the figures derived from it into this document's
+    /// generated block (docs/benchmarks.md).
+    #[arg(long, value_name = "DOC")]
+    write_results: Option<PathBuf>,
+    /// Run nothing: derive the figures again from the table already in this document's block
+    /// and rewrite the block (after a change of the figures or the block's format).
+    #[arg(long, value_name = "DOC")]
+    refresh_results: Option<PathBuf>,
 }
 
 struct Bench {
@@ -869,10 +850,14 @@ impl Bench {
         Ok(())
     }
 
-    /// Stop the CCM, print the table and, with `check`, fail when a bar or check failed.
-    async fn finish(&mut self, check: bool) -> Result<()> {
+    /// Stop the CCM, print the table, write it with the `run` line into the results block of
+    /// `doc` when given, and, with `check`, fail when a bar or check failed.
+    async fn finish(&mut self, check: bool, results: Option<(&Path, &str)>) -> Result<()> {
         self.stop_ccm().await?;
         self.print();
+        if let Some((doc, run)) = results {
+            write_results(doc, run, &hcloud_ccm_bench::table(&self.rows))?;
+        }
         let over: Vec<&str> = self
             .rows
             .iter()
@@ -887,52 +872,32 @@ impl Bench {
     }
 
     fn print(&self) {
-        println!(
-            "| scenario | requests | writes | by endpoint | latency | bar | CCM RSS (peak) | CCM writes to Kubernetes |\n|---|---:|---:|---|---|---|---|---|"
-        );
-        for row in &self.rows {
-            let by: Vec<String> = row
-                .counts
-                .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, n)| format!("`{k}` {n}"))
-                .collect();
-            let bar = match row.bar {
-                Some((bar, true)) => format!("<= {bar} ok"),
-                Some((bar, false)) if row.enforced => format!("<= {bar} **over**"),
-                Some((bar, false)) => format!("<= {bar} over (reported only)"),
-                None => String::new(),
-            };
-            let rss = row.rss.map_or_else(String::new, |(now, peak)| {
-                format!(
-                    "{:.1} ({:.1}) MiB",
-                    now as f64 / 1024.0,
-                    peak as f64 / 1024.0
-                )
-            });
-            let kube: Vec<String> = row
-                .kube_writes
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                row.scenario,
-                row.total(),
-                row.writes(),
-                by.join(", "),
-                row.latency,
-                bar,
-                rss,
-                kube.join(", ")
-            );
-        }
+        print!("{}", hcloud_ccm_bench::table(&self.rows));
     }
+}
+
+/// Rewrite the generated block of `doc` with `run` and `table`.
+fn write_results(doc: &Path, run: &str, table: &str) -> Result<()> {
+    let text =
+        std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+    let updated = hcloud_ccm_bench::replace_block(&text, &hcloud_ccm_bench::block(run, table))
+        .with_context(|| doc.display().to_string())?;
+    std::fs::write(doc, updated).with_context(|| format!("writing {}", doc.display()))?;
+    println!("results written to {}", doc.display());
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(doc) = &args.refresh_results {
+        let text =
+            std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+        let (run, table) = hcloud_ccm_bench::find_block(&text)
+            .and_then(hcloud_ccm_bench::read_block)
+            .with_context(|| doc.display().to_string())?;
+        return write_results(doc, &run, &table);
+    }
     let scale = args.scale;
     let nodes = scaled(1000.0, scale, 10);
     // A network takes 100 servers and 100 routes: the cluster with routes is that large.
@@ -947,6 +912,17 @@ async fn main() -> Result<()> {
     let steady = Duration::from_secs_f64((300.0 * scale).max(20.0));
     let check = args.check;
     let only_bursts = args.only_bursts;
+    let results_doc = args.write_results.clone();
+    let run = format!(
+        "Run: `hcloud-ccm-bench --scale {scale}` ({} build): {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (a burst of {burst}), {} ms added to every API request, {} ms actions.",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        args.latency_ms,
+        args.action_ms
+    );
     println!(
         "hcloud-ccm-bench: scale {scale}, {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
         args.latency_ms, args.action_ms
@@ -964,7 +940,7 @@ async fn main() -> Result<()> {
     bench.forget_burst(burst_nodes).await?;
     bench.burst_scenario("node", nodes, false).await?;
     if only_bursts {
-        return bench.finish(check).await;
+        return bench.finish(check, None).await;
     }
     bench.services_scenario("burst", burst, 0, Some(4)).await?;
     if services > burst {
@@ -980,5 +956,7 @@ async fn main() -> Result<()> {
     bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
     bench.delete_services_scenario("burst", burst).await?;
-    bench.finish(check).await
+    bench
+        .finish(check, results_doc.as_deref().map(|doc| (doc, run.as_str())))
+        .await
 }

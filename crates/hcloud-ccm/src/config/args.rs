@@ -95,14 +95,21 @@ RUST_LOG=info,hcloud_api=debug).
 Endpoints: /healthz, /readyz and /metrics on the secure port (HTTPS; /metrics needs a bearer token \
 the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRESS (plain HTTP).";
 
+/// `hcloud-ccm --version`: the crate version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HCLOUD_CCM_COMMIT"),
+    ")"
+);
+
 /// Every flag and environment variable the binary understands.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "hcloud-ccm",
-    version,
+    version = VERSION,
     about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
     long_about = LONG_ABOUT,
-    after_long_help = AFTER_LONG_HELP,
     max_term_width = 110,
     args_override_self = true
 )]
@@ -766,6 +773,10 @@ impl Args {
             .fold(<Self as CommandFactory>::command(), |cmd, flag| {
                 cmd.arg(no_effect_arg(flag))
             })
+            .override_usage(
+                "hcloud-ccm [OPTIONS]\n       hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]",
+            )
+            .after_long_help(format!("{}\n\n{AFTER_LONG_HELP}", crate::plan::HELP))
     }
 
     /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised
