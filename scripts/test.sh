@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/control-plane.sh >/dev/null
+# Real Helm for the chart tests (a pinned helm-python-sdk in a cached virtualenv).
+scripts/helm.sh --install >/dev/null
 
 # On CI the clone is fresh every time; keep compiled dependencies beside the apiserver cache.
 if [[ "${CI:-}" == "true" && -z "${CARGO_TARGET_DIR:-}" ]]; then
@@ -20,6 +22,10 @@ echo "[test] cargo clippy" >&2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "[test] cargo doc (broken links and other documentation warnings fail)" >&2
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+echo "[test] Kubernetes client types for the oldest and newest claimed version" >&2
+scripts/k8s-versions.sh
+echo "[test] alert rules: promtool check rules, promtool test rules" >&2
+scripts/alerts-test.sh
 echo "[test] cargo test" >&2
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT

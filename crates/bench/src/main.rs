@@ -4,17 +4,22 @@
 //! endpoint, as the simulator counted them), writes, latencies and the CCM's peak RSS.
 //!
 //! `--scale` shrinks the scenarios (Nodes, Services, observation windows) for slow machines
-//! and CI; `--check` makes the exit status non-zero when a request count is over its bar.
+//! and CI; `--check` makes the exit status non-zero when a request count is over its bar;
+//! `--write-results docs/benchmarks.md` writes the table and the figures derived from it into
+//! the document's generated block (see the library, [`hcloud_ccm_bench`]).
 
 #![allow(clippy::print_stdout)] // the report is the output
 
+mod shapes;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use hcloud_ccm_bench::Row;
 use hcloud_sim::{
     AdminClient, Fault, NetworkSeed, RateLimitConfig, ServerSeed, SimConfig, Simulator,
 };
@@ -62,36 +67,21 @@ struct Args {
     /// Append the CCM's log to this file (default: discarded).
     #[arg(long)]
     ccm_log: Option<PathBuf>,
-}
-
-/// One row of the table.
-#[derive(Debug, Default)]
-struct Row {
-    scenario: String,
-    counts: BTreeMap<String, u64>,
-    latency: String,
-    /// The bar on the total requests, if any, and whether it held.
-    bar: Option<(u64, bool)>,
-    /// Whether `--check` fails on this bar (bars of work still under way elsewhere are only
-    /// reported).
-    enforced: bool,
-    /// The CCM's resident and peak memory after the scenario, in KiB.
-    rss: Option<(u64, u64)>,
-    /// The CCM's writes to the Kubernetes API in the scenario, by client, verb and resource.
-    kube_writes: BTreeMap<String, u64>,
-}
-
-impl Row {
-    fn total(&self) -> u64 {
-        self.counts.values().sum()
-    }
-    fn writes(&self) -> u64 {
-        self.counts
-            .iter()
-            .filter(|(k, _)| !k.starts_with("GET "))
-            .map(|(_, n)| *n)
-            .sum()
-    }
+    /// Run only the Node bursts without a network (200 × scale tainted Nodes, then
+    /// 1000 × scale), e.g. to try Kubernetes client settings.
+    #[arg(long, conflicts_with = "write_results")]
+    only_bursts: bool,
+    /// An extra argument for hcloud-ccm (repeatable), e.g. `--ccm-arg=--kube-api-qps=50`.
+    #[arg(long)]
+    ccm_arg: Vec<String>,
+    /// After the run, write the table and the figures derived from it into this document's
+    /// generated block (docs/benchmarks.md).
+    #[arg(long, value_name = "DOC")]
+    write_results: Option<PathBuf>,
+    /// Run nothing: derive the figures again from the table already in this document's block
+    /// and rewrite the block (after a change of the figures or the block's format).
+    #[arg(long, value_name = "DOC")]
+    refresh_results: Option<PathBuf>,
 }
 
 struct Bench {
@@ -109,6 +99,11 @@ struct Bench {
     private_ips: Vec<String>,
     /// Audit events of the apiserver before the current scenario.
     audit_mark: std::cell::Cell<usize>,
+    /// Whether the cluster runs in the network `k8s` (servers attached, `HCLOUD_NETWORK` and
+    /// routes on); without, as large clusters on Hetzner run.
+    in_network: bool,
+    /// Checks of `--check` that failed besides the request bars, each saying what.
+    failed_checks: Vec<String>,
 }
 
 fn scaled(base: f64, scale: f64, min: usize) -> usize {
@@ -127,19 +122,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-/// A Node as the CCM leaves it once initialised (providerID, the InternalIP `ip`, no taint).
-fn node_json(name: &str, id: i64, ip: &str, pod_cidr: &str, lb: bool) -> Result<Node> {
-    let labels = if lb {
+/// The labels of a Node the Services select (`lb`) or not.
+fn lb_labels(lb: bool) -> serde_json::Value {
+    if lb {
         json!({ "lb": "yes" })
     } else {
         json!({})
-    };
+    }
+}
+
+/// A Node as the CCM leaves it once initialised (providerID, the address `ip` of its type,
+/// no taint).
+fn node_json(
+    name: &str,
+    id: i64,
+    (ip_type, ip): (&str, &str),
+    pod_cidr: &str,
+    lb: bool,
+) -> Result<Node> {
     Ok(serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": labels },
+        "metadata": { "name": name, "labels": lb_labels(lb) },
         "spec": { "providerID": format!("hcloud://{id}"), "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
         "status": {
             "addresses": [
-                { "type": "InternalIP", "address": ip },
+                { "type": ip_type, "address": ip },
                 { "type": "Hostname", "address": name },
             ],
             "conditions": [ready_condition(false)],
@@ -223,6 +229,8 @@ impl Bench {
             servers: Vec::new(),
             private_ips: Vec::new(),
             audit_mark: std::cell::Cell::new(0),
+            in_network: true,
+            failed_checks: Vec::new(),
         })
     }
 
@@ -237,11 +245,14 @@ impl Bench {
     async fn start_ccm(&mut self) -> Result<()> {
         let kubeconfig = self.dir.path().join("kubeconfig");
         self.plane.write_kubeconfig(&kubeconfig)?;
-        let child = tokio::process::Command::new(self.ccm_path()?)
-            .env_clear()
+        let mut command = tokio::process::Command::new(self.ccm_path()?);
+        command.env_clear();
+        if self.in_network {
+            command.env("HCLOUD_NETWORK", "k8s");
+        }
+        let child = command
             .env("HCLOUD_TOKEN", TOKEN)
             .env("HCLOUD_ENDPOINT", self.sim.base_url())
-            .env("HCLOUD_NETWORK", "k8s")
             .env("HCLOUD_METADATA_ENDPOINT", self.sim.metadata_url())
             .env("HCLOUD_METRICS_ENABLED", "false")
             .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
@@ -255,6 +266,7 @@ impl Bench {
                 // As the official manifests (and deploy/ccm.yaml) run it.
                 "--feature-gates=CloudControllerManagerWatchBasedRoutesReconciliation=true",
             ])
+            .args(&self.args.ccm_arg)
             .stdout(Stdio::null())
             .stderr(match &self.args.ccm_log {
                 Some(path) => Stdio::from(
@@ -341,19 +353,21 @@ impl Bench {
     async fn add_servers(&mut self, from: usize, count: usize) -> Result<()> {
         for i in from..from + count {
             let name = format!("node-{i}");
-            let server = self
-                .admin
-                .create_server(ServerSeed::new(&name).network(self.network))
-                .await?;
+            let mut seed = ServerSeed::new(&name);
+            if self.in_network {
+                seed = seed.network(self.network);
+            }
+            let server = self.admin.create_server(seed).await?;
             let id = server["id"].as_i64().context("server id")?;
             if self.servers.is_empty() {
                 // The CCM runs "on" the first server: the metadata service names its network.
                 self.admin.set_metadata_server(Some(id)).await?;
             }
-            let ip = server["private_net"][0]["ip"]
-                .as_str()
-                .context("private IP")?;
-            self.private_ips.push(ip.to_owned());
+            let ip = match self.in_network {
+                true => server["private_net"][0]["ip"].as_str(),
+                false => server["public_net"]["ipv4"]["ip"].as_str(),
+            };
+            self.private_ips.push(ip.context("server IP")?.to_owned());
             self.servers.push((name, id));
         }
         Ok(())
@@ -364,6 +378,12 @@ impl Bench {
     async fn add_nodes(&self, from: usize, count: usize) -> Result<()> {
         let nodes: Api<Node> = Api::all(self.kube.clone());
         let from_join = if count == 1 { from } else { usize::MAX };
+        // In the network a Node's address is its private IP; without, its public one.
+        let ip_type = if self.in_network {
+            "InternalIP"
+        } else {
+            "ExternalIP"
+        };
         let jobs = (from..from + count).map(|i| {
             let nodes = nodes.clone();
             let (name, id) = self.servers[i].clone();
@@ -373,7 +393,7 @@ impl Bench {
                 nodes
                     .create(
                         &PostParams::default(),
-                        &node_json(&name, id, &ip, &pod_cidr(i), lb)?,
+                        &node_json(&name, id, (ip_type, &ip), &pod_cidr(i), lb)?,
                     )
                     .await?;
                 anyhow::Ok(())
@@ -725,25 +745,31 @@ impl Bench {
         Ok(())
     }
 
-    /// One more Node joins (server, Node with a pod CIDR), in a quiet cluster: after
-    /// [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they usually are when a
-    /// Node comes.
+    /// One more Node joins (a server, and its Node as the CCM leaves it initialised), in a
+    /// quiet cluster: after [`JOIN_AFTER_QUIET`], so the CCM's snapshots are stale, as they
+    /// usually are when a Node comes. Until its route is in place (in the network) or every
+    /// load balancer targets its server (without).
     async fn node_join_scenario(&mut self, index: usize, services: usize) -> Result<()> {
         tokio::time::sleep(JOIN_AFTER_QUIET).await;
         self.add_servers(index, 1).await?;
         self.fresh_start().await?;
-        let started = Instant::now();
         self.add_nodes(index, 1).await?;
-        let want = index + 1;
-        let took = self.wait_routes(want, Duration::from_secs(120)).await?;
+        let took = if self.in_network {
+            let took = self
+                .wait_routes(index + 1, Duration::from_secs(120))
+                .await?;
+            format!("route in place after {}", ms(took))
+        } else {
+            let took = self.wait_targets(index, Duration::from_secs(120)).await?;
+            format!("a target of every load balancer after {}", ms(took))
+        };
         let counts = self
             .until_idle(Duration::from_secs(5), Duration::from_secs(120))
             .await?;
-        let _ = started;
         self.push(
             format!("one Node joins, selected by {services} load balancers"),
             counts,
-            format!("route in place after {}", ms(took)),
+            took,
             Some(services as u64 + JOIN_OVERHEAD),
         );
         Ok(())
@@ -803,7 +829,7 @@ impl Bench {
         }
         let node_gone = started.elapsed();
         let mut route_gone = None;
-        while gone.is_some() && started.elapsed() < Duration::from_secs(120) {
+        while self.in_network && gone.is_some() && started.elapsed() < Duration::from_secs(120) {
             if self.network_routes().await?.len() < routes_before {
                 route_gone = Some(started.elapsed() - node_gone);
                 break;
@@ -815,64 +841,73 @@ impl Bench {
             "a server is deleted".to_owned(),
             counts,
             format!(
-                "Node gone after {}; its route gone {} after the Node",
+                "Node gone after {}{}",
                 gone.map_or_else(|| "never (120 s)".to_owned(), ms),
-                route_gone.map_or_else(|| "never".to_owned(), ms)
+                match (self.in_network, route_gone) {
+                    (false, _) => String::new(),
+                    (true, Some(t)) => format!("; its route gone {} after the Node", ms(t)),
+                    (true, None) => "; its route never gone".to_owned(),
+                }
             ),
             None,
         );
         Ok(())
     }
 
-    fn print(&self) {
-        println!(
-            "| scenario | requests | writes | by endpoint | latency | bar | CCM RSS (peak) | CCM writes to Kubernetes |\n|---|---:|---:|---|---|---|---|---|"
-        );
-        for row in &self.rows {
-            let by: Vec<String> = row
-                .counts
-                .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, n)| format!("`{k}` {n}"))
-                .collect();
-            let bar = match row.bar {
-                Some((bar, true)) => format!("<= {bar} ok"),
-                Some((bar, false)) if row.enforced => format!("<= {bar} **over**"),
-                Some((bar, false)) => format!("<= {bar} over (reported only)"),
-                None => String::new(),
-            };
-            let rss = row.rss.map_or_else(String::new, |(now, peak)| {
-                format!(
-                    "{:.1} ({:.1}) MiB",
-                    now as f64 / 1024.0,
-                    peak as f64 / 1024.0
-                )
-            });
-            let kube: Vec<String> = row
-                .kube_writes
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
-                row.scenario,
-                row.total(),
-                row.writes(),
-                by.join(", "),
-                row.latency,
-                bar,
-                rss,
-                kube.join(", ")
-            );
+    /// Stop the CCM, print the table, write it with the `run` line into the results block of
+    /// `doc` when given, and, with `check`, fail when a bar or check failed.
+    async fn finish(&mut self, check: bool, results: Option<(&Path, &str)>) -> Result<()> {
+        self.stop_ccm().await?;
+        self.print();
+        if let Some((doc, run)) = results {
+            write_results(doc, run, &hcloud_ccm_bench::table(&self.rows))?;
         }
+        let over: Vec<&str> = self
+            .rows
+            .iter()
+            .filter(|r| r.enforced && r.bar.is_some_and(|(_, ok)| !ok))
+            .map(|r| r.scenario.as_str())
+            .chain(self.failed_checks.iter().map(String::as_str))
+            .collect();
+        if check && !over.is_empty() {
+            bail!("over the bar: {}", over.join("; "));
+        }
+        Ok(())
     }
+
+    fn print(&self) {
+        print!("{}", hcloud_ccm_bench::table(&self.rows));
+    }
+}
+
+/// Rewrite the generated block of `doc` with `run` and `table`.
+fn write_results(doc: &Path, run: &str, table: &str) -> Result<()> {
+    let text =
+        std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+    let updated = hcloud_ccm_bench::replace_block(&text, &hcloud_ccm_bench::block(run, table))
+        .with_context(|| doc.display().to_string())?;
+    std::fs::write(doc, updated).with_context(|| format!("writing {}", doc.display()))?;
+    println!("results written to {}", doc.display());
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(doc) = &args.refresh_results {
+        let text =
+            std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
+        let (run, table) = hcloud_ccm_bench::find_block(&text)
+            .and_then(hcloud_ccm_bench::read_block)
+            .with_context(|| doc.display().to_string())?;
+        return write_results(doc, &run, &table);
+    }
     let scale = args.scale;
     let nodes = scaled(1000.0, scale, 10);
+    // A network takes 100 servers and 100 routes: the cluster with routes is that large.
+    let cap = scaled(100.0, scale, 3);
+    let burst_nodes = scaled(200.0, scale, 10);
+    let stuck_window = Duration::from_secs_f64((600.0 * scale).max(40.0));
     let services = scaled(100.0, scale, 2);
     let burst = scaled(20.0, scale, 2);
     // At full scale exactly one period of the address refresh of all Nodes (5 min): a window
@@ -880,12 +915,37 @@ async fn main() -> Result<()> {
     // by catching two (or none).
     let steady = Duration::from_secs_f64((300.0 * scale).max(20.0));
     let check = args.check;
+    let only_bursts = args.only_bursts;
+    let results_doc = args.write_results.clone();
+    let run = format!(
+        "Run: `hcloud-ccm-bench --scale {scale}` ({} build): {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (a burst of {burst}), {} ms added to every API request, {} ms actions.",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        args.latency_ms,
+        args.action_ms
+    );
     println!(
-        "hcloud-ccm-bench: scale {scale}, {nodes} Nodes, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
+        "hcloud-ccm-bench: scale {scale}, {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (burst {burst}), {} ms per request, {} ms actions\n",
         args.latency_ms, args.action_ms
     );
     let mut bench = Bench::start(args).await?;
-    bench.routes_scenario(nodes).await?;
+    if !only_bursts {
+        // In a network, filled to its caps (Hetzner's at full scale), and the Node beyond.
+        bench.cap_network(cap).await?;
+        bench.routes_scenario(cap).await?;
+        bench.beyond_cap_scenario(cap, stuck_window).await?;
+    }
+    // Without a network, as larger clusters run: Nodes join in bursts.
+    bench.leave_network().await?;
+    bench.burst_scenario("burst", burst_nodes, true).await?;
+    bench.forget_burst(burst_nodes).await?;
+    bench.burst_scenario("node", nodes, false).await?;
+    if only_bursts {
+        return bench.finish(check, None).await;
+    }
     bench.services_scenario("burst", burst, 0, Some(4)).await?;
     if services > burst {
         bench
@@ -900,16 +960,7 @@ async fn main() -> Result<()> {
     bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
     bench.delete_services_scenario("burst", burst).await?;
-    bench.stop_ccm().await?;
-    bench.print();
-    let over: Vec<&str> = bench
-        .rows
-        .iter()
-        .filter(|r| r.enforced && r.bar.is_some_and(|(_, ok)| !ok))
-        .map(|r| r.scenario.as_str())
-        .collect();
-    if check && !over.is_empty() {
-        bail!("over the bar: {}", over.join("; "));
-    }
-    Ok(())
+    bench
+        .finish(check, results_doc.as_deref().map(|doc| (doc, run.as_str())))
+        .await
 }

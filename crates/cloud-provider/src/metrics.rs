@@ -55,6 +55,7 @@ pub struct Metrics {
     initial_sync_delay: Histogram,
     deleted_nodes: Counter,
     held_deletions: Gauge,
+    workqueues: crate::workqueue::WorkQueueMetrics,
 }
 
 impl Default for Metrics {
@@ -68,6 +69,7 @@ impl Default for Metrics {
             initial_sync_delay: delay_histogram(),
             deleted_nodes: Counter::default(),
             held_deletions: Gauge::default(),
+            workqueues: crate::workqueue::WorkQueueMetrics::default(),
         }
     }
 }
@@ -80,6 +82,7 @@ impl Metrics {
 
     /// Register every metric into `registry`.
     pub fn register(&self, registry: &mut Registry) {
+        self.workqueues.register(registry);
         registry.register(
             "cloud_controller_reconcile",
             "Reconciliations run, by controller",
@@ -120,6 +123,11 @@ impl Metrics {
             "Nodes whose instance the cloud reports gone but which are kept because too many are reported gone at once",
             self.held_deletions.clone(),
         );
+    }
+
+    /// The client-go work-queue series of the controllers' queues.
+    pub fn workqueues(&self) -> &crate::workqueue::WorkQueueMetrics {
+        &self.workqueues
     }
 
     /// Start timing one reconciliation of `controller`; counted and observed when dropped.

@@ -2,12 +2,22 @@
 //! a key is queued at most once, never processed by two workers at a time (a key added while
 //! it is processed is queued again when [`WorkQueue::done`] is called), may be added after a
 //! delay, and has a per-key failure count that drives exponential backoff.
+//!
+//! A queue given [`WorkQueueMetrics`] and a name ([`WorkQueue::with_metrics`]) exports
+//! client-go's work-queue series under their upstream names, labelled `name`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -80,6 +90,181 @@ impl Bucket {
     }
 }
 
+/// Label set `{name}` of the work-queue series (the queue's name).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+}
+
+fn queue_histogram() -> Histogram {
+    // client-go's buckets: 10 ns … 10 s, factor 10.
+    Histogram::new(exponential_buckets(1e-8, 10.0, 10))
+}
+
+/// Start times of the work in progress, per queue name; read at scrape time for
+/// `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`.
+type Running = Arc<Mutex<BTreeMap<QueueLabels, Vec<Instant>>>>;
+
+/// client-go's work-queue metrics (`k8s.io/component-base/metrics/prometheus/workqueue`), shared
+/// by every queue of one registry and labelled by queue name. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct WorkQueueMetrics {
+    depth: Family<QueueLabels, Gauge>,
+    adds: Family<QueueLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
+    queue_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    work_duration: Family<QueueLabels, Histogram, fn() -> Histogram>,
+    running: Running,
+}
+
+impl Default for WorkQueueMetrics {
+    fn default() -> Self {
+        Self {
+            depth: Family::default(),
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(queue_histogram),
+            work_duration: Family::new_with_constructor(queue_histogram),
+            running: Running::default(),
+        }
+    }
+}
+
+impl WorkQueueMetrics {
+    /// Register `workqueue_depth`, `workqueue_adds_total`, `workqueue_retries_total`,
+    /// `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds`,
+    /// `workqueue_unfinished_work_seconds` and `workqueue_longest_running_processor_seconds`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            self.depth.clone(),
+        );
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            self.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            self.retries.clone(),
+        );
+        registry.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            self.queue_duration.clone(),
+        );
+        registry.register(
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes.",
+            self.work_duration.clone(),
+        );
+        registry.register_collector(Box::new(RunningCollector(self.running.clone())));
+    }
+
+    fn instruments(&self, name: &str) -> Instruments {
+        let labels = QueueLabels {
+            name: name.to_owned(),
+        };
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(labels.clone())
+            .or_default();
+        Instruments {
+            depth: self.depth.get_or_create(&labels).clone(),
+            adds: self.adds.get_or_create(&labels).clone(),
+            retries: self.retries.get_or_create(&labels).clone(),
+            queue_duration: self.queue_duration.get_or_create(&labels).clone(),
+            work_duration: self.work_duration.get_or_create(&labels).clone(),
+            running: self.running.clone(),
+            labels,
+        }
+    }
+}
+
+/// Encodes the two gauges that depend on the time of the scrape.
+#[derive(Debug)]
+struct RunningCollector(Running);
+
+impl Collector for RunningCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let now = Instant::now();
+        let running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let series: Vec<(&QueueLabels, f64, f64)> = running
+            .iter()
+            .map(|(labels, starts)| {
+                let ages = starts.iter().map(|at| now.saturating_duration_since(*at));
+                let unfinished: f64 = ages.clone().map(|d| d.as_secs_f64()).sum();
+                let longest = ages.max().unwrap_or_default().as_secs_f64();
+                (labels, unfinished, longest)
+            })
+            .collect();
+        for (name, help, pick) in [
+            (
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has done that is in progress and hasn't been observed by \
+                 work_duration. Large values indicate stuck threads. One can deduce the number of \
+                 stuck threads by observing the rate at which this increases.",
+                1,
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running.",
+                2,
+            ),
+        ] {
+            let gauge = ConstGauge::new(0.0f64);
+            let mut family = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            for (labels, unfinished, longest) in &series {
+                let value = if pick == 1 { *unfinished } else { *longest };
+                ConstGauge::new(value).encode(family.encode_family(*labels)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One queue's handles on [`WorkQueueMetrics`].
+#[derive(Debug)]
+struct Instruments {
+    labels: QueueLabels,
+    depth: Gauge,
+    adds: Counter,
+    retries: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+    running: Running,
+}
+
+impl Instruments {
+    fn started(&self, at: Instant) {
+        if let Some(starts) = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&self.labels)
+        {
+            starts.push(at);
+        }
+    }
+
+    fn finished(&self, started: Instant, now: Instant) {
+        self.work_duration
+            .observe(now.saturating_duration_since(started).as_secs_f64());
+        if let Some(starts) = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(&self.labels)
+            && let Some(i) = starts.iter().position(|at| *at == started)
+        {
+            starts.swap_remove(i);
+        }
+    }
+}
+
 #[derive(Debug)]
 struct State<K> {
     queue: VecDeque<K>,
@@ -89,6 +274,9 @@ struct State<K> {
     failures: HashMap<K, u32>,
     bucket: Bucket,
     shut_down: bool,
+    /// With metrics: when each dirty key was added, and when each processed key was handed out.
+    added_at: HashMap<K, Instant>,
+    started_at: HashMap<K, Instant>,
 }
 
 /// The queue. Share it behind an `Arc`.
@@ -97,6 +285,7 @@ pub struct WorkQueue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
     backoff: Backoff,
+    instruments: Option<Instruments>,
 }
 
 impl<K: Clone + Eq + Hash> WorkQueue<K> {
@@ -111,21 +300,38 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 failures: HashMap::new(),
                 bucket: Bucket::new(Instant::now()),
                 shut_down: false,
+                added_at: HashMap::new(),
+                started_at: HashMap::new(),
             }),
             notify: Notify::new(),
             backoff,
+            instruments: None,
         }
+    }
+
+    /// Export this queue's client-go series into `metrics`, labelled `name="<name>"`.
+    pub fn with_metrics(mut self, name: &str, metrics: &WorkQueueMetrics) -> Self {
+        self.instruments = Some(metrics.instruments(name));
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn add_locked(state: &mut State<K>, key: K) -> bool {
+    fn add_locked(&self, state: &mut State<K>, key: K) -> bool {
         if state.shut_down || state.dirty.contains(&key) {
             return false;
         }
         state.dirty.insert(key.clone());
+        if let Some(m) = &self.instruments {
+            // As client-go: an add counts when the key becomes dirty, and the depth is the
+            // number of dirty keys (those being processed again included).
+            m.adds.inc();
+            m.depth
+                .set(i64::try_from(state.dirty.len()).unwrap_or(i64::MAX));
+            state.added_at.insert(key.clone(), Instant::now());
+        }
         if !state.processing.contains(&key) {
             state.queue.push_back(key);
             return true;
@@ -135,7 +341,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
 
     /// Queue `key` now.
     pub fn add(&self, key: K) {
-        let queued = Self::add_locked(&mut self.lock(), key);
+        let queued = self.add_locked(&mut self.lock(), key);
         if queued {
             self.notify.notify_one();
         }
@@ -182,6 +388,9 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     pub fn add_rate_limited_at_least(&self, key: K, at_least: Duration) -> Duration {
         let delay = {
             let mut state = self.lock();
+            if let Some(m) = &self.instruments {
+                m.retries.inc();
+            }
             let failures = state.failures.entry(key.clone()).or_insert(0);
             let per_item = self.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
@@ -222,11 +431,21 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                     .collect();
                 for key in due {
                     state.waiting.remove(&key);
-                    Self::add_locked(&mut state, key);
+                    self.add_locked(&mut state, key);
                 }
                 if let Some(key) = state.queue.pop_front() {
                     state.dirty.remove(&key);
                     state.processing.insert(key.clone());
+                    if let Some(m) = &self.instruments {
+                        m.depth
+                            .set(i64::try_from(state.dirty.len()).unwrap_or(i64::MAX));
+                        if let Some(added) = state.added_at.remove(&key) {
+                            m.queue_duration
+                                .observe(now.saturating_duration_since(added).as_secs_f64());
+                        }
+                        state.started_at.insert(key.clone(), now);
+                        m.started(now);
+                    }
                     return Some(key);
                 }
                 if state.shut_down {
@@ -251,6 +470,9 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let requeued = {
             let mut state = self.lock();
             state.processing.remove(key);
+            if let (Some(m), Some(started)) = (&self.instruments, state.started_at.remove(key)) {
+                m.finished(started, Instant::now());
+            }
             if state.dirty.contains(key) && !state.shut_down {
                 state.queue.push_back(key.clone());
                 true
@@ -415,5 +637,148 @@ mod tests {
         tokio::task::yield_now().await;
         q.shut_down();
         assert_eq!(waiter.await.unwrap(), None);
+    }
+
+    fn scrape(metrics: &WorkQueueMetrics) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();
+        text
+    }
+
+    /// The value of the series `line_start` (name and labels) in `text`.
+    fn value(text: &str, line_start: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_named_queue_exports_client_gos_series() {
+        let metrics = WorkQueueMetrics::default();
+        let q = WorkQueue::new(Backoff::default()).with_metrics("service", &metrics);
+        let other = WorkQueue::<&str>::new(Backoff::default()).with_metrics("route", &metrics);
+        other.add("routes");
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        let text = scrape(&metrics);
+        assert_eq!(
+            value(&text, "workqueue_adds_total{name=\"service\"}"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, "workqueue_depth{name=\"service\"}"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, "workqueue_depth{name=\"route\"}"),
+            Some(1.0),
+            "{text}"
+        );
+
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(q.get().await, Some("a"));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let text = scrape(&metrics);
+        assert_eq!(
+            value(&text, "workqueue_depth{name=\"service\"}"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_queue_duration_seconds_sum{name=\"service\"}"
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_longest_running_processor_seconds{name=\"service\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, "workqueue_unfinished_work_seconds{name=\"route\"}"),
+            Some(0.0),
+            "{text}"
+        );
+        // Added again while processed: one more add, processed again after done.
+        q.add("a");
+        q.done(&"a");
+        let text = scrape(&metrics);
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_work_duration_seconds_sum{name=\"service\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_work_duration_seconds_count{name=\"service\"}"
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
+            Some(0.0)
+        );
+        assert_eq!(
+            value(&text, "workqueue_adds_total{name=\"service\"}"),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value(&text, "workqueue_depth{name=\"service\"}"),
+            Some(2.0),
+            "{text}"
+        );
+
+        q.add_rate_limited("b");
+        q.add_rate_limited("c");
+        let text = scrape(&metrics);
+        assert_eq!(
+            value(&text, "workqueue_retries_total{name=\"service\"}"),
+            Some(2.0),
+            "{text}"
+        );
+        for (name, kind) in [
+            ("workqueue_depth", "gauge"),
+            ("workqueue_adds", "counter"),
+            ("workqueue_retries", "counter"),
+            ("workqueue_queue_duration_seconds", "histogram"),
+            ("workqueue_work_duration_seconds", "histogram"),
+            ("workqueue_unfinished_work_seconds", "gauge"),
+            ("workqueue_longest_running_processor_seconds", "gauge"),
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {name} {kind}\n")),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_queue_without_metrics_records_nothing() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add("a");
+        assert_eq!(q.get().await, Some("a"));
+        q.done(&"a");
+        let state = q.lock();
+        assert!(state.added_at.is_empty() && state.started_at.is_empty());
     }
 }

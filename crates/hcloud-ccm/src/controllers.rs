@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::{
-    CloudProvider, Heartbeat, NodeCache, NodeController, NodeControllerConfig,
+    CloudProvider, EventRecorder, Heartbeat, NodeCache, NodeController, NodeControllerConfig,
     NodeLifecycleController, NodeLifecycleControllerConfig, RouteController, RouteControllerConfig,
     RouteMetrics, ServiceController, ServiceControllerConfig, ServiceMetrics,
 };
@@ -21,6 +21,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Controller};
 use crate::http::Endpoints;
 use crate::kube_client::{ClientError, KubeClients};
+
+/// The name (user agent) of the client that writes the node controller's events.
+pub const NODE_EVENTS_CLIENT: &str = "node-controller-events";
 
 /// Everything a controller needs from the process.
 #[derive(Clone)]
@@ -193,12 +196,29 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                 controller,
                 message: err.to_string(),
             })?;
+        // The node controller's events go through a client (and token bucket) of their own,
+        // as upstream's event broadcaster has: a burst of joining Nodes is then paced by its
+        // two writes per Node, not by its `Synced` events as well.
+        let events = match controller {
+            Controller::CloudNode => Some(ctx.clients.client(NODE_EVENTS_CLIENT).map_err(
+                |err: ClientError| StartError::Controller {
+                    controller,
+                    message: err.to_string(),
+                },
+            )?),
+            _ => None,
+        };
         let started = match controller {
             Controller::CloudNode => instances.as_ref().map(|instances| {
-                let node = NodeController::new(
+                let recorder = EventRecorder::new(
+                    events.unwrap_or_else(|| client.clone()),
+                    cloud_provider::node::COMPONENT,
+                );
+                let node = NodeController::with_recorder(
                     client,
                     ctx.nodes.clone(),
                     instances.clone(),
+                    recorder,
                     ctx.metrics.clone(),
                     NodeControllerConfig {
                         workers: config.concurrent_node_syncs,

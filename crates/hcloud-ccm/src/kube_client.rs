@@ -1,18 +1,27 @@
 //! The Kubernetes client, configured like client-go's `BuildConfigFromFlags`: `--kubeconfig`
 //! when given, otherwise the in-cluster service account (falling back to `KUBECONFIG` /
 //! the default kubeconfig outside a cluster); `--master` overrides the server URL. Requests are
-//! limited by a client-side token bucket (`--kube-api-qps`, `--kube-api-burst`), as client-go's.
+//! limited by a client-side token bucket (`--kube-api-qps`, `--kube-api-burst`), as client-go's,
+//! and counted in client-go's `rest_client_requests_total` and
+//! `rest_client_request_duration_seconds` ([`RestClientMetrics`]).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::future::Future;
+
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::{Instant, Sleep};
 
 use crate::config::{KubeRateLimit, KubeSettings};
+use crate::http::MetricsRegistry;
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +113,7 @@ pub fn user_agent(name: &str) -> String {
 pub struct KubeClients {
     config: kube::Config,
     rate_limit: Option<KubeRateLimit>,
+    metrics: Option<RestClientMetrics>,
 }
 
 impl std::fmt::Debug for KubeClients {
@@ -121,7 +131,17 @@ impl KubeClients {
         Ok(Self {
             config: build_config(settings).await?,
             rate_limit: settings.rate_limit,
+            metrics: None,
         })
+    }
+
+    /// Count every request of the clients made from now on in `registry` (one set of series for
+    /// all clients, as client-go's).
+    pub fn with_metrics(mut self, registry: &MetricsRegistry) -> Self {
+        let metrics = RestClientMetrics::default();
+        registry.with(|r| metrics.register(r));
+        self.metrics = Some(metrics);
+        self
     }
 
     /// A new client named `name` with a full bucket of its own.
@@ -130,10 +150,164 @@ impl KubeClients {
         if let Ok(agent) = http::HeaderValue::from_str(&user_agent(name)) {
             config.headers.push((http::header::USER_AGENT, agent));
         }
+        let host = config
+            .cluster_url
+            .authority()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         let builder = ClientBuilder::try_from(config)?;
-        Ok(match self.rate_limit {
-            Some(limit) => builder.with_layer(&RateLimitLayer::new(limit)).build(),
-            None => builder.build(),
+        let metrics = self.metrics.as_ref().map(|m| m.layer(&host));
+        Ok(match (self.rate_limit, metrics) {
+            (Some(limit), Some(metrics)) => builder
+                .with_layer(&RateLimitLayer::new(limit))
+                .with_layer(&metrics)
+                .build(),
+            (Some(limit), None) => builder.with_layer(&RateLimitLayer::new(limit)).build(),
+            (None, Some(metrics)) => builder.with_layer(&metrics).build(),
+            (None, None) => builder.build(),
+        })
+    }
+}
+
+/// Label set `{code, host, method}` of `rest_client_requests_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    code: String,
+    host: String,
+    method: String,
+}
+
+/// Label set `{host, verb}` of `rest_client_request_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    host: String,
+    verb: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // client-go's buckets.
+    Histogram::new([
+        0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+    ])
+}
+
+/// client-go's REST client metrics (`k8s.io/component-base/metrics/prometheus/restclient`) for
+/// the Kubernetes clients: requests by status code (`<error>` when no response came), method and
+/// apiserver host, and their latency (from sending the request to the response's headers; a
+/// watch counts until its stream starts). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RestClientMetrics {
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for RestClientMetrics {
+    fn default() -> Self {
+        Self {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+impl RestClientMetrics {
+    /// Register `rest_client_requests_total` and `rest_client_request_duration_seconds`.
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            self.requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            self.latency.clone(),
+        );
+    }
+
+    /// A layer counting the requests of a client of the apiserver at `host`.
+    pub fn layer(&self, host: &str) -> RestClientMetricsLayer {
+        RestClientMetricsLayer {
+            metrics: self.clone(),
+            host: host.to_owned(),
+        }
+    }
+}
+
+/// Tower layer made by [`RestClientMetrics::layer`].
+#[derive(Clone, Debug)]
+pub struct RestClientMetricsLayer {
+    metrics: RestClientMetrics,
+    host: String,
+}
+
+impl<S> tower::Layer<S> for RestClientMetricsLayer {
+    type Service = RestClientMetered<S>;
+
+    fn layer(&self, inner: S) -> RestClientMetered<S> {
+        RestClientMetered {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service made by [`RestClientMetricsLayer`].
+#[derive(Clone)]
+pub struct RestClientMetered<S> {
+    inner: S,
+    layer: RestClientMetricsLayer,
+}
+
+impl<S> std::fmt::Debug for RestClientMetered<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestClientMetered")
+            .field("host", &self.layer.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for RestClientMetered<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let method = request.method().as_str().to_owned();
+        let layer = self.layer.clone();
+        let started = Instant::now();
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            let code = match &result {
+                Ok(response) => response.status().as_u16().to_string(),
+                Err(_) => "<error>".to_owned(),
+            };
+            let metrics = &layer.metrics;
+            metrics
+                .latency
+                .get_or_create(&LatencyLabels {
+                    host: layer.host.clone(),
+                    verb: method.clone(),
+                })
+                .observe(started.elapsed().as_secs_f64());
+            metrics
+                .requests
+                .get_or_create(&RequestLabels {
+                    code,
+                    host: layer.host,
+                    method,
+                })
+                .inc();
+            result
         })
     }
 }

@@ -13,4 +13,5 @@ pub mod logging;
 pub mod memory;
 pub mod metadata;
 pub mod plan;
+pub mod process_metrics;
 pub mod signals;

@@ -33,26 +33,34 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 eprintln!("{e}");
-                return ExitCode::from(2);
+                return ExitCode::from(plan::exit_status::INVALID_CONFIGURATION);
             }
         }
     } else {
         None
     };
+    // Invalid configuration exits 2, or plan's own status for it (its 2 means "changes").
+    let refused = |code: u8| {
+        ExitCode::from(if plan_options.is_some() {
+            plan::refused_status(code)
+        } else {
+            code
+        })
+    };
     let args = match Args::try_parse_command_line(argv) {
         Ok(args) => args,
-        Err(e) => return ExitCode::from(e.report()),
+        Err(e) => return refused(e.report()),
     };
     let config = match args.validate() {
         Ok(config) => config,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(2);
+            return refused(2);
         }
     };
     if let Err(e) = logging::init(&config.logging) {
         eprintln!("{e}");
-        return ExitCode::from(2);
+        return refused(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -86,11 +94,15 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     }
     let shutdown = signals::shutdown_on_signals().context("installing signal handlers")?;
     hcloud_ccm::memory::spawn_trim(shutdown.clone());
-    // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
-    // `ClientOrDie(name)`).
-    let clients = kube_client::KubeClients::new(&config.kube).await?;
-
     let endpoints = Endpoints::new(MetricsRegistry::new());
+    // One client per user of the API, each with its own `--kube-api-qps` bucket (client-go's
+    // `ClientOrDie(name)`), all counted in the rest_client_* series.
+    let clients = kube_client::KubeClients::new(&config.kube)
+        .await?
+        .with_metrics(&endpoints.metrics);
+    endpoints
+        .metrics
+        .with(hcloud_ccm::process_metrics::register);
     // Served from the start, so that probes see why a start takes long.
     let mut servers = Vec::new();
     if let Some(address) = &config.metrics_address {

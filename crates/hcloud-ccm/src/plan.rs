@@ -6,9 +6,10 @@
 //! and feeds the answers to the controllers' own decision functions. It never writes to
 //! Kubernetes or to the cloud, records no event and takes no lease.
 //!
-//! Output: a text plan (default) or JSON (`-o json`). Exit status: 0 on success, 1 on an error
-//! (including errors inside the plan, such as a Node whose server cannot be looked up), 2 for an
-//! invalid command line; with `--detailed-exitcode` 0 means "nothing to do" and 2 "changes".
+//! Output: a text plan (default) or JSON (`-o json`). Exit status ([`exit_status`]): 0 on
+//! success, 1 on an error (including errors inside the plan, such as a Node whose server cannot
+//! be looked up), 3 for an invalid command line or configuration; with `--detailed-exitcode` 0
+//! means "nothing to change" and 2 "changes". [`HELP`] is its section of `hcloud-ccm --help`.
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -26,6 +27,32 @@ use crate::{cloud, kube_client};
 
 /// The first argument that selects the plan command.
 pub const SUBCOMMAND: &str = "plan";
+
+/// The plan command's exit statuses: distinct, so that a script can tell a typo from changes.
+pub mod exit_status {
+    /// The plan was written (with `--detailed-exitcode`: and there is nothing to change).
+    pub const DONE: u8 = 0;
+    /// The plan could not be made, or some object's plan has an error.
+    pub const ERROR: u8 = 1;
+    /// With `--detailed-exitcode`: the plan has changes.
+    pub const CHANGES: u8 = 2;
+    /// The command line or the configuration is invalid (the controller manager's 2).
+    pub const INVALID_CONFIGURATION: u8 = 3;
+}
+
+/// The section of `hcloud-ccm --help` about the plan command.
+pub const HELP: &str = "\
+Plan: hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]
+  Shows what every controller would change now, with reads only: it lists the Nodes and Services \
+once and asks the Hetzner Cloud API read-only questions; it writes nothing to Kubernetes or to the \
+cloud, records no event and takes no lease. It takes the same flags and environment as the \
+controller manager (the options above), so run it with your CCM's arguments; deploy/plan-job.yaml runs \
+it in the cluster as a Job with a read-only ServiceAccount.
+  -o, --output <text|json>  the plan for people (text, the default) or as JSON
+      --detailed-exitcode   exit 2 when there are changes
+  Exit status: 0 the plan was written (with --detailed-exitcode: nothing to change), 2 changes \
+(with --detailed-exitcode only), 1 an error (the plan could not be made, or an object's plan has \
+an error), 3 an invalid command line or configuration, each problem named.";
 
 /// Output format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,12 +113,23 @@ impl PlanOptions {
     /// The exit status for a finished plan.
     pub fn exit_code(&self, plan: &ClusterPlan) -> u8 {
         if plan.error_count() > 0 {
-            1
+            exit_status::ERROR
         } else if self.detailed_exitcode && plan.change_count() > 0 {
-            2
+            exit_status::CHANGES
         } else {
-            0
+            exit_status::DONE
         }
+    }
+}
+
+/// The exit status for a command line or configuration refused with `code` (the controller
+/// manager's status): the plan command's own for "invalid", since its 2 means "changes"; 0 (for
+/// `--help`) and any other status stay.
+pub fn refused_status(code: u8) -> u8 {
+    if code == 2 {
+        exit_status::INVALID_CONFIGURATION
+    } else {
+        code
     }
 }
 
@@ -244,5 +282,15 @@ mod tests {
         assert_eq!(detailed.exit_code(&empty), 0);
         assert_eq!(detailed.exit_code(&changes), 2);
         assert_eq!(detailed.exit_code(&errors), 1);
+        assert_eq!(refused_status(2), exit_status::INVALID_CONFIGURATION);
+        assert_eq!(refused_status(0), 0, "--help");
+        let distinct: std::collections::BTreeSet<u8> = [
+            exit_status::DONE,
+            exit_status::ERROR,
+            exit_status::CHANGES,
+            exit_status::INVALID_CONFIGURATION,
+        ]
+        .into();
+        assert_eq!(distinct.len(), 4);
     }
 }

@@ -13,16 +13,15 @@ use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN};
+use ccm::{BIN, TOKEN, register_node};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde::Deserialize as _;
-use serde_json::json;
 
 const LEASE_SECONDS: u64 = 4;
 
@@ -124,26 +123,6 @@ async fn renew_time(leases: &Api<Lease>) -> Option<Timestamp> {
         .map(|t| t.0)
 }
 
-async fn register_node(nodes: &Api<Node>, name: &str) {
-    let node = kubelet_node(name);
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".into(),
-            address: name.into(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-}
-
 async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
     let node = nodes.get_opt(name).await.unwrap()?;
     if has_taint(&node, UNINITIALIZED_TAINT) {
@@ -218,7 +197,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     }
     assert_eq!(holder(&leases).await.as_deref(), Some(leader_a.as_str()));
 
-    register_node(&nodes, "failover-1").await;
+    register_node(&nodes, "failover-1", None).await;
     eventually(
         "failover-1 initialized by A",
         Duration::from_secs(20),
@@ -241,7 +220,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
         "took over {takeover:.1} s after the kill; lease duration is {LEASE_SECONDS} s"
     );
 
-    register_node(&nodes, "failover-2").await;
+    register_node(&nodes, "failover-2", None).await;
     eventually(
         "failover-2 initialized by B",
         Duration::from_secs(20),

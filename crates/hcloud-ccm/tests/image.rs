@@ -1,8 +1,10 @@
 //! The container image: `scripts/image.sh` builds it (one static release build, reused while
-//! the sources are unchanged), this test unpacks the OCI archive, checks its configuration
-//! (entrypoint, non-root user, labels, no shell, size) and runs the entrypoint chrooted into the
-//! unpacked filesystem as user 65532, configured the way a pod is (in-cluster ServiceAccount
-//! token bound to the shipped ClusterRole, the Deployment's args and env): it initializes a Node.
+//! the sources are unchanged), twice, and both builds have one digest; this test unpacks the OCI
+//! archive, checks its configuration (entrypoint, non-root user, OCI labels with the commit, no
+//! shell, size), the SBOM beside it and `--version` of the binary inside, and runs the
+//! entrypoint chrooted into the unpacked filesystem as user 65532, configured the way a pod is
+//! (in-cluster ServiceAccount token bound to the shipped ClusterRole, the Deployment's args and
+//! env): it initializes a Node.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -81,6 +83,32 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
     assert!(build.status.success(), "scripts/image.sh failed:\n{stderr}");
     eprintln!("scripts/image.sh took {:.0?}:\n{stderr}", started.elapsed());
     let archive = repo().join(String::from_utf8_lossy(&build.stdout).trim());
+    let digest_file = repo().join("target/image/hcloud-ccm.digest");
+    let digest = std::fs::read_to_string(&digest_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+
+    // Reproducible: a second build of the same commit has the same digest, byte for byte the
+    // same archive content.
+    let again = Command::new(repo().join("scripts/image.sh"))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "second scripts/image.sh failed:\n{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&digest_file).unwrap().trim(),
+        digest,
+        "two builds of one commit differ"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
@@ -95,6 +123,7 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
     assert!(status.success());
     let index: Value =
         serde_json::from_slice(&std::fs::read(layout.join("index.json")).unwrap()).unwrap();
+    assert_eq!(index["manifests"][0]["digest"], digest.as_str());
     let manifest = json_blob(&layout, index["manifests"][0]["digest"].as_str().unwrap());
     assert_eq!(
         index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"],
@@ -113,11 +142,47 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
             .as_str()
             .is_some_and(|s| !s.is_empty())
     );
+    // The revision is the commit (with "-dirty" for a work tree with changes).
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    let revision = c["Labels"]["org.opencontainers.image.revision"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(
-        c["Labels"]["org.opencontainers.image.revision"]
-            .as_str()
-            .is_some_and(|s| !s.is_empty())
+        revision == head || revision == format!("{head}-dirty"),
+        "{revision} vs {head}"
     );
+    assert_eq!(config["architecture"], "amd64");
+
+    // The SBOM beside the archive: CycloneDX, naming the crates compiled in.
+    let sbom: Value = serde_json::from_slice(
+        &std::fs::read(repo().join("target/image/hcloud-ccm.cdx.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sbom["bomFormat"], "CycloneDX");
+    let components: Vec<&str> = sbom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for name in [
+        "kube-client",
+        "k8s-openapi",
+        "tokio",
+        "rustls",
+        "cloud-provider",
+    ] {
+        assert!(
+            components.contains(&name),
+            "{name} not in the SBOM: {components:?}"
+        );
+    }
 
     // Unpack the layers: the image's whole filesystem.
     let rootfs = dir.path().join("rootfs");
@@ -135,6 +200,18 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
             .unwrap();
         assert!(status.success());
     }
+    // The binary names its version and the commit it was built from.
+    let version = Command::new(rootfs.join(&ENTRYPOINT[1..]))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!(
+            "hcloud-ccm {} (commit {revision})",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
     let mut files = Vec::new();
     files_under(&rootfs, &rootfs, &mut files);
     files.sort();

@@ -585,3 +585,90 @@ async fn a_locked_load_balancer_is_retried_with_growing_delays() {
         "no second load balancer: {counts:?}"
     );
 }
+
+/// The `MaxTargetsReached` Warnings on the Nodes, by Node name.
+async fn max_targets_warnings(admin: &kube::Client) -> BTreeSet<String> {
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("MaxTargetsReached"))
+        .filter_map(|e| e.involved_object.name)
+        .collect()
+}
+
+/// A load balancer at its type's target cap (lb11 lowered to 2 targets): the targets that fit
+/// are set, the Node left out gets `MaxTargetsReached`, and once the Service asks for a larger
+/// type the load balancer changes type and takes the Node it left out.
+#[tokio::test]
+async fn a_load_balancer_at_its_target_cap_keeps_what_fits_and_recovers_with_a_larger_type() {
+    let setup = Setup::start(3, &[]).await;
+    setup
+        .sim
+        .admin()
+        .set_limits(&hcloud_sim::LimitsSeed::default().max_targets("lb11", 2))
+        .await
+        .unwrap();
+    for i in 0..3 {
+        setup.add_node(i).await;
+    }
+    setup.add_service("web").await;
+    let lb = eventually(
+        "a load balancer with the two targets that fit",
+        Duration::from_secs(60),
+        || async {
+            let lbs = setup.load_balancers().await;
+            lbs.into_iter().find(|lb| target_servers(lb).len() == 2)
+        },
+    )
+    .await;
+    assert_eq!(lb["load_balancer_type"]["name"], "lb11");
+    let warned = eventually(
+        "MaxTargetsReached on the Node left out",
+        Duration::from_secs(30),
+        || async {
+            let warned = max_targets_warnings(&setup.admin).await;
+            (!warned.is_empty()).then_some(warned)
+        },
+    )
+    .await;
+    let all: BTreeSet<i64> = setup.servers.iter().copied().collect();
+    let left_out: Vec<usize> = (0..3)
+        .filter(|i| !target_servers(&lb).contains(&setup.servers[*i]))
+        .collect();
+    assert_eq!(left_out.len(), 1);
+    assert_eq!(
+        warned,
+        BTreeSet::from([format!("node-{}", left_out[0])]),
+        "{lb}"
+    );
+    eventually("the Service's address", Duration::from_secs(30), || async {
+        (setup.services_with_ingress().await == 1).then_some(())
+    })
+    .await;
+
+    setup
+        .services()
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "load-balancer.hetzner.cloud/type": "lb21"
+            }}})),
+        )
+        .await
+        .unwrap();
+    let lb = eventually(
+        "an lb21 with every Node",
+        Duration::from_secs(60),
+        || async {
+            let lbs = setup.load_balancers().await;
+            lbs.into_iter()
+                .find(|lb| lb["load_balancer_type"]["name"] == "lb21" && target_servers(lb) == all)
+        },
+    )
+    .await;
+    assert_eq!(setup.load_balancers().await.len(), 1, "{lb}");
+}

@@ -20,40 +20,12 @@ use std::time::Duration;
 use hcloud_sim::{
     HealthCheckSeed, LoadBalancerSeed, NetworkSeed, ServerSeed, ServiceSeed, SimConfig, Simulator,
 };
-use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ensure_namespace, kubelet_node, unique_name};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, kube_writes, service_account_kubeconfig};
-
-fn lb_service(name: &str, node_port: i32, annotations: &[(&str, &str)]) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (format!("load-balancer.hetzner.cloud/{k}"), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                node_port: Some(node_port),
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    }
-}
+use ccm::{BIN, TOKEN, cloud_writes, kube_writes, lb_service, service_account_kubeconfig};
 
 async fn set_status(nodes: &Api<Node>, name: &str, status: NodeStatus) {
     nodes
@@ -676,4 +648,88 @@ fn audit_writes(plane: &ControlPlane, account: &str) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The plan command's exit statuses are distinct: an invalid command line or configuration exits
+/// 3, never 2 (which means "changes" with `--detailed-exitcode`), and `--help` documents them in
+/// a section of its own.
+#[test]
+fn invalid_configuration_exits_3_and_help_has_a_plan_section() {
+    let plan = |args: &[&str], token: Option<&str>| {
+        let mut command = std::process::Command::new(BIN);
+        command.env_clear().arg("plan").args(args);
+        if let Some(token) = token {
+            command.env("HCLOUD_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    for (args, token, names) in [
+        (
+            &["-o", "yaml", "--detailed-exitcode"][..],
+            Some(TOKEN),
+            "--output",
+        ),
+        (
+            &["--detailed-exitcode", "--no-such-flag"],
+            Some(TOKEN),
+            "--no-such-flag",
+        ),
+        (
+            &["--detailed-exitcode", "--cloud-provider=hcloud"],
+            None,
+            "HCLOUD_TOKEN",
+        ),
+        (
+            &[
+                "--cloud-provider=hcloud",
+                "--route-reconciliation-period=soon",
+            ],
+            Some(TOKEN),
+            "--route-reconciliation-period",
+        ),
+    ] {
+        let out = plan(args, token);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(stderr.contains(names), "{args:?} names {names}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: no plan");
+    }
+    // The controller manager itself keeps the upstream status 2.
+    let out = std::process::Command::new(BIN)
+        .env_clear()
+        .arg("--no-such-flag")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+
+    for args in [&["--help"][..], &["plan", "--help"]] {
+        let out = std::process::Command::new(BIN)
+            .env_clear()
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("\nPlan: hcloud-ccm plan [-o text|json] [--detailed-exitcode]"),
+            "{args:?}: {help}"
+        );
+        for status in [
+            "0 the plan was written",
+            "2 changes",
+            "1 an error",
+            "3 an invalid",
+        ] {
+            assert!(help.contains(status), "{args:?}: {status} missing");
+        }
+    }
+    let short = std::process::Command::new(BIN)
+        .env_clear()
+        .arg("-h")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&short.stdout).contains("hcloud-ccm plan [-o text|json]"),
+        "-h shows the plan usage"
+    );
 }

@@ -19,6 +19,10 @@
 //! | tokenreviews create                       | /metrics for an authorized scraper        |
 //! | subjectaccessreviews create               | /metrics for an authorized scraper        |
 //!
+//! `deploy/plan-job.yaml`'s own ClusterRole for `hcloud-ccm plan` is read-only and minimal in the
+//! same way: only read verbs, the Job's args plan a cluster with that role alone and write
+//! nothing, and each rule removed makes the plan fail on the refused read.
+//!
 //! Kept without a scenario: `nodes get` re-reads a Node after a write conflict (not reproducible
 //! on demand) and `events patch` counts a repeated event on the first one (without it a new
 //! Event is created instead). Rules of the official ClusterRole that this CCM does not need:
@@ -524,4 +528,164 @@ async fn removing_any_rule_breaks_a_named_behaviour() {
     for run in runs {
         run.await.unwrap();
     }
+}
+
+fn plan_job() -> Vec<Value> {
+    chart::documents(&std::fs::read_to_string(repo().join("deploy/plan-job.yaml")).unwrap())
+}
+
+/// `deploy/plan-job.yaml` with its ClusterRole's `rules` replaced and its names suffixed, so that
+/// each variant gets an account of its own on one control plane.
+fn plan_rbac(suffix: &str, rules: &Value) -> (String, ClusterRole, ClusterRoleBinding) {
+    let docs = plan_job();
+    let account = format!("hcloud-ccm-plan-{suffix}");
+    let mut role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .unwrap()
+        .clone();
+    role["metadata"]["name"] = json!(account);
+    role["rules"] = rules.clone();
+    let mut binding = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRoleBinding")
+        .unwrap()
+        .clone();
+    binding["metadata"]["name"] = json!(account);
+    binding["roleRef"]["name"] = json!(account);
+    binding["subjects"][0]["name"] = json!(account);
+    (
+        account,
+        serde_json::from_value(role).unwrap(),
+        serde_json::from_value(binding).unwrap(),
+    )
+}
+
+/// `deploy/plan-job.yaml`'s ServiceAccount may only read: every verb of its ClusterRole is a
+/// read (so the apiserver refuses any write), the Job's own args plan a cluster with work to do
+/// using that role alone and write nothing (the audit log), and without any one rule the plan
+/// fails (exit 1) naming the refused read.
+#[tokio::test]
+async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let docs = plan_job();
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let rules = role["rules"].as_array().unwrap();
+    for rule in rules {
+        for verb in rule["verbs"].as_array().unwrap() {
+            assert!(
+                ["get", "list", "watch"].contains(&verb.as_str().unwrap()),
+                "the plan's role may {verb}: {rule}"
+            );
+        }
+    }
+    let job = docs.iter().find(|d| d["kind"] == "Job").unwrap();
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(args[0], "plan");
+    assert_eq!(
+        job["spec"]["template"]["spec"]["serviceAccountName"],
+        docs.iter().find(|d| d["kind"] == "ServiceAccount").unwrap()["metadata"]["name"]
+    );
+
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    sim.admin()
+        .create_server(ServerSeed::new(NODE))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    nodes
+        .create(&PostParams::default(), &kubelet_node(NODE))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let run = |suffix: &'static str, rules: Value| {
+        let (plane, admin, sim, dir, args) = (&plane, &admin, &sim, &dir, &args);
+        async move {
+            let (account, role, binding) = plan_rbac(suffix, &rules);
+            Api::<ClusterRole>::all(admin.clone())
+                .create(&PostParams::default(), &role)
+                .await
+                .unwrap();
+            Api::<ClusterRoleBinding>::all(admin.clone())
+                .create(&PostParams::default(), &binding)
+                .await
+                .unwrap();
+            let token = plane
+                .service_account_token("kube-system", &account)
+                .await
+                .unwrap();
+            let kubeconfig = dir.path().join(format!("{account}.kubeconfig"));
+            std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+            let output = tokio::process::Command::new(BIN)
+                .env_clear()
+                .env("HCLOUD_TOKEN", TOKEN)
+                .env("HCLOUD_ENDPOINT", sim.base_url())
+                .env("HCLOUD_METRICS_ENABLED", "false")
+                .args(args)
+                .args([
+                    "-o",
+                    "json",
+                    &format!("--kubeconfig={}", kubeconfig.display()),
+                ])
+                .output()
+                .await
+                .unwrap();
+            // The apiserver's audit log records writes (its policy); a plan makes none.
+            let writes = ccm::kube_writes(plane, &account, &[]);
+            (output, writes)
+        }
+    };
+
+    let (output, writes) = run("full", json!(rules)).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        plan["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["kind"] == "Node" && o["name"] == NODE),
+        "the uninitialised Node is in the plan: {plan}"
+    );
+    assert!(writes.is_empty(), "the plan wrote: {writes:?}");
+
+    for (i, rule) in rules.iter().enumerate() {
+        let without: Vec<Value> = rules
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, r)| r.clone())
+            .collect();
+        let resource = rule["resources"][0].as_str().unwrap().to_owned();
+        let suffix: &'static str = ["without-0", "without-1", "without-2", "without-3"][i];
+        let (output, writes) = run(suffix, json!(without)).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "without {resource}: {stderr}"
+        );
+        assert!(
+            stderr.to_lowercase().contains("forbidden"),
+            "without {resource}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&resource),
+            "without {resource}: the refused read is named: {stderr}"
+        );
+        assert!(writes.is_empty(), "without {resource}: {writes:?}");
+    }
+    drop(sim);
 }

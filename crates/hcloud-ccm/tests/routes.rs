@@ -9,10 +9,9 @@
 #[path = "support/ccm.rs"]
 mod ccm;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, metric, metrics, simulator_with_host_in_network};
+use ccm::{TOKEN, free_port, metric, metrics, simulator_with_host_in_network, spawn_ccm};
 use hcloud_sim::{ServerSeed, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
 use kube::api::{Api, ListParams, PostParams};
@@ -30,32 +29,26 @@ fn start_ccm(
     cluster_cidr: &str,
     metrics_port: u16,
 ) -> tokio::process::Child {
-    let kubeconfig = dir.join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK", "k8s")
-        .env("HCLOUD_METADATA_ENDPOINT", sim.metadata_url())
-        .env(
-            "HCLOUD_METRICS_ADDRESS",
-            format!("127.0.0.1:{metrics_port}"),
-        )
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
+    let metadata = sim.metadata_url();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let cluster_cidr = format!("--cluster-cidr={cluster_cidr}");
+    spawn_ccm(
+        plane,
+        sim,
+        dir,
+        &[
+            ("HCLOUD_NETWORK", "k8s"),
+            ("HCLOUD_METADATA_ENDPOINT", &metadata),
+            ("HCLOUD_METRICS_ENABLED", "true"),
+            ("HCLOUD_METRICS_ADDRESS", &metrics),
+            ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
+        ],
+        &[
             "--allocate-node-cidrs=true",
-            &format!("--cluster-cidr={cluster_cidr}"),
+            &cluster_cidr,
             "--route-reconciliation-period=1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+        ],
+    )
 }
 
 /// `route_controller_route_sync_total` of the binary, once its metrics endpoint answers.
@@ -139,6 +132,39 @@ async fn create_initialized_node(
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
+}
+
+/// Node `outsider` of server `outsider` (outside the network: its public IP is its
+/// ExternalIP) is in place with pod CIDR 10.244.9.0/24, and the CCM starts: the message of the
+/// first `FailedToCreateRoute` event on it once its network is unavailable, the CCM's metrics
+/// port and the CCM (killed when dropped).
+async fn outsider_reported(
+    plane: &ControlPlane,
+    sim: &Simulator,
+    outsider: &serde_json::Value,
+    dir: &tempfile::TempDir,
+) -> (String, u16, tokio::process::Child) {
+    let admin = plane.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let public_ip = outsider["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap_or("203.0.113.7");
+    create_initialized_node(
+        &nodes,
+        "outsider",
+        &format!("hcloud://{}", outsider["id"]),
+        "10.244.9.0/24",
+        &[("ExternalIP", public_ip), ("Hostname", "outsider")],
+    )
+    .await;
+    let metrics_port = free_port();
+    let ccm = start_ccm(plane, sim, dir.path(), "10.244.0.0/16", metrics_port);
+    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
+        failed_route_events(&admin, "outsider").await.pop()
+    })
+    .await;
+    wait_network_unavailable(&nodes, "outsider", "True").await;
+    (first.message.unwrap_or_default(), metrics_port, ccm)
 }
 
 /// The `FailedToCreateRoute` events on Node `name`.
@@ -285,33 +311,12 @@ async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
         .create_server(ServerSeed::new("outsider"))
         .await
         .unwrap();
-    let public_ip = outsider["public_net"]["ipv4"]["ip"]
-        .as_str()
-        .unwrap_or("203.0.113.7")
-        .to_owned();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    create_initialized_node(
-        &nodes,
-        "outsider",
-        &format!("hcloud://{}", outsider["id"]),
-        "10.244.9.0/24",
-        &[("ExternalIP", &public_ip), ("Hostname", "outsider")],
-    )
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let metrics_port = free_port();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
-
-    let first = eventually("a FailedToCreateRoute event", WAIT, || async {
-        failed_route_events(&admin, "outsider").await.pop()
-    })
-    .await;
-    let message = first.message.unwrap_or_default();
+    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
     assert!(
         message.contains("10.244.9.0/24") && message.contains("not attached"),
         "{message}"
     );
-    wait_network_unavailable(&nodes, "outsider", "True").await;
 
     // Twenty passes later: the creation was retried a few times, not every pass, and each
     // retry cost at most one server request.
@@ -329,4 +334,150 @@ async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
     let events = failed_route_events(&admin, "outsider").await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].count.unwrap_or(1), 1, "{events:?}");
+}
+
+/// Servers `name-0..count` attached to the network of `host`, each with an initialised Node
+/// (pod CIDR `10.244.<i>.0/24`, its private IP as InternalIP).
+async fn servers_with_nodes(
+    sim: &Simulator,
+    nodes: &Api<Node>,
+    network: i64,
+    name: &str,
+    count: usize,
+) {
+    for i in 0..count {
+        let node = format!("{name}-{i}");
+        let server = sim
+            .admin()
+            .create_server(ServerSeed::new(&node).network(network))
+            .await
+            .unwrap();
+        let ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+        create_initialized_node(
+            nodes,
+            &node,
+            &format!("hcloud://{}", server["id"]),
+            &format!("10.244.{i}.0/24"),
+            &[("InternalIP", &ip), ("Hostname", &node)],
+        )
+        .await;
+    }
+}
+
+/// The network's route limit (lowered to 3 here, 100 on Hetzner): the fourth Node's route is
+/// refused, reported once on its Node naming the limit, tried again with a growing delay (not
+/// every pass), and its network stays unavailable; the three routes that fit stay.
+#[tokio::test]
+async fn the_route_beyond_the_network_limit_is_reported_once_and_backs_off() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let (sim, host) = simulator_with_host_in_network("host-1").await;
+    let network = host["private_net"][0]["network"].as_i64().unwrap();
+    sim.admin()
+        .set_limits(&hcloud_sim::LimitsSeed::default().routes_per_network(3))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    servers_with_nodes(&sim, &nodes, network, "worker", 4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_port = free_port();
+    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
+
+    let refused = eventually("a FailedToCreateRoute event", WAIT, || async {
+        let mut all = Vec::new();
+        for i in 0..4 {
+            all.extend(failed_route_events(&admin, &format!("worker-{i}")).await);
+        }
+        all.pop()
+    })
+    .await;
+    let message = refused.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("network \"k8s\"")
+            && message.contains("is at its route limit")
+            && message.contains("at most 100 routes"),
+        "{message}"
+    );
+    let full = refused.involved_object.name.clone().unwrap();
+    let fitted: Vec<String> = (0..4)
+        .map(|i| format!("worker-{i}"))
+        .filter(|n| *n != full)
+        .collect();
+    for name in &fitted {
+        wait_network_unavailable(&nodes, name, "False").await;
+    }
+    wait_network_unavailable(&nodes, &full, "True").await;
+    let before = network_routes(&sim).await;
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    // Twenty 1-s passes later: the refused route was asked for a few times with a growing
+    // delay (after 1, 2, 4, 8, 16 s), not every pass; the routes that fit stayed.
+    sim.admin().reset_request_counts().await.unwrap();
+    wait_route_passes(metrics_port, 20).await;
+    let counts = sim.admin().request_counts().await.unwrap();
+    let posts = counts
+        .get("POST /networks/{id}/actions/add_route")
+        .copied()
+        .unwrap_or(0);
+    assert!((1..=5).contains(&posts), "{posts} add_route: {counts:?}");
+    let total: u64 = counts.values().sum();
+    assert!(total <= 2 * posts + 20, "{total} requests: {counts:?}");
+    assert_eq!(network_routes(&sim).await, before);
+    wait_network_unavailable(&nodes, &full, "True").await;
+    let events = failed_route_events(&admin, &full).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].count.unwrap_or(1), 1, "{events:?}");
+    for name in &fitted {
+        assert!(failed_route_events(&admin, name).await.is_empty());
+    }
+}
+
+/// A server that cannot join the network because the network is full (100 servers): its
+/// Node's route is reported once, saying so, and not tried on every pass.
+#[tokio::test]
+async fn a_server_outside_a_full_network_is_reported_as_unable_to_join() {
+    let plane = ControlPlane::start().await.unwrap();
+    let admin = plane.client().await.unwrap();
+    let (sim, host) = simulator_with_host_in_network("host-1").await;
+    let network = host["private_net"][0]["network"].as_i64().unwrap();
+    // The host and 99 more servers fill the network.
+    let seed = hcloud_sim::SeedFile {
+        servers: (1..100)
+            .map(|i| ServerSeed::new(format!("member-{i}")).network(network))
+            .collect(),
+        ..hcloud_sim::SeedFile::default()
+    };
+    sim.admin().seed(&seed).await.unwrap();
+    let outsider = sim
+        .admin()
+        .create_server(ServerSeed::new("outsider"))
+        .await
+        .unwrap();
+    // Attaching it is what the real cloud refuses.
+    let refused = reqwest::Client::new()
+        .post(format!(
+            "{}/servers/{}/actions/attach_to_network",
+            sim.base_url(),
+            outsider["id"]
+        ))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "network": network }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let dir = tempfile::tempdir().unwrap();
+    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
+    assert!(
+        message.contains("network is full") && message.contains("100 servers"),
+        "{message}"
+    );
+    sim.admin().reset_request_counts().await.unwrap();
+    wait_route_passes(metrics_port, 20).await;
+    let counts = sim.admin().request_counts().await.unwrap();
+    let total: u64 = counts.values().sum();
+    assert!(total <= 20, "{total} requests in 20 passes: {counts:?}");
+    assert!(network_routes(&sim).await.is_empty());
+    let events = failed_route_events(&admin, "outsider").await;
+    assert_eq!(events.len(), 1, "{events:?}");
 }

@@ -13,7 +13,12 @@
 //!   the gateway's server, so that the route controller can tell a route via another server
 //!   than the Node's from the Node's own.
 //! - [`Routes::create_route`] finds the gateway (see [`HcloudRoutes`]), deletes a route for the
-//!   same destination via another gateway first, adds the route and waits for the actions.
+//!   same destination via another gateway first, adds the route and waits for the actions. A
+//!   network at its route limit ([`NETWORK_ROUTE_LIMIT`]; the API answers
+//!   `resource_limit_exceeded`) refuses the route with an error that names the limit
+//!   ([`cloud_provider::Category::Rejected`]: tried again later, not within the pass), and a
+//!   server outside a full network ([`NETWORK_SERVER_LIMIT`] servers) is said to be unable to
+//!   join it.
 //!   IPv6 destinations ([`Routes::can_route`] says so up front) and Robot nodes are rejected
 //!   without a request. A destination outside
 //!   [`RoutesConfig::cluster_cidrs`] gets a `ClusterCIDRMisconfigured` Warning event on the
@@ -48,7 +53,7 @@ use cloud_provider::provider::Result;
 use cloud_provider::provider::RouteWrites;
 use cloud_provider::{Error, Route, Routes};
 use hcloud_api::models::{Action, Network, Server};
-use hcloud_api::{Client, models};
+use hcloud_api::{Client, ErrorCode, models};
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -78,6 +83,13 @@ const MIN_ACTION_RECHECK: Duration = Duration::from_millis(20);
 
 /// Reason of the Warning event for a route outside the cluster CIDR (official value).
 pub const CLUSTER_CIDR_MISCONFIGURED: &str = "ClusterCIDRMisconfigured";
+
+/// Routes a Hetzner network holds at most (networks FAQ); the API answers a route beyond it
+/// with `resource_limit_exceeded`.
+pub const NETWORK_ROUTE_LIMIT: usize = 100;
+
+/// Servers a Hetzner network takes at most (networks FAQ).
+pub const NETWORK_SERVER_LIMIT: usize = 100;
 
 /// Settings of [`HcloudRoutes`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -521,8 +533,10 @@ impl Core {
         };
         let Some(ip) = private_ip(&server, network_id) else {
             return Err(Error::other(format!(
-                "node {node:?}: server {:?} (ID {}) is not attached to {net}; attach it to route pod traffic to it",
-                server.name, server.id
+                "node {node:?}: server {:?} (ID {}) is not attached to {net}; {}",
+                server.name,
+                server.id,
+                self.attach_advice()
             )));
         };
         if !internal_ips.contains(&ip) {
@@ -537,6 +551,26 @@ impl Core {
             )));
         }
         Ok((ip, server))
+    }
+
+    /// Why a route to `node` was refused with `resource_limit_exceeded`: the network is at its
+    /// route limit. The same words every time, so that it is reported once.
+    fn route_limit_message(&self, destination: IpNet, node: &str) -> String {
+        format!(
+            "{} is at its route limit (a Hetzner network holds at most {NETWORK_ROUTE_LIMIT} routes): route {destination} for node {node:?} was not added; delete routes no Node needs, or run clusters of more Nodes without routes",
+            self.network_label()
+        )
+    }
+
+    /// What to do about a server outside the network: attach it, unless the copy of the
+    /// network shows it full ([`NETWORK_SERVER_LIMIT`]), when no server can join it.
+    fn attach_advice(&self) -> String {
+        match self.view().as_ref() {
+            Some((_, network)) if network.servers.len() >= NETWORK_SERVER_LIMIT => format!(
+                "it cannot join: the network is full, with the {NETWORK_SERVER_LIMIT} servers a Hetzner network takes at most; clusters of more Nodes run without routes in a network"
+            ),
+            _ => "attach it to route pod traffic to it".to_owned(),
+        }
     }
 
     /// `network "name" (ID n)` as last read, or `network n` before the first read.
@@ -831,6 +865,12 @@ impl Core {
                 } else {
                     Err(Error::api(what, hcloud_api::Error::Transport(err)))
                 };
+            }
+            Err(err) if err.code() == Some(&ErrorCode::ResourceLimitExceeded) => {
+                // The network is full: not retried within the pass; the route controller
+                // backs this creation off and reports it once.
+                let message = self.route_limit_message(destination_cidr, node);
+                return Err(Error::rejected_by(message, err));
             }
             Err(err) => {
                 // Rejected (e.g. the route exists since our copy was made): plan the next

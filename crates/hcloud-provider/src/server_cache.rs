@@ -18,7 +18,8 @@
 //! period, because server IDs only grow: a deletion lowers the running count or changes the
 //! set of servers not running, unless a server started or was created at the same time; a
 //! start shows in the set of servers not running, a creation in the newest ID (or in that set
-//! while the server is still starting). A change marks the full listing outdated, so that the
+//! while the server is still starting). A change marks the full listing outdated (unless the
+//! listing, made since the previous check, already shows what the check sees), so that the
 //! next existence check refreshes it: a deleted server's Node is confirmed gone, and a powered-off
 //! server's Node reported shut down, within about a status period plus the lifecycle
 //! controller's monitor period. A listing that started before the change does not clear that
@@ -347,6 +348,25 @@ impl Signature {
                 .map(|s| (s.id, s.status.clone()))
                 .collect(),
         }
+    }
+}
+
+impl Signature {
+    /// What the status check would see of a listing's servers.
+    fn of_listing(listing: &Listing) -> Self {
+        let running = listing
+            .by_id
+            .values()
+            .filter(|s| s.status == ServerStatus::Running);
+        Self::new(
+            running.clone().count() as u64,
+            running.map(|s| s.id).max(),
+            listing
+                .by_id
+                .values()
+                .filter(|s| s.status != ServerStatus::Running)
+                .map(AsRef::as_ref),
+        )
     }
 }
 
@@ -763,6 +783,27 @@ impl ServerCache {
         Ok(ServerSnapshot::of(&state, &listing))
     }
 
+    /// Whether the listing already shows the servers as the status check sees them (`seen`):
+    /// it started after the previous check (`checked_at`; any, for the first check), is
+    /// younger than a status period, and has the same running count, newest running server
+    /// and servers not running. The changes the check saw then came before the listing, so it
+    /// is not outdated: a burst of joining Nodes, whose servers were created before the
+    /// listing made for them, costs one listing, not a second one when the lifecycle
+    /// controller's first check of those NotReady Nodes comes. (A listing that changes
+    /// happened during may match by chance; what it then answers wrongly is a server that
+    /// exists, and a lookup missing from it asks again: it delays the lifecycle controller's
+    /// checks, which confirm a deletion with the API directly, by at most the status max age.)
+    fn listing_shows(&self, seen: Option<&Signature>, checked_at: Option<Instant>) -> bool {
+        let Some(seen) = seen else { return false };
+        let state = self.state();
+        let Some(listing) = state.listing.as_ref() else {
+            return false;
+        };
+        checked_at.is_none_or(|at| listing.at > at)
+            && listing.at.elapsed() < self.config.status_period
+            && Signature::of_listing(listing) == *seen
+    }
+
     /// Age of the current listing, if any (for tests and diagnostics).
     pub async fn listing_age(&self) -> Option<Duration> {
         self.state().listing.as_ref().map(|l| l.at.elapsed())
@@ -819,7 +860,7 @@ impl ServerCache {
             )
         });
         let changed = seen.is_none() || seen != status.seen;
-        if changed {
+        if changed && !self.listing_shows(seen.as_ref(), status.checked_at) {
             // The first check has nothing to compare with: what changed between the listing
             // and now is unknown, so the listing is outdated as well.
             tracing::debug!(

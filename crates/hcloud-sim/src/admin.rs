@@ -18,6 +18,7 @@ use crate::admin_client::CertificateIssuance;
 use crate::app::{App, lock};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::Fault;
+use crate::limits::LimitsSeed;
 use crate::model::TargetKind;
 use crate::ratelimit::RateLimitConfig;
 use crate::render;
@@ -59,6 +60,7 @@ pub fn admin_routes() -> Router<Arc<App>> {
                 .delete(clear_faults),
         )
         .route("/action_delay", get(get_action_delay).put(set_action_delay))
+        .route("/limits", get(get_limits).put(set_limits))
         .route("/rate_limit", put(set_rate_limit))
         .route(
             "/request_counts",
@@ -350,6 +352,21 @@ async fn set_action_delay(State(app): State<Arc<App>>, body: Bytes) -> Response 
         let b: DelayBody = parse(&body)?;
         app.world().action_delay = Duration::from_millis(b.ms);
         Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn get_limits(State(app): State<Arc<App>>) -> Response {
+    let limits = crate::limits::current(&app.world());
+    axum::Json(limits).into_response()
+}
+
+async fn set_limits(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: LimitsSeed = parse(&body)?;
+        let mut w = app.world();
+        crate::limits::apply(&mut w, &seed)?;
+        let limits = crate::limits::current(&w);
+        Ok((StatusCode::OK, axum::Json(limits)).into_response())
     })())
 }
 

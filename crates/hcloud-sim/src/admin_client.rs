@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::faults::Fault;
+use crate::limits::LimitsSeed;
 use crate::ratelimit::RateLimitConfig;
 use crate::seed::{
     CertificateSeed, LoadBalancerSeed, NetworkSeed, PrimaryIpSeed, SeedFile, ServerSeed,
@@ -258,6 +259,24 @@ impl AdminClient {
         )
         .await
         .map(|_| ())
+    }
+
+    /// Sets the limits `limits` names (the others stay); returns every limit now in force.
+    pub async fn set_limits(&self, limits: &LimitsSeed) -> Result<LimitsSeed, Error> {
+        let v = self
+            .send(self.http.put(format!("{}/limits", self.base)).json(limits))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v)?)
+    }
+
+    /// Every limit in force: per network, per server and each load balancer type's caps.
+    pub async fn limits(&self) -> Result<LimitsSeed, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/limits", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v)?)
     }
 
     /// Replaces the rate limit (and refills the bucket).

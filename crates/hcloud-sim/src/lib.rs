@@ -19,6 +19,7 @@ pub mod faults;
 pub mod input;
 pub mod ipalloc;
 pub mod label_selector;
+pub mod limits;
 pub mod metadata;
 pub mod model;
 pub mod pagination;
@@ -39,6 +40,7 @@ use tokio::task::JoinHandle;
 pub use admin_client::{AdminClient, CertificateIssuance, TargetRef, install_crypto_provider};
 pub use error::{ApiError, Error};
 pub use faults::Fault;
+pub use limits::{LbTypeLimitsSeed, LimitsSeed};
 pub use ratelimit::RateLimitConfig;
 pub use seed::{
     CertificateSeed, HealthCheckHttpSeed, HealthCheckSeed, HttpSeed, LbDnsPtrSeed, LbNetworkSeed,

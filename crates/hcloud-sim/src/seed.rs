@@ -11,6 +11,7 @@ use chrono::Utc;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{IdOrName, Input};
 use crate::label_selector::Selector;
+use crate::limits::LimitsSeed;
 use crate::model::{CertStatus, Certificate, LoadBalancer, Route, Service, Target, TargetKind};
 use crate::routes::certificates::{fake_pem, fingerprint};
 use crate::routes::lb_parts::{
@@ -646,10 +647,13 @@ impl LoadBalancerSeed {
     }
 }
 
-/// A seed file: networks, servers, Primary IPs, certificates, then load balancers.
+/// A seed file: limits, networks, servers, Primary IPs, certificates, then load balancers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SeedFile {
+    /// Limits to set before anything is created (unset ones stay Hetzner's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsSeed>,
     /// Networks.
     pub networks: Vec<NetworkSeed>,
     /// Servers.
@@ -1037,9 +1041,12 @@ pub fn apply_load_balancer(w: &mut World, seed: &LoadBalancerSeed) -> ApiResult<
     Ok(id)
 }
 
-/// Applies a whole seed file: networks, servers, Primary IPs, certificates, then load
+/// Applies a whole seed file: limits, networks, servers, Primary IPs, certificates, then load
 /// balancers (which may name all of those).
 pub fn apply(w: &mut World, seed: &SeedFile) -> ApiResult<()> {
+    if let Some(limits) = &seed.limits {
+        crate::limits::apply(w, limits).map_err(|e| prefix(e, "limits"))?;
+    }
     for n in &seed.networks {
         apply_network(w, n).map_err(|e| prefix(e, &format!("network {:?}", n.name)))?;
     }

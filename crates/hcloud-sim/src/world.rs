@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use crate::catalog::Catalog;
 use crate::error::{ApiError, ApiResult};
 use crate::input::IdOrName;
+use crate::limits::NetworkLimits;
 use crate::model::{
     Action, Assignee, Certificate, LoadBalancer, Network, PrimaryIp, Res, Server, TargetKind,
 };
@@ -110,6 +111,8 @@ pub struct World {
     pub health: HashMap<HealthKey, String>,
     /// Private IPs reserved by running actions: (network, ip).
     pub reserved_ips: HashSet<(i64, Ipv4Addr)>,
+    /// Network and server limits (load balancer type caps live in the catalog).
+    pub limits: NetworkLimits,
     next_server: i64,
     next_network: i64,
     next_lb: i64,
@@ -142,6 +145,7 @@ impl World {
             action_delay,
             health: HashMap::new(),
             reserved_ips: HashSet::new(),
+            limits: NetworkLimits::default(),
             next_server: 10_001,
             next_network: 2_001,
             next_lb: 3_001,
@@ -325,6 +329,26 @@ impl World {
     /// Number of running actions.
     pub fn running_actions(&self) -> usize {
         self.pending.len()
+    }
+
+    /// (server, network) of every `attach_to_network` of a server that still runs.
+    pub fn pending_attachments(&self) -> Vec<(i64, i64)> {
+        self.pending
+            .iter()
+            .filter_map(|p| self.actions.get(&p.action))
+            .filter(|a| a.command == "attach_to_network")
+            .filter_map(|a| {
+                let server = a.resources.iter().find_map(|r| match r {
+                    Res::Server(id) => Some(*id),
+                    _ => None,
+                })?;
+                let network = a.resources.iter().find_map(|r| match r {
+                    Res::Network(id) => Some(*id),
+                    _ => None,
+                })?;
+                Some((server, network))
+            })
+            .collect()
     }
 
     /// Every private IP in use (or reserved) in a network.

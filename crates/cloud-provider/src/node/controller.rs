@@ -215,7 +215,8 @@ impl NodeController {
         metrics: Metrics,
         config: NodeControllerConfig,
     ) -> Self {
-        let queue = Arc::new(WorkQueue::new(config.backoff));
+        let queue =
+            Arc::new(WorkQueue::new(config.backoff).with_metrics(CONTROLLER, metrics.workqueues()));
         Self {
             inner: Arc::new(Inner {
                 nodes: Api::all(client),

@@ -230,10 +230,13 @@ impl NodeLifecycleController {
         // A failed check is retried after one period (or the provider's longer retry-after),
         // as the periodic loop did; the queue's bucket still caps a mass failure.
         let period = crate::period(config.node_monitor_period);
-        let queue = Arc::new(WorkQueue::new(Backoff {
-            base: period,
-            max: period,
-        }));
+        let queue = Arc::new(
+            WorkQueue::new(Backoff {
+                base: period,
+                max: period,
+            })
+            .with_metrics(CONTROLLER, metrics.workqueues()),
+        );
         let brake = DeletionBrake::new(config.deletion_max_share, period);
         Self {
             inner: Arc::new(Inner {

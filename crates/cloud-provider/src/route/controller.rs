@@ -344,9 +344,12 @@ impl RouteController {
             cache,
             routes,
             recorder,
+            queue: Arc::new(
+                WorkQueue::new(pass_backoff(&config))
+                    .with_metrics(CONTROLLER, metrics.workqueues()),
+            ),
             metrics,
             route_metrics: RouteMetrics::new(),
-            queue: Arc::new(WorkQueue::new(pass_backoff(&config))),
             config,
             heartbeat: Heartbeat::new(CONTROLLER),
             failed: FailedCreations::default(),

@@ -216,9 +216,12 @@ impl ServiceController {
             nodes: self.nodes,
             lb: self.lb,
             recorder: self.recorder,
+            queue: Arc::new(
+                WorkQueue::new(self.config.backoff)
+                    .with_metrics(CONTROLLER, self.metrics.workqueues()),
+            ),
             metrics: self.metrics,
             service_metrics: self.service_metrics,
-            queue: Arc::new(WorkQueue::new(self.config.backoff)),
             config: self.config,
             pending: Mutex::default(),
             remembered: Mutex::default(),

@@ -95,14 +95,21 @@ RUST_LOG=info,hcloud_api=debug).
 Endpoints: /healthz, /readyz and /metrics on the secure port (HTTPS; /metrics needs a bearer token \
 the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRESS (plain HTTP).";
 
+/// `hcloud-ccm --version`: the crate version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HCLOUD_CCM_COMMIT"),
+    ")"
+);
+
 /// Every flag and environment variable the binary understands.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "hcloud-ccm",
-    version,
+    version = VERSION,
     about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
     long_about = LONG_ABOUT,
-    after_long_help = AFTER_LONG_HELP,
     max_term_width = 110,
     args_override_self = true
 )]
@@ -124,14 +131,15 @@ pub struct Args {
     #[arg(long, value_name = "NAME", default_value = "kubernetes", help_heading = KUBE)]
     pub cluster_name: String,
 
-    /// Requests per second to the Kubernetes API (client-side token bucket; a negative value
-    /// disables the limit, 0 means client-go's default of 5).
-    #[arg(long, value_name = "QPS", default_value = "20", help_heading = KUBE)]
+    /// Requests per second to the Kubernetes API, per client (client-side token bucket; a
+    /// negative value disables the limit, 0 means client-go's default of 5). Upstream's
+    /// default is 20; see docs/migration.md.
+    #[arg(long, value_name = "QPS", default_value = "200", help_heading = KUBE)]
     pub kube_api_qps: String,
 
-    /// Burst of requests to the Kubernetes API above --kube-api-qps (0 means client-go's
-    /// default of 10).
-    #[arg(long, value_name = "N", default_value = "30", help_heading = KUBE)]
+    /// Burst of requests to the Kubernetes API above --kube-api-qps, per client (0 means
+    /// client-go's default of 10). Upstream's default is 30; see docs/migration.md.
+    #[arg(long, value_name = "N", default_value = "400", help_heading = KUBE)]
     pub kube_api_burst: String,
 
     // ---- Controllers ----
@@ -765,6 +773,10 @@ impl Args {
             .fold(<Self as CommandFactory>::command(), |cmd, flag| {
                 cmd.arg(no_effect_arg(flag))
             })
+            .override_usage(
+                "hcloud-ccm [OPTIONS]\n       hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]",
+            )
+            .after_long_help(format!("{}\n\n{AFTER_LONG_HELP}", crate::plan::HELP))
     }
 
     /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised

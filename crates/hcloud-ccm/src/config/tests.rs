@@ -68,9 +68,11 @@ fn defaults_match_upstream() {
     assert_eq!(
         cfg.kube,
         KubeSettings {
+            // Not upstream's 20/30: a burst of 200 joining Nodes (two writes each) passes at
+            // once, and longer ones at one node worker's pace (docs/migration.md).
             rate_limit: Some(KubeRateLimit {
-                qps: 20.0,
-                burst: 30
+                qps: 200.0,
+                burst: 400
             }),
             ..KubeSettings::default()
         }
@@ -872,7 +874,7 @@ fn kube_api_rate_limit_follows_client_go() {
         limit(&["--kube-api-qps=0"]),
         Some(KubeRateLimit {
             qps: 5.0,
-            burst: 30
+            burst: 400
         })
     );
     assert_eq!(limit(&["--kube-api-qps=-1"]), None, "negative: unlimited");

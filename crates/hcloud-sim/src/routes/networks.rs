@@ -15,6 +15,7 @@ use crate::ipalloc::{
     RESERVED_GATEWAY, allocate_private_ip, assignable, first_free_subnet, is_rfc1918,
     network_gateway, overlaps,
 };
+use crate::limits;
 use crate::model::{Labels, Network, Res, Route, Subnet};
 use crate::render;
 use crate::world::World;
@@ -255,6 +256,7 @@ pub fn create_network(w: &mut World, spec: NetworkSpec) -> ApiResult<i64> {
         created: Utc::now(),
     };
     for (kind, range, zone, vswitch_id) in spec.subnets {
+        limits::check_subnets(w, net.subnets.len())?;
         let range = place_subnet(&net, range)?;
         net.subnets.push(Subnet {
             kind,
@@ -265,6 +267,7 @@ pub fn create_network(w: &mut World, spec: NetworkSpec) -> ApiResult<i64> {
     }
     for route in spec.routes {
         check_route(&net, &route)?;
+        limits::check_routes(w, net.routes.len())?;
         net.routes.push(route);
     }
     net.id = w.new_network_id();
@@ -395,6 +398,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             };
             if name == "add_route" {
                 check_route(&net, &route)?;
+                limits::check_routes(w, net.routes.len())?;
                 let a = w.start_action(
                     "add_route",
                     res,
@@ -438,6 +442,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             };
             w.ensure_unlocked(Res::Network(id))?;
             let range = place_subnet(&net, range)?;
+            limits::check_subnets(w, net.subnets.len())?;
             let subnet = Subnet {
                 kind,
                 ip_range: range,

@@ -15,6 +15,7 @@ use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{IdOrName, parse_body, parse_body_or_empty};
 use crate::ipalloc::{server_ipv4, server_ipv6_net};
+use crate::limits;
 use crate::model::{Assignee, Labels, PrimaryAddr, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
 use crate::render;
 use crate::world::World;
@@ -137,6 +138,9 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
         }
     }
     // Private IPs, one per network.
+    for (i, net) in nets.iter().enumerate() {
+        limits::check_attachment(w, None, i, *net)?;
+    }
     let mut private_net = Vec::new();
     for net in nets {
         let ip = pick_private_ip(w, net, location.network_zone, None, None)?;
@@ -466,6 +470,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     "server is already attached to the network",
                 ));
             }
+            limits::check_attachment(w, Some(id), 0, network)?;
             let zone = w
                 .catalog
                 .location_by_id(server.location)

@@ -8,6 +8,7 @@ mod admin;
 mod api_2026;
 mod binary;
 mod certificates;
+mod limits;
 mod load_balancers;
 mod metadata;
 mod networks;
