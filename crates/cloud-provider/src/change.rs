@@ -2,7 +2,7 @@
 //! halves of the one decision path use.
 //!
 //! Every controller reconciles as read → decide → apply. What decide returns is printed by
-//! `plan` ([`crate::dryrun`]) as [`Change`]s, and carried out by the controller as the
+//! `plan` ([`crate::plan`]) as [`Change`]s, and carried out by the controller as the
 //! [`Write`]s the same decision names: one Kubernetes patch may carry several changes (a
 //! Node's providerID, labels and taints), one cloud request carries one. A test compares the
 //! writes `plan` names with the writes a reconcile then makes.

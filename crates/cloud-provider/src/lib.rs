@@ -6,7 +6,7 @@
 //! [`events`] a core/v1 Event recorder, [`metrics`] the controllers' Prometheus metrics and
 //! [`runtime`] the one controller runtime (informer, work queue, worker pool with lendable
 //! slots, heartbeat) they all run on. Every controller reconciles as read → decide → apply;
-//! its decisions are [`change`]s, and [`dryrun`] is the `plan` pass: the same reads and
+//! its decisions are [`change`]s, and [`plan`] is the `plan` command's pass: the same reads and
 //! decisions for every object, printed instead of carried out. `docs/architecture.md` draws
 //! the whole.
 //!
@@ -53,12 +53,12 @@
 
 pub mod cache;
 pub mod change;
-pub mod dryrun;
 pub mod events;
 pub mod go;
 pub mod metrics;
 pub mod node;
 pub mod nodelifecycle;
+pub mod plan;
 pub mod provider;
 pub mod route;
 pub mod runtime;

@@ -393,7 +393,7 @@ pub trait LoadBalancer: Send + Sync {
 
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
-    /// Used by dry runs ([`crate::dryrun`]); it must never write to the cloud. Providers that
+    /// Used by `plan` ([`crate::plan`]); it must never write to the cloud. Providers that
     /// cannot tell answer [`Error::not_implemented`].
     async fn plan_load_balancer(
         &self,

@@ -3,7 +3,7 @@
 //! Wiring only: parse and validate the configuration (exit 2 listing every problem), set up
 //! logging, the crypto provider, the Kubernetes client, the endpoints and leader election; start
 //! the controllers once leading; exit 1 when leadership is lost, 0 after a graceful shutdown
-//! (controllers stopped first, then the lease released). `hcloud-ccm plan` runs the dry run of
+//! (controllers stopped first, then the lease released). `hcloud-ccm plan` runs the plan of
 //! [`hcloud_ccm::plan`] with the same configuration instead.
 
 use std::process::ExitCode;
@@ -23,7 +23,7 @@ const CONTROLLER_STOP_GRACE: Duration = Duration::from_secs(20);
 
 fn main() -> ExitCode {
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // `hcloud-ccm plan [-o json] [--detailed-exitcode] <the usual flags>`: a dry run.
+    // `hcloud-ccm plan [-o json] [--detailed-exitcode] <the usual flags>`: what the controllers would change, nothing written.
     let plan_options = if plan::requested(&argv) {
         argv.remove(1);
         match plan::PlanOptions::extract(argv) {

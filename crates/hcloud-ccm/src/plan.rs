@@ -2,7 +2,7 @@
 //!
 //! It takes the same flags and environment as the controller manager, reads the Nodes and
 //! Services once, connects to the Hetzner API like a normal start (token check, network lookup)
-//! and runs [`cloud_provider::dryrun::plan`], which asks the provider only read-only questions
+//! and runs [`cloud_provider::plan::run`], which asks the provider only read-only questions
 //! and feeds the answers to the controllers' own decision functions. It never writes to
 //! Kubernetes or to the cloud, records no event and takes no lease.
 //!
@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use cloud_provider::dryrun::{ClusterPlan, DryRunOptions};
+use cloud_provider::plan::{ClusterPlan, PlannedControllers};
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::Api;
 use kube::api::ListParams;
@@ -138,13 +138,13 @@ pub fn requested(args: &[OsString]) -> bool {
     args.get(1).is_some_and(|a| a == SUBCOMMAND)
 }
 
-/// Which controllers the configuration runs, as dry-run options.
-pub fn dry_run_options(
+/// Which controllers the configuration runs, and their settings.
+pub fn planned_controllers(
     config: &Config,
     provider: &dyn cloud_provider::CloudProvider,
-) -> DryRunOptions {
+) -> PlannedControllers {
     let routes = config.controller_wanted(Controller::NodeRoute) && provider.routes().is_some();
-    DryRunOptions {
+    PlannedControllers {
         cluster_name: config.cluster_name.clone(),
         node: config.controller_wanted(Controller::CloudNode),
         node_lifecycle: config.controller_wanted(Controller::CloudNodeLifecycle),
@@ -174,8 +174,8 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .into_iter()
         .map(std::sync::Arc::new)
         .collect();
-    let options = dry_run_options(config, provider.as_ref());
-    Ok(cloud_provider::dryrun::plan(provider.as_ref(), &nodes, &services, &options).await)
+    let options = planned_controllers(config, provider.as_ref());
+    Ok(cloud_provider::plan::run(provider.as_ref(), &nodes, &services, &options).await)
 }
 
 /// Run the plan command: compute, print to standard output, and choose the exit status.
@@ -203,7 +203,7 @@ pub async fn run(config: &Config, options: PlanOptions) -> anyhow::Result<ExitCo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cloud_provider::dryrun::{Change, ObjectPlan, Verb};
+    use cloud_provider::plan::{Change, ObjectPlan, Verb};
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()

@@ -4,7 +4,7 @@
 //! [`EVENT_COMPONENT`]; [`Events`] is its counterpart. It is created empty with the provider and
 //! shared (cheaply cloned) by every capability; [`crate::HcloudProvider`]'s
 //! `CloudProvider::initialize` sets the recorder once the Kubernetes client is known. Until then
-//! (and in commands that never initialize the provider, such as a dry run) an event is only
+//! (and in commands that never initialize the provider, such as `plan`) an event is only
 //! logged, never written.
 
 use std::sync::{Arc, OnceLock};

@@ -1464,7 +1464,7 @@ async fn a_plan_reports_without_writing_and_operations_are_counted() {
     let counts = env.counts().await;
     assert!(
         counts.keys().all(|k| k.starts_with("GET ")),
-        "a dry run only reads: {counts:?}"
+        "a plan only reads: {counts:?}"
     );
     assert!(env.all().await.is_empty());
 

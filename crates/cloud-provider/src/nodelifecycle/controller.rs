@@ -133,7 +133,7 @@ pub enum LifecycleDecision {
 
 /// Decide what to do with `node`, asking the cloud only what the decisions need (reads only).
 ///
-/// The controller executes the answer; a dry run (`plan`) prints it. Ready Nodes cost no cloud
+/// The controller executes the answer; `plan` prints it. Ready Nodes cost no cloud
 /// call; only `Ok(false)` from `instance_exists` leads to [`LifecycleDecision::DeleteNode`].
 pub async fn decide(
     node: &Node,

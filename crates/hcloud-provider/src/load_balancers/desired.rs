@@ -898,7 +898,7 @@ mod tests {
         Desired::new(svc, &ann(pairs), settings, network, nodes).unwrap()
     }
 
-    fn plan(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Desired {
+    fn desired_of(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Desired {
         plan_with(svc, pairs, &LoadBalancerSettings::default(), None, nodes)
     }
 
@@ -961,7 +961,7 @@ mod tests {
 
     #[test]
     fn the_official_status_codes_annotation_drives_http_health_checks() {
-        let p = plan(
+        let p = desired_of(
             &tcp80(),
             &[
                 (keys::HEALTH_CHECK_PROTOCOL, "http"),
@@ -976,7 +976,7 @@ mod tests {
     #[test]
     fn unset_settings_are_left_as_the_load_balancer_has_them() {
         let svc = tcp80();
-        let p = plan(&svc, &[], &[]);
+        let p = desired_of(&svc, &[], &[]);
         let mut lb = created(&p);
         // Someone tuned the load balancer by hand: nothing asks otherwise, so nothing changes.
         lb.name = "renamed-by-hand".into();
@@ -1004,7 +1004,7 @@ mod tests {
             lb_type: Some("lb21".into()),
             ..LoadBalancerSettings::default()
         };
-        let base = plan(&svc, &[], &[]);
+        let base = desired_of(&svc, &[], &[]);
         let lb = created(&base);
         let p = plan_with(
             &svc,
@@ -1032,7 +1032,7 @@ mod tests {
         let svc = service(&[(443, "TCP", Some(30443))]);
         let https = [(keys::PROTOCOL, "https"), (keys::HTTP_CERTIFICATES, "7")];
         // Nothing about health checks: TCP on the NodePort.
-        let p = plan(&svc, &https, &[]);
+        let p = desired_of(&svc, &https, &[]);
         assert_eq!(
             p.services[0].health_check.protocol,
             HealthCheckProtocol::Tcp
@@ -1040,7 +1040,7 @@ mod tests {
         // An annotation makes it follow the protocol ...
         let mut pairs = https.to_vec();
         pairs.push((keys::HEALTH_CHECK_INTERVAL, "5s"));
-        let p = plan(&svc, &pairs, &[]);
+        let p = desired_of(&svc, &pairs, &[]);
         assert_eq!(
             p.services[0].health_check.protocol,
             HealthCheckProtocol::Https
@@ -1154,7 +1154,7 @@ mod tests {
     #[test]
     fn networks_detach_others_and_reattach_for_a_new_private_ip() {
         let svc = tcp80();
-        let mut lb = created(&plan(&svc, &[], &[]));
+        let mut lb = created(&desired_of(&svc, &[], &[]));
         lb.private_net = vec![
             LoadBalancerPrivateNet {
                 network: 7,
@@ -1190,8 +1190,8 @@ mod tests {
         let nodes: Vec<_> = (1..=4)
             .map(|i| node(&format!("n{i}"), &format!("hcloud://{i}"), &[]))
             .collect();
-        let p = plan(&svc, &[], &nodes);
-        let mut lb = created(&plan(&svc, &[], &nodes[..1]));
+        let p = desired_of(&svc, &[], &nodes);
+        let mut lb = created(&desired_of(&svc, &[], &nodes[..1]));
         lb.load_balancer_type.max_targets = 3;
         lb.targets.push(LoadBalancerTarget {
             kind: TargetType::Ip,
@@ -1227,7 +1227,7 @@ mod tests {
             node("b", "aws:///i-1", &[]),
             node("c", "hrobot://5", &[]),
         ];
-        let p = plan(&svc, &[], &nodes);
+        let p = desired_of(&svc, &[], &nodes);
         let reasons: Vec<_> = p.notices.iter().filter_map(|n| n.reason).collect();
         assert_eq!(
             reasons,
@@ -1241,7 +1241,7 @@ mod tests {
             p.notices[1].message,
             "configured unsupported Hetzner Cloud load balancer protocol UDP for service with name web"
         );
-        let typed = plan(&svc, &[(keys::TYPE, "lb21")], &nodes);
+        let typed = desired_of(&svc, &[(keys::TYPE, "lb21")], &nodes);
         assert!(
             !typed
                 .notices
@@ -1253,7 +1253,7 @@ mod tests {
     #[test]
     fn managed_certificates_are_planned_with_the_official_default_name() {
         let svc = service(&[(443, "TCP", Some(30443))]);
-        let p = plan(
+        let p = desired_of(
             &svc,
             &[
                 (keys::PROTOCOL, "https"),
@@ -1319,7 +1319,7 @@ mod tests {
     fn a_freshly_created_lb_needs_nothing() {
         let svc = service(&[(80, "TCP", Some(30080)), (443, "TCP", Some(30443))]);
         let nodes = [node("a", "hcloud://1", &[]), node("b", "hcloud://2", &[])];
-        let p = plan(
+        let p = desired_of(
             &svc,
             &[
                 (keys::PROTOCOL, "http"),
@@ -1332,7 +1332,7 @@ mod tests {
 
     #[test]
     fn status_variants() {
-        let p = plan(&tcp80(), &[], &[]);
+        let p = desired_of(&tcp80(), &[], &[]);
         let mut lb = created(&p);
         lb.private_net.push(LoadBalancerPrivateNet {
             network: 7,

@@ -1,5 +1,5 @@
 //! [`Step`]s (one API change each) and [`Notice`]s (what is reported instead of done),
-//! both printable for logs and for a dry run.
+//! both printable for logs and for `plan`.
 
 use std::fmt;
 

@@ -1,6 +1,7 @@
-//! Dry runs: what the controllers would change right now, without changing anything.
+//! The pass of `hcloud-ccm plan`: what the controllers would change right now, without changing
+//! anything.
 //!
-//! [`plan`] takes one snapshot of the cluster (Nodes, Services) and asks the provider only
+//! [`run`] takes one snapshot of the cluster (Nodes, Services) and asks the provider only
 //! read-only questions (instance metadata, existence, shutdown state, the routes list and
 //! [`LoadBalancer::plan_load_balancer`]). It feeds the answers to the same decision functions the
 //! controllers run ([`crate::node::decisions`], [`crate::nodelifecycle::decide`],
@@ -165,7 +166,7 @@ impl ClusterPlan {
 
 /// Which controllers to plan, and their settings.
 #[derive(Clone, Debug)]
-pub struct DryRunOptions {
+pub struct PlannedControllers {
     /// `--cluster-name`.
     pub cluster_name: String,
     /// The cloud node controller runs (initialization, labels, addresses).
@@ -180,7 +181,7 @@ pub struct DryRunOptions {
     pub routes: Option<Vec<IpNet>>,
 }
 
-impl Default for DryRunOptions {
+impl Default for PlannedControllers {
     fn default() -> Self {
         Self {
             cluster_name: "kubernetes".to_owned(),
@@ -194,11 +195,11 @@ impl Default for DryRunOptions {
 }
 
 /// What the controllers would change for `nodes` and `services`, asking `provider` reads only.
-pub async fn plan(
+pub async fn run(
     provider: &dyn CloudProvider,
     nodes: &[Arc<Node>],
     services: &[Arc<Service>],
-    options: &DryRunOptions,
+    options: &PlannedControllers,
 ) -> ClusterPlan {
     let mut out = ClusterPlan::default();
     let mut nodes: Vec<Arc<Node>> = nodes.to_vec();
@@ -760,10 +761,10 @@ mod tests {
         }
     }
 
-    fn options() -> DryRunOptions {
-        DryRunOptions {
+    fn options() -> PlannedControllers {
+        PlannedControllers {
             routes: Some(vec!["10.244.0.0/16".parse().unwrap_or_default()]),
-            ..DryRunOptions::default()
+            ..PlannedControllers::default()
         }
     }
 
@@ -801,7 +802,7 @@ mod tests {
                 });
         }
         let provider = FakeProvider(fake.clone());
-        let plan = plan(
+        let plan = run(
             &provider,
             &[n1],
             &[lb_service(Some("192.0.2.1"), true)],
@@ -845,7 +846,7 @@ mod tests {
             node("gone", "Unknown", Vec::new(), Some("fake://gone")),
         ];
         let provider = FakeProvider(fake.clone());
-        let plan = plan(&provider, &nodes, &[lb_service(None, false)], &options()).await;
+        let plan = run(&provider, &nodes, &[lb_service(None, false)], &options()).await;
         let text = plan.render_text();
         let find = |kind: &str, name: &str| {
             plan.objects
@@ -929,7 +930,7 @@ mod tests {
             spec.type_ = Some("ClusterIP".to_owned());
         }
         let provider = FakeProvider(fake.clone());
-        let plan = plan(&provider, &nodes, &[Arc::new(cluster_ip)], &options()).await;
+        let plan = run(&provider, &nodes, &[Arc::new(cluster_ip)], &options()).await;
         assert_eq!(plan.error_count(), 1, "{}", plan.render_text());
         let web = &plan
             .objects
