@@ -172,14 +172,20 @@ impl Cluster {
             spec.pod_cidr = Some(pod_cidr.clone());
             spec.pod_cidrs = Some(vec![pod_cidr.clone()]);
         }
+        // The Hostname address comes with the registration, in one request, as a kubelet
+        // sends it: a status patch afterwards would replace the addresses the CCM may have
+        // written in between (a kubelet with an external cloud provider keeps those).
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            addresses: Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+                type_: "Hostname".to_owned(),
+                address: name.to_owned(),
+            }]),
+            ..Default::default()
+        });
         self.nodes().create(&PostParams::default(), &node).await?;
         self.log.log(format_args!(
             "Node {name} registered with pod CIDR {pod_cidr}"
         ));
-        let patch = json!({"status": {"addresses": [{"type": "Hostname", "address": name}]}});
-        self.nodes()
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
         self.report_ready(name).await
     }
 

@@ -364,6 +364,10 @@ impl Instances for HcloudInstances {
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
         self.operations.count(op::instances::INSTANCE_METADATA);
         let server = self.find(node).await?;
+        // A Node's server seen through the token (a Node initialised or refreshed): the
+        // project is the cluster's, also after a start-up check that found every cloud Node's
+        // server gone at that moment.
+        self.project_seen();
         Ok(Some(instance_metadata(&server, &self.config)))
     }
 }

@@ -522,7 +522,9 @@ impl Core {
         }
         let net = self.network_label();
         let Some(server) = server else {
-            return Err(Error::other(match &key {
+            // Rejected, not transient: the world outside the Node fixes it (a server created
+            // or attached later), so the route controller backs the creation off.
+            return Err(Error::rejected(match &key {
                 ServerKey::Id(id) => format!(
                     "node {node:?}: no Hetzner Cloud server has the ID {id} of its providerID"
                 ),
@@ -532,7 +534,7 @@ impl Core {
             }));
         };
         let Some(ip) = private_ip(&server, network_id) else {
-            return Err(Error::other(format!(
+            return Err(Error::rejected(format!(
                 "node {node:?}: server {:?} (ID {}) is not attached to {net}; {}",
                 server.name,
                 server.id,
@@ -545,7 +547,7 @@ impl Core {
             } else {
                 join(&internal_ips)
             };
-            return Err(Error::other(format!(
+            return Err(Error::rejected(format!(
                 "node {node:?}: the private IP {ip} of server {:?} (ID {}) in {net} is not one of the node's InternalIPs ({listed})",
                 server.name, server.id
             )));

@@ -1029,3 +1029,32 @@ async fn a_first_status_check_that_sees_what_the_listing_shows_keeps_it() {
     let counts = sim.admin().request_counts().await.unwrap();
     assert_eq!(counts.get("GET /servers"), Some(&2), "{counts:?}");
 }
+
+/// A start-up check that finds none of the cloud Nodes' servers (here: they were all deleted
+/// at that moment) holds deletions; a Node whose server the token then sees (one the CCM
+/// initialises) ends the mismatch, so Node deletions and load balancer creations resume.
+#[tokio::test]
+async fn a_mismatch_ends_when_a_nodes_server_is_seen() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let provider = provider(&sim, settings()).await;
+    let instances = provider.hcloud_instances();
+    // A server of the project that no Node names yet.
+    seed(&sim, ServerSeed::new("joined")).await;
+    let gone = node("gone", Some("hcloud://999999"));
+    let check = instances.check_project(&[gone]).await.unwrap();
+    assert!(
+        matches!(check, hcloud_provider::ProjectCheck::Mismatch { nodes: 1 }),
+        "{check:?}"
+    );
+    assert!(instances.project().holds_deletions());
+
+    // Its Node registers; initialising it finds the server through the token.
+    let metadata = provider
+        .instances()
+        .unwrap()
+        .instance_metadata(&node("joined", None))
+        .await
+        .unwrap();
+    assert!(metadata.is_some());
+    assert!(!instances.project().holds_deletions());
+}

@@ -72,12 +72,16 @@ impl FailedCreations {
     }
 
     /// Record that `creation` failed at `now` with `message`; the next attempt waits for
-    /// `backoff`. Returns whether `message` is to be reported: it differs from the last one
-    /// reported for this (Node, CIDR).
+    /// `backoff`, growing with each failure in a row, unless the failure was `transient` (the
+    /// network, a 5xx, a rate limit: nothing about this route): then the next attempt comes
+    /// after the first delay, and the row of failures does not grow, so that a route that
+    /// met an outage is in place soon after it. Returns whether `message` is to be reported:
+    /// it differs from the last one reported for this (Node, CIDR).
     pub fn failed(
         &self,
         creation: &RouteCreation,
         message: &str,
+        transient: bool,
         backoff: &CreateBackoff,
         now: Instant,
     ) -> bool {
@@ -89,8 +93,12 @@ impl FailedCreations {
             reported: String::new(),
         });
         failure.asked = creation.clone();
-        failure.failures = failure.failures.saturating_add(1);
-        failure.retry_at = now + backoff.delay(failure.failures.saturating_sub(1));
+        failure.retry_at = if transient {
+            now + backoff.delay(0)
+        } else {
+            failure.failures = failure.failures.saturating_add(1);
+            now + backoff.delay(failure.failures.saturating_sub(1))
+        };
         let new_reason = failure.reported != message;
         if new_reason {
             message.clone_into(&mut failure.reported);
@@ -165,7 +173,7 @@ mod tests {
             let now = start + Duration::from_secs(10 * pass);
             if failed.due(&stuck, now) {
                 attempts += 1;
-                failed.failed(&stuck, "not attached", &BACKOFF, now);
+                failed.failed(&stuck, "not attached", false, &BACKOFF, now);
             }
         }
         // At 0, 10, 30, 70 and 150 s, then every 300 s from 310 s on (11 times).
@@ -173,17 +181,38 @@ mod tests {
     }
 
     #[test]
+    fn a_transient_failure_is_tried_again_after_the_first_delay_and_does_not_grow_the_row() {
+        let failed = FailedCreations::default();
+        let c = creation("node-1", "10.244.1.0/24", "10.0.0.2");
+        let t = Instant::now();
+        // Three outages in a row: each time the next attempt comes after the first delay.
+        for n in 0..3 {
+            let now = t + Duration::from_secs(10 * n);
+            failed.failed(&c, "503", true, &BACKOFF, now);
+            assert!(!failed.due(&c, now + Duration::from_secs(9)));
+            assert!(failed.due(&c, now + Duration::from_secs(10)));
+        }
+        // A lasting reason afterwards starts its row at the first delay too.
+        let now = t + Duration::from_secs(30);
+        failed.failed(&c, "not attached", false, &BACKOFF, now);
+        assert!(failed.due(&c, now + Duration::from_secs(10)));
+        failed.failed(&c, "not attached", false, &BACKOFF, now);
+        assert!(!failed.due(&c, now + Duration::from_secs(19)));
+        assert!(failed.due(&c, now + Duration::from_secs(20)));
+    }
+
+    #[test]
     fn each_reason_is_reported_once() {
         let failed = FailedCreations::default();
         let c = creation("a", "10.244.1.0/24", "10.0.0.1");
         let t = Instant::now();
-        assert!(failed.failed(&c, "not attached", &BACKOFF, t));
-        assert!(!failed.failed(&c, "not attached", &BACKOFF, t));
-        assert!(failed.failed(&c, "locked", &BACKOFF, t));
-        assert!(failed.failed(&c, "not attached", &BACKOFF, t));
+        assert!(failed.failed(&c, "not attached", false, &BACKOFF, t));
+        assert!(!failed.failed(&c, "not attached", false, &BACKOFF, t));
+        assert!(failed.failed(&c, "locked", false, &BACKOFF, t));
+        assert!(failed.failed(&c, "not attached", false, &BACKOFF, t));
         // After a success the same reason is news again.
         failed.succeeded(&c);
-        assert!(failed.failed(&c, "not attached", &BACKOFF, t));
+        assert!(failed.failed(&c, "not attached", false, &BACKOFF, t));
     }
 
     #[test]
@@ -191,8 +220,8 @@ mod tests {
         let failed = FailedCreations::default();
         let c = creation("a", "10.244.1.0/24", "10.0.0.1");
         let t = Instant::now();
-        failed.failed(&c, "x", &BACKOFF, t);
-        failed.failed(&c, "x", &BACKOFF, t);
+        failed.failed(&c, "x", false, &BACKOFF, t);
+        failed.failed(&c, "x", false, &BACKOFF, t);
         assert!(!failed.due(&c, t + Duration::from_secs(19)));
         assert!(failed.due(&c, t + Duration::from_secs(20)));
         assert_eq!(failed.next_retry(), Some(t + Duration::from_secs(20)));
@@ -205,7 +234,7 @@ mod tests {
             .target_node_addresses
             .push(addr("Hostname", "a"));
         assert!(failed.due(&added, t), "an added address is a change");
-        failed.failed(&added, "x", &BACKOFF, t);
+        failed.failed(&added, "x", false, &BACKOFF, t);
         let mut reordered = added.clone();
         reordered.route.target_node_addresses.reverse();
         assert!(!failed.due(&reordered, t), "the order of addresses is not");
@@ -214,7 +243,7 @@ mod tests {
         assert!(failed.due(&other_instance, t));
 
         // Its failure continues the count: the fourth delay.
-        failed.failed(&moved, "x", &BACKOFF, t);
+        failed.failed(&moved, "x", false, &BACKOFF, t);
         assert!(!failed.due(&moved, t + Duration::from_secs(79)));
         assert!(failed.due(&moved, t + Duration::from_secs(80)));
     }
@@ -225,8 +254,8 @@ mod tests {
         let a = creation("a", "10.244.1.0/24", "10.0.0.1");
         let b = creation("b", "10.244.2.0/24", "10.0.0.2");
         let t = Instant::now();
-        failed.failed(&a, "x", &BACKOFF, t);
-        failed.failed(&b, "x", &BACKOFF, t + Duration::from_secs(5));
+        failed.failed(&a, "x", false, &BACKOFF, t);
+        failed.failed(&b, "x", false, &BACKOFF, t + Duration::from_secs(5));
         failed.retain(std::slice::from_ref(&b));
         assert!(failed.due(&a, t));
         assert!(!failed.due(&b, t + Duration::from_secs(10)));

@@ -638,10 +638,16 @@ impl RouteController {
             error_chain(&err)
         );
         let backoff = self.config.create_backoff();
-        if self
-            .failed
-            .failed(creation, &message, &backoff, tokio::time::Instant::now())
-        {
+        // A transient failure (network, 5xx, rate limit) says nothing about this route: it is
+        // tried again on the next pass, without a growing delay.
+        let transient = matches!(err.category(), Category::Transient | Category::Conflict);
+        if self.failed.failed(
+            creation,
+            &message,
+            transient,
+            &backoff,
+            tokio::time::Instant::now(),
+        ) {
             let node = self.event_node(creation);
             self.recorder
                 .publish(
@@ -722,10 +728,18 @@ impl Reconciler for RouteController {
     async fn reconcile(&self, _key: &str) -> Result<(), provider::Error> {
         let summary = RouteController::reconcile(self).await?;
         tracing::debug!(?summary, "route pass done");
+        let now = tokio::time::Instant::now();
         let retry_in = self
             .failed
             .next_retry()
-            .map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+            .map(|at| at.saturating_duration_since(now));
+        // A deletion that failed is tried again on the next pass, one period on (`next_pass`
+        // never comes sooner): with the watch-based gate no Node change may come to start it.
+        let retry_in = if summary.delete_failures > 0 {
+            Some(Duration::ZERO)
+        } else {
+            retry_in
+        };
         self.queue
             .reschedule(PASS_KEY.to_owned(), next_pass(&self.config, retry_in));
         Ok(())

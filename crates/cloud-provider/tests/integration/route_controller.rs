@@ -113,8 +113,10 @@ impl Routes for FakeRoutes {
         let mut state = self.state();
         state.creates.push((name_hint.to_owned(), route.clone()));
         match state.failures.get_mut(&route.target_node) {
+            // As the real provider answers a route the world outside must fix (a server not
+            // attached, a full network): refused for now, backed off.
             Some(CreateFailure::Api(message)) => {
-                return Err(provider::Error::api_msg(message.clone()));
+                return Err(provider::Error::rejected(message.clone()));
             }
             Some(CreateFailure::RetryAlways) => {
                 return Err(provider::Error::retry(
