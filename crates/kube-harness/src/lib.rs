@@ -19,6 +19,20 @@
 //!
 //! Under `cargo nextest`, which runs each test in its own process, the shared plane degrades
 //! gracefully into one plane per test.
+//!
+//! # Counting starts
+//! When the environment variable `KUBE_HARNESS_START_LOG` ([`START_LOG_ENV`]) names a file,
+//! every kube-apiserver start (every attempt, also the retries after a port clash) appends one
+//! tab-separated line to it: the time (RFC 3339), the test binary without Cargo's hash suffix,
+//! and the starting thread, which `cargo test` names after the test (`kube-harness-shared` for
+//! the shared plane). For example, the starts per test binary of a whole run:
+//!
+//! ```sh
+//! KUBE_HARNESS_START_LOG=/tmp/starts.log cargo test
+//! cut -f2 /tmp/starts.log | sort | uniq -c
+//! ```
+//!
+//! A start fails when the line cannot be written, so the count is never silently short.
 
 mod binaries;
 mod control_plane;
@@ -27,7 +41,7 @@ mod pki;
 pub mod testing;
 
 pub use binaries::{KUBERNETES_VERSION, cache_root, etcd, kube_apiserver};
-pub use control_plane::{ControlPlane, ensure_namespace};
+pub use control_plane::{ControlPlane, START_LOG_ENV, ensure_namespace};
 pub use error::Error;
 pub use testing::{
     UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node, ready_condition, taints,
