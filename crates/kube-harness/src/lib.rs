@@ -13,9 +13,11 @@
 //!   CPU on a 2-core machine, so tests that only create, read and patch objects share it and
 //!   isolate themselves by name ([`unique_name`]) and, for namespaced objects, by a namespace
 //!   of their own.
-//! - [`ControlPlane::start`]: a private control plane for one test. Tests that run a controller
-//!   use it, because controllers watch *every* Node or Service and would otherwise act on
-//!   objects of concurrently running tests.
+//! - [`ControlPlane::start`]: a private control plane for one test, for tests whose subject
+//!   watches *every* Node or Service (the binary) and would otherwise act on objects of
+//!   concurrently running tests. Tests that run the framework's controllers share a plane
+//!   instead and narrow what the controllers watch to their own objects (`cloud-provider`'s
+//!   `WatchScope`: a label on the test's Nodes and Services, and a namespace of its own).
 //!
 //! Under `cargo nextest`, which runs each test in its own process, the shared plane degrades
 //! gracefully into one plane per test.
