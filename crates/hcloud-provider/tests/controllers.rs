@@ -620,7 +620,7 @@ async fn addresses_follow_the_address_family_and_the_network() {
         let mut setup = Setup::default();
         setup.settings.address_family = family;
         setup.settings.network = network_name.map(|n| NetworkRef::Name(n.to_owned()));
-        env.start_controllers(setup).await;
+        let running = env.start_controllers(setup).await;
         KubeletNode::new(server.name()).create(&env).await;
         let expected: Vec<(String, String)> = expected
             .into_iter()
@@ -636,8 +636,14 @@ async fn addresses_follow_the_address_family_and_the_network() {
             },
         )
         .await;
-        // Stable across periodic address refreshes.
-        tokio::time::sleep(STATUS_UPDATE_FREQUENCY * 2).await;
+        // Stable across periodic address refreshes: two more lookups of the Node, so the
+        // refresh pass that began after the check above has finished (passes run one after
+        // the other), writes included.
+        let refreshes = running.observed.calls(Call::Metadata, name).len();
+        eventually("two more address refreshes", WAIT, || async {
+            (running.observed.calls(Call::Metadata, name).len() >= refreshes + 2).then_some(())
+        })
+        .await;
         assert_eq!(
             addresses(&env.node(name).await.unwrap()),
             expected,
