@@ -53,15 +53,23 @@ struct LbState {
 /// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
 struct FakeLb {
     client: Client,
+    /// The test's namespace: the queries below name a Service of it.
+    namespace: String,
     state: Mutex<LbState>,
 }
 
 impl FakeLb {
-    fn new(client: Client) -> Arc<Self> {
+    fn new(env: &Env) -> Arc<Self> {
         Arc::new(Self {
-            client,
+            client: env.client.clone(),
+            namespace: env.namespace().to_owned(),
             state: Mutex::default(),
         })
+    }
+
+    /// The key of the test's Service `name`: `namespace/name`.
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, LbState> {
@@ -72,7 +80,8 @@ impl FakeLb {
         self.state().calls.clone()
     }
 
-    fn ensures(&self, key: &str) -> Vec<Vec<String>> {
+    fn ensures(&self, name: &str) -> Vec<Vec<String>> {
+        let key = self.key(name);
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -82,7 +91,8 @@ impl FakeLb {
             .collect()
     }
 
-    fn updates(&self, key: &str) -> Vec<Vec<String>> {
+    fn updates(&self, name: &str) -> Vec<Vec<String>> {
+        let key = self.key(name);
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -92,21 +102,20 @@ impl FakeLb {
             .collect()
     }
 
-    fn deletes(&self, key: &str) -> usize {
-        self.calls()
-            .iter()
-            .filter(|c| **c == LbCall::Delete(key.to_owned()))
-            .count()
+    fn deletes(&self, name: &str) -> usize {
+        let delete = LbCall::Delete(self.key(name));
+        self.calls().iter().filter(|c| **c == delete).count()
     }
 
-    fn calls_for(&self, key: &str) -> usize {
+    fn calls_for(&self, name: &str) -> usize {
+        let key = self.key(name);
         self.calls()
             .iter()
             .filter(|c| match c {
                 LbCall::Get(k)
                 | LbCall::Ensure(k, _)
                 | LbCall::Update(k, _)
-                | LbCall::Delete(k) => k == key,
+                | LbCall::Delete(k) => *k == key,
             })
             .count()
     }
@@ -222,11 +231,6 @@ impl LoadBalancer for FakeLb {
         state.existing.remove(&key(service));
         Ok(Outcome::Done(()))
     }
-}
-
-/// The fake's key of Service `name` of the test: `namespace/name`.
-fn lb_key(env: &Env, name: &str) -> String {
-    format!("{}/{name}", env.namespace())
 }
 
 /// Owned copies of Node names, as the fake records them.
@@ -371,7 +375,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
     env.wait_cached(&n1_node).await;
     create_service(&env, "web", "LoadBalancer").await;
     create_service(&env, "internal", "ClusterIP").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
 
     // Ensured with the one node; finalizer before the first cloud call; status from the cloud.
@@ -379,7 +383,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
     assert_eq!(ips, ["203.0.113.1"]);
     let web = get_service(&env, "web").await.unwrap();
     assert!(has_finalizer(&web));
-    assert_eq!(lb.ensures(&lb_key(&env, "web")), [vec![n1.to_owned()]]);
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
     assert_eq!(lb.state().finalizer_at_ensure, [true]);
     wait_reason(&env, "web", "EnsuredLoadBalancer").await;
     let reasons = service_event_reasons(client, env.namespace(), "web").await;
@@ -393,7 +397,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
     );
 
     // The ClusterIP Service is never touched.
-    assert_eq!(lb.calls_for(&lb_key(&env, "internal")), 0);
+    assert_eq!(lb.calls_for("internal"), 0);
     let internal = get_service(&env, "internal").await.unwrap();
     assert!(!has_finalizer(&internal));
     assert!(
@@ -415,18 +419,8 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
         (env.metrics.reconcile_count("service") > reconciled).then_some(())
     })
     .await;
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "probe")).len(),
-        1,
-        "{:?}",
-        lb.calls()
-    );
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web")).len(),
-        1,
-        "{:?}",
-        lb.calls()
-    );
+    assert_eq!(lb.ensures("probe").len(), 1, "{:?}", lb.calls());
+    assert_eq!(lb.ensures("web").len(), 1, "{:?}", lb.calls());
     // The probe goes again, so that `web` is the only load balancer in the cloud.
     Api::<Service>::namespaced(client.clone(), env.namespace())
         .delete("probe", &DeleteParams::default())
@@ -436,7 +430,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
         get_service(&env, "probe").await.is_none().then_some(())
     })
     .await;
-    assert_eq!(lb.deletes(&lb_key(&env, "probe")), 1);
+    assert_eq!(lb.deletes("probe"), 1);
 
     // An annotation change does.
     patch_service(
@@ -446,7 +440,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
     )
     .await;
     eventually("re-ensure after annotation change", WAIT, || async {
-        (lb.ensures(&lb_key(&env, "web")).len() == 2).then_some(())
+        (lb.ensures("web").len() == 2).then_some(())
     })
     .await;
     assert_eq!(ips, ingress_ips(&get_service(&env, "web").await.unwrap()));
@@ -460,7 +454,7 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
         get_service(&env, "web").await.is_none().then_some(())
     })
     .await;
-    assert_eq!(lb.deletes(&lb_key(&env, "web")), 1);
+    assert_eq!(lb.deletes("web"), 1);
     assert!(lb.state().existing.is_empty());
     wait_reason(&env, "web", "DeletedLoadBalancer").await;
     let reasons = service_event_reasons(client, env.namespace(), "web").await;
@@ -477,13 +471,13 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
     let client = &env.client;
     create_service(&env, "web", "LoadBalancer").await;
     create_service(&env, "legacy", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
     wait_ingress(&env, "web").await;
     wait_ingress(&env, "legacy").await;
     // No nodes at all: warned, but the cloud was still called.
     wait_reason(&env, "web", "UnAvailableLoadBalancer").await;
-    assert_eq!(lb.ensures(&lb_key(&env, "web")), [Vec::<String>::new()]);
+    assert_eq!(lb.ensures("web"), [Vec::<String>::new()]);
 
     // A finalizer of someone else survives the cleanup.
     Api::<Service>::namespaced(client.clone(), env.namespace())
@@ -520,8 +514,8 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         Some("ClusterIP"),
         "the controller never writes spec"
     );
-    assert_eq!(lb.deletes(&lb_key(&env, "web")), 1);
-    assert!(lb.calls().contains(&LbCall::Get(lb_key(&env, "web"))));
+    assert_eq!(lb.deletes("web"), 1);
+    assert!(lb.calls().contains(&LbCall::Get(lb.key("web"))));
     wait_reason(&env, "web", "DeletedLoadBalancer").await;
 
     // Someone strips the finalizer, then deletes the Service: the remembered version drives the
@@ -539,7 +533,7 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         .await
         .unwrap();
     eventually("legacy delete", WAIT, || async {
-        (lb.deletes(&lb_key(&env, "legacy")) == 1).then_some(())
+        (lb.deletes("legacy") == 1).then_some(())
     })
     .await;
     wait_reason(&env, "legacy", "DeletedLoadBalancer").await;
@@ -550,7 +544,7 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
 async fn provider_errors_are_reported_and_retried_until_success() {
     let env = Env::start().await;
     let client = &env.client;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         state
@@ -567,7 +561,7 @@ async fn provider_errors_are_reported_and_retried_until_success() {
 
     let ips = wait_ingress(&env, "web").await;
     assert_eq!(ips, ["203.0.113.1"]);
-    assert_eq!(lb.ensures(&lb_key(&env, "web")).len(), 3);
+    assert_eq!(lb.ensures("web").len(), 3);
     let events = object_events(client, env.namespace(), "Service", "web").await;
     let messages: Vec<String> = events
         .iter()
@@ -600,18 +594,16 @@ async fn node_changes_update_the_backend_set() {
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
     create_service(&env, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
     wait_ingress(&env, "web").await;
-    assert_eq!(lb.ensures(&lb_key(&env, "web")), [vec![n1.to_owned()]]);
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
-    let web = lb_key(&env, "web");
     let wait_update = |expected: Vec<String>| {
         let lb = lb.clone();
-        let web = web.clone();
         async move {
             eventually(&format!("update with {expected:?}"), WAIT, || async {
-                lb.updates(&web)
+                lb.updates("web")
                     .last()
                     .is_some_and(|last| *last == expected)
                     .then_some(())
@@ -650,12 +642,7 @@ async fn node_changes_update_the_backend_set() {
         (env.metrics.reconcile_count("service") > reconciled).then_some(())
     })
     .await;
-    assert_eq!(
-        lb.updates(&lb_key(&env, "web")).len(),
-        1,
-        "{:?}",
-        lb.calls()
-    );
+    assert_eq!(lb.updates("web").len(), 1, "{:?}", lb.calls());
 
     // The exclusion label removes a node.
     label_node(
@@ -675,7 +662,7 @@ async fn node_changes_update_the_backend_set() {
     wait_update(strings(&[n1, n3])).await;
     wait_reason(&env, "web", "UpdateLoadBalancerFailed").await;
     eventually("full ensure after failed update", WAIT, || async {
-        lb.ensures(&lb_key(&env, "web"))
+        lb.ensures("web")
             .last()
             .is_some_and(|last| *last == [n1, n3])
             .then_some(())
@@ -717,19 +704,15 @@ async fn a_label_change_updates_the_targets_of_a_provider_that_selects_by_label(
     let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     lb.state().by_label = true;
     start(&env, &lb);
     create_service(&env, "web", "LoadBalancer").await;
     wait_ingress(&env, "web").await;
-    assert!(
-        lb.updates(&lb_key(&env, "web")).is_empty(),
-        "{:?}",
-        lb.calls()
-    );
+    assert!(lb.updates("web").is_empty(), "{:?}", lb.calls());
     label_node(client, n1, "role", "edge").await;
     eventually("a target update after the label change", WAIT, || async {
-        (lb.updates(&lb_key(&env, "web")) == [vec![n1.to_owned()]]).then_some(())
+        (lb.updates("web") == [vec![n1.to_owned()]]).then_some(())
     })
     .await;
 }
@@ -739,19 +722,18 @@ async fn a_joining_node_announces_the_target_updates_of_every_load_balancer() {
     let env = Env::start().await;
     let n1 = &*env.name("n1");
     let n2 = &*env.name("n2");
-    let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
     create_service(&env, "web", "LoadBalancer").await;
     create_service(&env, "api", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
     wait_ingress(&env, "web").await;
     wait_ingress(&env, "api").await;
 
     node(&env, n2).await;
     eventually("both load balancers updated", WAIT, || async {
-        let both = [&lb_key(&env, "web"), &lb_key(&env, "api")]
+        let both = ["web", "api"]
             .iter()
             .all(|key| lb.updates(key).last().is_some_and(|n| *n == [n1, n2]));
         both.then_some(())
@@ -777,7 +759,7 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     let n1 = &*env.name("n1");
     let n2 = &*env.name("n2");
     let client = &env.client;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     lb.state().elsewhere = true;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
@@ -786,14 +768,14 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     create_service(&env, "web", "LoadBalancer").await;
 
     eventually("ensure called", WAIT, || async {
-        (lb.ensures(&lb_key(&env, "web")).len() == 1).then_some(())
+        (lb.ensures("web").len() == 1).then_some(())
     })
     .await;
     wait_reason(&env, "web", "EnsuringLoadBalancer").await;
     // Another node: UpdateLoadBalancer answers ImplementedElsewhere, which is success.
     node(&env, n2).await;
     eventually("update called", WAIT, || async {
-        (lb.updates(&lb_key(&env, "web")).len() == 1).then_some(())
+        (lb.updates("web").len() == 1).then_some(())
     })
     .await;
     // Progress before the checks: both reconciles (the ensure and the update) have finished,
@@ -824,22 +806,17 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     ] {
         assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
     }
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web")).len(),
-        1,
-        "no retry after success"
-    );
+    assert_eq!(lb.ensures("web").len(), 1, "no retry after success");
 }
 
 #[tokio::test]
 async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
     let env = Env::start().await;
     let n1 = &*env.name("n1");
-    let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
     create_service(&env, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start_with(
         &env,
         &lb,
@@ -849,23 +826,18 @@ async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
         },
     );
     wait_ingress(&env, "web").await;
-    assert_eq!(lb.ensures(&lb_key(&env, "web")), [vec![n1.to_owned()]]);
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
     // No Node changes: only the periodic pass can update the load balancer, each time with
     // the same Node.
     eventually("periodic backend updates", WAIT, || async {
-        (lb.updates(&lb_key(&env, "web")).len() >= 2).then_some(())
+        (lb.updates("web").len() >= 2).then_some(())
     })
     .await;
-    for nodes in lb.updates(&lb_key(&env, "web")) {
+    for nodes in lb.updates("web") {
         assert_eq!(nodes, [n1]);
     }
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web")).len(),
-        1,
-        "{:?}",
-        lb.calls()
-    );
+    assert_eq!(lb.ensures("web").len(), 1, "{:?}", lb.calls());
 }
 
 #[tokio::test]
@@ -876,7 +848,7 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
     let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     lb.state().ensure_errors.push_back(provider::Error::user(
         "InvalidConfiguration",
         "annotation load-balancer.hetzner.cloud/location: \"mars1\" is not a location",
@@ -890,20 +862,11 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
     wait_ingress(&env, "good").await;
     node(&env, n2).await;
     eventually("target update of the good service", WAIT, || async {
-        (!lb.updates(&lb_key(&env, "good")).is_empty()).then_some(())
+        (!lb.updates("good").is_empty()).then_some(())
     })
     .await;
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "bad")).len(),
-        1,
-        "{:?}",
-        lb.calls()
-    );
-    assert!(
-        lb.updates(&lb_key(&env, "bad")).is_empty(),
-        "{:?}",
-        lb.calls()
-    );
+    assert_eq!(lb.ensures("bad").len(), 1, "{:?}", lb.calls());
+    assert!(lb.updates("bad").is_empty(), "{:?}", lb.calls());
     let reasons = service_event_reasons(client, env.namespace(), "bad").await;
     assert_eq!(
         reasons
@@ -926,7 +889,7 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
     )
     .await;
     wait_ingress(&env, "bad").await;
-    assert_eq!(lb.ensures(&lb_key(&env, "bad")).len(), 2);
+    assert_eq!(lb.ensures("bad").len(), 2);
 }
 
 /// A refusal the world outside the Service can lift (a certificate uploaded later, say) is
@@ -939,7 +902,7 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
     let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         for _ in 0..3 {
@@ -954,12 +917,7 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
     start(&env, &lb);
     create_service(&env, "web", "LoadBalancer").await;
     wait_ingress(&env, "web").await;
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web")).len(),
-        5,
-        "{:?}",
-        lb.calls()
-    );
+    assert_eq!(lb.ensures("web").len(), 5, "{:?}", lb.calls());
     let failed: Vec<Event> = object_events(client, env.namespace(), "Service", "web")
         .await
         .into_iter()
@@ -988,10 +946,9 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
 async fn a_busy_load_balancer_is_retried_with_growing_delays() {
     let env = Env::start().await;
     let n1 = &*env.name("n1");
-    let client = &env.client;
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         for _ in 0..5 {
@@ -1007,7 +964,7 @@ async fn a_busy_load_balancer_is_retried_with_growing_delays() {
     create_service(&env, "web", "LoadBalancer").await;
     let ips = wait_ingress(&env, "web").await;
     assert!(!ips.is_empty());
-    assert_eq!(lb.ensures(&lb_key(&env, "web")).len(), 6);
+    assert_eq!(lb.ensures("web").len(), 6);
     // 200 + 400 + 800 + 1600 + 2000 (capped) ms of backoff at least.
     assert!(
         started.elapsed() >= Duration::from_millis(5000),
@@ -1032,13 +989,10 @@ async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
     env.wait_cached(&n1_node).await;
     env.wait_cached(&n2_node).await;
     create_service(&env, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
     wait_ingress(&env, "web").await;
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web")),
-        [vec![n1.to_owned(), n2.to_owned()]]
-    );
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned(), n2.to_owned()]]);
 
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
@@ -1052,7 +1006,7 @@ async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
         .await
         .unwrap();
     eventually("n2 left out", WAIT, || async {
-        (lb.updates(&lb_key(&env, "web")).last() == Some(&vec![n1.to_owned()])).then_some(())
+        (lb.updates("web").last() == Some(&vec![n1.to_owned()])).then_some(())
     })
     .await;
 }
@@ -1066,15 +1020,15 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
     let n1_node = node(&env, n1).await;
     env.wait_cached(&n1_node).await;
     create_service(&env, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
     wait_ingress(&env, "web").await;
-    assert_eq!(lb.ensures(&lb_key(&env, "web")), [vec![n1.to_owned()]]);
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
     // Deleted behind the controller's back: the next target update finds nothing.
     {
         let mut state = lb.state();
-        state.existing.remove(&lb_key(&env, "web"));
+        state.existing.remove(&lb.key("web"));
         state
             .update_errors
             .push_back(provider::Error::not_found_msg(
@@ -1083,17 +1037,11 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
     }
     node(&env, n2).await;
     eventually("ensured again with both nodes", WAIT, || async {
-        (lb.ensures(&lb_key(&env, "web")).len() == 2).then_some(())
+        (lb.ensures("web").len() == 2).then_some(())
     })
     .await;
-    assert_eq!(
-        lb.updates(&lb_key(&env, "web")),
-        [vec![n1.to_owned(), n2.to_owned()]]
-    );
-    assert_eq!(
-        lb.ensures(&lb_key(&env, "web"))[1],
-        [n1.to_owned(), n2.to_owned()]
-    );
+    assert_eq!(lb.updates("web"), [vec![n1.to_owned(), n2.to_owned()]]);
+    assert_eq!(lb.ensures("web")[1], [n1.to_owned(), n2.to_owned()]);
     let reasons = service_event_reasons(client, env.namespace(), "web").await;
     for absent in ["UpdateLoadBalancerFailed", "SyncLoadBalancerFailed"] {
         assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
