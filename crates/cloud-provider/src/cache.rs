@@ -4,6 +4,10 @@
 //! standby keeps its cache warm) and starts the controllers only once it holds the lease. The
 //! controllers read the [`NodeCache`] and subscribe to its change feed. Both are the generic
 //! [`Informer`] of the runtime, typed for Nodes.
+//!
+//! The cache holds every Node unless it is created with a [`WatchScope`] whose labels narrow
+//! it ([`NodeCache::new_scoped`]); the controllers read Nodes only through their cache, so a
+//! scoped cache scopes them all.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +18,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::informer::{Change, Informer, InformerDriver, WatchProgress};
+use crate::runtime::scope::WatchScope;
 
 pub use crate::runtime::informer::CHANGE_FEED_CAPACITY;
 
@@ -52,15 +57,35 @@ fn strip(node: &mut Node) {
 }
 
 impl NodeCache {
-    /// Create a cache and the reflector that fills it (not yet running).
+    /// Create a cache of every Node and the reflector that fills it (not yet running).
     pub fn new(client: Client) -> (NodeCache, NodeReflector) {
+        Self::new_scoped(client, &WatchScope::all())
+    }
+
+    /// Create a cache of the Nodes whose labels match `scope` (its namespace does not apply to
+    /// Nodes) and the reflector that fills it. A framework option for library users and
+    /// tests; the binary caches every Node ([`NodeCache::new`]). See [`WatchScope`] for what
+    /// the controllers reading this cache then leave alone.
+    pub fn new_scoped(client: Client, scope: &WatchScope) -> (NodeCache, NodeReflector) {
         let (informer, driver) = Informer::new(Api::all(client), "nodes", strip);
+        let driver = driver.with_scope(scope);
         (NodeCache { informer }, NodeReflector { driver })
     }
 
-    /// Create a cache and spawn its reflector on the current runtime until `shutdown`.
+    /// Create a cache of every Node and spawn its reflector on the current runtime until
+    /// `shutdown`.
     pub fn spawn(client: Client, shutdown: CancellationToken) -> NodeCache {
-        let (cache, reflector) = Self::new(client);
+        Self::spawn_scoped(client, shutdown, &WatchScope::all())
+    }
+
+    /// [`NodeCache::new_scoped`], with the reflector spawned on the current runtime until
+    /// `shutdown`.
+    pub fn spawn_scoped(
+        client: Client,
+        shutdown: CancellationToken,
+        scope: &WatchScope,
+    ) -> NodeCache {
+        let (cache, reflector) = Self::new_scoped(client, scope);
         tokio::spawn(reflector.run(shutdown));
         cache
     }

@@ -81,5 +81,5 @@ pub use provider::{
     Outcome, Route, Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
-pub use runtime::Heartbeat;
+pub use runtime::{Heartbeat, WatchScope};
 pub use service::{ServiceController, ServiceControllerConfig, ServiceMetrics};

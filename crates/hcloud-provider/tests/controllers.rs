@@ -1,6 +1,7 @@
 //! End to end: the cloud node and node-lifecycle controllers with the real Hetzner provider,
-//! a real kube-apiserver and the Hetzner simulator. Each test has its own control plane and
-//! simulator, because the controllers act on every Node they see.
+//! a real kube-apiserver and the Hetzner simulator. The tests share one control plane; each
+//! has its own simulator, and its controllers watch only its own Nodes (labelled and named with
+//! the test's id, see `support::Env`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -44,20 +45,21 @@ async fn assert_still_there(env: &Env, nodes: &[&Node], during: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tainted_node_is_initialized_from_the_server_with_its_name() {
     let mut env = Env::start().await;
+    let worker_1 = &*env.name("worker-1");
     let server = env
         .server(
-            ServerSeed::new("worker-1")
+            ServerSeed::new(worker_1)
                 .server_type("cpx22")
                 .location("nbg1"),
         )
         .await;
     env.start_controllers(Setup::default()).await;
-    let created = KubeletNode::new("worker-1")
+    let created = KubeletNode::new(worker_1)
         .taint("example.com/dedicated", "infra", "NoSchedule")
         .create(&env)
         .await;
 
-    let node = env.initialized("worker-1").await;
+    let node = env.initialized(worker_1).await;
     assert_eq!(provider_id(&node), Some(server.provider_id().as_str()));
     for (key, value) in [
         ("node.kubernetes.io/instance-type", "cpx22"),
@@ -74,15 +76,15 @@ async fn tainted_node_is_initialized_from_the_server_with_its_name() {
     assert!(!has_taint(&node, UNINITIALIZED));
     assert!(has_taint(&node, "example.com/dedicated"));
 
-    let expected = pairs(&[("Hostname", "worker-1"), ("ExternalIP", &server.ipv4())]);
+    let expected = pairs(&[("Hostname", worker_1), ("ExternalIP", &server.ipv4())]);
     eventually("cloud addresses", WAIT, || async {
-        let node = env.node("worker-1").await?;
+        let node = env.node(worker_1).await?;
         (addresses(&node) == expected).then_some(())
     })
     .await;
 
     let synced = eventually("a Synced event", WAIT, || async {
-        env.events_with_reason("worker-1", "Synced")
+        env.events_with_reason(worker_1, "Synced")
             .await
             .into_iter()
             .next()
@@ -94,7 +96,7 @@ async fn tainted_node_is_initialized_from_the_server_with_its_name() {
     assert_eq!(synced.involved_object.uid, created.metadata.uid);
     assert_eq!(component(&synced), Some("cloud-node-controller"));
     assert!(
-        env.events("worker-1")
+        env.events(worker_1)
             .await
             .iter()
             .all(|e| e.type_.as_deref() == Some("Normal")),
@@ -107,23 +109,26 @@ async fn tainted_node_is_initialized_from_the_server_with_its_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_with_provider_id_is_initialized_from_that_server() {
     let mut env = Env::start().await;
+    let cloud_name_7 = &*env.name("cloud-name-7");
+    let other_server = &*env.name("other-server");
+    let k8s_name_7 = &*env.name("k8s-name-7");
     // The Node's name matches no server, and another server exists besides the Node's.
     let server = env
         .server(
-            ServerSeed::new("cloud-name-7")
+            ServerSeed::new(cloud_name_7)
                 .server_type("cax11")
                 .location("hel1"),
         )
         .await;
-    env.server(ServerSeed::new("other-server").server_type("cx23"))
+    env.server(ServerSeed::new(other_server).server_type("cx23"))
         .await;
     env.start_controllers(Setup::default()).await;
-    KubeletNode::new("k8s-name-7")
+    KubeletNode::new(k8s_name_7)
         .provider_id(&server.provider_id())
         .create(&env)
         .await;
 
-    let node = env.initialized("k8s-name-7").await;
+    let node = env.initialized(k8s_name_7).await;
     assert_eq!(provider_id(&node), Some(server.provider_id().as_str()));
     assert_eq!(
         label(&node, "node.kubernetes.io/instance-type"),
@@ -135,9 +140,9 @@ async fn node_with_provider_id_is_initialized_from_that_server() {
         Some("hel1-dc2")
     );
     // The cloud reports the server name as Hostname, so the kubelet's is not kept.
-    let expected = pairs(&[("Hostname", "cloud-name-7"), ("ExternalIP", &server.ipv4())]);
+    let expected = pairs(&[("Hostname", cloud_name_7), ("ExternalIP", &server.ipv4())]);
     eventually("cloud addresses", WAIT, || async {
-        let node = env.node("k8s-name-7").await?;
+        let node = env.node(k8s_name_7).await?;
         (addresses(&node) == expected).then_some(())
     })
     .await;
@@ -148,18 +153,17 @@ async fn node_with_provider_id_is_initialized_from_that_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
     let mut env = Env::start().await;
-    env.server(ServerSeed::new("unrelated")).await;
+    let unrelated = &*env.name("unrelated");
+    let late_node = &*env.name("late-node");
+    env.server(ServerSeed::new(unrelated)).await;
     let running = env.start_controllers(Setup::default()).await;
     let observed = &running.observed;
     // Ready, so that the lifecycle controller leaves it alone: a NotReady Node whose server
     // does not exist is deleted (as upstream), which is test 4's subject.
-    KubeletNode::new("late-node")
-        .ready("True")
-        .create(&env)
-        .await;
+    KubeletNode::new(late_node).ready("True").create(&env).await;
 
     let warning = eventually("a Warning about the missing server", WAIT, || async {
-        env.events("late-node")
+        env.events(late_node)
             .await
             .into_iter()
             .find(|e| e.type_.as_deref() == Some("Warning"))
@@ -172,25 +176,21 @@ async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
 
     // Several retries later (the controller asked the cloud about this Node again), still
     // tainted and without providerID.
-    let lookups = observed.calls(Call::Metadata, "late-node").len();
+    let lookups = observed.calls(Call::Metadata, late_node).len();
     eventually("several more lookups of late-node", WAIT, || async {
-        (observed.calls(Call::Metadata, "late-node").len() >= lookups + 3).then_some(())
+        (observed.calls(Call::Metadata, late_node).len() >= lookups + 3).then_some(())
     })
     .await;
-    let node = env.node("late-node").await.unwrap();
+    let node = env.node(late_node).await.unwrap();
     assert!(has_taint(&node, UNINITIALIZED));
     assert_eq!(provider_id(&node), None);
-    assert!(
-        env.events_with_reason("late-node", "Synced")
-            .await
-            .is_empty()
-    );
+    assert!(env.events_with_reason(late_node, "Synced").await.is_empty());
 
-    let server = env.server(ServerSeed::new("late-node")).await;
-    let node = env.initialized("late-node").await;
+    let server = env.server(ServerSeed::new(late_node)).await;
+    let node = env.initialized(late_node).await;
     assert_eq!(provider_id(&node), Some(server.provider_id().as_str()));
     eventually("a Synced event after recovery", WAIT, || async {
-        let synced = env.events_with_reason("late-node", "Synced").await;
+        let synced = env.events_with_reason(late_node, "Synced").await;
         (!synced.is_empty()).then_some(())
     })
     .await;
@@ -201,8 +201,11 @@ async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     let mut env = Env::start().await;
+    let doomed_false = &*env.name("doomed-false");
+    let doomed_unknown = &*env.name("doomed-unknown");
+    let steady_ready = &*env.name("steady-ready");
     let mut servers = Vec::new();
-    for name in ["doomed-false", "doomed-unknown", "steady-ready"] {
+    for name in [doomed_false, doomed_unknown, steady_ready] {
         servers.push(env.server(ServerSeed::new(name)).await);
     }
     // The listing is short-lived so that a deleted server shows up as deleted quickly, and
@@ -221,11 +224,11 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     for server in &servers {
         nodes.push(env.initialized(server.name()).await);
     }
-    env.set_ready("doomed-false", "False").await;
-    env.set_ready("doomed-unknown", "Unknown").await;
+    env.set_ready(doomed_false, "False").await;
+    env.set_ready(doomed_unknown, "Unknown").await;
     // NotReady alone, with the server still there, deletes nothing: checked several times
     // (the existence checks are observed), never deleted.
-    for name in ["doomed-false", "doomed-unknown"] {
+    for name in [doomed_false, doomed_unknown] {
         let from = observed.calls(Call::Exists, name).len();
         eventually(
             &format!("several existence checks of {name}"),
@@ -244,9 +247,9 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     for server in &servers {
         env.sim.admin().delete_server(server.id()).await.unwrap();
     }
-    env.deleted("doomed-false").await;
-    env.deleted("doomed-unknown").await;
-    for (name, doomed) in [("doomed-false", &nodes[0]), ("doomed-unknown", &nodes[1])] {
+    env.deleted(doomed_false).await;
+    env.deleted(doomed_unknown).await;
+    for (name, doomed) in [(doomed_false, &nodes[0]), (doomed_unknown, &nodes[1])] {
         let deleting = env.wait_events(name, "DeletingNode").await;
         assert_eq!(deleting.len(), 1, "{deleting:?}");
         assert_eq!(deleting[0].type_.as_deref(), Some("Normal"));
@@ -265,7 +268,7 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
     .await;
     assert_still_there(&env, &[&nodes[2]], "while Ready").await;
     assert!(
-        env.events_with_reason("steady-ready", "DeletingNode")
+        env.events_with_reason(steady_ready, "DeletingNode")
             .await
             .is_empty()
     );
@@ -276,13 +279,14 @@ async fn node_of_a_deleted_server_is_deleted_only_when_not_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
     let mut env = Env::start().await;
-    let server = env.server(ServerSeed::new("sleepy")).await;
+    let sleepy = &*env.name("sleepy");
+    let server = env.server(ServerSeed::new(sleepy)).await;
     let running = env
         .start_controllers(Setup::default().max_age(Duration::from_secs(1)))
         .await;
     let observed = &running.observed;
-    KubeletNode::new("sleepy").ready("True").create(&env).await;
-    let created = env.initialized("sleepy").await;
+    KubeletNode::new(sleepy).ready("True").create(&env).await;
+    let created = env.initialized(sleepy).await;
 
     env.sim
         .admin()
@@ -296,11 +300,11 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
         (running.metrics.reconcile_count(LIFECYCLE) >= reconciled + 5).then_some(())
     })
     .await;
-    assert!(!has_taint(&env.node("sleepy").await.unwrap(), SHUTDOWN));
+    assert!(!has_taint(&env.node(sleepy).await.unwrap(), SHUTDOWN));
 
-    env.set_ready("sleepy", "False").await;
+    env.set_ready(sleepy, "False").await;
     let tainted = eventually("the shutdown taint", WAIT, || async {
-        env.node("sleepy").await.filter(|n| has_taint(n, SHUTDOWN))
+        env.node(sleepy).await.filter(|n| has_taint(n, SHUTDOWN))
     })
     .await;
     let taint = taints(&tainted)
@@ -318,9 +322,9 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
         .unwrap();
     // The controller saw the server running (a shutdown check answered "not shut down") and
     // checked once more after that, so it acted on that answer before the check below.
-    let from = observed.calls(Call::Shutdown, "sleepy").len();
+    let from = observed.calls(Call::Shutdown, sleepy).len();
     eventually("a check that saw the server running", WAIT, || async {
-        let answers: Vec<_> = observed.calls(Call::Shutdown, "sleepy")[from..]
+        let answers: Vec<_> = observed.calls(Call::Shutdown, sleepy)[from..]
             .iter()
             .map(|o| o.answer.clone())
             .collect();
@@ -329,13 +333,13 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
     })
     .await;
     assert!(
-        has_taint(&env.node("sleepy").await.unwrap(), SHUTDOWN),
+        has_taint(&env.node(sleepy).await.unwrap(), SHUTDOWN),
         "only Ready=True removes the shutdown taint"
     );
 
-    env.set_ready("sleepy", "True").await;
+    env.set_ready(sleepy, "True").await;
     eventually("the shutdown taint removed", WAIT, || async {
-        env.node("sleepy").await.filter(|n| !has_taint(n, SHUTDOWN))
+        env.node(sleepy).await.filter(|n| !has_taint(n, SHUTDOWN))
     })
     .await;
 }
@@ -346,11 +350,15 @@ async fn powered_off_server_taints_its_not_ready_node_until_ready_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloud_outage_deletes_no_node() {
     let mut env = Env::start().await;
+    let alive_1 = &*env.name("alive-1");
+    let alive_2 = &*env.name("alive-2");
+    let ghost = &*env.name("ghost");
+    let ghost_by_name = &*env.name("ghost-by-name");
     let alive = [
-        env.server(ServerSeed::new("alive-1")).await,
-        env.server(ServerSeed::new("alive-2")).await,
+        env.server(ServerSeed::new(alive_1)).await,
+        env.server(ServerSeed::new(alive_2)).await,
     ];
-    let deleted_server = env.server(ServerSeed::new("ghost")).await;
+    let deleted_server = env.server(ServerSeed::new(ghost)).await;
     env.sim
         .admin()
         .delete_server(deleted_server.id())
@@ -383,20 +391,20 @@ async fn cloud_outage_deletes_no_node() {
         )
         .await
         .unwrap();
-    env.set_ready("alive-1", "False").await;
-    env.set_ready("alive-2", "Unknown").await;
+    env.set_ready(alive_1, "False").await;
+    env.set_ready(alive_2, "Unknown").await;
     // Nodes whose servers do not exist: by providerID (server deleted) and by name.
     nodes.push(
-        KubeletNode::new("ghost")
+        KubeletNode::new(ghost)
             .provider_id(&deleted_server.provider_id())
             .untainted()
             .ready("False")
             .create(&env)
             .await,
     );
-    nodes.push(KubeletNode::new("ghost-by-name").create(&env).await);
+    nodes.push(KubeletNode::new(ghost_by_name).create(&env).await);
     let all: Vec<&Node> = nodes.iter().collect();
-    let names = ["alive-1", "alive-2", "ghost", "ghost-by-name"];
+    let names = [alive_1, alive_2, ghost, ghost_by_name];
     let checks = |name: &str| observed.calls(Call::Exists, name);
 
     // (phase, fault, duration in quarter seconds, failed checks expected per Node). Timeouts
@@ -447,7 +455,7 @@ async fn cloud_outage_deletes_no_node() {
             );
         }
     }
-    for name in ["ghost", "ghost-by-name"] {
+    for name in [ghost, ghost_by_name] {
         assert!(
             env.events_with_reason(name, "DeletingNode")
                 .await
@@ -464,11 +472,11 @@ async fn cloud_outage_deletes_no_node() {
     }
 
     admin.clear_faults().await.unwrap();
-    env.deleted("ghost").await;
+    env.deleted(ghost).await;
     // Without a providerID and with no server of its name or addresses, the Node may be no
     // cloud server at all: it is never deleted, and the Warning says why.
     eventually("the reason ghost-by-name is kept", WAIT, || async {
-        env.events_with_reason("ghost-by-name", "InstanceLookupFailed")
+        env.events_with_reason(ghost_by_name, "InstanceLookupFailed")
             .await
             .into_iter()
             .find(|e| {
@@ -497,7 +505,9 @@ async fn cloud_outage_deletes_no_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_of_a_server_newer_than_the_cache_is_not_deleted() {
     let mut env = Env::start().await;
-    env.server(ServerSeed::new("early")).await;
+    let early = &*env.name("early");
+    let fresh = &*env.name("fresh");
+    env.server(ServerSeed::new(early)).await;
     // Production cache settings.
     let setup = Setup {
         settings: ProviderSettings {
@@ -508,31 +518,31 @@ async fn node_of_a_server_newer_than_the_cache_is_not_deleted() {
         ..Setup::default()
     };
     let running = env.start_controllers(setup).await;
-    KubeletNode::new("early").ready("True").create(&env).await;
-    env.initialized("early").await;
+    KubeletNode::new(early).ready("True").create(&env).await;
+    env.initialized(early).await;
     let cache = running.provider.hcloud_instances().cache();
     assert!(cache.listing_age().await.is_some(), "the listing is filled");
 
-    let server = env.server(ServerSeed::new("fresh")).await;
-    let fresh = KubeletNode::new("fresh").ready("False").create(&env).await;
+    let server = env.server(ServerSeed::new(fresh)).await;
+    let fresh_node = KubeletNode::new(fresh).ready("False").create(&env).await;
     // The lifecycle controller checks the NotReady Node every period.
     eventually("three existence checks of the fresh node", WAIT, || async {
-        let checks = running.observed.calls(Call::Exists, "fresh");
+        let checks = running.observed.calls(Call::Exists, fresh);
         assert!(
             checks.iter().all(|c| c.answer == Ok(true)),
             "the server exists: {checks:?}"
         );
-        assert_still_there(&env, &[&fresh], "because its server exists").await;
+        assert_still_there(&env, &[&fresh_node], "because its server exists").await;
         (checks.len() >= 3).then_some(())
     })
     .await;
     assert!(
-        env.events_with_reason("fresh", "DeletingNode")
+        env.events_with_reason(fresh, "DeletingNode")
             .await
             .is_empty()
     );
     // And it gets initialized from its server.
-    let node = env.initialized("fresh").await;
+    let node = env.initialized(fresh).await;
     assert_eq!(provider_id(&node), Some(server.provider_id().as_str()));
 }
 
@@ -541,6 +551,10 @@ async fn node_of_a_server_newer_than_the_cache_is_not_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn addresses_follow_the_address_family_and_the_network() {
     let mut env = Env::start().await;
+    let addr_v4 = &*env.name("addr-v4");
+    let addr_v6 = &*env.name("addr-v6");
+    let addr_dual = &*env.name("addr-dual");
+    let addr_net = &*env.name("addr-net");
     let network = env
         .sim
         .admin()
@@ -556,10 +570,10 @@ async fn addresses_follow_the_address_family_and_the_network() {
         .await
         .unwrap();
     let server = |name: &str| ServerSeed::new(name).network(network).network(other);
-    let v4 = env.server(server("addr-v4")).await;
-    let v6 = env.server(server("addr-v6")).await;
-    let dual = env.server(server("addr-dual")).await;
-    let net = env.server(server("addr-net")).await;
+    let v4 = env.server(server(addr_v4)).await;
+    let v6 = env.server(server(addr_v6)).await;
+    let dual = env.server(server(addr_dual)).await;
+    let net = env.server(server(addr_net)).await;
 
     let cases = [
         (
@@ -606,7 +620,7 @@ async fn addresses_follow_the_address_family_and_the_network() {
         let mut setup = Setup::default();
         setup.settings.address_family = family;
         setup.settings.network = network_name.map(|n| NetworkRef::Name(n.to_owned()));
-        env.start_controllers(setup).await;
+        let running = env.start_controllers(setup).await;
         KubeletNode::new(server.name()).create(&env).await;
         let expected: Vec<(String, String)> = expected
             .into_iter()
@@ -622,8 +636,14 @@ async fn addresses_follow_the_address_family_and_the_network() {
             },
         )
         .await;
-        // Stable across periodic address refreshes.
-        tokio::time::sleep(STATUS_UPDATE_FREQUENCY * 2).await;
+        // Stable across periodic address refreshes: two more lookups of the Node, so the
+        // refresh pass that began after the check above has finished (passes run one after
+        // the other), writes included.
+        let refreshes = running.observed.calls(Call::Metadata, name).len();
+        eventually("two more address refreshes", WAIT, || async {
+            (running.observed.calls(Call::Metadata, name).len() >= refreshes + 2).then_some(())
+        })
+        .await;
         assert_eq!(
             addresses(&env.node(name).await.unwrap()),
             expected,
@@ -639,43 +659,45 @@ async fn addresses_follow_the_address_family_and_the_network() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provided_node_ip_selects_the_address_or_blocks_initialization() {
     let mut env = Env::start().await;
+    let pinned = &*env.name("pinned");
+    let mismatched = &*env.name("mismatched");
     let network = env
         .sim
         .admin()
         .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"))
         .await
         .unwrap();
-    let pinned = env.server(ServerSeed::new("pinned").network(network)).await;
-    env.server(ServerSeed::new("mismatched").network(network))
+    let pinned_server = env.server(ServerSeed::new(pinned).network(network)).await;
+    env.server(ServerSeed::new(mismatched).network(network))
         .await;
     let mut setup = Setup::default();
     setup.settings.network = Some(NetworkRef::Name("k8s".into()));
     let running = env.start_controllers(setup).await;
     let observed = &running.observed;
 
-    let private = pinned.private_ip(network);
-    KubeletNode::new("pinned")
+    let private = pinned_server.private_ip(network);
+    KubeletNode::new(pinned)
         .node_ip(&private)
         .create(&env)
         .await;
-    KubeletNode::new("mismatched")
+    KubeletNode::new(mismatched)
         .node_ip("10.0.99.99")
         .create(&env)
         .await;
 
     let expected = pairs(&[
         ("InternalIP", &private),
-        ("Hostname", "pinned"),
-        ("ExternalIP", &pinned.ipv4()),
+        ("Hostname", pinned),
+        ("ExternalIP", &pinned_server.ipv4()),
     ]);
     eventually("the provided node IP first", WAIT, || async {
-        let node = env.node("pinned").await.filter(is_initialized)?;
+        let node = env.node(pinned).await.filter(is_initialized)?;
         (addresses(&node) == expected).then_some(())
     })
     .await;
 
     let warning = eventually("a Warning about the node IP", WAIT, || async {
-        env.events("mismatched")
+        env.events(mismatched)
             .await
             .into_iter()
             .find(|e| e.type_.as_deref() == Some("Warning"))
@@ -693,15 +715,15 @@ async fn provided_node_ip_selects_the_address_or_blocks_initialization() {
         (failed >= 1).then_some(())
     })
     .await;
-    let refreshes = observed.calls(Call::Metadata, "pinned").len();
+    let refreshes = observed.calls(Call::Metadata, pinned).len();
     eventually("two more address refreshes of pinned", WAIT, || async {
-        (observed.calls(Call::Metadata, "pinned").len() >= refreshes + 2).then_some(())
+        (observed.calls(Call::Metadata, pinned).len() >= refreshes + 2).then_some(())
     })
     .await;
-    let node = env.node("mismatched").await.unwrap();
+    let node = env.node(mismatched).await.unwrap();
     assert!(has_taint(&node, UNINITIALIZED));
     assert!(
-        env.events_with_reason("mismatched", "Synced")
+        env.events_with_reason(mismatched, "Synced")
             .await
             .is_empty()
     );

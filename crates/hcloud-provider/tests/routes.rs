@@ -2,6 +2,9 @@
 //! the Node's own server, create / replace / delete, rejected inputs, retries of a busy
 //! network, the request cost of a listing, and the cost of a route that cannot be created
 //! under the route controller.
+//!
+//! The tests that need a control plane share one for the whole binary; the route controller
+//! watches only the Nodes of its own test (a label valued with the test's own name).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,7 +12,7 @@ use std::time::Duration;
 
 use cloud_provider::{
     CloudProvider as _, Metrics, NodeCache, Route, RouteController, RouteControllerConfig,
-    RouteMetrics, Routes,
+    RouteMetrics, Routes, WatchScope,
 };
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{
@@ -19,10 +22,18 @@ use hcloud_provider::{
 use hcloud_sim::{Fault, NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeAddress};
 use kube::api::{Api, ListParams, PostParams};
-use kube_harness::{ControlPlane, eventually};
+use kube::core::Selector;
+use kube_harness::{ControlPlane, eventually, unique_name};
 use tokio_util::sync::CancellationToken;
 
 const CLUSTER: &str = "kubernetes";
+/// The label on the Nodes of a test that runs a controller, valued with the test's own name.
+const SCOPE_LABEL: &str = "routes.test/scope";
+
+/// A client of the control plane the whole test binary shares.
+async fn kube_client() -> kube::Client {
+    ControlPlane::shared().unwrap().client().await.unwrap()
+}
 
 fn client(sim: &Simulator) -> Client {
     let mut config = ClientConfig::new(Token::new(sim.token()))
@@ -836,8 +847,7 @@ async fn route_calls_are_counted_with_the_official_op_names() {
 #[tokio::test]
 async fn a_route_outside_the_cluster_cidr_warns_on_the_node_and_is_still_created() {
     let env = Env::start().await;
-    let plane = ControlPlane::start().await.unwrap();
-    let kube = plane.client().await.unwrap();
+    let kube = kube_client().await;
     let provider = HcloudProvider::new(
         client(&env.sim),
         ProviderSettings {
@@ -1087,12 +1097,12 @@ async fn a_route_that_cannot_be_created_costs_at_most_sixty_requests_an_hour() {
     const SCALE: u32 = 200;
     let hour = Duration::from_secs(3600) / SCALE;
     let env = Env::start().await;
-    let (provider_id, _) = env.server_with_id("outsider", false).await;
-    let plane = ControlPlane::start().await.unwrap();
-    let kube = plane.client().await.unwrap();
+    let outsider = unique_name("outsider");
+    let (provider_id, _) = env.server_with_id(&outsider, false).await;
+    let kube = kube_client().await;
     let nodes: Api<Node> = Api::all(kube.clone());
     let node: Node = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "outsider" },
+        "metadata": { "name": outsider, "labels": { SCOPE_LABEL: outsider } },
         "spec": { "providerID": provider_id, "podCIDR": "10.244.9.0/24", "podCIDRs": ["10.244.9.0/24"] },
         "status": { "addresses": [{ "type": "ExternalIP", "address": "203.0.113.9" }] },
     }))
@@ -1123,7 +1133,14 @@ async fn a_route_that_cannot_be_created_costs_at_most_sixty_requests_an_hour() {
     let route_metrics = RouteMetrics::new();
     let controller = RouteController::new(
         kube.clone(),
-        NodeCache::spawn(kube.clone(), shutdown.clone()),
+        NodeCache::spawn_scoped(
+            kube.clone(),
+            shutdown.clone(),
+            &WatchScope::all().with_labels(Selector::from_iter([(
+                SCOPE_LABEL.to_owned(),
+                outsider.clone(),
+            )])),
+        ),
         std::sync::Arc::new(routes),
         Metrics::new(),
         RouteControllerConfig {
@@ -1138,8 +1155,9 @@ async fn a_route_that_cannot_be_created_costs_at_most_sixty_requests_an_hour() {
     tokio::spawn(controller.run(shutdown.clone()));
 
     let events: Api<Event> = Api::namespaced(kube, "default");
+    let about_outsider = ListParams::default().fields(&format!("involvedObject.name={outsider}"));
     let failed = || async {
-        let list = events.list(&ListParams::default()).await.unwrap().items;
+        let list = events.list(&about_outsider).await.unwrap().items;
         list.into_iter()
             .filter(|e| e.reason.as_deref() == Some("FailedToCreateRoute"))
             .collect::<Vec<Event>>()

@@ -28,6 +28,9 @@ const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStage
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const START_ATTEMPTS: usize = 3;
 
+/// Environment variable naming the start log (see the crate documentation).
+pub const START_LOG_ENV: &str = "KUBE_HARNESS_START_LOG";
+
 /// A running, private Kubernetes control plane (etcd + kube-apiserver, RBAC on).
 ///
 /// Dropping it stops both processes and deletes their data.
@@ -73,7 +76,7 @@ impl ControlPlane {
     /// [`ControlPlane::client`] inside each test's own runtime.
     pub fn shared() -> Result<&'static ControlPlane, Error> {
         let result = SHARED.get_or_init(|| {
-            std::thread::spawn(|| {
+            let start = || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -81,9 +84,16 @@ impl ControlPlane {
                 runtime
                     .block_on(ControlPlane::start())
                     .map_err(|e| e.to_string())
-            })
-            .join()
-            .unwrap_or_else(|_| Err("the start thread panicked".to_owned()))
+            };
+            std::thread::Builder::new()
+                .name("kube-harness-shared".to_owned())
+                .spawn(start)
+                .map_err(|e| format!("could not start a thread: {e}"))
+                .and_then(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|_| Err("the start thread panicked".to_owned()))
+                })
         });
         result
             .as_ref()
@@ -287,6 +297,9 @@ impl ControlPlane {
             .spawn()
             .map_err(Error::io("start the control-plane supervisor"))?;
         let stdin = supervisor.stdin.take();
+        if let Some(log) = std::env::var_os(START_LOG_ENV) {
+            append_start_line(Path::new(&log))?;
+        }
         Ok(ControlPlane {
             supervisor,
             stdin,
@@ -419,6 +432,41 @@ pub async fn ensure_namespace(client: &kube::Client, namespace: &str) -> Result<
     }
 }
 
+/// Append one line for an apiserver start to `log`: the time (RFC 3339), the test binary
+/// (without Cargo's hash suffix) and the starting thread, which the test harness names after
+/// the test (`kube-harness-shared` for [`ControlPlane::shared`]). Tab-separated.
+fn append_start_line(log: &Path) -> Result<(), Error> {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".to_owned());
+    let thread = std::thread::current();
+    let line = start_line(
+        &k8s_openapi::jiff::Timestamp::now().to_string(),
+        &binary,
+        thread.name().unwrap_or("unnamed"),
+    );
+    // One `write` of a short line to a file opened for appending: lines of concurrently
+    // starting test processes do not interleave.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .and_then(|mut file| file.write_all(line.as_bytes()))
+        .map_err(Error::io(format!("append to {}", log.display())))
+}
+
+fn start_line(time: &str, binary: &str, thread: &str) -> String {
+    // Cargo names test binaries `<target>-<16 hex digits>`.
+    let binary = match binary.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name
+        }
+        _ => binary,
+    };
+    format!("{time}\t{binary}\t{thread}\n")
+}
+
 fn free_port() -> Result<u16, Error> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Error::io("pick a free port"))?;
     let port = listener
@@ -438,4 +486,45 @@ fn command_line(binary: &Path, args: &[String]) -> String {
 
 fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_line_names_the_binary_without_cargos_hash_and_the_test() {
+        assert_eq!(
+            start_line(
+                "2026-11-25T03:00:00Z",
+                "integration-2c836d0511555978",
+                "node_controller::a_test"
+            ),
+            "2026-11-25T03:00:00Z\tintegration\tnode_controller::a_test\n"
+        );
+        // Not a Cargo hash: kept whole.
+        assert_eq!(
+            start_line("t", "hcloud-ccm", "main"),
+            "t\thcloud-ccm\tmain\n"
+        );
+    }
+
+    #[test]
+    fn every_start_appends_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("starts.log");
+        append_start_line(&log).unwrap();
+        append_start_line(&log).unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let fields: Vec<&str> = lines[0].split('\t').collect();
+        assert_eq!(fields.len(), 3, "{text}");
+        assert!(
+            fields[0].parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+            "{text}"
+        );
+        assert!(fields[1].starts_with("kube_harness"), "{text}");
+        assert!(fields[2].contains("every_start_appends_one_line"), "{text}");
+    }
 }

@@ -13,18 +13,33 @@
 //!   CPU on a 2-core machine, so tests that only create, read and patch objects share it and
 //!   isolate themselves by name ([`unique_name`]) and, for namespaced objects, by a namespace
 //!   of their own.
-//! - [`ControlPlane::start`]: a private control plane for one test. Tests that run a controller
-//!   use it, because controllers watch *every* Node or Service and would otherwise act on
-//!   objects of concurrently running tests (unless they run behind a scope, below).
-//! - [`ScopedEndpoint`]: a process that watches every Node or Service (the CCM binary) can
-//!   still share a control plane: it talks to a loopback endpoint that forwards to the shared
-//!   plane and adds a label selector to lists and watches of Nodes and Services, so it sees
-//!   only its test's objects (labelled with that selector) and nothing of concurrent tests.
-//!   Writes, reads by name, events and leases pass unchanged, with the identity of the client
-//!   the endpoint forwards with.
+//! - [`ControlPlane::start`]: a private control plane for one test. Rarely needed now: tests
+//!   whose subject watches *every* Node or Service share a plane through a scope instead.
+//! - Scopes, for subjects that watch every Node or Service and would otherwise act on objects
+//!   of concurrently running tests. The framework's controllers, run in-process, narrow what
+//!   they watch with `cloud-provider`'s `WatchScope` (a label on the test's Nodes and Services,
+//!   a namespace of its own). A process (the CCM binary) talks to a [`ScopedEndpoint`]: a
+//!   loopback endpoint that forwards to the shared plane and adds a label selector to lists and
+//!   watches of Nodes and Services, so it sees only its test's objects. Writes, reads by name,
+//!   events and leases pass unchanged, with the identity of the client the endpoint forwards
+//!   with.
 //!
 //! Under `cargo nextest`, which runs each test in its own process, the shared plane degrades
 //! gracefully into one plane per test.
+//!
+//! # Counting starts
+//! When the environment variable `KUBE_HARNESS_START_LOG` ([`START_LOG_ENV`]) names a file,
+//! every kube-apiserver start (every attempt, also the retries after a port clash) appends one
+//! tab-separated line to it: the time (RFC 3339), the test binary without Cargo's hash suffix,
+//! and the starting thread, which `cargo test` names after the test (`kube-harness-shared` for
+//! the shared plane). For example, the starts per test binary of a whole run:
+//!
+//! ```sh
+//! KUBE_HARNESS_START_LOG=/tmp/starts.log cargo test
+//! cut -f2 /tmp/starts.log | sort | uniq -c
+//! ```
+//!
+//! A start fails when the line cannot be written, so the count is never silently short.
 
 mod binaries;
 mod control_plane;
@@ -34,7 +49,7 @@ mod scope;
 pub mod testing;
 
 pub use binaries::{KUBERNETES_VERSION, cache_root, etcd, kube_apiserver};
-pub use control_plane::{ControlPlane, ensure_namespace};
+pub use control_plane::{ControlPlane, START_LOG_ENV, ensure_namespace};
 pub use error::Error;
 pub use scope::ScopedEndpoint;
 pub use testing::{

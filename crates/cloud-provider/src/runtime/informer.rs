@@ -20,6 +20,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::scope::WatchScope;
+
 /// Capacity of a change feed; a subscriber that falls further behind gets `Lagged` and must
 /// resynchronise from the store. Subscribers only queue keys, so they fall behind only when a
 /// re-list of a larger cluster publishes every object at once, and resynchronising is then the
@@ -197,6 +199,8 @@ where
     synced: watch::Sender<bool>,
     progress: WatchProgress,
     strip: fn(&mut K),
+    /// The scope whose labels narrow the watch (its namespace is already in `api`).
+    scope: WatchScope,
 }
 
 impl<K> Informer<K>
@@ -224,6 +228,7 @@ where
             synced: synced_tx,
             progress,
             strip,
+            scope: WatchScope::all(),
         };
         (informer, driver)
     }
@@ -272,11 +277,21 @@ impl<K> InformerDriver<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    /// Watch only the objects whose labels match `scope`'s selector. The namespace of a scope
+    /// is the `Api` the informer was created with ([`WatchScope::namespaced_api`]).
+    #[must_use]
+    pub fn with_scope(mut self, scope: &WatchScope) -> Self {
+        self.scope = scope.clone();
+        self
+    }
+
     /// Watch until `shutdown`, keeping the store current, publishing changes and recording
     /// the watch's progress.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let strip = self.strip;
-        let config = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+        let config = self
+            .scope
+            .watcher_config(watcher::Config::default().page_size(LIST_PAGE_SIZE));
         let stream = watcher::watcher(self.api.clone(), config)
             .default_backoff()
             .modify(strip);

@@ -7,7 +7,9 @@
 //! - [`reconcile`]: the [`Reconciler`] shape, its categorised errors and the worker pool
 //!   ([`reconcile::pool`]);
 //! - [`health`]: a liveness/readiness [`Heartbeat`] per controller and the supervision of its
-//!   tasks.
+//!   tasks;
+//! - [`scope`]: which objects the watches see ([`WatchScope`]): everything unless a library
+//!   user narrows it.
 //!
 //! The node and service controllers queue one key per object. The two periodic controllers fit
 //! the same shape: the route controller queues one key for the whole route table, the
@@ -25,7 +27,9 @@
 pub mod health;
 pub mod informer;
 pub mod reconcile;
+pub mod scope;
 
 pub use health::{Heartbeat, Tasks};
 pub use informer::{Change, Informer, InformerDriver, WatchProgress};
 pub use reconcile::{ReconcileError, Reconciler, Retry, Workers, kube_category};
+pub use scope::WatchScope;

@@ -30,6 +30,7 @@ use crate::provider::LoadBalancer;
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{Change, Informer};
 use crate::runtime::reconcile::{self, Reconciler};
+use crate::runtime::scope::WatchScope;
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
@@ -61,6 +62,10 @@ pub struct ServiceControllerConfig {
     /// the current Nodes even when no Node changed (repairing targets changed behind the
     /// controller's back). Zero (the default) = target updates run only on Node changes.
     pub node_sync_period: Duration,
+    /// Which Services are watched (namespace and labels); every Service by default, as the
+    /// binary needs. A framework option for library users and tests, see [`WatchScope`]. The
+    /// Nodes come from the [`NodeCache`] the controller is given, with its own scope.
+    pub scope: WatchScope,
 }
 
 impl Default for ServiceControllerConfig {
@@ -74,6 +79,7 @@ impl Default for ServiceControllerConfig {
             },
             resync_period: SERVICE_RESYNC_PERIOD,
             node_sync_period: Duration::ZERO,
+            scope: WatchScope::all(),
         }
     }
 }
@@ -205,8 +211,9 @@ impl ServiceController {
     /// heartbeat first). Waits for the Node cache, then watches Services and Nodes and runs
     /// `workers` workers.
     pub async fn run(self, shutdown: CancellationToken) {
-        let api: Api<Service> = Api::all(self.client.clone());
+        let api: Api<Service> = self.config.scope.namespaced_api(self.client.clone());
         let (services, driver) = Informer::new(api, "services", strip);
+        let driver = driver.with_scope(&self.config.scope);
         let heartbeat = self.heartbeat.clone();
         heartbeat.watch(services.progress().clone(), self.config.resync_period);
         heartbeat.watch(self.nodes.progress().clone(), self.config.resync_period);

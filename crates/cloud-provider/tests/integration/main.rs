@@ -1,7 +1,9 @@
-//! Integration tests of the node and node-lifecycle controllers against a real kube-apiserver.
+//! Integration tests of the controllers against a real kube-apiserver.
 //!
-//! Every test runs its controllers against a private control plane, because the controllers act
-//! on every Node of the cluster.
+//! The whole test binary shares one control plane. Each test has a scope of its own
+//! ([`Env`]): its Nodes carry [`SCOPE_LABEL`] with the test's id and are named with it, its
+//! Services live in a namespace of that name, and its controllers watch through that scope, so
+//! they never see another test's objects.
 
 // Test helpers outside `#[test]` functions fail loudly, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -14,29 +16,42 @@ mod support;
 
 use std::sync::Arc;
 
-use cloud_provider::{Metrics, NodeCache};
+use cloud_provider::{Metrics, NodeCache, WatchScope};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube_harness::ControlPlane;
+use kube::core::Selector;
+use kube_harness::{ControlPlane, ensure_namespace, unique_name};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-/// A private control plane with a running shared Node reflector.
+/// The label on every Node a test creates, valued with the test's id.
+pub const SCOPE_LABEL: &str = "integration.test/scope";
+
+/// One test's scope on the shared control plane, with a running Node cache of that scope.
 pub(crate) struct Env {
     pub client: Client,
     pub cache: NodeCache,
     pub metrics: Metrics,
     pub fake: Arc<support::FakeInstances>,
     pub shutdown: CancellationToken,
+    /// The test's id: the value of its Nodes' [`SCOPE_LABEL`], the suffix of their names and
+    /// the name of its namespace.
+    pub id: String,
+    /// What the test's controllers watch.
+    pub scope: WatchScope,
     _stop: DropGuard,
-    _plane: ControlPlane,
 }
 
 impl Env {
     pub async fn start() -> Env {
-        let plane = ControlPlane::start().await.expect("control plane");
+        let plane = ControlPlane::shared().expect("control plane");
         let client = plane.client().await.expect("client");
+        let id = unique_name("it");
+        ensure_namespace(&client, &id).await.expect("namespace");
+        let scope = WatchScope::all()
+            .in_namespace(id.clone())
+            .with_labels(Selector::from_iter([(SCOPE_LABEL.to_owned(), id.clone())]));
         let shutdown = CancellationToken::new();
-        let cache = NodeCache::spawn(client.clone(), shutdown.clone());
+        let cache = NodeCache::spawn_scoped(client.clone(), shutdown.clone(), &scope);
         Env {
             client,
             cache,
@@ -44,10 +59,20 @@ impl Env {
             fake: support::FakeInstances::new(),
             _stop: shutdown.clone().drop_guard(),
             shutdown,
-            _plane: plane,
+            id,
+            scope,
         }
     }
 
+    /// `prefix` made unique to this test: the name of one of its Nodes.
+    pub fn name(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", self.id)
+    }
+
+    /// The test's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.id
+    }
     /// Wait until the shared cache holds `node` at (at least) this version, so a controller
     /// started now sees it as it is.
     pub async fn wait_cached(&self, node: &Node) {

@@ -64,8 +64,8 @@ async fn wait_initialized(env: &Env, name: &str) -> k8s_openapi::api::core::v1::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initializes_tainted_nodes_and_reports_synced() {
     let env = Env::start().await;
-    let fresh = "fresh-node";
-    let known = "known-node";
+    let fresh = &env.name("fresh-node");
+    let known = &env.name("known-node");
     env.fake.set_metadata(
         fresh,
         Answer::Ok(Some(metadata(
@@ -90,11 +90,11 @@ async fn initializes_tainted_nodes_and_reports_synced() {
     let created = NodeBuilder::kubelet(fresh)
         .taints(vec![uninitialized_taint(), other_taint.clone()])
         .label("team", "mine")
-        .create(&env.client)
+        .create(&env)
         .await;
     NodeBuilder::kubelet(known)
         .provider_id("cloud://12")
-        .create(&env.client)
+        .create(&env)
         .await;
     start_controller(&env);
 
@@ -166,14 +166,14 @@ async fn initializes_tainted_nodes_and_reports_synced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_errors_keep_the_node_tainted_until_the_cloud_answers() {
     let env = Env::start().await;
-    let name = "flaky-node";
-    let silent = "silent-node";
+    let name = &env.name("flaky-node");
+    let silent = &env.name("silent-node");
     env.fake
         .set_metadata(name, Answer::Err("cloud API unavailable".into()));
     // No metadata ("nothing to do now"): stays tainted without an error.
     env.fake.set_metadata(silent, Answer::Ok(None));
-    NodeBuilder::kubelet(name).create(&env.client).await;
-    let silent_node = NodeBuilder::kubelet(silent).create(&env.client).await;
+    NodeBuilder::kubelet(name).create(&env).await;
+    let silent_node = NodeBuilder::kubelet(silent).create(&env).await;
     env.wait_cached(&silent_node).await;
     start_controller(&env);
 
@@ -230,8 +230,8 @@ async fn provider_errors_keep_the_node_tainted_until_the_cloud_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provided_node_ip_must_match_a_cloud_address() {
     let env = Env::start().await;
-    let matching = "ip-match";
-    let mismatching = "ip-mismatch";
+    let matching = &env.name("ip-match");
+    let mismatching = &env.name("ip-mismatch");
     let cloud = vec![
         addr("InternalIP", "10.0.0.31"),
         addr("InternalIP", "10.0.0.32"),
@@ -251,11 +251,11 @@ async fn provided_node_ip_must_match_a_cloud_address() {
             addr("InternalIP", "10.0.0.32"),
             addr("Hostname", matching),
         ])
-        .create(&env.client)
+        .create(&env)
         .await;
     NodeBuilder::kubelet(mismatching)
         .annotation(ANNOTATION_PROVIDED_NODE_IP, "192.0.2.1")
-        .create(&env.client)
+        .create(&env)
         .await;
     start_controller(&env);
 
@@ -298,8 +298,8 @@ async fn provided_node_ip_must_match_a_cloud_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_refresh_replaces_addresses_but_never_clears_them() {
     let env = Env::start().await;
-    let name = "running-node";
-    let beta = "beta-node";
+    let name = &env.name("running-node");
+    let beta = &env.name("beta-node");
     env.fake.set_metadata(
         name,
         Answer::Ok(Some(metadata(
@@ -315,14 +315,14 @@ async fn periodic_refresh_replaces_addresses_but_never_clears_them() {
             addr("InternalIP", "10.0.0.39"),
             addr("Hostname", name),
         ])
-        .create(&env.client)
+        .create(&env)
         .await;
     NodeBuilder::kubelet(beta)
         .untainted()
         .label(LABEL_ZONE_BETA, "nbg1-dc3")
         .label(LABEL_REGION_BETA, "nbg1")
         .label(LABEL_REGION, "stale")
-        .create(&env.client)
+        .create(&env)
         .await;
     start_controller(&env);
 

@@ -28,33 +28,28 @@ fn start_controller(env: &Env) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
     let env = Env::start().await;
-    let gone = "gone-node";
-    let erring = "erring-node";
-    let not_found_err = "not-found-err-node";
-    let ready = "ready-node";
+    let gone = &env.name("gone-node");
+    let erring = &env.name("erring-node");
+    let not_found_err = &env.name("not-found-err-node");
+    let ready = &env.name("ready-node");
     env.fake.set_exists(gone, Answer::Ok(false));
     env.fake
         .set_exists(erring, Answer::Err("503 from the cloud".into()));
     env.fake.set_exists(not_found_err, Answer::NotFound);
     env.fake.set_exists(ready, Answer::Ok(false));
-    let gone_node = NodeBuilder::kubelet(gone)
-        .ready("False")
-        .create(&env.client)
-        .await;
+    let gone_node = NodeBuilder::kubelet(gone).ready("False").create(&env).await;
     NodeBuilder::kubelet(erring)
         .untainted()
         .ready("Unknown")
-        .create(&env.client)
+        .create(&env)
         .await;
     // A missing Ready condition counts as Unknown; an InstanceNotFound *error* still is an
     // error, not a confirmation.
-    NodeBuilder::kubelet(not_found_err)
-        .create(&env.client)
-        .await;
+    NodeBuilder::kubelet(not_found_err).create(&env).await;
     let ready_node = NodeBuilder::kubelet(ready)
         .untainted()
         .ready("True")
-        .create(&env.client)
+        .create(&env)
         .await;
     env.wait_cached(&ready_node).await;
     start_controller(&env);
@@ -119,20 +114,20 @@ async fn deletes_a_node_only_when_the_cloud_confirms_the_instance_is_gone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_taint_is_added_when_off_and_removed_when_ready() {
     let env = Env::start().await;
-    let name = "stopped-node";
-    let failing = "shutdown-error-node";
+    let name = &env.name("stopped-node");
+    let failing = &env.name("shutdown-error-node");
     env.fake.set_shutdown(name, Answer::Ok(true));
     env.fake
         .set_shutdown(failing, Answer::Err("shutdown lookup failed".into()));
     NodeBuilder::kubelet(name)
         .untainted()
         .ready("Unknown")
-        .create(&env.client)
+        .create(&env)
         .await;
     NodeBuilder::kubelet(failing)
         .untainted()
         .ready("False")
-        .create(&env.client)
+        .create(&env)
         .await;
     start_controller(&env);
 
@@ -201,14 +196,14 @@ async fn shutdown_taint_is_added_when_off_and_removed_when_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deletion_brake_keeps_nodes_when_most_are_reported_gone_at_once() {
     let env = Env::start().await;
-    let names = ["brake-a", "brake-b", "brake-c", "brake-d"];
+    let names = ["brake-a", "brake-b", "brake-c", "brake-d"].map(|n| env.name(n));
     for (i, name) in names.iter().enumerate() {
         env.fake.set_exists(name, Answer::Ok(i == 3));
         NodeBuilder::kubelet(name)
             .untainted()
             .provider_id(&format!("fake://{i}"))
             .ready("False")
-            .create(&env.client)
+            .create(&env)
             .await;
     }
     start_controller(&env);
@@ -226,17 +221,17 @@ async fn the_deletion_brake_keeps_nodes_when_most_are_reported_gone_at_once() {
     })
     .await;
     eventually("three more passes", WAIT, || async {
-        (env.fake.calls(Call::Exists, names[0]).len() >= 6).then_some(())
+        (env.fake.calls(Call::Exists, &names[0]).len() >= 6).then_some(())
     })
     .await;
-    for name in names {
+    for name in &names {
         assert!(
             get_node(&env.client, name).await.is_some(),
             "{name} deleted"
         );
     }
     assert_eq!(env.metrics.node_deletions_held(), 3);
-    let held = events_with_reason(&env.client, names[0], "NodeDeletionHeld").await;
+    let held = events_with_reason(&env.client, &names[0], "NodeDeletionHeld").await;
     assert_eq!(
         held[0].count,
         Some(1),
@@ -250,10 +245,10 @@ async fn the_deletion_brake_keeps_nodes_when_most_are_reported_gone_at_once() {
         "{held:?}"
     );
     // Two of them are seen again: one of four is few enough, and it goes.
-    env.fake.set_exists(names[1], Answer::Ok(true));
-    env.fake.set_exists(names[2], Answer::Ok(true));
+    env.fake.set_exists(&names[1], Answer::Ok(true));
+    env.fake.set_exists(&names[2], Answer::Ok(true));
     eventually("the Node still reported gone is deleted", WAIT, || async {
-        get_node(&env.client, names[0])
+        get_node(&env.client, &names[0])
             .await
             .is_none()
             .then_some(())

@@ -281,7 +281,7 @@ async fn wait_passes(metrics: &RouteMetrics, count: u64) {
 async fn create_nodes(env: &Env, builders: Vec<NodeBuilder>) -> Vec<Node> {
     let mut nodes = Vec::new();
     for b in builders {
-        nodes.push(b.create(&env.client).await);
+        nodes.push(b.create(env).await);
     }
     for node in &nodes {
         env.wait_cached(node).await;
@@ -292,39 +292,42 @@ async fn create_nodes(env: &Env, builders: Vec<NodeBuilder>) -> Vec<Node> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_routes_and_marks_the_network_available_keeping_other_conditions() {
     let env = Env::start().await;
-    let a_addresses: Vec<NodeAddress> = vec![addr("InternalIP", "10.0.0.1"), addr("Hostname", "a")];
+    let a = &*env.name("a");
+    let b = &*env.name("b");
+    let no_cidr = &*env.name("no-cidr");
+    let a_addresses: Vec<NodeAddress> = vec![addr("InternalIP", "10.0.0.1"), addr("Hostname", a)];
     let nodes = create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("a")
+            NodeBuilder::kubelet(a)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"])
                 .addresses(a_addresses.clone())
                 .ready("True"),
-            NodeBuilder::kubelet("b")
+            NodeBuilder::kubelet(b)
                 .untainted()
                 .pod_cidrs(&["10.244.2.0/24"])
                 .ready("True"),
-            NodeBuilder::kubelet("no-cidr").untainted().ready("True"),
+            NodeBuilder::kubelet(no_cidr).untainted().ready("True"),
         ],
     )
     .await;
     let fake = FakeRoutes::with_routes(vec![]);
     let metrics = start_controller(&env, fake.clone(), PERIOD);
 
-    let c = wait_network(&env, "a", "False", "RouteCreated").await;
+    let c = wait_network(&env, a, "False", "RouteCreated").await;
     assert_eq!(
         c.message.as_deref(),
         Some("RouteController created a route")
     );
     assert!(c.last_transition_time.is_some() && c.last_heartbeat_time.is_some());
-    wait_network(&env, "b", "False", "RouteCreated").await;
+    wait_network(&env, b, "False", "RouteCreated").await;
     assert_eq!(
         fake.table(),
-        pairs(&[("a", "10.244.1.0/24"), ("b", "10.244.2.0/24")])
+        pairs(&[(a, "10.244.1.0/24"), (b, "10.244.2.0/24")])
     );
 
-    let creates = fake.creates_for("a");
+    let creates = fake.creates_for(a);
     assert_eq!(creates.len(), 1, "{creates:?}");
     let (hint, created) = &creates[0];
     assert_eq!(
@@ -337,7 +340,7 @@ async fn creates_routes_and_marks_the_network_available_keeping_other_conditions
     assert!(!created.blackhole);
 
     // The strategic merge patch keyed by type leaves the kubelet's Ready condition alone.
-    for name in ["a", "b"] {
+    for name in [a, b] {
         let node = get_node(&env.client, name).await.unwrap();
         let ready = condition(&node, "Ready").expect("Ready survives");
         assert_eq!(ready.status, "True");
@@ -350,25 +353,27 @@ async fn creates_routes_and_marks_the_network_available_keeping_other_conditions
     wait_passes(&metrics, 3).await;
     assert_eq!(fake.state().creates.len(), 2);
     assert!(fake.state().deletes.is_empty());
-    let no_cidr = get_node(&env.client, "no-cidr").await.unwrap();
+    let no_cidr = get_node(&env.client, no_cidr).await.unwrap();
     assert!(condition(&no_cidr, "NetworkUnavailable").is_none());
     assert!(condition(&no_cidr, "Ready").is_some());
     assert!(env.metrics.reconcile_count(CONTROLLER) >= 3);
     // The condition is not rewritten while status and reason match.
-    let again = wait_network(&env, "a", "False", "RouteCreated").await;
+    let again = wait_network(&env, a, "False", "RouteCreated").await;
     assert_eq!(again.last_heartbeat_time, c.last_heartbeat_time);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_stale_owned_routes_and_never_touches_foreign_ones() {
     let env = Env::start().await;
+    let a = &*env.name("a");
+    let bare = &*env.name("bare");
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("a")
+            NodeBuilder::kubelet(a)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"]),
-            NodeBuilder::kubelet("bare").untainted(),
+            NodeBuilder::kubelet(bare).untainted(),
         ],
     )
     .await;
@@ -377,30 +382,30 @@ async fn deletes_stale_owned_routes_and_never_touches_foreign_ones() {
         ..route("", "10.244.8.0/24")
     };
     let fake = FakeRoutes::with_routes(vec![
-        route("a", "10.244.1.0/24"),
+        route(a, "10.244.1.0/24"),
         route("vanished", "10.244.9.0/24"),
         route("vanished", "192.168.0.0/24"),
-        route("a", "10.244.7.0/24"),
-        route("bare", "10.244.3.0/24"),
-        route("a", "10.0.0.0/8"),
+        route(a, "10.244.7.0/24"),
+        route(bare, "10.244.3.0/24"),
+        route(a, "10.0.0.0/8"),
         blackhole,
     ]);
     let metrics = start_controller(&env, fake.clone(), PERIOD);
 
     let foreign = pairs(&[
-        ("a", "10.0.0.0/8"),
-        ("a", "10.244.1.0/24"),
+        (a, "10.0.0.0/8"),
+        (a, "10.244.1.0/24"),
         ("vanished", "192.168.0.0/24"),
     ]);
     eventually("stale routes deleted", WAIT, || async {
         (fake.table() == foreign).then_some(())
     })
     .await;
-    wait_network(&env, "a", "False", "RouteCreated").await;
+    wait_network(&env, a, "False", "RouteCreated").await;
     // A Node that only has routes (no pod CIDRs) is told its network is unavailable.
-    let bare = wait_network(&env, "bare", "True", "NoRouteCreated").await;
+    let bare_condition = wait_network(&env, bare, "True", "NoRouteCreated").await;
     assert_eq!(
-        bare.message.as_deref(),
+        bare_condition.message.as_deref(),
         Some("RouteController failed to create a route")
     );
 
@@ -417,8 +422,8 @@ async fn deletes_stale_owned_routes_and_never_touches_foreign_ones() {
         deleted,
         pairs(&[
             ("", "10.244.8.0/24"),
-            ("a", "10.244.7.0/24"),
-            ("bare", "10.244.3.0/24"),
+            (a, "10.244.7.0/24"),
+            (bare, "10.244.3.0/24"),
             ("vanished", "10.244.9.0/24"),
         ]),
         "each stale route deleted once, foreign ones never"
@@ -432,11 +437,12 @@ async fn deletes_stale_owned_routes_and_never_touches_foreign_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_node_addresses_replace_the_route_after_deleting_it() {
     let env = Env::start().await;
+    let moved = &*env.name("moved");
     let current = vec![addr("InternalIP", "10.0.0.5")];
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("moved")
+            NodeBuilder::kubelet(moved)
                 .untainted()
                 .pod_cidrs(&["10.244.4.0/24"])
                 .addresses(current.clone()),
@@ -446,12 +452,12 @@ async fn stale_node_addresses_replace_the_route_after_deleting_it() {
     let fake = FakeRoutes::with_routes(vec![Route {
         enable_node_addresses: true,
         target_node_addresses: vec![addr("InternalIP", "10.0.0.99")],
-        ..route("moved", "10.244.4.0/24")
+        ..route(moved, "10.244.4.0/24")
     }]);
     fake.state().keys_addresses = true;
     let metrics = start_controller(&env, fake.clone(), PERIOD);
 
-    wait_network(&env, "moved", "False", "RouteCreated").await;
+    wait_network(&env, moved, "False", "RouteCreated").await;
     wait_passes(&metrics, 2).await;
     let state = fake.state();
     assert_eq!(state.routes.len(), 1);
@@ -465,25 +471,27 @@ async fn stale_node_addresses_replace_the_route_after_deleting_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_creation_warns_and_marks_the_network_unavailable() {
     let env = Env::start().await;
+    let good = &*env.name("good");
+    let bad = &*env.name("bad");
     let nodes = create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("good")
+            NodeBuilder::kubelet(good)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"]),
-            NodeBuilder::kubelet("bad")
+            NodeBuilder::kubelet(bad)
                 .untainted()
                 .pod_cidrs(&["10.244.2.0/24"]),
         ],
     )
     .await;
-    let fake = FakeRoutes::failing("bad", "quota exceeded");
+    let fake = FakeRoutes::failing(bad, "quota exceeded");
     let metrics = start_controller_with(&env, fake.clone(), backing_off(PERIOD, 2 * PERIOD));
 
-    wait_network(&env, "good", "False", "RouteCreated").await;
-    wait_network(&env, "bad", "True", "NoRouteCreated").await;
+    wait_network(&env, good, "False", "RouteCreated").await;
+    wait_network(&env, bad, "True", "NoRouteCreated").await;
     let warnings = eventually("FailedToCreateRoute event", WAIT, || async {
-        let events = events_with_reason(&env.client, "bad", "FailedToCreateRoute").await;
+        let events = events_with_reason(&env.client, bad, "FailedToCreateRoute").await;
         (!events.is_empty()).then_some(events)
     })
     .await;
@@ -499,39 +507,40 @@ async fn failed_creation_warns_and_marks_the_network_unavailable() {
     assert!(message.contains("quota exceeded"), "{message}");
     assert!(message.contains("10.244.2.0/24"), "{message}");
     assert!(
-        events_with_reason(&env.client, "good", "FailedToCreateRoute")
+        events_with_reason(&env.client, good, "FailedToCreateRoute")
             .await
             .is_empty()
     );
     // A plain error is not retried within the cycle: one call per pass at most, not five;
     // and one event for one reason, however often it is tried.
     wait_passes(&metrics, 5).await;
-    let calls = fake.creates_for("bad").len() as u64;
+    let calls = fake.creates_for(bad).len() as u64;
     let passes = fake.state().lists as u64;
     assert!(
         calls > 1 && calls <= passes,
         "{calls} creates in {passes} passes"
     );
-    let warnings = events_with_reason(&env.client, "bad", "FailedToCreateRoute").await;
+    let warnings = events_with_reason(&env.client, bad, "FailedToCreateRoute").await;
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].count.unwrap_or(1), 1, "{warnings:?}");
 
     // Recovery: the next pass creates the route and flips the condition.
     fake.state().failures.clear();
-    wait_network(&env, "bad", "False", "RouteCreated").await;
+    wait_network(&env, bad, "False", "RouteCreated").await;
     assert_eq!(
         fake.table(),
-        pairs(&[("bad", "10.244.2.0/24"), ("good", "10.244.1.0/24")])
+        pairs(&[(bad, "10.244.2.0/24"), (good, "10.244.1.0/24")])
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_route_listing_changes_nothing() {
     let env = Env::start().await;
+    let a = &*env.name("a");
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("a")
+            NodeBuilder::kubelet(a)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"]),
         ],
@@ -546,8 +555,8 @@ async fn a_failing_route_listing_changes_nothing() {
     assert!(fake.state().deletes.is_empty());
     assert!(fake.state().creates.is_empty());
     assert_eq!(fake.table(), pairs(&[("vanished", "10.244.9.0/24")]));
-    let a = get_node(&env.client, "a").await.unwrap();
-    assert!(condition(&a, "NetworkUnavailable").is_none());
+    let a_node = get_node(&env.client, a).await.unwrap();
+    assert!(condition(&a_node, "NetworkUnavailable").is_none());
     assert!(env.metrics.error_count(CONTROLLER, "transient") >= 4);
     // Each failed pass is a retry of the runtime, counted by category.
     assert!(
@@ -558,23 +567,26 @@ async fn a_failing_route_listing_changes_nothing() {
 
     // The same setup acts as soon as listing works.
     fake.state().fail_list = false;
-    wait_network(&env, "a", "False", "RouteCreated").await;
-    wait_table(&fake, pairs(&[("a", "10.244.1.0/24")])).await;
+    wait_network(&env, a, "False", "RouteCreated").await;
+    wait_table(&fake, pairs(&[(a, "10.244.1.0/24")])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
     let env = Env::start().await;
+    let flaky = &*env.name("flaky");
+    let locked = &*env.name("locked");
+    let broken = &*env.name("broken");
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("flaky")
+            NodeBuilder::kubelet(flaky)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"]),
-            NodeBuilder::kubelet("locked")
+            NodeBuilder::kubelet(locked)
                 .untainted()
                 .pod_cidrs(&["10.244.2.0/24"]),
-            NodeBuilder::kubelet("broken")
+            NodeBuilder::kubelet(broken)
                 .untainted()
                 .pod_cidrs(&["10.244.3.0/24"]),
         ],
@@ -585,28 +597,28 @@ async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
         let mut state = fake.state();
         state
             .failures
-            .insert("flaky".into(), CreateFailure::RetryTimes(2));
+            .insert(flaky.into(), CreateFailure::RetryTimes(2));
         state
             .failures
-            .insert("locked".into(), CreateFailure::RetryAlways);
+            .insert(locked.into(), CreateFailure::RetryAlways);
         state
             .failures
-            .insert("broken".into(), CreateFailure::Api("boom".into()));
+            .insert(broken.into(), CreateFailure::Api("boom".into()));
     }
     // One pass only: the next is an hour away.
     let metrics = start_controller(&env, fake.clone(), Duration::from_secs(3600));
 
-    wait_network(&env, "flaky", "False", "RouteCreated").await;
-    wait_network(&env, "locked", "True", "NoRouteCreated").await;
-    wait_network(&env, "broken", "True", "NoRouteCreated").await;
+    wait_network(&env, flaky, "False", "RouteCreated").await;
+    wait_network(&env, locked, "True", "NoRouteCreated").await;
+    wait_network(&env, broken, "True", "NoRouteCreated").await;
     assert_eq!(metrics.route_sync_count(), 1);
     assert_eq!(fake.state().lists, 1);
-    assert_eq!(fake.creates_for("flaky").len(), 3);
-    assert_eq!(fake.creates_for("locked").len(), 5);
-    assert_eq!(fake.creates_for("broken").len(), 1);
-    wait_table(&fake, pairs(&[("flaky", "10.244.1.0/24")])).await;
+    assert_eq!(fake.creates_for(flaky).len(), 3);
+    assert_eq!(fake.creates_for(locked).len(), 5);
+    assert_eq!(fake.creates_for(broken).len(), 1);
+    wait_table(&fake, pairs(&[(flaky, "10.244.1.0/24")])).await;
     // The pass's failure is reported once, after its last attempt.
-    let locked = wait_events(&env.client, "locked", "FailedToCreateRoute").await;
+    let locked = wait_events(&env.client, locked, "FailedToCreateRoute").await;
     assert_eq!(locked.len(), 1, "{locked:?}");
     assert_eq!(locked[0].count.unwrap_or(1), 1, "{locked:?}");
 }
@@ -614,37 +626,38 @@ async fn only_conflict_like_create_errors_are_retried_within_one_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_creation_backs_off_and_each_reason_is_reported_once() {
     let env = Env::start().await;
+    let stuck = &*env.name("stuck");
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("stuck")
+            NodeBuilder::kubelet(stuck)
                 .untainted()
                 .pod_cidrs(&["10.244.1.0/24"]),
         ],
     )
     .await;
-    let fake = FakeRoutes::failing("stuck", "server not attached");
+    let fake = FakeRoutes::failing(stuck, "server not attached");
     let period = Duration::from_millis(100);
     let metrics = start_controller_with(&env, fake.clone(), backing_off(period, 4 * period));
-    wait_events(&env.client, "stuck", "FailedToCreateRoute").await;
+    wait_events(&env.client, stuck, "FailedToCreateRoute").await;
     wait_passes(&metrics, 30).await;
     // Tried after 1, 2 and 4 periods, then every 4: about 9 times in 30 passes, not 30.
-    let calls = fake.creates_for("stuck").len() as u64;
+    let calls = fake.creates_for(stuck).len() as u64;
     let passes = fake.state().lists as u64;
     assert!(
         calls >= 3 && calls * 2 <= passes,
         "{calls} creates in {passes} passes"
     );
-    let events = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+    let events = events_with_reason(&env.client, stuck, "FailedToCreateRoute").await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].count.unwrap_or(1), 1, "one report: {events:?}");
     let message = events[0].message.as_deref().unwrap_or_default();
     assert!(message.contains("server not attached"), "{message}");
 
     // Another reason is reported, once.
-    fake.fail("stuck", "quota exceeded");
+    fake.fail(stuck, "quota exceeded");
     let events = eventually("a second reason reported", WAIT, || async {
-        let events = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+        let events = events_with_reason(&env.client, stuck, "FailedToCreateRoute").await;
         (events.len() == 2).then_some(events)
     })
     .await;
@@ -657,28 +670,29 @@ async fn a_failing_creation_backs_off_and_each_reason_is_reported_once() {
         "{events:?}"
     );
     wait_passes(&metrics, 10).await;
-    let again = events_with_reason(&env.client, "stuck", "FailedToCreateRoute").await;
+    let again = events_with_reason(&env.client, stuck, "FailedToCreateRoute").await;
     assert_eq!(again.len(), 2, "{again:?}");
     assert!(again.iter().all(|e| e.count.unwrap_or(1) == 1), "{again:?}");
 
     // Once the cause is gone, the next attempt creates the route.
     fake.state().failures.clear();
-    wait_network(&env, "stuck", "False", "RouteCreated").await;
+    wait_network(&env, stuck, "False", "RouteCreated").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_watch_based_reconciliation_a_failed_creation_is_retried_without_a_node_change() {
     let env = Env::start().await;
+    let retried = &*env.name("retried");
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("retried")
+            NodeBuilder::kubelet(retried)
                 .untainted()
                 .pod_cidrs(&["10.244.5.0/24"]),
         ],
     )
     .await;
-    let fake = FakeRoutes::failing("retried", "not yet");
+    let fake = FakeRoutes::failing(retried, "not yet");
     let metrics = start_controller_with(
         &env,
         fake.clone(),
@@ -688,18 +702,19 @@ async fn with_watch_based_reconciliation_a_failed_creation_is_retried_without_a_
             ..backing_off(Duration::from_millis(200), Duration::from_millis(400))
         },
     );
-    wait_network(&env, "retried", "True", "NoRouteCreated").await;
+    wait_network(&env, retried, "True", "NoRouteCreated").await;
     // No Node changes from here on: only the backoff brings the next passes.
     wait_passes(&metrics, 2).await;
-    assert!(fake.creates_for("retried").len() >= 2);
+    assert!(fake.creates_for(retried).len() >= 2);
     fake.state().failures.clear();
-    wait_network(&env, "retried", "False", "RouteCreated").await;
-    assert_eq!(fake.table(), pairs(&[("retried", "10.244.5.0/24")]));
+    wait_network(&env, retried, "False", "RouteCreated").await;
+    assert_eq!(fake.table(), pairs(&[(retried, "10.244.5.0/24")]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_watch_based_reconciliation_a_new_node_gets_its_route_without_waiting_a_period() {
     let env = Env::start().await;
+    let late = &*env.name("late");
     let fake = FakeRoutes::with_routes(vec![]);
     let metrics = start_controller_with(
         &env,
@@ -718,21 +733,21 @@ async fn with_watch_based_reconciliation_a_new_node_gets_its_route_without_waiti
     create_nodes(
         &env,
         vec![
-            NodeBuilder::kubelet("late")
+            NodeBuilder::kubelet(late)
                 .untainted()
                 .pod_cidrs(&["10.244.7.0/24"])
                 .ready("True"),
         ],
     )
     .await;
-    wait_network(&env, "late", "False", "RouteCreated").await;
-    assert_eq!(fake.table(), pairs(&[("late", "10.244.7.0/24")]));
+    wait_network(&env, late, "False", "RouteCreated").await;
+    assert_eq!(fake.table(), pairs(&[(late, "10.244.7.0/24")]));
     let passes = metrics.route_sync_count();
     assert!(passes >= 2, "an event-driven pass ran: {passes}");
 
     // Deleting the Node removes its route just as promptly.
     kube::Api::<Node>::all(env.client.clone())
-        .delete("late", &Default::default())
+        .delete(late, &Default::default())
         .await
         .unwrap();
     eventually("route of the deleted node removed", WAIT, || async {

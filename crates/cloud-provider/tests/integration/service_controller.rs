@@ -16,12 +16,11 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::Env;
 use crate::support::*;
+use crate::{Env, SCOPE_LABEL};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CLUSTER: &str = "test-cluster";
-const NS: &str = "default";
 
 /// One call of the fake provider: method, `namespace/name`, node names handed over.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,15 +53,23 @@ struct LbState {
 /// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
 struct FakeLb {
     client: Client,
+    /// The test's namespace: the queries below name a Service of it.
+    namespace: String,
     state: Mutex<LbState>,
 }
 
 impl FakeLb {
-    fn new(client: Client) -> Arc<Self> {
+    fn new(env: &Env) -> Arc<Self> {
         Arc::new(Self {
-            client,
+            client: env.client.clone(),
+            namespace: env.namespace().to_owned(),
             state: Mutex::default(),
         })
+    }
+
+    /// The key of the test's Service `name`: `namespace/name`.
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.namespace)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, LbState> {
@@ -73,7 +80,8 @@ impl FakeLb {
         self.state().calls.clone()
     }
 
-    fn ensures(&self, key: &str) -> Vec<Vec<String>> {
+    fn ensures(&self, name: &str) -> Vec<Vec<String>> {
+        let key = self.key(name);
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -83,7 +91,8 @@ impl FakeLb {
             .collect()
     }
 
-    fn updates(&self, key: &str) -> Vec<Vec<String>> {
+    fn updates(&self, name: &str) -> Vec<Vec<String>> {
+        let key = self.key(name);
         self.calls()
             .into_iter()
             .filter_map(|c| match c {
@@ -93,21 +102,20 @@ impl FakeLb {
             .collect()
     }
 
-    fn deletes(&self, key: &str) -> usize {
-        self.calls()
-            .iter()
-            .filter(|c| **c == LbCall::Delete(key.to_owned()))
-            .count()
+    fn deletes(&self, name: &str) -> usize {
+        let delete = LbCall::Delete(self.key(name));
+        self.calls().iter().filter(|c| **c == delete).count()
     }
 
-    fn calls_for(&self, key: &str) -> usize {
+    fn calls_for(&self, name: &str) -> usize {
+        let key = self.key(name);
         self.calls()
             .iter()
             .filter(|c| match c {
                 LbCall::Get(k)
                 | LbCall::Ensure(k, _)
                 | LbCall::Update(k, _)
-                | LbCall::Delete(k) => k == key,
+                | LbCall::Delete(k) => *k == key,
             })
             .count()
     }
@@ -225,10 +233,17 @@ impl LoadBalancer for FakeLb {
     }
 }
 
-fn service(name: &str, type_: &str) -> Service {
+/// Owned copies of Node names, as the fake records them.
+fn strings(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| (*n).to_owned()).collect()
+}
+
+/// A Service in `env`'s scope: its namespace and its [`SCOPE_LABEL`].
+fn service(env: &Env, name: &str, type_: &str) -> Service {
     let mut svc = Service::default();
     svc.metadata.name = Some(name.into());
-    svc.metadata.namespace = Some(NS.into());
+    svc.metadata.namespace = Some(env.namespace().into());
+    svc.metadata.labels = Some([(SCOPE_LABEL.to_owned(), env.id.clone())].into());
     svc.spec = Some(ServiceSpec {
         type_: Some(type_.into()),
         ports: Some(vec![ServicePort {
@@ -241,22 +256,22 @@ fn service(name: &str, type_: &str) -> Service {
     svc
 }
 
-async fn create_service(client: &Client, name: &str, type_: &str) -> Service {
-    Api::<Service>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &service(name, type_))
+async fn create_service(env: &Env, name: &str, type_: &str) -> Service {
+    Api::<Service>::namespaced(env.client.clone(), env.namespace())
+        .create(&PostParams::default(), &service(env, name, type_))
         .await
         .unwrap()
 }
 
-async fn get_service(client: &Client, name: &str) -> Option<Service> {
-    Api::<Service>::namespaced(client.clone(), NS)
+async fn get_service(env: &Env, name: &str) -> Option<Service> {
+    Api::<Service>::namespaced(env.client.clone(), env.namespace())
         .get_opt(name)
         .await
         .unwrap()
 }
 
-async fn patch_service(client: &Client, name: &str, patch: serde_json::Value) {
-    Api::<Service>::namespaced(client.clone(), NS)
+async fn patch_service(env: &Env, name: &str, patch: serde_json::Value) {
+    Api::<Service>::namespaced(env.client.clone(), env.namespace())
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
@@ -280,12 +295,12 @@ fn has_finalizer(svc: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER))
 }
 
-async fn node(client: &Client, name: &str) -> Node {
+async fn node(env: &Env, name: &str) -> Node {
     NodeBuilder::kubelet(name)
         .untainted()
         .provider_id(&format!("fake://{name}"))
         .ready("True")
-        .create(client)
+        .create(env)
         .await
 }
 
@@ -316,20 +331,24 @@ fn start(env: &Env, lb: &Arc<FakeLb>) {
     start_with(env, lb, test_config());
 }
 
+/// Run the controller on the test's Services (its namespace) and Nodes (its Node cache).
 fn start_with(env: &Env, lb: &Arc<FakeLb>, config: ServiceControllerConfig) {
     let controller = ServiceController::new(
         env.client.clone(),
         env.cache.clone(),
         lb.clone(),
         env.metrics.clone(),
-        config,
+        ServiceControllerConfig {
+            scope: env.scope.clone(),
+            ..config
+        },
     );
     tokio::spawn(controller.run(env.shutdown.clone()));
 }
 
-async fn wait_reason(client: &Client, name: &str, reason: &str) {
+async fn wait_reason(env: &Env, name: &str, reason: &str) {
     eventually(&format!("event {reason} on {name}"), WAIT, || async {
-        service_event_reasons(client, NS, name)
+        service_event_reasons(&env.client, env.namespace(), name)
             .await
             .iter()
             .any(|r| r == reason)
@@ -338,9 +357,9 @@ async fn wait_reason(client: &Client, name: &str, reason: &str) {
     .await;
 }
 
-async fn wait_ingress(client: &Client, name: &str) -> Vec<String> {
+async fn wait_ingress(env: &Env, name: &str) -> Vec<String> {
     eventually(&format!("ingress of {name}"), WAIT, || async {
-        let svc = get_service(client, name).await?;
+        let svc = get_service(env, name).await?;
         let ips = ingress_ips(&svc);
         (!ips.is_empty()).then_some(ips)
     })
@@ -350,23 +369,24 @@ async fn wait_ingress(client: &Client, name: &str) -> Vec<String> {
 #[tokio::test]
 async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    create_service(client, "web", "LoadBalancer").await;
-    create_service(client, "internal", "ClusterIP").await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    create_service(&env, "internal", "ClusterIP").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
 
     // Ensured with the one node; finalizer before the first cloud call; status from the cloud.
-    let ips = wait_ingress(client, "web").await;
+    let ips = wait_ingress(&env, "web").await;
     assert_eq!(ips, ["203.0.113.1"]);
-    let web = get_service(client, "web").await.unwrap();
+    let web = get_service(&env, "web").await.unwrap();
     assert!(has_finalizer(&web));
-    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
     assert_eq!(lb.state().finalizer_at_ensure, [true]);
-    wait_reason(client, "web", "EnsuredLoadBalancer").await;
-    let reasons = service_event_reasons(client, NS, "web").await;
+    wait_reason(&env, "web", "EnsuredLoadBalancer").await;
+    let reasons = service_event_reasons(client, env.namespace(), "web").await;
     assert!(
         reasons.contains(&"EnsuringLoadBalancer".to_owned()),
         "{reasons:?}"
@@ -377,72 +397,67 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
     );
 
     // The ClusterIP Service is never touched.
-    assert_eq!(lb.calls_for("default/internal"), 0);
-    let internal = get_service(client, "internal").await.unwrap();
+    assert_eq!(lb.calls_for("internal"), 0);
+    let internal = get_service(&env, "internal").await.unwrap();
     assert!(!has_finalizer(&internal));
     assert!(
-        service_event_reasons(client, NS, "internal")
+        service_event_reasons(client, env.namespace(), "internal")
             .await
             .is_empty()
     );
 
     // A label change does not re-ensure (nor does the status write of the controller itself).
-    patch_service(
-        client,
-        "web",
-        json!({"metadata": {"labels": {"team": "a"}}}),
-    )
-    .await;
+    patch_service(&env, "web", json!({"metadata": {"labels": {"team": "a"}}})).await;
     // Progress before the check: a Service created after the patch is ensured and its
     // reconcile finished. The Service watch delivers changes in order, so the label change was
     // handled first (and, with the queue in order, any sync it caused was taken up first).
     let reconciled = env.metrics.reconcile_count("service");
-    create_service(client, "probe", "LoadBalancer").await;
-    wait_ingress(client, "probe").await;
-    wait_reason(client, "probe", "EnsuredLoadBalancer").await;
+    create_service(&env, "probe", "LoadBalancer").await;
+    wait_ingress(&env, "probe").await;
+    wait_reason(&env, "probe", "EnsuredLoadBalancer").await;
     eventually("the probe's reconcile finished", WAIT, || async {
         (env.metrics.reconcile_count("service") > reconciled).then_some(())
     })
     .await;
-    assert_eq!(lb.ensures("default/probe").len(), 1, "{:?}", lb.calls());
-    assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
+    assert_eq!(lb.ensures("probe").len(), 1, "{:?}", lb.calls());
+    assert_eq!(lb.ensures("web").len(), 1, "{:?}", lb.calls());
     // The probe goes again, so that `web` is the only load balancer in the cloud.
-    Api::<Service>::namespaced(client.clone(), NS)
+    Api::<Service>::namespaced(client.clone(), env.namespace())
         .delete("probe", &DeleteParams::default())
         .await
         .unwrap();
     eventually("probe gone", WAIT, || async {
-        get_service(client, "probe").await.is_none().then_some(())
+        get_service(&env, "probe").await.is_none().then_some(())
     })
     .await;
-    assert_eq!(lb.deletes("default/probe"), 1);
+    assert_eq!(lb.deletes("probe"), 1);
 
     // An annotation change does.
     patch_service(
-        client,
+        &env,
         "web",
         json!({"metadata": {"annotations": {"example.com/size": "lb21"}}}),
     )
     .await;
     eventually("re-ensure after annotation change", WAIT, || async {
-        (lb.ensures("default/web").len() == 2).then_some(())
+        (lb.ensures("web").len() == 2).then_some(())
     })
     .await;
-    assert_eq!(ips, ingress_ips(&get_service(client, "web").await.unwrap()));
+    assert_eq!(ips, ingress_ips(&get_service(&env, "web").await.unwrap()));
 
     // Deletion: the cloud LB is deleted, then the finalizer removed, then the Service is gone.
-    Api::<Service>::namespaced(client.clone(), NS)
+    Api::<Service>::namespaced(client.clone(), env.namespace())
         .delete("web", &DeleteParams::default())
         .await
         .unwrap();
     eventually("service gone", WAIT, || async {
-        get_service(client, "web").await.is_none().then_some(())
+        get_service(&env, "web").await.is_none().then_some(())
     })
     .await;
-    assert_eq!(lb.deletes("default/web"), 1);
+    assert_eq!(lb.deletes("web"), 1);
     assert!(lb.state().existing.is_empty());
-    wait_reason(client, "web", "DeletedLoadBalancer").await;
-    let reasons = service_event_reasons(client, NS, "web").await;
+    wait_reason(&env, "web", "DeletedLoadBalancer").await;
+    let reasons = service_event_reasons(client, env.namespace(), "web").await;
     assert!(
         reasons.contains(&"DeletingLoadBalancer".to_owned()),
         "{reasons:?}"
@@ -454,18 +469,18 @@ async fn load_balancer_service_is_ensured_updated_on_spec_changes_and_deleted() 
 async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legacy_path() {
     let env = Env::start().await;
     let client = &env.client;
-    create_service(client, "web", "LoadBalancer").await;
-    create_service(client, "legacy", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    create_service(&env, "web", "LoadBalancer").await;
+    create_service(&env, "legacy", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
-    wait_ingress(client, "web").await;
-    wait_ingress(client, "legacy").await;
+    wait_ingress(&env, "web").await;
+    wait_ingress(&env, "legacy").await;
     // No nodes at all: warned, but the cloud was still called.
-    wait_reason(client, "web", "UnAvailableLoadBalancer").await;
-    assert_eq!(lb.ensures("default/web"), [Vec::<String>::new()]);
+    wait_reason(&env, "web", "UnAvailableLoadBalancer").await;
+    assert_eq!(lb.ensures("web"), [Vec::<String>::new()]);
 
     // A finalizer of someone else survives the cleanup.
-    Api::<Service>::namespaced(client.clone(), NS)
+    Api::<Service>::namespaced(client.clone(), env.namespace())
         .patch(
             "web",
             &PatchParams::default(),
@@ -476,7 +491,7 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         .await
         .unwrap();
     patch_service(
-        client,
+        &env,
         "web",
         json!({"spec": {
             "type": "ClusterIP",
@@ -486,7 +501,7 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
     )
     .await;
     let cleaned = eventually("finalizer removed and status cleared", WAIT, || async {
-        let svc = get_service(client, "web").await?;
+        let svc = get_service(&env, "web").await?;
         (!has_finalizer(&svc) && ingress_ips(&svc).is_empty()).then_some(svc)
     })
     .await;
@@ -499,13 +514,13 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         Some("ClusterIP"),
         "the controller never writes spec"
     );
-    assert_eq!(lb.deletes("default/web"), 1);
-    assert!(lb.calls().contains(&LbCall::Get("default/web".into())));
-    wait_reason(client, "web", "DeletedLoadBalancer").await;
+    assert_eq!(lb.deletes("web"), 1);
+    assert!(lb.calls().contains(&LbCall::Get(lb.key("web"))));
+    wait_reason(&env, "web", "DeletedLoadBalancer").await;
 
     // Someone strips the finalizer, then deletes the Service: the remembered version drives the
     // cleanup.
-    Api::<Service>::namespaced(client.clone(), NS)
+    Api::<Service>::namespaced(client.clone(), env.namespace())
         .patch_status(
             "legacy",
             &PatchParams::default(),
@@ -513,15 +528,15 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         )
         .await
         .unwrap();
-    Api::<Service>::namespaced(client.clone(), NS)
+    Api::<Service>::namespaced(client.clone(), env.namespace())
         .delete("legacy", &DeleteParams::default())
         .await
         .unwrap();
     eventually("legacy delete", WAIT, || async {
-        (lb.deletes("default/legacy") == 1).then_some(())
+        (lb.deletes("legacy") == 1).then_some(())
     })
     .await;
-    wait_reason(client, "legacy", "DeletedLoadBalancer").await;
+    wait_reason(&env, "legacy", "DeletedLoadBalancer").await;
     assert!(lb.state().existing.is_empty());
 }
 
@@ -529,7 +544,7 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
 async fn provider_errors_are_reported_and_retried_until_success() {
     let env = Env::start().await;
     let client = &env.client;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         state
@@ -542,12 +557,12 @@ async fn provider_errors_are_reported_and_retried_until_success() {
         ));
     }
     start(&env, &lb);
-    create_service(client, "web", "LoadBalancer").await;
+    create_service(&env, "web", "LoadBalancer").await;
 
-    let ips = wait_ingress(client, "web").await;
+    let ips = wait_ingress(&env, "web").await;
     assert_eq!(ips, ["203.0.113.1"]);
-    assert_eq!(lb.ensures("default/web").len(), 3);
-    let events = object_events(client, NS, "Service", "web").await;
+    assert_eq!(lb.ensures("web").len(), 3);
+    let events = object_events(client, env.namespace(), "Service", "web").await;
     let messages: Vec<String> = events
         .iter()
         .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
@@ -565,26 +580,30 @@ async fn provider_errors_are_reported_and_retried_until_success() {
     );
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert!(env.metrics.error_count("service", "transient") >= 1);
-    wait_reason(client, "web", "EnsuredLoadBalancer").await;
+    wait_reason(&env, "web", "EnsuredLoadBalancer").await;
 }
 
 #[tokio::test]
 async fn node_changes_update_the_backend_set() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
+    let n3 = &*env.name("n3");
+    let probe = &*env.name("probe");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    create_service(client, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
-    wait_ingress(client, "web").await;
-    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+    wait_ingress(&env, "web").await;
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
-    let wait_update = |expected: Vec<&'static str>| {
+    let wait_update = |expected: Vec<String>| {
         let lb = lb.clone();
         async move {
             eventually(&format!("update with {expected:?}"), WAIT, || async {
-                lb.updates("default/web")
+                lb.updates("web")
                     .last()
                     .is_some_and(|last| *last == expected)
                     .then_some(())
@@ -594,62 +613,62 @@ async fn node_changes_update_the_backend_set() {
     };
 
     // A new node joins the backends.
-    node(client, "n2").await;
-    wait_update(vec!["n1", "n2"]).await;
-    wait_reason(client, "web", "UpdatedLoadBalancer").await;
+    node(&env, n2).await;
+    wait_update(strings(&[n1, n2])).await;
+    wait_reason(&env, "web", "UpdatedLoadBalancer").await;
 
     // Readiness and unrelated labels are ignored; "false" does not exclude.
-    set_ready(client, "n1", "False").await;
+    set_ready(client, n1, "False").await;
     label_node(
         client,
-        "n1",
+        n1,
         LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS,
         "false",
     )
     .await;
-    label_node(client, "n1", "role", "worker").await;
+    label_node(client, n1, "role", "worker").await;
     // Progress before the check: a Node added after these changes (excluded from load
     // balancers, so the eligible set stays n1, n2) makes the controller look at `web` again.
     // The Node watch delivers changes in order, so the ignored changes were handled first.
     let reconciled = env.metrics.reconcile_count("service");
-    NodeBuilder::kubelet("probe")
+    NodeBuilder::kubelet(probe)
         .untainted()
         .provider_id("fake://probe")
         .label(LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS, "true")
         .ready("True")
-        .create(client)
+        .create(&env)
         .await;
     eventually("a reconcile of web after the probe node", WAIT, || async {
         (env.metrics.reconcile_count("service") > reconciled).then_some(())
     })
     .await;
-    assert_eq!(lb.updates("default/web").len(), 1, "{:?}", lb.calls());
+    assert_eq!(lb.updates("web").len(), 1, "{:?}", lb.calls());
 
     // The exclusion label removes a node.
     label_node(
         client,
-        "n2",
+        n2,
         LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS,
         "true",
     )
     .await;
-    wait_update(vec!["n1"]).await;
+    wait_update(strings(&[n1])).await;
 
     // A failed update of an existing LB: warning, and a full ensure with the current set.
     lb.state()
         .update_errors
         .push_back(provider::Error::api_msg("backend limit"));
-    let n3 = node(client, "n3").await;
-    wait_update(vec!["n1", "n3"]).await;
-    wait_reason(client, "web", "UpdateLoadBalancerFailed").await;
+    let n3_node = node(&env, n3).await;
+    wait_update(strings(&[n1, n3])).await;
+    wait_reason(&env, "web", "UpdateLoadBalancerFailed").await;
     eventually("full ensure after failed update", WAIT, || async {
-        lb.ensures("default/web")
+        lb.ensures("web")
             .last()
-            .is_some_and(|last| *last == ["n1", "n3"])
+            .is_some_and(|last| *last == [n1, n3])
             .then_some(())
     })
     .await;
-    let events = object_events(client, NS, "Service", "web").await;
+    let events = object_events(client, env.namespace(), "Service", "web").await;
     let failed = events
         .iter()
         .find(|e| e.reason.as_deref() == Some("UpdateLoadBalancerFailed"))
@@ -657,23 +676,23 @@ async fn node_changes_update_the_backend_set() {
     assert_eq!(
         failed.message.as_deref(),
         Some(
-            "Error updating load balancer with new hosts [n1 n3] [node names limited, total number of nodes: 2], error: cloud API call failed: backend limit"
+            format!("Error updating load balancer with new hosts [{n1} {n3}] [node names limited, total number of nodes: 2], error: cloud API call failed: backend limit").as_str()
         )
     );
 
     // Deleting nodes shrinks the set down to nothing.
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes.delete("n1", &DeleteParams::default()).await.unwrap();
-    wait_update(vec!["n3"]).await;
+    nodes.delete(n1, &DeleteParams::default()).await.unwrap();
+    wait_update(strings(&[n3])).await;
     nodes
         .delete(
-            n3.metadata.name.as_deref().unwrap(),
+            n3_node.metadata.name.as_deref().unwrap(),
             &DeleteParams::default(),
         )
         .await
         .unwrap();
-    wait_update(vec![]).await;
-    wait_reason(client, "web", "UnAvailableLoadBalancer").await;
+    wait_update(strings(&[])).await;
+    wait_reason(&env, "web", "UnAvailableLoadBalancer").await;
 }
 
 /// A provider that picks targets by Node labels (a node selector) gets a target update when a
@@ -681,18 +700,19 @@ async fn node_changes_update_the_backend_set() {
 #[tokio::test]
 async fn a_label_change_updates_the_targets_of_a_provider_that_selects_by_label() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    let lb = FakeLb::new(&env);
     lb.state().by_label = true;
     start(&env, &lb);
-    create_service(client, "web", "LoadBalancer").await;
-    wait_ingress(client, "web").await;
-    assert!(lb.updates("default/web").is_empty(), "{:?}", lb.calls());
-    label_node(client, "n1", "role", "edge").await;
+    create_service(&env, "web", "LoadBalancer").await;
+    wait_ingress(&env, "web").await;
+    assert!(lb.updates("web").is_empty(), "{:?}", lb.calls());
+    label_node(client, n1, "role", "edge").await;
     eventually("a target update after the label change", WAIT, || async {
-        (lb.updates("default/web") == [vec!["n1".to_owned()]]).then_some(())
+        (lb.updates("web") == [vec![n1.to_owned()]]).then_some(())
     })
     .await;
 }
@@ -700,21 +720,22 @@ async fn a_label_change_updates_the_targets_of_a_provider_that_selects_by_label(
 #[tokio::test]
 async fn a_joining_node_announces_the_target_updates_of_every_load_balancer() {
     let env = Env::start().await;
-    let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    create_service(client, "web", "LoadBalancer").await;
-    create_service(client, "api", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    create_service(&env, "api", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
-    wait_ingress(client, "web").await;
-    wait_ingress(client, "api").await;
+    wait_ingress(&env, "web").await;
+    wait_ingress(&env, "api").await;
 
-    node(client, "n2").await;
+    node(&env, n2).await;
     eventually("both load balancers updated", WAIT, || async {
-        let both = ["default/web", "default/api"]
+        let both = ["web", "api"]
             .iter()
-            .all(|key| lb.updates(key).last().is_some_and(|n| *n == ["n1", "n2"]));
+            .all(|key| lb.updates(key).last().is_some_and(|n| *n == [n1, n2]));
         both.then_some(())
     })
     .await;
@@ -735,24 +756,26 @@ async fn a_joining_node_announces_the_target_updates_of_every_load_balancer() {
 #[tokio::test]
 async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
     let client = &env.client;
-    let lb = FakeLb::new(client.clone());
+    let lb = FakeLb::new(&env);
     lb.state().elsewhere = true;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
     start(&env, &lb);
     let reconciled = env.metrics.reconcile_count("service");
-    create_service(client, "web", "LoadBalancer").await;
+    create_service(&env, "web", "LoadBalancer").await;
 
     eventually("ensure called", WAIT, || async {
-        (lb.ensures("default/web").len() == 1).then_some(())
+        (lb.ensures("web").len() == 1).then_some(())
     })
     .await;
-    wait_reason(client, "web", "EnsuringLoadBalancer").await;
+    wait_reason(&env, "web", "EnsuringLoadBalancer").await;
     // Another node: UpdateLoadBalancer answers ImplementedElsewhere, which is success.
-    node(client, "n2").await;
+    node(&env, n2).await;
     eventually("update called", WAIT, || async {
-        (lb.updates("default/web").len() == 1).then_some(())
+        (lb.updates("web").len() == 1).then_some(())
     })
     .await;
     // Progress before the checks: both reconciles (the ensure and the update) have finished,
@@ -771,10 +794,10 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     .map(|c| env.metrics.retry_count("service", c))
     .sum();
     assert_eq!(retries, 0, "no retry scheduled");
-    let svc = get_service(client, "web").await.unwrap();
+    let svc = get_service(&env, "web").await.unwrap();
     assert!(has_finalizer(&svc));
     assert!(ingress_ips(&svc).is_empty());
-    let reasons = service_event_reasons(client, NS, "web").await;
+    let reasons = service_event_reasons(client, env.namespace(), "web").await;
     for absent in [
         "EnsuredLoadBalancer",
         "SyncLoadBalancerFailed",
@@ -783,17 +806,17 @@ async fn implemented_elsewhere_keeps_the_finalizer_and_writes_no_status() {
     ] {
         assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
     }
-    assert_eq!(lb.ensures("default/web").len(), 1, "no retry after success");
+    assert_eq!(lb.ensures("web").len(), 1, "no retry after success");
 }
 
 #[tokio::test]
 async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
     let env = Env::start().await;
-    let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    create_service(client, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let n1 = &*env.name("n1");
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start_with(
         &env,
         &lb,
@@ -802,47 +825,49 @@ async fn node_sync_period_updates_every_load_balancer_without_node_changes() {
             ..test_config()
         },
     );
-    wait_ingress(client, "web").await;
-    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+    wait_ingress(&env, "web").await;
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
     // No Node changes: only the periodic pass can update the load balancer, each time with
     // the same Node.
     eventually("periodic backend updates", WAIT, || async {
-        (lb.updates("default/web").len() >= 2).then_some(())
+        (lb.updates("web").len() >= 2).then_some(())
     })
     .await;
-    for nodes in lb.updates("default/web") {
-        assert_eq!(nodes, ["n1"]);
+    for nodes in lb.updates("web") {
+        assert_eq!(nodes, [n1]);
     }
-    assert_eq!(lb.ensures("default/web").len(), 1, "{:?}", lb.calls());
+    assert_eq!(lb.ensures("web").len(), 1, "{:?}", lb.calls());
 }
 
 #[tokio::test]
 async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    let lb = FakeLb::new(&env);
     lb.state().ensure_errors.push_back(provider::Error::user(
         "InvalidConfiguration",
         "annotation load-balancer.hetzner.cloud/location: \"mars1\" is not a location",
     ));
     start(&env, &lb);
-    create_service(client, "bad", "LoadBalancer").await;
-    wait_reason(client, "bad", "InvalidConfiguration").await;
+    create_service(&env, "bad", "LoadBalancer").await;
+    wait_reason(&env, "bad", "InvalidConfiguration").await;
 
     // Progress elsewhere first: a second Service is ensured, and Node changes go by.
-    create_service(client, "good", "LoadBalancer").await;
-    wait_ingress(client, "good").await;
-    node(client, "n2").await;
+    create_service(&env, "good", "LoadBalancer").await;
+    wait_ingress(&env, "good").await;
+    node(&env, n2).await;
     eventually("target update of the good service", WAIT, || async {
-        (!lb.updates("default/good").is_empty()).then_some(())
+        (!lb.updates("good").is_empty()).then_some(())
     })
     .await;
-    assert_eq!(lb.ensures("default/bad").len(), 1, "{:?}", lb.calls());
-    assert!(lb.updates("default/bad").is_empty(), "{:?}", lb.calls());
-    let reasons = service_event_reasons(client, NS, "bad").await;
+    assert_eq!(lb.ensures("bad").len(), 1, "{:?}", lb.calls());
+    assert!(lb.updates("bad").is_empty(), "{:?}", lb.calls());
+    let reasons = service_event_reasons(client, env.namespace(), "bad").await;
     assert_eq!(
         reasons
             .iter()
@@ -858,13 +883,13 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
 
     // Fixing the Service is the change it waited for.
     patch_service(
-        client,
+        &env,
         "bad",
         json!({"metadata": {"annotations": {"load-balancer.hetzner.cloud/location": "fsn1"}}}),
     )
     .await;
-    wait_ingress(client, "bad").await;
-    assert_eq!(lb.ensures("default/bad").len(), 2);
+    wait_ingress(&env, "bad").await;
+    assert_eq!(lb.ensures("bad").len(), 2);
 }
 
 /// A refusal the world outside the Service can lift (a certificate uploaded later, say) is
@@ -873,10 +898,11 @@ async fn a_user_error_warns_once_and_waits_for_the_service_to_change() {
 #[tokio::test]
 async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         for _ in 0..3 {
@@ -889,10 +915,10 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
         ));
     }
     start(&env, &lb);
-    create_service(client, "web", "LoadBalancer").await;
-    wait_ingress(client, "web").await;
-    assert_eq!(lb.ensures("default/web").len(), 5, "{:?}", lb.calls());
-    let failed: Vec<Event> = object_events(client, NS, "Service", "web")
+    create_service(&env, "web", "LoadBalancer").await;
+    wait_ingress(&env, "web").await;
+    assert_eq!(lb.ensures("web").len(), 5, "{:?}", lb.calls());
+    let failed: Vec<Event> = object_events(client, env.namespace(), "Service", "web")
         .await
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
@@ -909,7 +935,7 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
         messages.iter().all(|(_, count)| *count == 1),
         "{messages:?}"
     );
-    let reasons = service_event_reasons(client, NS, "web").await;
+    let reasons = service_event_reasons(client, env.namespace(), "web").await;
     assert!(
         !reasons.contains(&"InvalidConfiguration".to_owned()),
         "{reasons:?}"
@@ -919,10 +945,10 @@ async fn a_rejected_sync_is_retried_and_warns_once_per_distinct_message() {
 #[tokio::test]
 async fn a_busy_load_balancer_is_retried_with_growing_delays() {
     let env = Env::start().await;
-    let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    let lb = FakeLb::new(client.clone());
+    let n1 = &*env.name("n1");
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    let lb = FakeLb::new(&env);
     {
         let mut state = lb.state();
         for _ in 0..5 {
@@ -935,10 +961,10 @@ async fn a_busy_load_balancer_is_retried_with_growing_delays() {
     }
     let started = std::time::Instant::now();
     start(&env, &lb);
-    create_service(client, "web", "LoadBalancer").await;
-    let ips = wait_ingress(client, "web").await;
+    create_service(&env, "web", "LoadBalancer").await;
+    let ips = wait_ingress(&env, "web").await;
     assert!(!ips.is_empty());
-    assert_eq!(lb.ensures("default/web").len(), 6);
+    assert_eq!(lb.ensures("web").len(), 6);
     // 200 + 400 + 800 + 1600 + 2000 (capped) ms of backoff at least.
     assert!(
         started.elapsed() >= Duration::from_millis(5000),
@@ -955,24 +981,23 @@ async fn a_busy_load_balancer_is_retried_with_growing_delays() {
 #[tokio::test]
 async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    let n2 = node(client, "n2").await;
-    env.wait_cached(&n1).await;
-    env.wait_cached(&n2).await;
-    create_service(client, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    let n2_node = node(&env, n2).await;
+    env.wait_cached(&n1_node).await;
+    env.wait_cached(&n2_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
-    wait_ingress(client, "web").await;
-    assert_eq!(
-        lb.ensures("default/web"),
-        [vec!["n1".to_owned(), "n2".to_owned()]]
-    );
+    wait_ingress(&env, "web").await;
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned(), n2.to_owned()]]);
 
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .patch(
-            "n2",
+            n2,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"taints": [
                 {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
@@ -981,7 +1006,7 @@ async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
         .await
         .unwrap();
     eventually("n2 left out", WAIT, || async {
-        (lb.updates("default/web").last() == Some(&vec!["n1".to_owned()])).then_some(())
+        (lb.updates("web").last() == Some(&vec![n1.to_owned()])).then_some(())
     })
     .await;
 }
@@ -989,39 +1014,35 @@ async fn the_autoscaler_taint_removes_a_node_from_the_targets() {
 #[tokio::test]
 async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_an_error() {
     let env = Env::start().await;
+    let n1 = &*env.name("n1");
+    let n2 = &*env.name("n2");
     let client = &env.client;
-    let n1 = node(client, "n1").await;
-    env.wait_cached(&n1).await;
-    create_service(client, "web", "LoadBalancer").await;
-    let lb = FakeLb::new(client.clone());
+    let n1_node = node(&env, n1).await;
+    env.wait_cached(&n1_node).await;
+    create_service(&env, "web", "LoadBalancer").await;
+    let lb = FakeLb::new(&env);
     start(&env, &lb);
-    wait_ingress(client, "web").await;
-    assert_eq!(lb.ensures("default/web"), [vec!["n1".to_owned()]]);
+    wait_ingress(&env, "web").await;
+    assert_eq!(lb.ensures("web"), [vec![n1.to_owned()]]);
 
     // Deleted behind the controller's back: the next target update finds nothing.
     {
         let mut state = lb.state();
-        state.existing.remove("default/web");
+        state.existing.remove(&lb.key("web"));
         state
             .update_errors
             .push_back(provider::Error::not_found_msg(
                 "service default/web: load balancer \"web\"",
             ));
     }
-    node(client, "n2").await;
+    node(&env, n2).await;
     eventually("ensured again with both nodes", WAIT, || async {
-        (lb.ensures("default/web").len() == 2).then_some(())
+        (lb.ensures("web").len() == 2).then_some(())
     })
     .await;
-    assert_eq!(
-        lb.updates("default/web"),
-        [vec!["n1".to_owned(), "n2".to_owned()]]
-    );
-    assert_eq!(
-        lb.ensures("default/web")[1],
-        ["n1".to_owned(), "n2".to_owned()]
-    );
-    let reasons = service_event_reasons(client, NS, "web").await;
+    assert_eq!(lb.updates("web"), [vec![n1.to_owned(), n2.to_owned()]]);
+    assert_eq!(lb.ensures("web")[1], [n1.to_owned(), n2.to_owned()]);
+    let reasons = service_event_reasons(client, env.namespace(), "web").await;
     for absent in ["UpdateLoadBalancerFailed", "SyncLoadBalancerFailed"] {
         assert!(!reasons.contains(&absent.to_owned()), "{reasons:?}");
     }

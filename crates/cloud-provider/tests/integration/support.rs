@@ -12,6 +12,8 @@ use k8s_openapi::api::core::v1::{Event, Node, NodeAddress, NodeSpec, Taint};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
+use crate::{Env, SCOPE_LABEL};
+
 /// A scripted answer of the fake provider.
 #[derive(Clone, Debug)]
 pub enum Answer<T> {
@@ -226,23 +228,29 @@ impl NodeBuilder {
         self
     }
 
-    pub async fn create(self, client: &Client) -> Node {
-        let api: Api<Node> = Api::all(client.clone());
-        let name = self.node.metadata.name.clone().unwrap();
-        api.create(&PostParams::default(), &self.node)
-            .await
-            .unwrap();
-        let mut status = serde_json::json!({ "addresses": self.addresses });
-        if let Some(ready) = self.ready {
+    /// Create the Node in `env`'s scope (with its [`SCOPE_LABEL`]) and with its status, in one
+    /// request as a kubelet registers (a controller never sees it without its addresses).
+    pub async fn create(self, env: &Env) -> Node {
+        let Self {
+            mut node,
+            addresses,
+            ready,
+        } = self.label(SCOPE_LABEL, &env.id);
+        let mut status = serde_json::json!({ "addresses": addresses });
+        if let Some(ready) = ready {
             status["conditions"] = ready_conditions(ready);
         }
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": status })),
-        )
-        .await
-        .unwrap()
+        node.status = Some(serde_json::from_value(status).unwrap());
+        let created = Api::<Node>::all(env.client.clone())
+            .create(&PostParams::default(), &node)
+            .await
+            .unwrap();
+        assert_eq!(
+            self::addresses(&created),
+            self::addresses(&node),
+            "the apiserver keeps a Node's status on create"
+        );
+        created
     }
 }
 

@@ -1,6 +1,7 @@
-//! Shared pieces of the end-to-end controller tests: a private control plane plus a simulator,
-//! the real Hetzner provider, the node and node-lifecycle controllers wired as the binary wires
-//! them, kubelet-like Nodes and bounded waits.
+//! Shared pieces of the end-to-end controller tests: a scope of the test binary's shared
+//! control plane plus a simulator of its own, the real Hetzner provider, the node and
+//! node-lifecycle controllers wired as the binary wires them (but watching only the test's
+//! Nodes), kubelet-like Nodes and bounded waits.
 
 #![allow(dead_code)]
 
@@ -14,14 +15,15 @@ use cloud_provider::provider::Result as ProviderResult;
 use cloud_provider::workqueue::Backoff;
 use cloud_provider::{
     CloudProvider as _, InstanceMetadata, Instances, Metrics, NodeCache, NodeController,
-    NodeControllerConfig, NodeLifecycleController, NodeLifecycleControllerConfig,
+    NodeControllerConfig, NodeLifecycleController, NodeLifecycleControllerConfig, WatchScope,
 };
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{CacheConfig, HcloudProvider, ProviderSettings};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeAddress, Taint};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube_harness::ControlPlane;
+use kube::core::Selector;
+use kube_harness::{ControlPlane, unique_name};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 pub const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 pub const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 pub const PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+/// The label on every Node a test creates, valued with the test's id.
+pub const SCOPE_LABEL: &str = "controllers.test/scope";
 
 /// Upper bound of every wait for the controllers to act.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -181,29 +185,41 @@ pub struct Running {
     pub metrics: Metrics,
 }
 
-/// A control plane, a simulator and (once started) the controllers.
+/// One test's scope of the shared control plane, a simulator and (once started) the
+/// controllers, which see only the test's Nodes.
 pub struct Env {
     pub sim: Simulator,
     pub client: kube::Client,
+    /// The test's id: the value of its Nodes' [`SCOPE_LABEL`] and the suffix of their names
+    /// (and of its servers' names, which the Nodes are named after).
+    pub id: String,
+    scope: WatchScope,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
-    // Last, so that it is dropped after the controllers stopped writing.
-    plane: ControlPlane,
 }
 
 impl Env {
     pub async fn start() -> Env {
         init_logging();
         let sim = Simulator::start(SimConfig::default()).await.unwrap();
-        let plane = ControlPlane::start().await.unwrap();
+        let plane = ControlPlane::shared().unwrap();
         let client = plane.client().await.unwrap();
+        let id = unique_name("ctl");
+        let scope = WatchScope::all()
+            .with_labels(Selector::from_iter([(SCOPE_LABEL.to_owned(), id.clone())]));
         Env {
             sim,
             client,
+            id,
+            scope,
             shutdown: CancellationToken::new(),
             tasks: JoinSet::new(),
-            plane,
         }
+    }
+
+    /// `prefix` made unique to this test: the name of one of its servers and Nodes.
+    pub fn name(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", self.id)
     }
 
     /// An API client for the simulator.
@@ -222,7 +238,7 @@ impl Env {
     }
 
     /// Build the Hetzner provider and run the node cache and both controllers, as the binary
-    /// does once it holds the lease.
+    /// does once it holds the lease (but on the test's Nodes only).
     pub async fn start_controllers(&mut self, setup: Setup) -> Running {
         let provider = HcloudProvider::new(self.hcloud_client(&setup), setup.settings.clone())
             .await
@@ -233,7 +249,7 @@ impl Env {
         });
         let instances: Arc<dyn Instances> = observed.clone();
         let token = self.shutdown.child_token();
-        let cache = NodeCache::spawn(self.client.clone(), token.clone());
+        let cache = NodeCache::spawn_scoped(self.client.clone(), token.clone(), &self.scope);
         let metrics = Metrics::new();
         let node = NodeController::new(
             self.client.clone(),
@@ -459,10 +475,16 @@ impl KubeletNode {
         .unwrap()
     }
 
+    /// Register the Node in `env`'s scope (with its [`SCOPE_LABEL`]).
     pub async fn create(&self, env: &Env) -> Node {
+        let mut node = self.to_node();
+        node.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(SCOPE_LABEL.to_owned(), env.id.clone());
         let created = env
             .nodes()
-            .create(&PostParams::default(), &self.to_node())
+            .create(&PostParams::default(), &node)
             .await
             .unwrap();
         let kept = created
