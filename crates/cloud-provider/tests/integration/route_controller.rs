@@ -33,6 +33,8 @@ struct RouteState {
     /// Stored routes report `enable_node_addresses` (the provider keys routes by addresses).
     keys_addresses: bool,
     failures: HashMap<String, CreateFailure>,
+    /// The next this many deletions fail (a 503 of the cloud).
+    failing_deletes: usize,
     lists: usize,
     creates: Vec<(String, Route)>,
     deletes: Vec<Route>,
@@ -156,6 +158,10 @@ impl Routes for FakeRoutes {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let mut state = self.state();
         state.deletes.push(route.clone());
+        if state.failing_deletes > 0 {
+            state.failing_deletes -= 1;
+            return Err(provider::Error::api_msg("delete route: 503"));
+        }
         let before = state.routes.len();
         state.routes.retain(|r| r != route);
         if state.routes.len() == before {
@@ -709,6 +715,33 @@ async fn with_watch_based_reconciliation_a_failed_creation_is_retried_without_a_
     fake.state().failures.clear();
     wait_network(&env, retried, "False", "RouteCreated").await;
     assert_eq!(fake.table(), pairs(&[(retried, "10.244.5.0/24")]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_watch_based_reconciliation_a_failed_deletion_is_retried_without_a_node_change() {
+    let env = Env::start().await;
+    let gone = env.name("gone");
+    let fake = FakeRoutes::with_routes(vec![route(&gone, "10.244.9.0/24")]);
+    fake.state().failing_deletes = 1;
+    let metrics = start_controller_with(
+        &env,
+        fake.clone(),
+        RouteControllerConfig {
+            reconciliation_period: Duration::from_millis(200),
+            watch_nodes: true,
+            watch_debounce: Duration::from_millis(100),
+            ..config()
+        },
+    );
+    // No Node of this test ever changes: only the failed deletion may bring the next pass
+    // (the resync is hours away).
+    wait_passes(&metrics, 1).await;
+    eventually("the stale route deleted on a later pass", WAIT, || async {
+        fake.table().is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(fake.state().deletes.len(), 2);
+    assert!(metrics.route_sync_count() >= 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
