@@ -35,6 +35,11 @@
 //! only after an unexpected answer: a `conflict` or `locked` answer (another actor changed the
 //! network; retried a few times with a short backoff), a rejected change, or a POST that timed
 //! out (the state is read instead of repeating it).
+//!
+//! The copy of the network is a snapshot cache and follows the freshness policy of
+//! [`crate::snapshot_cache`]: concurrent reads share one request, this process's changes amend
+//! the copy in place, an unexpected answer forgets it, and a POST without an answer reads the
+//! network anew rather than join a read that may have started before the POST.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,13 +62,13 @@ use crate::events::Events;
 use crate::metrics::{Operations, op};
 use crate::provider_id::ProviderId;
 use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
+use crate::snapshot_cache::{Snapshot, SnapshotCache};
 
 /// The Node address type the gateway must be one of (as the official CCM checks).
 const INTERNAL_IP: &str = "InternalIP";
 
-/// The worker's copy of the network and when it was read (kept up to date with its own
-/// changes), shared with its readers.
-type NetworkView = Option<(Instant, Arc<Network>)>;
+/// One read of the network, as the copy's refresh makes it.
+type NetworkRead = futures::future::BoxFuture<'static, Result<Network, Arc<hcloud_api::Error>>>;
 
 /// Route calls the controller makes at once ([`Routes::concurrent_operations`]): the worker
 /// carries out one change after another, and a queue this long never runs dry (a change takes
@@ -178,8 +183,9 @@ struct Core {
     config: Arc<RoutesConfig>,
     /// Gateway IP → Node name, for Nodes whose server has another name.
     learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
-    /// The network as last read, with this process's changes since applied.
-    view: Arc<std::sync::Mutex<NetworkView>>,
+    /// The network as last read, with this process's changes since applied (shared with its
+    /// readers; see the freshness policy in [`crate::snapshot_cache`]).
+    network_copy: SnapshotCache<Network, Arc<hcloud_api::Error>>,
     /// How long route actions took lately (the first check of an action waits this long).
     action_time: Arc<std::sync::Mutex<Duration>>,
     operations: Operations,
@@ -216,7 +222,7 @@ impl HcloudRoutes {
                 cache: cache.with_subsystem(SUBSYSTEM_ROUTES),
                 config: Arc::new(config),
                 learned: Arc::default(),
-                view: Arc::default(),
+                network_copy: SnapshotCache::default(),
                 action_time: Arc::new(std::sync::Mutex::new(FIRST_ACTION_CHECK)),
                 operations: Operations::default(),
                 events: Events::default(),
@@ -322,45 +328,45 @@ impl Core {
     }
 
     /// The network: the copy if younger than `max_age`, else read (and kept).
-    async fn network_within(&self, max_age: Duration) -> Result<Arc<Network>> {
-        if let Some((at, network)) = self.view().as_ref()
-            && at.elapsed() < max_age
-        {
-            return Ok(network.clone());
-        }
-        self.network().await
+    async fn network_within(&self, max_age: Duration) -> Result<Snapshot<Network>> {
+        let read = self.network_copy.get(max_age, self.read_network());
+        read.await.map_err(|err| self.read_error(err))
     }
 
-    fn view(&self) -> std::sync::MutexGuard<'_, NetworkView> {
-        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The network read from now on (and kept), even while another read is under way.
+    async fn network(&self) -> Result<Snapshot<Network>> {
+        let read = self.network_copy.reload(self.read_network());
+        read.await.map_err(|err| self.read_error(err))
+    }
+
+    /// One read of the network.
+    fn read_network(&self) -> impl FnOnce() -> NetworkRead + Send + 'static {
+        let client = self.client.clone();
+        let operations = self.operations.clone();
+        let id = self.config.network_id;
+        move || {
+            Box::pin(async move {
+                operations.count(op::routes::RELOAD_NETWORK);
+                client.networks().get(id).await.map_err(Arc::new)
+            })
+        }
+    }
+
+    fn read_error(&self, err: Arc<hcloud_api::Error>) -> Error {
+        Error::api(format!("reading network {}", self.config.network_id), err)
     }
 
     /// Forget the copy: the next plan reads the network.
     fn forget_network(&self) {
-        *self.view() = None;
+        self.network_copy.forget();
     }
 
     /// Apply a change of this process to the copy (keeping its age). The copy is shared with
     /// readers rather than cloned for each (it holds every route of the cluster); it is changed
     /// in place unless a reader still holds it.
     fn update_view(&self, change: impl FnOnce(&mut Vec<models::Route>)) {
-        if let Some((_, network)) = self.view().as_mut() {
-            change(&mut Arc::make_mut(network).routes);
-        }
-    }
-
-    async fn network(&self) -> Result<Arc<Network>> {
-        self.operations.count(op::routes::RELOAD_NETWORK);
-        let id = self.config.network_id;
-        let network = self
-            .client
-            .networks()
-            .get(id)
-            .await
-            .map_err(|err| Error::api(format!("reading network {id}"), err))?;
-        let network = Arc::new(network);
-        *self.view() = Some((Instant::now(), network.clone()));
-        Ok(network)
+        self.network_copy
+            .modify(|network| change(&mut network.routes));
     }
 
     fn learned(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Learned>> {
@@ -542,8 +548,8 @@ impl Core {
     /// `network "name" (ID n)` as last read, or `network n` before the first read.
     fn network_label(&self) -> String {
         let id = self.config.network_id;
-        match self.view().as_ref() {
-            Some((_, network)) => format!("network {:?} (ID {id})", network.name),
+        match self.network_copy.latest() {
+            Some(network) => format!("network {:?} (ID {id})", network.name),
             None => format!("network {id}"),
         }
     }
