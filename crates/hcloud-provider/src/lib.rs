@@ -35,8 +35,6 @@ pub mod project;
 mod provider_id;
 mod routes;
 mod server_cache;
-// Its users are ported one by one in the commits that follow.
-#[allow(dead_code)]
 mod snapshot_cache;
 
 use std::sync::Arc;
