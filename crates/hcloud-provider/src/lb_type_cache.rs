@@ -1,6 +1,6 @@
 //! A cache of the load balancer types (`GET /load_balancer_types`), as the official CCM keeps
 //! one: a snapshot of the whole list (see the freshness policy in [`crate::snapshot_cache`]),
-//! fresh for [`LB_TYPE_CACHE_MAX_AGE`] (one hour), answers every lookup by name or ID.
+//! fresh for [`CacheConfig::lb_type_max_age`] (one hour), answers every lookup by name or ID.
 //!
 //! Lookups are counted in
 //! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`
@@ -9,8 +9,8 @@
 //! was read for it or the read failed).
 //!
 //! A name missing from a fresh list re-reads the list only when that list is older than
-//! [`UNKNOWN_TYPE_REFRESH_INTERVAL`], so a Service that names a type that does not exist does
-//! not cost a request on every retry.
+//! [`CacheConfig::unknown_lb_type_refresh`] (a minute), so a Service that names a type that
+//! does not exist does not cost a request on every retry.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,13 +22,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use crate::config::CacheConfig;
 use crate::server_cache::{CacheError, RESULT_HIT, RESULT_MISS, SUBSYSTEM_LOAD_BALANCER};
 use crate::snapshot_cache::SnapshotCache;
 
-/// How long a list of load balancer types answers lookups (the official CCM's value).
-pub const LB_TYPE_CACHE_MAX_AGE: Duration = Duration::from_secs(3600);
-/// A name or ID missing from a list at least this old reads the list again.
-pub const UNKNOWN_TYPE_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// The cache mode label (the official cache lists all types).
 const MODE: &str = "all";
 
@@ -44,21 +41,24 @@ struct Labels {
 pub struct LoadBalancerTypeCache {
     client: Client,
     max_age: Duration,
+    unknown_refresh: Duration,
     types: SnapshotCache<Vec<Arc<LoadBalancerType>>, CacheError>,
     requests: Family<Labels, Counter>,
 }
 
 impl LoadBalancerTypeCache {
-    /// A cache over `client` with the official max age.
+    /// A cache over `client` with the default ages (the official max age).
     pub fn new(client: Client) -> Self {
-        Self::with_max_age(client, LB_TYPE_CACHE_MAX_AGE)
+        Self::with_config(client, &CacheConfig::default())
     }
 
-    /// A cache over `client` whose list answers lookups for `max_age`.
-    pub fn with_max_age(client: Client, max_age: Duration) -> Self {
+    /// A cache over `client` with the ages of `config` ([`CacheConfig::lb_type_max_age`],
+    /// [`CacheConfig::unknown_lb_type_refresh`]).
+    pub fn with_config(client: Client, config: &CacheConfig) -> Self {
         Self {
             client,
-            max_age,
+            max_age: config.lb_type_max_age,
+            unknown_refresh: config.unknown_lb_type_refresh,
             types: SnapshotCache::default(),
             requests: Family::default(),
         }
@@ -96,11 +96,11 @@ impl LoadBalancerTypeCache {
 
     /// The type named `name_or_id` (e.g. `lb11`), or whose ID it is when no type has that
     /// name. `Ok(None)`: the API does not know it (as of a list at most
-    /// [`UNKNOWN_TYPE_REFRESH_INTERVAL`] old).
+    /// [`CacheConfig::unknown_lb_type_refresh`] old).
     pub async fn get(&self, name_or_id: &str) -> Result<Option<Arc<LoadBalancerType>>, CacheError> {
         if let Some(types) = self.types.fresh(self.max_age) {
             let found = find(&types, name_or_id);
-            if found.is_some() || types.age() < UNKNOWN_TYPE_REFRESH_INTERVAL {
+            if found.is_some() || types.age() < self.unknown_refresh {
                 self.count(RESULT_HIT);
                 return Ok(found);
             }

@@ -1,7 +1,7 @@
 //! The routes capability: pod CIDRs routed to Nodes through the routes of one Hetzner network.
 //!
 //! - [`Routes::list_routes`] reads the network (one `GET /networks/{id}`; a copy younger than
-//!   [`RoutesConfig::list_max_age`] that includes this process's own changes answers instead)
+//!   [`network_max_age`] that includes this process's own changes answers instead)
 //!   and maps each route's gateway to the server whose private IP in this network it
 //!   is, using the shared [`ServerCache`] listing (accepting a listing as old as the status max
 //!   age). A gateway no server has is a blackhole. When such a gateway is seen for the first
@@ -29,7 +29,7 @@
 //! controller is asked for [`CONCURRENT_ROUTE_CALLS`] calls at once instead of upstream's 200:
 //! enough to keep the worker busy, while each waiting call holds its state in memory. The
 //! worker plans against the network as last read (by `list_routes` or by itself, at most
-//! [`RoutesConfig::plan_max_age`] old) and keeps that copy up to date with its own changes, so
+//! [`network_plan_max_age`] old) and keeps that copy up to date with its own changes, so
 //! a batch of N new routes costs one POST and about one action check per route; the first
 //! check waits about as long as route actions have taken so far. The network is read again
 //! only after an unexpected answer: a `conflict` or `locked` answer (another actor changed the
@@ -40,6 +40,9 @@
 //! [`crate::snapshot_cache`]: concurrent reads share one request, this process's changes amend
 //! the copy in place, an unexpected answer forgets it, and a POST without an answer reads the
 //! network anew rather than join a read that may have started before the POST.
+//!
+//! [`network_max_age`]: crate::CacheConfig::network_max_age
+//! [`network_plan_max_age`]: crate::CacheConfig::network_plan_max_age
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -101,19 +104,12 @@ pub struct RoutesConfig {
     /// `--cluster-cidr` (one CIDR, or an IPv4 and an IPv6 one). A route whose destination is
     /// not inside it gets a `ClusterCIDRMisconfigured` event; empty: no check.
     pub cluster_cidrs: Vec<IpNet>,
-    /// How old the copy of the network may be for `list_routes` (default 30 s; zero: read
-    /// every time). The copy includes this process's own changes; routes changed by others are
-    /// seen this much later.
-    pub list_max_age: Duration,
-    /// How old the copy of the network may be to plan route changes against (default 30 s,
-    /// never less than `list_max_age`). A stale plan costs one extra read: the API rejects
-    /// the change and the network is read again.
-    pub plan_max_age: Duration,
 }
 
 impl RoutesConfig {
     /// Defaults for `network_id`: 5 retries, 1 s doubling up to 5 s (the official CCM waits
-    /// 5 s between attempts), actions waited for up to 2 min, the network copy used for 30 s.
+    /// 5 s between attempts), actions waited for up to 2 min. How long the copy of the network
+    /// is used comes with the server cache's settings ([`crate::CacheConfig::network_max_age`]).
     pub fn new(network_id: i64) -> Self {
         Self {
             network_id,
@@ -122,8 +118,6 @@ impl RoutesConfig {
             retry_cap: Duration::from_secs(5),
             action_timeout: Duration::from_secs(120),
             cluster_cidrs: Vec::new(),
-            list_max_age: Duration::from_secs(30),
-            plan_max_age: Duration::from_secs(30),
         }
     }
 
@@ -214,7 +208,8 @@ struct Queue {
 
 impl HcloudRoutes {
     /// Routes of `config.network_id`, with servers looked up through `cache` (share the
-    /// instances' cache to share its listing).
+    /// instances' cache to share its listing). The copy of the network is kept as long as
+    /// `cache`'s settings say ([`crate::CacheConfig::network_max_age`]).
     pub fn new(client: Client, cache: ServerCache, config: RoutesConfig) -> Self {
         Self {
             core: Core {
@@ -648,7 +643,9 @@ impl Routes for HcloudRoutes {
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
         let core = &self.core;
         core.operations.count(op::routes::LIST_ROUTES);
-        let network = core.network_within(core.config.list_max_age).await?;
+        let network = core
+            .network_within(core.cache.config().network_max_age)
+            .await?;
         if network.routes.is_empty() {
             return Ok(Vec::new());
         }
@@ -753,7 +750,7 @@ impl Core {
         let node = &route.target_node;
         // The gateway first: a route that cannot be created costs no network read.
         let (gateway, server) = self.gateway(route).await?;
-        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let plan_age = self.cache.config().network_plan_age();
         let network = self.network_within(plan_age).await?;
         self.check_cluster_cidr(destination_cidr, node, name_hint)
             .await;
@@ -855,7 +852,7 @@ impl Core {
     /// Delete one route as listed (in the worker).
     async fn delete(&self, route: &Route) -> Result<()> {
         let destination_cidr = route.destination_cidr.trunc();
-        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let plan_age = self.cache.config().network_plan_age();
         let network = self.network_within(plan_age).await?;
         let current: Vec<&models::Route> = network
             .routes

@@ -26,7 +26,8 @@
 //!
 //! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
-//! is read directly (one request instead of one per 50 servers), at most once per 2 s. One
+//! is read directly (one request instead of one per 50 servers), at most once per
+//! [`CacheConfig::min_refresh_interval`] (2 s). One
 //! Node joining a cluster of 1000 thus costs one request, a burst of new Nodes one more than a
 //! listing. A server read directly answers later lookups on its own while the read is younger
 //! than the max age and no change seen by the status check came after it, however old the
@@ -50,9 +51,6 @@ use tokio::time::Instant;
 
 use crate::config::{CacheConfig, CacheMode};
 use crate::snapshot_cache::{Answer, Snapshot, SnapshotCache};
-
-/// A listing younger than this answers misses without another refresh.
-const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Servers per page of a listing (the API's maximum, as `list_all` asks).
 const SERVERS_PER_PAGE: usize = 50;
@@ -509,8 +507,8 @@ impl ServerCache {
     /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
     /// server than as a refresh: only when the listing spans several pages, no refresh is
     /// under way, and either the server was read directly `again` since the listing, or no
-    /// other direct read happened in the last [`MIN_REFRESH_INTERVAL`] (a burst of lookups of
-    /// other servers, such as many new Nodes, lists instead).
+    /// other direct read happened in the last [`CacheConfig::min_refresh_interval`] (a burst
+    /// of lookups of other servers, such as many new Nodes, lists instead).
     fn read_directly(&self, state: &mut State, again: bool) -> bool {
         let Some(listing) = self.listings.latest() else {
             return false;
@@ -524,7 +522,7 @@ impl ServerCache {
         }
         let now = Instant::now();
         let (since, used) = state.direct.get_or_insert((now, 0));
-        if now.saturating_duration_since(*since) >= MIN_REFRESH_INTERVAL {
+        if now.saturating_duration_since(*since) >= self.config.min_refresh_interval {
             *since = now;
             *used = 0;
         }
@@ -586,7 +584,7 @@ impl ServerCache {
                     .misses
                     .get(key)
                     .is_some_and(|at| at.elapsed() < self.config.miss_ttl);
-                if listing.age() < MIN_REFRESH_INTERVAL || recently_missed {
+                if listing.age() < self.config.min_refresh_interval || recently_missed {
                     self.count(RESULT_HIT);
                     state.misses.entry(key.clone()).or_insert(listing.at);
                     return Ok(None);

@@ -4,7 +4,7 @@
 //! start with 100 Services cost 100 requests and a Node joining another 100 before any target
 //! was added. Here one paged listing of all load balancers (`GET /load_balancers`, 50 per
 //! page), kept as a snapshot cache with the freshness policy of [`crate::snapshot_cache`],
-//! answers every lookup for [`Snapshot::max_age`]:
+//! answers every lookup for [`CacheConfig::load_balancer_max_age`] (`max_age` below):
 //!
 //! - **When to list**: a lookup that finds no fresh listing joins the one under way, or starts
 //!   one when there is none yet, when it fits one page anyway, or when lookups come in a burst
@@ -28,6 +28,8 @@
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
 //! [`Snapshot::forget`] answers with a new listing on the retry: the stranger is found by name
 //! and adopted, or refused when it belongs to another Service.
+//!
+//! [`CacheConfig::load_balancer_max_age`]: crate::CacheConfig::load_balancer_max_age
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
