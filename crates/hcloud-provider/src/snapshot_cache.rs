@@ -442,6 +442,15 @@ mod tests {
         }
     }
 
+    /// A cache with one snapshot (read 1 of its source), and its source.
+    async fn filled() -> (SnapshotCache<usize, String>, Source) {
+        let cache = SnapshotCache::default();
+        let source = Source::default();
+        let first = cache.get(MAX_AGE, source.read(Duration::ZERO)).await;
+        assert_eq!(first.map(|s| *s), Ok(1));
+        (cache, source)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn concurrent_callers_share_one_refresh() {
         let cache = SnapshotCache::<usize, String>::default();
@@ -478,12 +487,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_refresh_is_every_waiters_error_and_keeps_the_last_good_snapshot() {
-        let cache = SnapshotCache::<usize, String>::default();
-        let source = Source::default();
-        cache
-            .get(MAX_AGE, source.read(Duration::ZERO))
-            .await
-            .unwrap();
+        let (cache, source) = filled().await;
         tokio::time::advance(MAX_AGE).await;
         source.fail(true);
         let waiters = (0..5).map(|_| {
@@ -533,12 +537,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_outdated_mark_survives_a_refresh_that_started_before_it() {
-        let cache = SnapshotCache::<usize, String>::default();
-        let source = Source::default();
-        cache
-            .get(MAX_AGE, source.read(Duration::ZERO))
-            .await
-            .unwrap();
+        let (cache, source) = filled().await;
         // A refresh starts (its request goes out when first polled), then a check sees a
         // change and marks the snapshot outdated.
         let mut older = Box::pin(

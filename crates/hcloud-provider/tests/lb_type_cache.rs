@@ -21,6 +21,15 @@ fn client(sim: &Simulator) -> Client {
     Client::new(config).unwrap()
 }
 
+/// A simulator, and a cache over it with the default settings changed by `configure`.
+async fn started(configure: impl FnOnce(&mut CacheConfig)) -> (Simulator, LoadBalancerTypeCache) {
+    let mut config = CacheConfig::default();
+    configure(&mut config);
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let cache = LoadBalancerTypeCache::with_config(client(&sim), &config);
+    (sim, cache)
+}
+
 async fn listings(sim: &Simulator) -> u64 {
     sim.admin()
         .request_counts()
@@ -55,12 +64,7 @@ async fn one_listing_answers_lookups_by_name_and_id_within_the_max_age() {
 
 #[tokio::test]
 async fn an_expired_listing_is_read_again_and_unknown_names_after_a_minute_only() {
-    let sim = Simulator::start(SimConfig::default()).await.unwrap();
-    let config = CacheConfig {
-        lb_type_max_age: Duration::from_millis(50),
-        ..CacheConfig::default()
-    };
-    let cache = LoadBalancerTypeCache::with_config(client(&sim), &config);
+    let (sim, cache) = started(|c| c.lb_type_max_age = Duration::from_millis(50)).await;
     assert!(cache.get("lb11").await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert!(cache.get("lb11").await.unwrap().is_some());
@@ -70,12 +74,7 @@ async fn an_expired_listing_is_read_again_and_unknown_names_after_a_minute_only(
 
 #[tokio::test]
 async fn an_unknown_name_reads_the_list_again_once_it_is_older_than_the_unknown_type_refresh() {
-    let sim = Simulator::start(SimConfig::default()).await.unwrap();
-    let config = CacheConfig {
-        unknown_lb_type_refresh: Duration::from_millis(100),
-        ..CacheConfig::default()
-    };
-    let cache = LoadBalancerTypeCache::with_config(client(&sim), &config);
+    let (sim, cache) = started(|c| c.unknown_lb_type_refresh = Duration::from_millis(100)).await;
     assert!(cache.get("lb99").await.unwrap().is_none());
     assert!(cache.get("lb99").await.unwrap().is_none());
     assert_eq!(
