@@ -78,13 +78,17 @@ impl FromStr for CacheMode {
     }
 }
 
-/// How the shared server cache behaves.
+/// Every age and threshold of the provider's caches: the server cache, the snapshot of all
+/// load balancers, the load balancer types and the routes' copy of the network. Each of them
+/// is a snapshot cache with one freshness policy (see the provider's `snapshot_cache`
+/// module); the defaults are the production values, and tests shorten them instead of
+/// waiting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// Caching strategy.
+    /// Caching strategy of the server cache (`HCLOUD_SERVER_CACHE_MODE`).
     pub mode: CacheMode,
-    /// How long a listing (or a single server) answers lookups (`HCLOUD_SERVER_CACHE_MAX_AGE`,
-    /// default 10 s as upstream).
+    /// How long a listing of all servers (or a single server) answers lookups
+    /// (`HCLOUD_SERVER_CACHE_MAX_AGE`, default 10 s as upstream).
     pub max_age: Duration,
     /// How old a listing may be when the lifecycle controller asks whether a server still
     /// exists or is shut down (never less than `max_age`; default 5 min). NotReady Nodes are
@@ -103,8 +107,38 @@ pub struct CacheConfig {
     /// for it give up (default 60 s).
     pub refresh_deadline: Duration,
     /// How long a server that was not found stays "not found" before the next refresh may look
-    /// for it again. Keeps retries of a missing server from re-listing everything.
+    /// for it again (default 10 s). Keeps retries of a missing server from re-listing
+    /// everything.
     pub miss_ttl: Duration,
+    /// A listing of all servers younger than this answers a lookup that misses it without
+    /// another refresh; and a lookup the listing cannot answer reads its one server directly
+    /// at most once in this window, later ones list (default 2 s).
+    pub min_refresh_interval: Duration,
+    /// How long one listing of all load balancers answers the lookups of every Service, and
+    /// the window in which a second lookup counts as a burst (default 10 s; zero: every lookup
+    /// asks the API).
+    pub load_balancer_max_age: Duration,
+    /// How long the list of load balancer types answers lookups (default 1 h, as upstream).
+    pub lb_type_max_age: Duration,
+    /// A load balancer type missing from a list at least this old reads the list again
+    /// (default 60 s).
+    pub unknown_lb_type_refresh: Duration,
+    /// How old the routes' copy of the network may be for listing routes (default 30 s; zero:
+    /// read every time). The copy includes this process's own changes; routes changed by
+    /// others are seen this much later.
+    pub network_max_age: Duration,
+    /// How old the copy of the network may be to plan route changes against (default 30 s,
+    /// never less than `network_max_age`). A stale plan costs one extra read: the API rejects
+    /// the change and the network is read again.
+    pub network_plan_max_age: Duration,
+}
+
+impl CacheConfig {
+    /// The age a planned route change accepts ([`CacheConfig::network_plan_max_age`], at least
+    /// [`CacheConfig::network_max_age`]).
+    pub(crate) fn network_plan_age(&self) -> Duration {
+        self.network_plan_max_age.max(self.network_max_age)
+    }
 }
 
 impl Default for CacheConfig {
@@ -116,6 +150,12 @@ impl Default for CacheConfig {
             status_period: Duration::from_secs(15),
             refresh_deadline: Duration::from_secs(60),
             miss_ttl: Duration::from_secs(10),
+            min_refresh_interval: Duration::from_secs(2),
+            load_balancer_max_age: Duration::from_secs(10),
+            lb_type_max_age: Duration::from_secs(3600),
+            unknown_lb_type_refresh: Duration::from_secs(60),
+            network_max_age: Duration::from_secs(30),
+            network_plan_max_age: Duration::from_secs(30),
         }
     }
 }
@@ -148,7 +188,7 @@ pub struct InstancesConfig {
     pub network_id: Option<i64>,
     /// Whether the zone label is set (`HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`).
     pub zone_label_enabled: bool,
-    /// Server cache behaviour.
+    /// Ages and thresholds of the caches.
     pub cache: CacheConfig,
 }
 

@@ -1,19 +1,19 @@
 //! A cache of the load balancer types (`GET /load_balancer_types`), as the official CCM keeps
-//! one: the whole list is read at most once per [`LB_TYPE_CACHE_MAX_AGE`] (one hour) and
-//! answers every lookup by name or ID in between.
+//! one: a snapshot of the whole list (see the freshness policy in [`crate::snapshot_cache`]),
+//! fresh for [`CacheConfig::lb_type_max_age`] (one hour), answers every lookup by name or ID.
 //!
 //! Lookups are counted in
 //! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`
 //! with the official label values (`subsystem="load_balancer"`, `mode="all"`, `result` `hit`
-//! when answered from the cached list, `miss` when the list was read for it).
+//! when answered from the cached list or from a read another lookup made, `miss` when the list
+//! was read for it or the read failed).
 //!
-//! A name missing from a cached list re-reads the list only when that list is older than
-//! [`UNKNOWN_TYPE_REFRESH_INTERVAL`], so a Service that names a type that does not exist does
-//! not cost a request on every retry. Concurrent lookups wait for one read; a read that failed
-//! while a lookup waited answers that lookup with the same error.
+//! A name missing from a fresh list re-reads the list only when that list is older than
+//! [`CacheConfig::unknown_lb_type_refresh`] (a minute), so a Service that names a type that
+//! does not exist does not cost a request on every retry.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hcloud_api::Client;
 use hcloud_api::models::LoadBalancerType;
@@ -21,14 +21,11 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tokio::sync::Mutex;
 
+use crate::config::CacheConfig;
 use crate::server_cache::{CacheError, RESULT_HIT, RESULT_MISS, SUBSYSTEM_LOAD_BALANCER};
+use crate::snapshot_cache::SnapshotCache;
 
-/// How long a list of load balancer types answers lookups (the official CCM's value).
-pub const LB_TYPE_CACHE_MAX_AGE: Duration = Duration::from_secs(3600);
-/// A name or ID missing from a list at least this old reads the list again.
-pub const UNKNOWN_TYPE_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
 /// The cache mode label (the official cache lists all types).
 const MODE: &str = "all";
 
@@ -39,33 +36,30 @@ struct Labels {
     result: &'static str,
 }
 
-#[derive(Debug, Default)]
-struct State {
-    listing: Option<(Instant, Arc<Vec<Arc<LoadBalancerType>>>)>,
-    failed: Option<(Instant, CacheError)>,
-}
-
 /// The load balancer type cache. Cheap to clone; clones share the list and the counters.
 #[derive(Clone, Debug)]
 pub struct LoadBalancerTypeCache {
     client: Client,
     max_age: Duration,
-    state: Arc<Mutex<State>>,
+    unknown_refresh: Duration,
+    types: SnapshotCache<Vec<Arc<LoadBalancerType>>, CacheError>,
     requests: Family<Labels, Counter>,
 }
 
 impl LoadBalancerTypeCache {
-    /// A cache over `client` with the official max age.
+    /// A cache over `client` with the default ages (the official max age).
     pub fn new(client: Client) -> Self {
-        Self::with_max_age(client, LB_TYPE_CACHE_MAX_AGE)
+        Self::with_config(client, &CacheConfig::default())
     }
 
-    /// A cache over `client` whose list answers lookups for `max_age`.
-    pub fn with_max_age(client: Client, max_age: Duration) -> Self {
+    /// A cache over `client` with the ages of `config` ([`CacheConfig::lb_type_max_age`],
+    /// [`CacheConfig::unknown_lb_type_refresh`]).
+    pub fn with_config(client: Client, config: &CacheConfig) -> Self {
         Self {
             client,
-            max_age,
-            state: Arc::default(),
+            max_age: config.lb_type_max_age,
+            unknown_refresh: config.unknown_lb_type_refresh,
+            types: SnapshotCache::default(),
             requests: Family::default(),
         }
     }
@@ -102,37 +96,30 @@ impl LoadBalancerTypeCache {
 
     /// The type named `name_or_id` (e.g. `lb11`), or whose ID it is when no type has that
     /// name. `Ok(None)`: the API does not know it (as of a list at most
-    /// [`UNKNOWN_TYPE_REFRESH_INTERVAL`] old).
+    /// [`CacheConfig::unknown_lb_type_refresh`] old).
     pub async fn get(&self, name_or_id: &str) -> Result<Option<Arc<LoadBalancerType>>, CacheError> {
-        let requested_at = Instant::now();
-        let mut state = self.state.lock().await;
-        if let Some((listed_at, types)) = &state.listing
-            && listed_at.elapsed() < self.max_age
-        {
-            let found = find(types, name_or_id);
-            if found.is_some() || listed_at.elapsed() < UNKNOWN_TYPE_REFRESH_INTERVAL {
+        if let Some(types) = self.types.fresh(self.max_age) {
+            let found = find(&types, name_or_id);
+            if found.is_some() || types.age() < self.unknown_refresh {
                 self.count(RESULT_HIT);
                 return Ok(found);
             }
         }
-        self.count(RESULT_MISS);
-        if let Some((failed_at, err)) = &state.failed
-            && *failed_at >= requested_at
-        {
-            return Err(err.clone());
-        }
-        let types = match self.client.load_balancer_types().list().await {
-            Ok(types) => Arc::new(types.into_iter().map(Arc::new).collect::<Vec<_>>()),
-            Err(err) => {
-                let err = CacheError::from(err);
-                state.failed = Some((Instant::now(), err.clone()));
-                return Err(err);
-            }
-        };
-        state.failed = None;
-        let found = find(&types, name_or_id);
-        state.listing = Some((Instant::now(), types));
-        Ok(found)
+        let client = self.client.clone();
+        let read = self.types.refresh(|| async move {
+            let types = client.load_balancer_types().list().await?;
+            Ok::<_, CacheError>(types.into_iter().map(Arc::new).collect())
+        });
+        let started = read.started();
+        let types = read.await;
+        // A lookup that joined a read another one started is answered without a request of
+        // its own, unless that read failed.
+        self.count(if started || types.is_err() {
+            RESULT_MISS
+        } else {
+            RESULT_HIT
+        });
+        Ok(find(&types?, name_or_id))
     }
 }
 

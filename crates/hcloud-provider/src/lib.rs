@@ -35,15 +35,14 @@ pub mod project;
 mod provider_id;
 mod routes;
 mod server_cache;
+mod snapshot_cache;
 
 use std::sync::Arc;
 
 pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
 pub use events::{EVENT_COMPONENT, Events};
 pub use instances::{CLOUD_PROJECT_MISMATCH, HcloudInstances, ProjectCheck, server_key};
-pub use lb_type_cache::{
-    LB_TYPE_CACHE_MAX_AGE, LoadBalancerTypeCache, UNKNOWN_TYPE_REFRESH_INTERVAL,
-};
+pub use lb_type_cache::LoadBalancerTypeCache;
 pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use metrics::{Operations, op};
@@ -88,7 +87,8 @@ pub struct ProviderSettings {
     pub network: Option<NetworkRef>,
     /// `HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`.
     pub zone_label_enabled: bool,
-    /// `HCLOUD_SERVER_CACHE_MODE`, `HCLOUD_SERVER_CACHE_MAX_AGE`.
+    /// Every age and threshold of the caches, `HCLOUD_SERVER_CACHE_MODE` and
+    /// `HCLOUD_SERVER_CACHE_MAX_AGE` among them.
     pub cache: CacheConfig,
     /// Offer the routes capability (`HCLOUD_NETWORK_ROUTES_ENABLED`, whose default is true in
     /// the binary). Only effective with a `network`; the binary also requires a parsable
@@ -141,10 +141,11 @@ impl HcloudProvider {
             zone_label_enabled: settings.zone_label_enabled,
             cache: settings.cache.clone(),
         };
-        let lb_types = LoadBalancerTypeCache::new(client.clone());
+        let lb_types = LoadBalancerTypeCache::with_config(client.clone(), &settings.cache);
         let load_balancers = settings.load_balancers.map(|lb_settings| {
             Arc::new(
                 HcloudLoadBalancers::new(client.clone(), lb_settings, network_id)
+                    .with_cache_config(&settings.cache)
                     .with_project(project.clone())
                     .with_events(events.clone())
                     .with_operations(operations.clone())

@@ -1,7 +1,7 @@
 //! The routes capability: pod CIDRs routed to Nodes through the routes of one Hetzner network.
 //!
 //! - [`Routes::list_routes`] reads the network (one `GET /networks/{id}`; a copy younger than
-//!   [`RoutesConfig::list_max_age`] that includes this process's own changes answers instead)
+//!   [`network_max_age`] that includes this process's own changes answers instead)
 //!   and maps each route's gateway to the server whose private IP in this network it
 //!   is, using the shared [`ServerCache`] listing (accepting a listing as old as the status max
 //!   age). A gateway no server has is a blackhole. When such a gateway is seen for the first
@@ -34,12 +34,20 @@
 //! controller is asked for [`CONCURRENT_ROUTE_CALLS`] calls at once instead of upstream's 200:
 //! enough to keep the worker busy, while each waiting call holds its state in memory. The
 //! worker plans against the network as last read (by `list_routes` or by itself, at most
-//! [`RoutesConfig::plan_max_age`] old) and keeps that copy up to date with its own changes, so
+//! [`network_plan_max_age`] old) and keeps that copy up to date with its own changes, so
 //! a batch of N new routes costs one POST and about one action check per route; the first
 //! check waits about as long as route actions have taken so far. The network is read again
 //! only after an unexpected answer: a `conflict` or `locked` answer (another actor changed the
 //! network; retried a few times with a short backoff), a rejected change, or a POST that timed
 //! out (the state is read instead of repeating it).
+//!
+//! The copy of the network is a snapshot cache and follows the freshness policy of
+//! [`crate::snapshot_cache`]: concurrent reads share one request, this process's changes amend
+//! the copy in place, an unexpected answer forgets it, and a POST without an answer reads the
+//! network anew rather than join a read that may have started before the POST.
+//!
+//! [`network_max_age`]: crate::CacheConfig::network_max_age
+//! [`network_plan_max_age`]: crate::CacheConfig::network_plan_max_age
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -62,13 +70,13 @@ use crate::events::Events;
 use crate::metrics::{Operations, op};
 use crate::provider_id::ProviderId;
 use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
+use crate::snapshot_cache::{Snapshot, SnapshotCache};
 
 /// The Node address type the gateway must be one of (as the official CCM checks).
 const INTERNAL_IP: &str = "InternalIP";
 
-/// The worker's copy of the network and when it was read (kept up to date with its own
-/// changes), shared with its readers.
-type NetworkView = Option<(Instant, Arc<Network>)>;
+/// One read of the network, as the copy's refresh makes it.
+type NetworkRead = futures::future::BoxFuture<'static, Result<Network, Arc<hcloud_api::Error>>>;
 
 /// Route calls the controller makes at once ([`Routes::concurrent_operations`]): the worker
 /// carries out one change after another, and a queue this long never runs dry (a change takes
@@ -108,19 +116,12 @@ pub struct RoutesConfig {
     /// `--cluster-cidr` (one CIDR, or an IPv4 and an IPv6 one). A route whose destination is
     /// not inside it gets a `ClusterCIDRMisconfigured` event; empty: no check.
     pub cluster_cidrs: Vec<IpNet>,
-    /// How old the copy of the network may be for `list_routes` (default 30 s; zero: read
-    /// every time). The copy includes this process's own changes; routes changed by others are
-    /// seen this much later.
-    pub list_max_age: Duration,
-    /// How old the copy of the network may be to plan route changes against (default 30 s,
-    /// never less than `list_max_age`). A stale plan costs one extra read: the API rejects
-    /// the change and the network is read again.
-    pub plan_max_age: Duration,
 }
 
 impl RoutesConfig {
     /// Defaults for `network_id`: 5 retries, 1 s doubling up to 5 s (the official CCM waits
-    /// 5 s between attempts), actions waited for up to 2 min, the network copy used for 30 s.
+    /// 5 s between attempts), actions waited for up to 2 min. How long the copy of the network
+    /// is used comes with the server cache's settings ([`crate::CacheConfig::network_max_age`]).
     pub fn new(network_id: i64) -> Self {
         Self {
             network_id,
@@ -129,8 +130,6 @@ impl RoutesConfig {
             retry_cap: Duration::from_secs(5),
             action_timeout: Duration::from_secs(120),
             cluster_cidrs: Vec::new(),
-            list_max_age: Duration::from_secs(30),
-            plan_max_age: Duration::from_secs(30),
         }
     }
 
@@ -190,8 +189,9 @@ struct Core {
     config: Arc<RoutesConfig>,
     /// Gateway IP → Node name, for Nodes whose server has another name.
     learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
-    /// The network as last read, with this process's changes since applied.
-    view: Arc<std::sync::Mutex<NetworkView>>,
+    /// The network as last read, with this process's changes since applied (shared with its
+    /// readers; see the freshness policy in [`crate::snapshot_cache`]).
+    network_copy: SnapshotCache<Network, Arc<hcloud_api::Error>>,
     /// How long route actions took lately (the first check of an action waits this long).
     action_time: Arc<std::sync::Mutex<Duration>>,
     operations: Operations,
@@ -220,7 +220,8 @@ struct Queue {
 
 impl HcloudRoutes {
     /// Routes of `config.network_id`, with servers looked up through `cache` (share the
-    /// instances' cache to share its listing).
+    /// instances' cache to share its listing). The copy of the network is kept as long as
+    /// `cache`'s settings say ([`crate::CacheConfig::network_max_age`]).
     pub fn new(client: Client, cache: ServerCache, config: RoutesConfig) -> Self {
         Self {
             core: Core {
@@ -228,7 +229,7 @@ impl HcloudRoutes {
                 cache: cache.with_subsystem(SUBSYSTEM_ROUTES),
                 config: Arc::new(config),
                 learned: Arc::default(),
-                view: Arc::default(),
+                network_copy: SnapshotCache::default(),
                 action_time: Arc::new(std::sync::Mutex::new(FIRST_ACTION_CHECK)),
                 operations: Operations::default(),
                 events: Events::default(),
@@ -334,45 +335,45 @@ impl Core {
     }
 
     /// The network: the copy if younger than `max_age`, else read (and kept).
-    async fn network_within(&self, max_age: Duration) -> Result<Arc<Network>> {
-        if let Some((at, network)) = self.view().as_ref()
-            && at.elapsed() < max_age
-        {
-            return Ok(network.clone());
-        }
-        self.network().await
+    async fn network_within(&self, max_age: Duration) -> Result<Snapshot<Network>> {
+        let read = self.network_copy.get(max_age, self.read_network());
+        read.await.map_err(|err| self.read_error(err))
     }
 
-    fn view(&self) -> std::sync::MutexGuard<'_, NetworkView> {
-        self.view.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The network read from now on (and kept), even while another read is under way.
+    async fn network(&self) -> Result<Snapshot<Network>> {
+        let read = self.network_copy.reload(self.read_network());
+        read.await.map_err(|err| self.read_error(err))
+    }
+
+    /// One read of the network.
+    fn read_network(&self) -> impl FnOnce() -> NetworkRead + Send + 'static {
+        let client = self.client.clone();
+        let operations = self.operations.clone();
+        let id = self.config.network_id;
+        move || {
+            Box::pin(async move {
+                operations.count(op::routes::RELOAD_NETWORK);
+                client.networks().get(id).await.map_err(Arc::new)
+            })
+        }
+    }
+
+    fn read_error(&self, err: Arc<hcloud_api::Error>) -> Error {
+        Error::api(format!("reading network {}", self.config.network_id), err)
     }
 
     /// Forget the copy: the next plan reads the network.
     fn forget_network(&self) {
-        *self.view() = None;
+        self.network_copy.forget();
     }
 
     /// Apply a change of this process to the copy (keeping its age). The copy is shared with
     /// readers rather than cloned for each (it holds every route of the cluster); it is changed
     /// in place unless a reader still holds it.
     fn update_view(&self, change: impl FnOnce(&mut Vec<models::Route>)) {
-        if let Some((_, network)) = self.view().as_mut() {
-            change(&mut Arc::make_mut(network).routes);
-        }
-    }
-
-    async fn network(&self) -> Result<Arc<Network>> {
-        self.operations.count(op::routes::RELOAD_NETWORK);
-        let id = self.config.network_id;
-        let network = self
-            .client
-            .networks()
-            .get(id)
-            .await
-            .map_err(|err| Error::api(format!("reading network {id}"), err))?;
-        let network = Arc::new(network);
-        *self.view() = Some((Instant::now(), network.clone()));
-        Ok(network)
+        self.network_copy
+            .modify(|network| change(&mut network.routes));
     }
 
     fn learned(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Learned>> {
@@ -578,8 +579,8 @@ impl Core {
     /// `network "name" (ID n)` as last read, or `network n` before the first read.
     fn network_label(&self) -> String {
         let id = self.config.network_id;
-        match self.view().as_ref() {
-            Some((_, network)) => format!("network {:?} (ID {id})", network.name),
+        match self.network_copy.latest() {
+            Some(network) => format!("network {:?} (ID {id})", network.name),
             None => format!("network {id}"),
         }
     }
@@ -678,7 +679,9 @@ impl Routes for HcloudRoutes {
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
         let core = &self.core;
         core.operations.count(op::routes::LIST_ROUTES);
-        let network = core.network_within(core.config.list_max_age).await?;
+        let network = core
+            .network_within(core.cache.config().network_max_age)
+            .await?;
         if network.routes.is_empty() {
             return Ok(Vec::new());
         }
@@ -783,7 +786,7 @@ impl Core {
         let node = &route.target_node;
         // The gateway first: a route that cannot be created costs no network read.
         let (gateway, server) = self.gateway(route).await?;
-        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let plan_age = self.cache.config().network_plan_age();
         let network = self.network_within(plan_age).await?;
         self.check_cluster_cidr(destination_cidr, node, name_hint)
             .await;
@@ -891,7 +894,7 @@ impl Core {
     /// Delete one route as listed (in the worker).
     async fn delete(&self, route: &Route) -> Result<()> {
         let destination_cidr = route.destination_cidr.trunc();
-        let plan_age = self.config.plan_max_age.max(self.config.list_max_age);
+        let plan_age = self.cache.config().network_plan_age();
         let network = self.network_within(plan_age).await?;
         let current: Vec<&models::Route> = network
             .routes

@@ -1,11 +1,11 @@
 //! One cache of servers shared by every instance lookup of the process.
 //!
-//! In [`CacheMode::All`] the cache is filled by listing all servers (50 per page). The listing
-//! is an immutable snapshot; a refresh is one shared in-flight request (single flight) with a
-//! deadline ([`CacheConfig::refresh_deadline`]), and no lock is held while it runs: a burst of
-//! lookups within the max age costs at most one refresh, lookups that need fresher data join
-//! the refresh under way, and lookups that accept older data (the `*_for_status` ones) answer
-//! from the last good snapshot and its age meanwhile. A lookup that misses a fresh listing
+//! In [`CacheMode::All`] the cache holds a listing of all servers (50 per page) in a snapshot
+//! cache with the freshness policy of [`crate::snapshot_cache`]: one shared listing at a time,
+//! with a deadline ([`CacheConfig::refresh_deadline`]), fresh for the max age each lookup
+//! accepts (the `*_for_status` lookups accept an older one). While a refresh is under way,
+//! [`ServerCache::all_servers`] and its kin answer from the last good listing of that age even
+//! when it is marked outdated (a stale answer). A lookup that misses a fresh listing
 //! triggers a refresh only when no refresh happened since the miss was last recorded: a server
 //! that is not found is remembered for [`CacheConfig::miss_ttl`], so retries for a missing
 //! server do not re-list everything.
@@ -27,7 +27,8 @@
 //!
 //! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
-//! is read directly (one request instead of one per 50 servers), at most once per 2 s. One
+//! is read directly (one request instead of one per 50 servers), at most once per
+//! [`CacheConfig::min_refresh_interval`] (2 s). One
 //! Node joining a cluster of 1000 thus costs one request, a burst of new Nodes one more than a
 //! listing. A server read directly answers later lookups on its own while the read is younger
 //! than the max age and no change seen by the status check came after it, however old the
@@ -39,21 +40,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
 use hcloud_api::models::{Server, ServerStatus};
 use hcloud_api::{Client, ListServersParams};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use tokio::time::Instant;
 
 use crate::config::{CacheConfig, CacheMode};
-
-/// A listing younger than this answers misses without another refresh.
-const MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(2);
+use crate::snapshot_cache::{Answer, Snapshot, SnapshotCache};
 
 /// Servers per page of a listing (the API's maximum, as `list_all` asks).
 const SERVERS_PER_PAGE: usize = 50;
@@ -227,26 +225,20 @@ fn cached(mut server: Server) -> Arc<Server> {
 /// One listing of all servers: immutable once made, shared by every reader.
 #[derive(Debug)]
 struct Listing {
-    /// When its first request went out: it shows no change made after this moment.
-    at: Instant,
     by_id: HashMap<i64, Arc<Server>>,
     by_name: HashMap<String, i64>,
 }
 
 impl Listing {
-    /// The servers of a listing whose first request went out at `started`.
-    fn new(servers: Vec<Arc<Server>>, started: Instant) -> Self {
+    /// The servers of a listing.
+    fn new(servers: Vec<Arc<Server>>) -> Self {
         let mut by_id = HashMap::with_capacity(servers.len());
         let mut by_name = HashMap::with_capacity(servers.len());
         for server in servers {
             by_name.insert(server.name.clone(), server.id);
             by_id.insert(server.id, server);
         }
-        Self {
-            at: started,
-            by_id,
-            by_name,
-        }
+        Self { by_id, by_name }
     }
 
     fn lookup(&self, key: &ServerKey) -> Option<Arc<Server>> {
@@ -258,32 +250,12 @@ impl Listing {
     }
 }
 
-type Refresh = Shared<BoxFuture<'static, Result<Arc<Listing>, CacheError>>>;
-
-/// The listing under way.
-#[derive(Clone)]
-struct InFlight(Refresh);
-
-impl std::fmt::Debug for InFlight {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("InFlight")
-    }
-}
-
 #[derive(Debug, Default)]
 struct State {
-    /// The last good listing.
-    listing: Option<Arc<Listing>>,
-    /// Servers read directly since the listing (e.g. by `confirm_exists`), with the time
-    /// each read started: newer than the listing, and on their own as good as a listing of
-    /// that age.
+    /// Servers read directly (e.g. by `confirm_exists`), with the time each read started.
+    /// Those that started after the listing are newer than it, and on their own as good as a
+    /// listing of that age; the others are superseded by it.
     extra: HashMap<i64, (Instant, Arc<Server>)>,
-    /// The listing under way, shared by everyone who waits for it.
-    refresh: Option<InFlight>,
-    /// Set when the status check saw a change: the listing is outdated whatever its age, and
-    /// so are direct reads made before that moment. Cleared by the next listing that started
-    /// after it (one started before may not show the change).
-    outdated_since: Option<Instant>,
     /// Single servers (mode `one`): key → (fetched at, server or confirmed absence).
     singles: HashMap<ServerKey, (Instant, Option<Arc<Server>>)>,
     /// When a key was last found missing from a listing.
@@ -387,6 +359,8 @@ const NOT_RUNNING: [ServerStatus; 8] = [
 pub struct ServerCache {
     client: Client,
     config: CacheConfig,
+    /// The listing of all servers (mode `all`); marked outdated by the status check.
+    listings: SnapshotCache<Listing, CacheError>,
     state: Arc<std::sync::Mutex<State>>,
     /// The status check, one at a time (it is one small request).
     status: Arc<tokio::sync::Mutex<StatusState>>,
@@ -399,6 +373,7 @@ impl ServerCache {
     /// A cache over `client`.
     pub fn new(client: Client, config: CacheConfig) -> Self {
         Self {
+            listings: SnapshotCache::with_deadline(config.refresh_deadline, CacheError::Deadline),
             client,
             config,
             state: Arc::default(),
@@ -488,8 +463,8 @@ impl ServerCache {
             state.misses.remove(key);
             state.misses.remove(&ServerKey::Id(server.id));
             // Later lookups (shutdown state, metadata) find it without another request.
-            if state.listing.is_some() {
-                state.extra.insert(server.id, (read_at, server.clone()));
+            if self.listings.latest().is_some() {
+                self.read_directly_at(&mut state, read_at, server);
             }
         }
         if self.config.mode == CacheMode::One {
@@ -498,36 +473,53 @@ impl ServerCache {
         Ok(found.is_some())
     }
 
-    /// The listing if it is younger than `max_age` and not outdated.
-    fn fresh_listing(state: &State, max_age: Duration) -> Option<Arc<Listing>> {
-        state
-            .listing
-            .as_ref()
-            .filter(|l| state.outdated_since.is_none() && l.at.elapsed() < max_age)
-            .cloned()
+    /// A server read directly since `listing` (the start of the latest listing, if any):
+    /// `(read at, server)`.
+    fn direct_read<'a>(
+        state: &'a State,
+        listing: Option<Instant>,
+        key: &ServerKey,
+    ) -> Option<&'a (Instant, Arc<Server>)> {
+        let newer = |(at, _): &&(Instant, Arc<Server>)| listing.is_none_or(|l| *at > l);
+        match key {
+            ServerKey::Id(id) => state.extra.get(id).filter(newer),
+            ServerKey::Name(name) => state
+                .extra
+                .values()
+                .filter(newer)
+                .find(|(_, s)| s.name == *name),
+        }
     }
 
-    /// A server read directly since the listing: `(read at, server)`.
-    fn direct_read<'a>(state: &'a State, key: &ServerKey) -> Option<&'a (Instant, Arc<Server>)> {
-        match key {
-            ServerKey::Id(id) => state.extra.get(id),
-            ServerKey::Name(name) => state.extra.values().find(|(_, s)| s.name == *name),
+    /// Keep `server`, read directly in a read that started at `at`.
+    fn read_directly_at(&self, state: &mut State, at: Instant, server: &Arc<Server>) {
+        // Reads the listing supersedes go.
+        if let Some(listing) = self.listings.latest() {
+            state.extra.retain(|_, (read_at, _)| *read_at > listing.at);
         }
+        state.extra.insert(server.id, (at, server.clone()));
     }
 
     /// A server read directly, if that read is younger than `max_age` and came after the
     /// last change the status check saw: it answers whatever the listing's age (a Node
     /// that joined is read once for its initialisation, and its route's gateway lookup a
     /// moment later needs no listing of every server).
-    fn fresh_direct_read(state: &State, key: &ServerKey, max_age: Duration) -> Option<Arc<Server>> {
-        let (at, server) = Self::direct_read(state, key)?;
-        let current = state.outdated_since.is_none_or(|changed| *at > changed);
+    fn fresh_direct_read(
+        &self,
+        state: &State,
+        listing: Option<Instant>,
+        key: &ServerKey,
+        max_age: Duration,
+    ) -> Option<Arc<Server>> {
+        let (at, server) = Self::direct_read(state, listing, key)?;
+        let changed = self.listings.outdated_since();
+        let current = changed.is_none_or(|changed| *at > changed);
         (current && at.elapsed() < max_age).then(|| server.clone())
     }
 
     /// A server of `listing`, or read directly since (which is newer).
-    fn lookup(state: &State, listing: &Listing, key: &ServerKey) -> Option<Arc<Server>> {
-        Self::direct_read(state, key)
+    fn lookup(state: &State, listing: &Snapshot<Listing>, key: &ServerKey) -> Option<Arc<Server>> {
+        Self::direct_read(state, Some(listing.at), key)
             .map(|(_, server)| server.clone())
             .or_else(|| listing.lookup(key))
     }
@@ -535,14 +527,14 @@ impl ServerCache {
     /// Whether a lookup the listing cannot answer is cheaper as a direct read of the one
     /// server than as a refresh: only when the listing spans several pages, no refresh is
     /// under way, and either the server was read directly `again` since the listing, or no
-    /// other direct read happened in the last [`MIN_REFRESH_INTERVAL`] (a burst of lookups of
-    /// other servers, such as many new Nodes, lists instead).
-    fn read_directly(state: &mut State, again: bool) -> bool {
-        let Some(listing) = &state.listing else {
+    /// other direct read happened in the last [`CacheConfig::min_refresh_interval`] (a burst
+    /// of lookups of other servers, such as many new Nodes, lists instead).
+    fn read_directly(&self, state: &mut State, again: bool) -> bool {
+        let Some(listing) = self.listings.latest() else {
             return false;
         };
         let pages = listing.by_id.len().div_ceil(SERVERS_PER_PAGE);
-        if pages < 2 || state.refresh.is_some() {
+        if pages < 2 || self.listings.is_refreshing() {
             return false;
         }
         if again {
@@ -550,7 +542,7 @@ impl ServerCache {
         }
         let now = Instant::now();
         let (since, used) = state.direct.get_or_insert((now, 0));
-        if now.saturating_duration_since(*since) >= MIN_REFRESH_INTERVAL {
+        if now.saturating_duration_since(*since) >= self.config.min_refresh_interval {
             *since = now;
             *used = 0;
         }
@@ -570,45 +562,21 @@ impl ServerCache {
         self.state().direct = Some((Instant::now(), 1));
     }
 
-    /// Join the refresh under way or start one. `true` when this call started it.
-    fn refresh(&self) -> (Refresh, bool) {
-        let mut state = self.state();
-        if let Some(InFlight(refresh)) = &state.refresh {
-            return (refresh.clone(), false);
-        }
+    /// Join the listing under way or start one.
+    fn refresh(&self) -> Answer<Listing, CacheError> {
         let client = self.client.clone();
-        let shared = self.state.clone();
-        let deadline = self.config.refresh_deadline;
+        let state = self.state.clone();
         let miss_ttl = self.config.miss_ttl;
-        let refresh = async move {
-            let started = Instant::now();
-            let listed = tokio::time::timeout(
-                deadline,
-                client
-                    .servers()
-                    .list_all_map(&ListServersParams::default(), cached),
-            )
-            .await;
-            let result = match listed {
-                Ok(Ok(servers)) => Ok(Arc::new(Listing::new(servers, started))),
-                Ok(Err(err)) => Err(CacheError::from(err)),
-                Err(_) => Err(CacheError::Deadline(deadline)),
-            };
-            let mut state = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            state.refresh = None;
-            if let Ok(listing) = &result {
-                state.listing = Some(listing.clone());
-                // Direct reads made while it ran are newer than what it shows.
-                state.extra.retain(|_, (at, _)| *at > started);
-                state.outdated_since.take_if(|since| *since <= started);
-                state.misses.retain(|_, at| at.elapsed() < miss_ttl);
-            }
-            result
-        }
-        .boxed()
-        .shared();
-        state.refresh = Some(InFlight(refresh.clone()));
-        (refresh, true)
+        self.listings.refresh(move || async move {
+            let servers = client
+                .servers()
+                .list_all_map(&ListServersParams::default(), cached)
+                .await?;
+            // Misses past their TTL are looked for again from this listing on.
+            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            state.misses.retain(|_, at| at.elapsed() < miss_ttl);
+            Ok(Listing::new(servers))
+        })
     }
 
     async fn get_from_listing(
@@ -619,11 +587,12 @@ impl ServerCache {
         let requested_at = Instant::now();
         let direct = {
             let mut state = self.state();
-            if let Some(server) = Self::fresh_direct_read(&state, key, max_age) {
+            let listed_at = self.listings.latest().map(|l| l.at);
+            if let Some(server) = self.fresh_direct_read(&state, listed_at, key, max_age) {
                 self.count(RESULT_HIT);
                 return Ok(Some(server));
             }
-            if let Some(listing) = Self::fresh_listing(&state, max_age) {
+            if let Some(listing) = self.listings.fresh(max_age) {
                 if let Some(server) = Self::lookup(&state, &listing, key) {
                     self.count(RESULT_HIT);
                     return Ok(Some(server));
@@ -635,7 +604,7 @@ impl ServerCache {
                     .misses
                     .get(key)
                     .is_some_and(|at| at.elapsed() < self.config.miss_ttl);
-                if listing.at.elapsed() < MIN_REFRESH_INTERVAL || recently_missed {
+                if listing.age() < self.config.min_refresh_interval || recently_missed {
                     self.count(RESULT_HIT);
                     state.misses.entry(key.clone()).or_insert(listing.at);
                     return Ok(None);
@@ -644,8 +613,8 @@ impl ServerCache {
             // A server read directly since the listing is read again rather than listing all
             // (e.g. the lifecycle check of a joining Node, after its initialisation read it and
             // the status check then saw it start).
-            let again = Self::direct_read(&state, key).is_some();
-            Self::read_directly(&mut state, again)
+            let again = Self::direct_read(&state, listed_at, key).is_some();
+            self.read_directly(&mut state, again)
         };
         if direct {
             self.count(RESULT_MISS);
@@ -654,9 +623,7 @@ impl ServerCache {
             match &found {
                 Some(server) => {
                     state.misses.remove(key);
-                    state
-                        .extra
-                        .insert(server.id, (requested_at, server.clone()));
+                    self.read_directly_at(&mut state, requested_at, server);
                 }
                 None => {
                     state.misses.insert(key.clone(), Instant::now());
@@ -664,10 +631,14 @@ impl ServerCache {
             }
             return Ok(found);
         }
-        let (refresh, started) = self.refresh();
+        let refresh = self.refresh();
         // The lookup that starts the listing pays for it; those joining it are answered by a
         // listing made while they waited, without a request of their own.
-        self.count(if started { RESULT_MISS } else { RESULT_HIT });
+        self.count(if refresh.started() {
+            RESULT_MISS
+        } else {
+            RESULT_HIT
+        });
         let listing = match refresh.await {
             Ok(listing) => listing,
             Err(err) => return Err(err),
@@ -767,17 +738,21 @@ impl ServerCache {
             let state = self.state();
             // Outdated or not: a listing this young answers, and so does the last good one
             // while a refresh is under way (the status check only hurries existence checks).
-            let usable = state.listing.as_ref().filter(|l| {
-                l.at.elapsed() < max_age
-                    && (state.outdated_since.is_none() || state.refresh.is_some())
+            let usable = self.listings.fresh(max_age).or_else(|| {
+                let stale = self.listings.latest().filter(|l| l.age() < max_age)?;
+                self.listings.is_refreshing().then_some(stale)
             });
             if let Some(listing) = usable {
                 self.count(RESULT_HIT);
-                return Ok(ServerSnapshot::of(&state, listing));
+                return Ok(ServerSnapshot::of(&state, &listing));
             }
         }
-        let (refresh, started) = self.refresh();
-        self.count(if started { RESULT_MISS } else { RESULT_HIT });
+        let refresh = self.refresh();
+        self.count(if refresh.started() {
+            RESULT_MISS
+        } else {
+            RESULT_HIT
+        });
         let listing = refresh.await?;
         let state = self.state();
         Ok(ServerSnapshot::of(&state, &listing))
@@ -806,7 +781,7 @@ impl ServerCache {
 
     /// Age of the current listing, if any (for tests and diagnostics).
     pub async fn listing_age(&self) -> Option<Duration> {
-        self.state().listing.as_ref().map(|l| l.at.elapsed())
+        self.listings.latest().map(|l| l.age())
     }
 
     /// The servers that are not running, checked at most every
@@ -828,6 +803,7 @@ impl ServerCache {
             });
         }
         self.count(RESULT_MISS);
+        let since = self.listings.moment();
         let page = self
             .client
             .servers()
@@ -866,7 +842,7 @@ impl ServerCache {
             tracing::debug!(
                 "servers were created, deleted, started or stopped (or this is the first check); the server listing is outdated"
             );
-            self.state().outdated_since = Some(now);
+            self.listings.mark_outdated(since);
         }
         let not_running = Arc::new(by_id);
         status.not_running = Some((now, not_running.clone()));
@@ -889,18 +865,18 @@ pub struct ServerSnapshot {
 }
 
 impl ServerSnapshot {
-    fn of(state: &State, listing: &Listing) -> Self {
+    fn of(state: &State, listing: &Snapshot<Listing>) -> Self {
         let mut servers: Vec<Arc<Server>> = listing.by_id.values().cloned().collect();
         servers.extend(
             state
                 .extra
                 .values()
-                .filter(|(_, s)| !listing.by_id.contains_key(&s.id))
+                .filter(|(at, s)| *at > listing.at && !listing.by_id.contains_key(&s.id))
                 .map(|(_, s)| s.clone()),
         );
         Self {
             servers,
-            age: listing.at.elapsed(),
+            age: listing.age(),
         }
     }
 }

@@ -169,16 +169,23 @@ async fn a_burst_of_lookups_costs_one_listing() {
     assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
 }
 
-/// Once the listing is older than the shortest refresh interval, servers `new-{i}` appear and
-/// their Nodes are looked up one after another (announced first when `announce`); the
-/// requests that took.
+/// The minimum refresh interval of the tests below (2 s in production): a listing younger
+/// than this answers misses, and one direct read is made per interval.
+const MIN_REFRESH: Duration = Duration::from_millis(500);
+
+/// A moment longer than [`MIN_REFRESH`].
+const PAST_MIN_REFRESH: Duration = Duration::from_millis(550);
+
+/// Once the listing is older than the minimum refresh interval ([`MIN_REFRESH`]), servers
+/// `new-{i}` appear and their Nodes are looked up one after another (announced first when
+/// `announce`); the requests that took.
 async fn servers_join(
     sim: &Simulator,
     instances: &dyn cloud_provider::Instances,
     range: std::ops::RangeInclusive<usize>,
     announce: bool,
 ) -> std::collections::BTreeMap<String, u64> {
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(PAST_MIN_REFRESH).await;
     for i in range.clone() {
         seed(sim, ServerSeed::new(format!("new-{i}"))).await;
     }
@@ -223,12 +230,13 @@ async fn listed_three_pages(cache: CacheConfig) -> (Simulator, HcloudProvider) {
 async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
     let (sim, p) = listed_three_pages(CacheConfig {
         miss_ttl: Duration::ZERO,
+        min_refresh_interval: MIN_REFRESH,
         ..CacheConfig::default()
     })
     .await;
     let instances = p.instances().unwrap();
-    // The listing must be older than the shortest refresh interval for a miss to ask again.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // The listing must be older than the minimum refresh interval for a miss to ask again.
+    tokio::time::sleep(PAST_MIN_REFRESH).await;
 
     // One Node joins: its server is read by name, not all three pages again.
     seed(&sim, ServerSeed::new("new-0")).await;
@@ -273,11 +281,12 @@ async fn one_new_server_in_a_large_listing_is_read_directly_a_burst_lists() {
 /// it as outdated as the listing.
 #[tokio::test]
 async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
-    let max_age = Duration::from_secs(3);
+    let max_age = Duration::from_millis(1500);
     let (sim, p) = listed_three_pages(CacheConfig {
         max_age,
         status_period: Duration::from_millis(100),
         miss_ttl: Duration::ZERO,
+        min_refresh_interval: MIN_REFRESH,
         ..CacheConfig::default()
     })
     .await;
@@ -293,7 +302,7 @@ async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
     // The first status check only learns which servers run.
     let checked = node("old-1", Some(&old));
     instances.instance_shutdown(&checked).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(PAST_MIN_REFRESH).await;
     let id = seed(&sim, ServerSeed::new("new-0")).await;
     sim.admin().reset_request_counts().await.unwrap();
     let joined = node("new-0", None);
@@ -315,10 +324,10 @@ async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
     assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
 
     // Another server starts; the status check (of a NotReady Node) sees it after the read.
-    // Its own lookup is a direct read once the window of one per 2 s is open again, so the
-    // listing stays as it is, outdated.
+    // Its own lookup is a direct read once the window of one per minimum refresh interval is
+    // open again, so the listing stays as it is, outdated.
     seed(&sim, ServerSeed::new("new-1")).await;
-    tokio::time::sleep(Duration::from_millis(2050).saturating_sub(read.elapsed())).await;
+    tokio::time::sleep(PAST_MIN_REFRESH.saturating_sub(read.elapsed())).await;
     instances.instance_shutdown(&checked).await.unwrap();
     sim.admin().reset_request_counts().await.unwrap();
     assert!(
@@ -329,7 +338,7 @@ async fn a_direct_read_answers_while_it_is_younger_than_the_max_age() {
             .is_some()
     );
     // Asked again: its one server, not a listing of all three pages, although another direct
-    // read just used the window of one per 2 s.
+    // read just used the window of one per minimum refresh interval.
     let counts = sim.admin().request_counts().await.unwrap();
     assert_eq!(counts.values().sum::<u64>(), 1, "asked again: {counts:?}");
 }
@@ -361,6 +370,7 @@ async fn a_server_created_after_the_listing_is_found_once_the_miss_expires() {
         ProviderSettings {
             cache: CacheConfig {
                 miss_ttl: Duration::from_millis(100),
+                min_refresh_interval: MIN_REFRESH,
                 ..CacheConfig::default()
             },
             ..settings()
@@ -377,7 +387,7 @@ async fn a_server_created_after_the_listing_is_found_once_the_miss_expires() {
     );
     seed(&sim, ServerSeed::new("late")).await;
     // Within the minimum refresh interval the miss stands; after it, a refresh finds it.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(PAST_MIN_REFRESH).await;
     let found = instances
         .instance_metadata(&node("late", None))
         .await

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
-use hcloud_provider::{HcloudProvider, LoadBalancerTypeCache, ProviderSettings};
+use hcloud_provider::{CacheConfig, HcloudProvider, LoadBalancerTypeCache, ProviderSettings};
 use hcloud_sim::{Fault, SimConfig, Simulator};
 use prometheus_client::registry::Registry;
 
@@ -19,6 +19,15 @@ fn client(sim: &Simulator) -> Client {
         jitter: false,
     };
     Client::new(config).unwrap()
+}
+
+/// A simulator, and a cache over it with the default settings changed by `configure`.
+async fn started(configure: impl FnOnce(&mut CacheConfig)) -> (Simulator, LoadBalancerTypeCache) {
+    let mut config = CacheConfig::default();
+    configure(&mut config);
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let cache = LoadBalancerTypeCache::with_config(client(&sim), &config);
+    (sim, cache)
 }
 
 async fn listings(sim: &Simulator) -> u64 {
@@ -55,13 +64,32 @@ async fn one_listing_answers_lookups_by_name_and_id_within_the_max_age() {
 
 #[tokio::test]
 async fn an_expired_listing_is_read_again_and_unknown_names_after_a_minute_only() {
-    let sim = Simulator::start(SimConfig::default()).await.unwrap();
-    let cache = LoadBalancerTypeCache::with_max_age(client(&sim), Duration::from_millis(50));
+    let (sim, cache) = started(|c| c.lb_type_max_age = Duration::from_millis(50)).await;
     assert!(cache.get("lb11").await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(60)).await;
     assert!(cache.get("lb11").await.unwrap().is_some());
     assert_eq!(listings(&sim).await, 2);
     assert_eq!(cache.requests("miss"), 2);
+}
+
+#[tokio::test]
+async fn an_unknown_name_reads_the_list_again_once_it_is_older_than_the_unknown_type_refresh() {
+    let (sim, cache) = started(|c| c.unknown_lb_type_refresh = Duration::from_millis(100)).await;
+    assert!(cache.get("lb99").await.unwrap().is_none());
+    assert!(cache.get("lb99").await.unwrap().is_none());
+    assert_eq!(
+        listings(&sim).await,
+        1,
+        "a young list answers for unknown names"
+    );
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(cache.get("lb99").await.unwrap().is_none());
+    assert_eq!(listings(&sim).await, 2, "an older one is read again");
+    // Known names are answered from the list for its max age (an hour), whatever its age.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert!(cache.get("lb11").await.unwrap().is_some());
+    assert_eq!(listings(&sim).await, 2);
+    assert_eq!((cache.requests("miss"), cache.requests("hit")), (2, 2));
 }
 
 #[tokio::test]

@@ -15,7 +15,8 @@ use hcloud_api::models::{self, TargetSpec, TargetType};
 use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::load_balancers::SERVICE_UID_LABEL;
 use hcloud_provider::{
-    HcloudLoadBalancers, HcloudProvider, LoadBalancerSettings, NetworkRef, ProviderSettings,
+    CacheConfig, HcloudLoadBalancers, HcloudProvider, LoadBalancerSettings, NetworkRef,
+    ProviderSettings,
 };
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{
@@ -45,9 +46,6 @@ fn fast(settings: LoadBalancerSettings) -> LoadBalancerSettings {
     LoadBalancerSettings {
         action_timeout: Duration::from_secs(5),
         retry_after: Duration::from_millis(50),
-        // These tests change load balancers behind the provider's back (as the console
-        // would) and expect the next call to see it: every lookup reads.
-        snapshot_max_age: Duration::ZERO,
         ..settings
     }
 }
@@ -96,8 +94,21 @@ impl Env {
         }
     }
 
-    /// The load balancers through the provider, as the binary would wire them.
+    /// The load balancers through the provider, as the binary would wire them. These tests
+    /// change load balancers behind the provider's back (as the console would) and expect the
+    /// next call to see it: every lookup reads.
     async fn lbs_with(&self, settings: LoadBalancerSettings, network: bool) -> HcloudLoadBalancers {
+        self.lbs_keeping(settings, network, Duration::ZERO).await
+    }
+
+    /// Like [`Env::lbs_with`], with the snapshot of all load balancers answering lookups for
+    /// `max_age`.
+    async fn lbs_keeping(
+        &self,
+        settings: LoadBalancerSettings,
+        network: bool,
+        max_age: Duration,
+    ) -> HcloudLoadBalancers {
         let provider = HcloudProvider::new(
             self.client.clone(),
             ProviderSettings {
@@ -111,6 +122,10 @@ impl Env {
         assert!(provider.load_balancer().is_some());
         let wired = provider.hcloud_load_balancers().unwrap();
         HcloudLoadBalancers::new(self.client.clone(), settings, wired.network_id())
+            .with_cache_config(&CacheConfig {
+                load_balancer_max_age: max_age,
+                ..CacheConfig::default()
+            })
     }
 
     async fn lbs(&self) -> HcloudLoadBalancers {
@@ -1502,15 +1517,8 @@ fn named_service(i: usize) -> Service {
 async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
     let env = Env::start().await;
     // The default snapshot age: lookups within 10 s share one listing.
-    let lbs = env
-        .lbs_with(
-            LoadBalancerSettings {
-                snapshot_max_age: LoadBalancerSettings::default().snapshot_max_age,
-                ..located()
-            },
-            false,
-        )
-        .await;
+    let default_age = CacheConfig::default().load_balancer_max_age;
+    let lbs = env.lbs_keeping(located(), false, default_age).await;
     let services: Vec<Service> = (0..4).map(named_service).collect();
     let first = [env.node(0), env.node(1)];
     env.sim.admin().reset_request_counts().await.unwrap();
@@ -1617,15 +1625,7 @@ async fn one_listing_answers_a_burst_and_target_changes_need_no_reads() {
 #[tokio::test]
 async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
     let env = Env::start().await;
-    let lbs = env
-        .lbs_with(
-            LoadBalancerSettings {
-                snapshot_max_age: Duration::from_secs(3600),
-                ..located()
-            },
-            false,
-        )
-        .await;
+    let lbs = env.lbs_keeping(located(), false, LONG_SNAPSHOT).await;
     let svc = named_service(1);
     // The snapshot is taken (by another Service's ensure) while this one has none.
     let neighbour = named_service(2);
@@ -1669,14 +1669,9 @@ async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
     assert_eq!(targets(&lb), vec![(env.servers[0], false)]);
 }
 
-/// Settings whose snapshot would answer every lookup from one listing for an hour: what the
+/// A snapshot age at which one listing would answer every lookup for an hour: what the
 /// snapshot does not know must still be found.
-fn long_snapshot() -> LoadBalancerSettings {
-    LoadBalancerSettings {
-        snapshot_max_age: Duration::from_secs(3600),
-        ..located()
-    }
-}
+const LONG_SNAPSHOT: Duration = Duration::from_secs(3600);
 
 /// A create that fails after the API made the load balancer (its answer lost, its action
 /// failed, the read after it failed) leaves a labelled load balancer. The Service's cleanup
@@ -1684,7 +1679,7 @@ fn long_snapshot() -> LoadBalancerSettings {
 #[tokio::test]
 async fn a_create_that_failed_after_the_api_acted_is_cleaned_up_by_its_label() {
     let env = Env::start().await;
-    let lbs = env.lbs_with(long_snapshot(), false).await;
+    let lbs = env.lbs_keeping(located(), false, LONG_SNAPSHOT).await;
     // The snapshot is taken before any of these load balancers exists.
     lbs.ensure_load_balancer(CLUSTER, &named_service(9), &[env.node(0)])
         .await
@@ -1745,7 +1740,7 @@ async fn a_create_that_failed_after_the_api_acted_is_cleaned_up_by_its_label() {
 #[tokio::test]
 async fn a_lost_create_answer_never_leads_to_a_second_load_balancer() {
     let env = Env::start().await;
-    let lbs = env.lbs_with(long_snapshot(), false).await;
+    let lbs = env.lbs_keeping(located(), false, LONG_SNAPSHOT).await;
     lbs.ensure_load_balancer(CLUSTER, &named_service(9), &[env.node(0)])
         .await
         .unwrap();

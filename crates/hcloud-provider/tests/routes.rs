@@ -49,16 +49,23 @@ fn client(sim: &Simulator) -> Client {
     Client::new(config).unwrap()
 }
 
-/// Short retries; the network is read for every listing and change, as these tests change it
-/// behind the provider's back (the batching tests below use the default ages).
+/// Short retries.
 fn fast(network_id: i64) -> RoutesConfig {
     RoutesConfig {
         retry_base: Duration::from_millis(10),
         retry_cap: Duration::from_millis(40),
         action_timeout: Duration::from_secs(5),
-        list_max_age: Duration::ZERO,
-        plan_max_age: Duration::ZERO,
         ..RoutesConfig::new(network_id)
+    }
+}
+
+/// Cache settings under which the network is read for every listing and change, as most tests
+/// change it behind the provider's back (the batching tests below use the default ages).
+fn reading_the_network() -> CacheConfig {
+    CacheConfig {
+        network_max_age: Duration::ZERO,
+        network_plan_max_age: Duration::ZERO,
+        ..CacheConfig::default()
     }
 }
 
@@ -122,7 +129,7 @@ impl Env {
     }
 
     fn routes(&self) -> HcloudRoutes {
-        self.routes_with(CacheConfig::default())
+        self.routes_with(reading_the_network())
     }
 
     /// The network's routes as the simulator holds them: (destination, gateway).
@@ -645,11 +652,7 @@ async fn a_failed_action_is_an_error_and_the_next_listing_does_not_show_it() {
     let routes = HcloudRoutes::new(
         client.clone(),
         ServerCache::new(client, CacheConfig::default()),
-        RoutesConfig {
-            list_max_age: Duration::from_secs(30),
-            plan_max_age: Duration::from_secs(30),
-            ..fast(env.network)
-        },
+        fast(env.network),
     );
     let route = to("worker-1", &env.worker_1, "10.244.1.0/24");
     let err = routes
@@ -709,7 +712,7 @@ async fn a_gateway_unknown_to_an_old_listing_is_checked_against_a_fresher_one() 
     let routes = env.routes_with(CacheConfig {
         max_age: Duration::from_millis(50),
         status_max_age: Duration::from_secs(60),
-        ..CacheConfig::default()
+        ..reading_the_network()
     });
     env.add_cloud_route("10.244.1.0/24", &env.worker_1).await;
     assert_eq!(routes.list_routes(CLUSTER).await.unwrap().len(), 1);
@@ -800,7 +803,7 @@ async fn an_unknown_gateway_costs_one_fresher_listing_not_one_per_cycle() {
     let routes = env.routes_with(CacheConfig {
         max_age: Duration::from_millis(50),
         status_max_age: Duration::from_secs(60),
-        ..CacheConfig::default()
+        ..reading_the_network()
     });
     env.add_cloud_route("10.244.1.0/24", &env.worker_1).await;
     routes.list_routes(CLUSTER).await.unwrap();
@@ -933,11 +936,7 @@ fn batching(env: &Env) -> HcloudRoutes {
     HcloudRoutes::new(
         client.clone(),
         ServerCache::new(client, CacheConfig::default()),
-        RoutesConfig {
-            list_max_age: Duration::from_secs(30),
-            plan_max_age: Duration::from_secs(30),
-            ..fast(env.network)
-        },
+        fast(env.network),
     )
 }
 
@@ -1117,16 +1116,14 @@ async fn a_route_that_cannot_be_created_costs_at_most_sixty_requests_an_hour() {
         status_max_age: Duration::from_secs(300) / SCALE,
         status_period: Duration::from_secs(10) / SCALE,
         miss_ttl: Duration::from_secs(10) / SCALE,
+        network_max_age: Duration::from_secs(30) / SCALE,
+        network_plan_max_age: Duration::from_secs(30) / SCALE,
         ..CacheConfig::default()
     };
     let routes = HcloudRoutes::new(
         client.clone(),
         ServerCache::new(client, cache),
-        RoutesConfig {
-            list_max_age: Duration::from_secs(30) / SCALE,
-            plan_max_age: Duration::from_secs(30) / SCALE,
-            ..fast(env.network)
-        },
+        fast(env.network),
     );
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();

@@ -6,7 +6,7 @@
 //!   label is added), else the load balancer is created. Lookups are answered by one shared
 //!   snapshot of all load balancers (see `snapshot.rs`): a burst of lookups (a leader start,
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
-//!   lookup within 10 s of a listing nothing.
+//!   lookup within [`crate::CacheConfig::load_balancer_max_age`] (10 s) of a listing nothing.
 //! - **Ensure**: the Service's annotations (see [`annotations::keys`]) over the
 //!   [`LoadBalancerSettings`] give the desired state ([`Desired`]); [`Desired::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API
@@ -103,7 +103,10 @@ impl HcloudLoadBalancers {
     /// `HCLOUD_NETWORK`) when given.
     pub fn new(client: Client, settings: LoadBalancerSettings, network_id: Option<i64>) -> Self {
         Self {
-            snapshot: snapshot::Snapshot::new(client.clone(), settings.snapshot_max_age),
+            snapshot: snapshot::Snapshot::new(
+                client.clone(),
+                crate::CacheConfig::default().load_balancer_max_age,
+            ),
             client,
             settings,
             network_id,
@@ -145,6 +148,14 @@ impl HcloudLoadBalancers {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(uid);
+    }
+
+    /// Keep the snapshot of all load balancers for [`crate::CacheConfig::load_balancer_max_age`]
+    /// of `config` (the provider's settings) instead of the default.
+    #[must_use]
+    pub fn with_cache_config(mut self, config: &crate::CacheConfig) -> Self {
+        self.snapshot = snapshot::Snapshot::new(self.client.clone(), config.load_balancer_max_age);
+        self
     }
 
     /// Look load balancer types up through `cache` (the provider's shared cache).

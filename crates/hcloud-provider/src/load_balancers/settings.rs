@@ -57,10 +57,6 @@ pub struct LoadBalancerSettings {
     /// Not from the environment: how long one ensure waits for a managed certificate to be
     /// issued before answering with a [`cloud_provider::Error::retry`] (default 2 min).
     pub certificate_timeout: Duration,
-    /// Not from the environment: how long one listing of all load balancers answers the
-    /// lookups of every Service (default 10 s; see the snapshot in the module docs of
-    /// [`crate::load_balancers`]). Zero: every lookup asks the API.
-    pub snapshot_max_age: Duration,
 }
 
 impl Default for LoadBalancerSettings {
@@ -82,7 +78,6 @@ impl Default for LoadBalancerSettings {
             action_timeout: Duration::from_secs(120),
             retry_after: Duration::from_secs(5),
             certificate_timeout: Duration::from_secs(120),
-            snapshot_max_age: Duration::from_secs(10),
         }
     }
 }

@@ -3,16 +3,18 @@
 //! Finding a Service's load balancer used to cost one labelled listing per call, so a leader
 //! start with 100 Services cost 100 requests and a Node joining another 100 before any target
 //! was added. Here one paged listing of all load balancers (`GET /load_balancers`, 50 per
-//! page) answers every lookup for [`Snapshot::max_age`]:
+//! page), kept as a snapshot cache with the freshness policy of [`crate::snapshot_cache`],
+//! answers every lookup for [`CacheConfig::load_balancer_max_age`] (`max_age` below):
 //!
-//! - **Single flight**: lookups that find no fresh listing join the one under way, or start it.
-//!   A listing is started when there is none yet, when it fits one page anyway, or when
-//!   lookups come in a burst (a second lookup within `max_age`, or a burst announced by
-//!   [`Snapshot::expect_burst`]); a lone lookup of a stale snapshot with many load balancers
-//!   asks by label instead (one request, as before).
+//! - **When to list**: a lookup that finds no fresh listing joins the one under way, or starts
+//!   one when there is none yet, when it fits one page anyway, or when lookups come in a burst
+//!   (a second lookup within `max_age`, or a burst announced by [`Snapshot::expect_burst`]); a
+//!   lone lookup of a stale snapshot with many load balancers asks by label instead (one
+//!   request, as before).
 //! - **Write-through**: what this process learns from its own writes (a created load
-//!   balancer, targets added or removed, a reload after changes, a deletion) goes into the
-//!   snapshot at once, and a listing started before such a write does not overwrite it.
+//!   balancer, targets added or removed, a reload after changes, a deletion) is kept beside the
+//!   listing and shown over it at once, and a listing started before such a write does not
+//!   overwrite it.
 //! - **Doubt means a read**: an entry whose change failed half-way is marked stale and read
 //!   again (`GET /load_balancers/{id}`) by the next lookup that would use it. A Service whose
 //!   load balancer may have been created without this process learning its ID (the answer to
@@ -26,18 +28,21 @@
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
 //! [`Snapshot::forget`] answers with a new listing on the retry: the stranger is found by name
 //! and adopted, or refused when it belongs to another Service.
+//!
+//! [`CacheConfig::load_balancer_max_age`]: crate::CacheConfig::load_balancer_max_age
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
+use futures::future::BoxFuture;
 use hcloud_api::Client;
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::LoadBalancer;
+use tokio::time::Instant;
 
 use super::naming::{SERVICE_UID_LABEL, uid_selector};
+use crate::snapshot_cache::{self, Answer, SnapshotCache};
 
 /// Load balancers per page of a listing (the API's maximum).
 const PER_PAGE: usize = 50;
@@ -54,24 +59,52 @@ pub(super) struct Lookup {
     pub by_name: Option<LoadBalancer>,
 }
 
-type Listing = Shared<BoxFuture<'static, Result<(), SharedError>>>;
+/// Every load balancer by ID, as listed.
+type Listed = BTreeMap<i64, LoadBalancer>;
+
+/// A listing of all load balancers under way.
+type Listing = Answer<Listed, SharedError>;
+
+/// What this process did to (or learned by label of) one load balancer.
+#[derive(Debug)]
+struct Written {
+    /// When: a listing that started before this moment does not show it.
+    at: Instant,
+    /// The load balancer as left (`None`: gone).
+    lb: Option<LoadBalancer>,
+}
 
 #[derive(Debug, Default)]
 struct State {
-    /// Every load balancer by ID, as listed (or written since).
-    lbs: BTreeMap<i64, LoadBalancer>,
-    /// When the request of the listing behind `lbs` started; `None`: never listed.
-    listed_at: Option<Instant>,
-    /// The listing under way.
-    in_flight: Option<Listing>,
-    /// Entries changed by this process, and when (kept over an older listing).
-    written: HashMap<i64, Instant>,
+    /// Entries changed by this process since the listing started (shown over it).
+    written: BTreeMap<i64, Written>,
     /// Entries not to be trusted: read again before use.
     stale: HashSet<i64>,
     /// The last lookup, to tell a burst from a lone lookup.
     last_lookup: Option<Instant>,
     /// Services (by UID) whose load balancer may exist unseen: looked up by label next time.
     doubted_services: HashSet<String>,
+    /// When the listing that `written` and `stale` were last settled against started.
+    settled: Option<Instant>,
+}
+
+/// The load balancers as this process knows them: a listing, with the writes of this process
+/// since it started shown over it.
+struct View<'a> {
+    state: MutexGuard<'a, State>,
+    listing: Option<snapshot_cache::Snapshot<Listed>>,
+}
+
+impl View<'_> {
+    /// Every load balancer known.
+    fn lbs(&self) -> impl Iterator<Item = &LoadBalancer> + Clone {
+        let written = &self.state.written;
+        self.listing
+            .iter()
+            .flat_map(|listing| listing.values())
+            .filter(move |lb| !written.contains_key(&lb.id))
+            .chain(written.values().filter_map(|w| w.lb.as_ref()))
+    }
 }
 
 /// The load balancers as last seen (see the module docs).
@@ -79,7 +112,8 @@ struct State {
 pub(super) struct Snapshot {
     client: Client,
     max_age: Duration,
-    state: Arc<Mutex<State>>,
+    listing: SnapshotCache<Listed, SharedError>,
+    state: Mutex<State>,
 }
 
 enum Next {
@@ -94,12 +128,30 @@ impl Snapshot {
         Self {
             client,
             max_age,
-            state: Arc::default(),
+            listing: SnapshotCache::default(),
+            state: Mutex::default(),
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+    /// The last listing with this process's writes over it.
+    fn view(&self) -> View<'_> {
+        self.view_of(self.listing.latest())
+    }
+
+    /// `listing` (the last or a fresh one) with this process's writes over it: what the
+    /// listing shows, from writes made before it started, is forgotten, and so are doubts
+    /// about entries this process did not write since.
+    fn view_of(&self, listing: Option<snapshot_cache::Snapshot<Listed>>) -> View<'_> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(started) = listing.as_ref().map(|l| l.at)
+            && state.settled.is_none_or(|at| at < started)
+        {
+            state.written.retain(|_, w| w.at >= started);
+            let State { written, stale, .. } = &mut *state;
+            stale.retain(|id| written.contains_key(id));
+            state.settled = Some(started);
+        }
+        View { state, listing }
     }
 
     /// The Service's load balancers: those labelled with `uid` and, when `name` is given and
@@ -109,8 +161,8 @@ impl Snapshot {
             Next::Answer(found) => *found,
             Next::Join(listing) => {
                 listing.await?;
-                // The listing just merged: answer from it, however long it took.
-                select(self.state().lbs.values(), uid, name)
+                // The listing just landed: answer from it, however long it took.
+                select(self.view().lbs(), uid, name)
             }
             Next::Direct => return self.direct(uid, name).await,
         };
@@ -121,47 +173,46 @@ impl Snapshot {
     /// What to do for a lookup now: answer, join a listing (starting it if needed), or ask
     /// the API for this Service only.
     fn next(&self, now: Instant, uid: &str, name: Option<&str>) -> Next {
-        let mut state = self.state();
-        let burst = state
+        let fresh = self.listing.fresh(self.max_age);
+        let answers = fresh.is_some();
+        let mut view = self.view_of(fresh.or_else(|| self.listing.latest()));
+        let burst = view
+            .state
             .last_lookup
             .is_some_and(|last| now.saturating_duration_since(last) <= self.max_age);
-        state.last_lookup = Some(now);
-        if state.doubted_services.contains(uid) {
+        view.state.last_lookup = Some(now);
+        if view.state.doubted_services.contains(uid) {
             return Next::Direct;
         }
-        if let Some(at) = state.listed_at
-            && now.saturating_duration_since(at) <= self.max_age
-        {
-            return Next::Answer(Box::new(select(state.lbs.values(), uid, name)));
+        if answers {
+            return Next::Answer(Box::new(select(view.lbs(), uid, name)));
         }
-        if let Some(listing) = &state.in_flight {
-            return Next::Join(listing.clone());
+        if self.listing.is_refreshing() {
+            return Next::Join(self.listing.get(self.max_age, self.list_all()));
         }
-        let one_page = state.listed_at.is_some() && state.lbs.len() < PER_PAGE;
-        if state.listed_at.is_some() && !one_page && !burst {
+        let listed = view.listing.is_some();
+        let one_page = listed && view.lbs().count() < PER_PAGE;
+        if listed && !one_page && !burst {
             return Next::Direct;
         }
-        Next::Join(self.start_listing(&mut state, now))
+        Next::Join(self.listing.get(self.max_age, self.list_all()))
     }
 
-    fn start_listing(&self, state: &mut State, now: Instant) -> Listing {
+    /// One listing of all load balancers.
+    fn list_all(
+        &self,
+    ) -> impl FnOnce() -> BoxFuture<'static, Result<Listed, SharedError>> + Send + 'static {
         let client = self.client.clone();
-        let shared = self.state.clone();
-        let listing: Listing = async move {
-            let result = client
-                .load_balancers()
-                .list_all(&ListParams::default())
-                .await;
-            let mut state = lock(&shared);
-            state.in_flight = None;
-            let lbs = result.map_err(Arc::new)?;
-            merge(&mut state, now, &lbs);
-            Ok(())
+        move || {
+            Box::pin(async move {
+                let lbs = client
+                    .load_balancers()
+                    .list_all(&ListParams::default())
+                    .await
+                    .map_err(Arc::new)?;
+                Ok(lbs.into_iter().map(|lb| (lb.id, lb)).collect())
+            })
         }
-        .boxed()
-        .shared();
-        state.in_flight = Some(listing.clone());
-        listing
     }
 
     /// Every load balancer labelled with `uid`, lowest ID first, asked of the API now (one
@@ -175,35 +226,35 @@ impl Snapshot {
             .await
             .map_err(Arc::new)?;
         labelled.sort_by_key(|lb| lb.id);
-        let mut state = self.state();
-        // Kept over a listing that started before this request, like a write: such a listing
-        // may not show a load balancer created just before this answer.
-        for lb in &labelled {
-            state.stale.remove(&lb.id);
-            state.written.insert(lb.id, requested_at);
-            state.lbs.insert(lb.id, lb.clone());
-        }
+        let mut view = self.view();
         // Whatever the snapshot knew as this Service's and the API no longer has is gone
         // (unless this process wrote it meanwhile).
-        let gone: Vec<i64> = state
-            .lbs
-            .values()
+        let gone: Vec<i64> = view
+            .lbs()
             .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
             .filter(|lb| !labelled.iter().any(|l| l.id == lb.id))
             .filter(|lb| {
-                state
+                view.state
                     .written
                     .get(&lb.id)
-                    .is_none_or(|at| *at < requested_at)
+                    .is_none_or(|w| w.at < requested_at)
             })
             .map(|lb| lb.id)
             .collect();
-        for id in gone {
-            state.lbs.remove(&id);
-            state.stale.remove(&id);
-            state.written.insert(id, requested_at);
+        // Kept over a listing that started before this request, like a write: such a listing
+        // may not show a load balancer created just before this answer.
+        let found = labelled.iter().map(|lb| (lb.id, Some(lb.clone())));
+        for (id, lb) in found.chain(gone.into_iter().map(|id| (id, None))) {
+            view.state.stale.remove(&id);
+            view.state.written.insert(
+                id,
+                Written {
+                    at: requested_at,
+                    lb,
+                },
+            );
         }
-        state.doubted_services.remove(uid);
+        view.state.doubted_services.remove(uid);
         Ok(labelled)
     }
 
@@ -215,7 +266,7 @@ impl Snapshot {
             Some(name) if labelled.is_empty() => {
                 let found = lbs.get_by_name(name).await.map_err(Arc::new)?;
                 if let Some(lb) = &found {
-                    self.refresh(lb);
+                    self.note_read(lb);
                 }
                 found
             }
@@ -227,13 +278,13 @@ impl Snapshot {
     /// Read again the entries of `found` that are marked stale.
     async fn reread_stale(&self, found: &mut Lookup) -> Result<(), SharedError> {
         let stale: Vec<i64> = {
-            let state = self.state();
+            let view = self.view();
             found
                 .labelled
                 .iter()
                 .chain(&found.by_name)
                 .map(|lb| lb.id)
-                .filter(|id| state.stale.contains(id))
+                .filter(|id| view.state.stale.contains(id))
                 .collect()
         };
         for id in stale {
@@ -259,83 +310,59 @@ impl Snapshot {
 
     /// Put `lb` as read from the API into the snapshot (not a write of this process: a
     /// listing under way may still replace it).
-    fn refresh(&self, lb: &LoadBalancer) {
-        let mut state = self.state();
-        state.stale.remove(&lb.id);
-        state.lbs.insert(lb.id, lb.clone());
+    fn note_read(&self, lb: &LoadBalancer) {
+        let mut view = self.view();
+        view.state.stale.remove(&lb.id);
+        match view.state.written.get_mut(&lb.id) {
+            Some(written) => written.lb = Some(lb.clone()),
+            None => self.listing.modify(|listed| {
+                listed.insert(lb.id, lb.clone());
+            }),
+        }
     }
 
     /// `lb` as this process left it after a change.
     pub fn store(&self, lb: &LoadBalancer) {
-        let mut state = self.state();
-        state.stale.remove(&lb.id);
-        state.written.insert(lb.id, Instant::now());
-        state.lbs.insert(lb.id, lb.clone());
+        self.write(lb.id, Some(lb.clone()));
     }
 
     /// The load balancer `id` is gone.
     pub fn remove(&self, id: i64) {
-        let mut state = self.state();
-        state.stale.remove(&id);
-        state.written.insert(id, Instant::now());
-        state.lbs.remove(&id);
+        self.write(id, None);
+    }
+
+    fn write(&self, id: i64, lb: Option<LoadBalancer>) {
+        let mut view = self.view();
+        view.state.stale.remove(&id);
+        let at = Instant::now();
+        view.state.written.insert(id, Written { at, lb });
     }
 
     /// The load balancer `id` may have changed in ways this process does not know: read it
     /// before using it again.
     pub fn doubt(&self, id: i64) {
-        self.state().stale.insert(id);
+        self.view().state.stale.insert(id);
     }
 
     /// The Service with `uid` may have a load balancer this snapshot does not show (a create
     /// whose answer was lost): its next lookup asks the API by label.
     pub fn doubt_service(&self, uid: &str) {
-        self.state().doubted_services.insert(uid.to_owned());
+        self.view().state.doubted_services.insert(uid.to_owned());
     }
 
     /// Lookups for many Services follow (e.g. every load balancer takes a joining Node): the
     /// next lookup of a stale snapshot counts as part of a burst and lists, instead of first
     /// asking for its one Service alone.
     pub fn expect_burst(&self) {
-        self.state().last_lookup = Some(Instant::now());
+        self.view().state.last_lookup = Some(Instant::now());
     }
 
     /// Everything may be outdated (e.g. a name turned out to be taken): the next lookup
     /// lists again.
     pub fn forget(&self) {
-        let mut state = self.state();
-        state.listed_at = None;
-        state.last_lookup = None;
-    }
-}
-
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Merge a finished listing into the state: entries this process wrote after the listing
-/// started keep their written version.
-fn merge(state: &mut State, started: Instant, listed: &[LoadBalancer]) {
-    let mut lbs: BTreeMap<i64, LoadBalancer> =
-        listed.iter().map(|lb| (lb.id, lb.clone())).collect();
-    state.written.retain(|id, at| {
-        if *at < started {
-            return false;
-        }
-        match state.lbs.get(id) {
-            Some(lb) => {
-                lbs.insert(*id, lb.clone());
-            }
-            None => {
-                lbs.remove(id);
-            }
-        }
-        true
-    });
-    state.stale.retain(|id| state.written.contains_key(id));
-    state.lbs = lbs;
-    if state.listed_at.is_none_or(|at| at < started) {
-        state.listed_at = Some(started);
+        let mut view = self.view();
+        self.listing.forget();
+        view.state.last_lookup = None;
     }
 }
 
@@ -374,60 +401,85 @@ mod tests {
         lb
     }
 
-    #[test]
-    fn a_listing_keeps_what_was_written_after_it_started() {
-        let started = Instant::now();
-        let mut state = State::default();
-        // Written before the listing started: the listing wins.
-        state.lbs.insert(1, lb(1, "old-write", None));
-        state.written.insert(1, started - Duration::from_secs(1));
-        // Written after it started: the write wins, also a deletion.
-        state.lbs.insert(2, lb(2, "new-write", None));
-        state.written.insert(2, started + Duration::from_millis(5));
-        state.written.insert(3, started + Duration::from_millis(5));
-        state.stale.insert(1);
-        let listed = [
-            lb(1, "listed", None),
-            lb(2, "listed", None),
-            lb(3, "listed", None),
-            lb(4, "listed", None),
-        ];
-        merge(&mut state, started, &listed);
-        let names: Vec<(i64, &str)> = state
-            .lbs
-            .values()
-            .map(|l| (l.id, l.name.as_str()))
-            .collect();
-        assert_eq!(names, [(1, "listed"), (2, "new-write"), (4, "listed")]);
-        assert!(state.stale.is_empty(), "a listed entry is fresh again");
-        assert_eq!(state.listed_at, Some(started));
-        // An older listing finishing later does not make the snapshot look older.
-        merge(&mut state, started - Duration::from_secs(5), &listed);
-        assert_eq!(state.listed_at, Some(started));
-    }
-
-    #[test]
-    fn an_announced_burst_lists_where_a_lone_lookup_would_ask_alone() {
+    /// A snapshot whose client reaches nothing: listings are landed by hand.
+    fn offline(max_age: Duration) -> Snapshot {
         let config = hcloud_api::ClientConfig::new(hcloud_api::Token::new("t"))
             .with_endpoint("http://127.0.0.1:9");
-        let snapshot = Snapshot::new(Client::new(config).unwrap(), Duration::from_secs(10));
-        let long_ago = Instant::now() - Duration::from_secs(60);
-        {
-            let mut state = snapshot.state();
-            state.lbs = (1..=60).map(|id| (id, lb(id, "lb", None))).collect();
-            state.listed_at = Some(long_ago);
-            state.last_lookup = Some(long_ago);
-        }
+        Snapshot::new(Client::new(config).unwrap(), max_age)
+    }
+
+    /// A listing of `lbs` that takes `took`, started (first polled) now.
+    fn listing(snapshot: &Snapshot, lbs: Vec<LoadBalancer>, took: Duration) -> Listing {
+        snapshot.listing.refresh(move || {
+            Box::pin(async move {
+                tokio::time::sleep(took).await;
+                Ok(lbs.into_iter().map(|lb| (lb.id, lb)).collect())
+            })
+        })
+    }
+
+    fn names(snapshot: &Snapshot) -> Vec<(i64, String)> {
+        let mut names: Vec<(i64, String)> = snapshot
+            .view()
+            .lbs()
+            .map(|l| (l.id, l.name.clone()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_listing_keeps_what_was_written_after_it_started() {
+        let snapshot = offline(Duration::from_secs(10));
+        // Written before the listing started: the listing wins, and the doubt goes.
+        snapshot.store(&lb(1, "old-write", None));
+        snapshot.doubt(1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let listed = (1..=4).map(|id| lb(id, "listed", None)).collect();
+        let mut running =
+            Box::pin(listing(&snapshot, listed, Duration::from_secs(1)).into_future());
+        assert!(futures::poll!(running.as_mut()).is_pending());
+        // Written after it started: the write wins, also a deletion.
+        tokio::time::advance(Duration::from_millis(5)).await;
+        snapshot.store(&lb(2, "new-write", None));
+        snapshot.remove(3);
+        assert_eq!(
+            names(&snapshot),
+            [(1, "old-write".to_owned()), (2, "new-write".to_owned())]
+        );
+        running.await.unwrap();
+        assert_eq!(
+            names(&snapshot),
+            [
+                (1, "listed".to_owned()),
+                (2, "new-write".to_owned()),
+                (4, "listed".to_owned())
+            ]
+        );
+        assert!(
+            snapshot.view().state.stale.is_empty(),
+            "a listed entry is fresh again"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_announced_burst_lists_where_a_lone_lookup_would_ask_alone() {
+        let snapshot = offline(Duration::from_secs(10));
+        let many = (1..=60).map(|id| lb(id, "lb", None)).collect();
+        listing(&snapshot, many, Duration::ZERO).await.unwrap();
+        let long_ago = Instant::now();
+        tokio::time::advance(Duration::from_secs(60)).await;
+        snapshot.view().state.last_lookup = Some(long_ago);
         let lone = snapshot.next(Instant::now(), "u1", None);
         assert!(matches!(lone, Next::Direct), "a lone lookup asks alone");
-        snapshot.state().last_lookup = Some(long_ago);
+        snapshot.view().state.last_lookup = Some(long_ago);
         snapshot.expect_burst();
         let announced = snapshot.next(Instant::now(), "u1", None);
         assert!(
             matches!(announced, Next::Join(_)),
             "an announced burst lists"
         );
-        assert!(snapshot.state().in_flight.is_some());
+        assert!(snapshot.listing.is_refreshing());
     }
 
     #[test]
