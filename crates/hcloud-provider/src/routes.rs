@@ -568,8 +568,8 @@ impl Core {
     /// What to do about a server outside the network: attach it, unless the copy of the
     /// network shows it full ([`NETWORK_SERVER_LIMIT`]), when no server can join it.
     fn attach_advice(&self) -> String {
-        match self.view().as_ref() {
-            Some((_, network)) if network.servers.len() >= NETWORK_SERVER_LIMIT => format!(
+        match self.network_copy.latest() {
+            Some(network) if network.servers.len() >= NETWORK_SERVER_LIMIT => format!(
                 "it cannot join: the network is full, with the {NETWORK_SERVER_LIMIT} servers a Hetzner network takes at most; clusters of more Nodes run without routes in a network"
             ),
             _ => "attach it to route pod traffic to it".to_owned(),

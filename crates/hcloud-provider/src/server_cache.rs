@@ -770,13 +770,12 @@ impl ServerCache {
     /// checks, which confirm a deletion with the API directly, by at most the status max age.)
     fn listing_shows(&self, seen: Option<&Signature>, checked_at: Option<Instant>) -> bool {
         let Some(seen) = seen else { return false };
-        let state = self.state();
-        let Some(listing) = state.listing.as_ref() else {
+        let Some(listing) = self.listings.latest() else {
             return false;
         };
         checked_at.is_none_or(|at| listing.at > at)
-            && listing.at.elapsed() < self.config.status_period
-            && Signature::of_listing(listing) == *seen
+            && listing.age() < self.config.status_period
+            && Signature::of_listing(&listing) == *seen
     }
 
     /// Age of the current listing, if any (for tests and diagnostics).
