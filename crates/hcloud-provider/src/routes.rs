@@ -194,6 +194,10 @@ struct Core {
     network_copy: SnapshotCache<Network, Arc<hcloud_api::Error>>,
     /// How long route actions took lately (the first check of an action waits this long).
     action_time: Arc<std::sync::Mutex<Duration>>,
+    /// Until when a change whose request got no answer may still land (its action may be
+    /// running, or the request itself still under way): meanwhile every read of the network
+    /// is a fresh one, so that a route added (or deleted) behind the copy's back is seen.
+    uncertain_until: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     operations: Operations,
     events: Events,
 }
@@ -231,6 +235,7 @@ impl HcloudRoutes {
                 learned: Arc::default(),
                 network_copy: SnapshotCache::default(),
                 action_time: Arc::new(std::sync::Mutex::new(FIRST_ACTION_CHECK)),
+                uncertain_until: Arc::default(),
                 operations: Operations::default(),
                 events: Events::default(),
             },
@@ -336,6 +341,12 @@ impl Core {
 
     /// The network: the copy if younger than `max_age`, else read (and kept).
     async fn network_within(&self, max_age: Duration) -> Result<Snapshot<Network>> {
+        let uncertain = self
+            .uncertain_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|until| tokio::time::Instant::now() < until);
+        let max_age = if uncertain { Duration::ZERO } else { max_age };
         let read = self.network_copy.get(max_age, self.read_network());
         read.await.map_err(|err| self.read_error(err))
     }
@@ -361,6 +372,17 @@ impl Core {
 
     fn read_error(&self, err: Arc<hcloud_api::Error>) -> Error {
         Error::api(format!("reading network {}", self.config.network_id), err)
+    }
+
+    /// A change got no answer: it may land during the next action timeout, so until then the
+    /// copy answers nothing (this read may predate it, and so may the next few).
+    fn uncertain_for_a_while(&self) {
+        let until = tokio::time::Instant::now() + self.config.action_timeout;
+        *self
+            .uncertain_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(until);
+        self.forget_network();
     }
 
     /// Forget the copy: the next plan reads the network.
@@ -865,11 +887,11 @@ impl Core {
                     destination(r) == Some(destination_cidr)
                         && r.gateway.parse::<IpAddr>().ok() == Some(gateway)
                 });
-                return if there {
-                    Ok(())
-                } else {
-                    Err(Error::api(what, hcloud_api::Error::Transport(err)))
-                };
+                if there {
+                    return Ok(());
+                }
+                self.uncertain_for_a_while();
+                return Err(Error::api(what, hcloud_api::Error::Transport(err)));
             }
             Err(err) if err.code() == Some(&ErrorCode::ResourceLimitExceeded) => {
                 // The network is full: not retried within the pass; the route controller

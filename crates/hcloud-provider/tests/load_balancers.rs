@@ -1673,9 +1673,11 @@ async fn a_name_taken_behind_the_snapshot_is_found_on_the_retry() {
 /// snapshot does not know must still be found.
 const LONG_SNAPSHOT: Duration = Duration::from_secs(3600);
 
-/// A create that fails after the API made the load balancer (its answer lost, its action
-/// failed, the read after it failed) leaves a labelled load balancer. The Service's cleanup
-/// finds it by label, whatever the snapshot says, and deletes it.
+/// A create that fails after the API made the load balancer (its answer lost, the read after
+/// it failed) leaves a labelled load balancer. The Service's cleanup finds it by label,
+/// whatever the snapshot says, and deletes it. A create whose action the API failed leaves a
+/// load balancer without an address that never gets one: the create deletes it at once, and
+/// the next ensure makes one that works.
 #[tokio::test]
 async fn a_create_that_failed_after_the_api_acted_is_cleaned_up_by_its_label() {
     let env = Env::start().await;
@@ -1711,6 +1713,27 @@ async fn a_create_that_failed_after_the_api_acted_is_cleaned_up_by_its_label() {
                 .filter(|lb| lb.labels.get(SERVICE_UID_LABEL) == Some(&uid))
                 .count()
         };
+        if i == 1 {
+            // The failed creation cleaned up after itself (its delete action may still run).
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while labelled(&env.all().await) != 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the failed creation's load balancer is still there"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let status = lbs
+                .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+                .await
+                .unwrap()
+                .done()
+                .unwrap();
+            assert!(
+                status.ingress.is_some_and(|i| !i.is_empty()),
+                "the next ensure creates one with an address"
+            );
+        }
         assert_eq!(labelled(&env.all().await), 1, "{fault:?}: the API made it");
         // The Service is deleted: its cleanup sees the load balancer and removes it.
         assert!(

@@ -403,7 +403,21 @@ impl HcloudLoadBalancers {
             )
             .await
         {
-            self.snapshot.doubt(lb.id);
+            let action_failed = std::error::Error::source(&err)
+                .and_then(|cause| cause.downcast_ref::<hcloud_api::Error>())
+                .is_some_and(|cause| matches!(cause, hcloud_api::Error::Action(_)));
+            if action_failed {
+                // The API failed the creation: what it left has no address and never gets one.
+                // It is this Service's, created by this very call: delete it, so that the next
+                // sync creates one that works instead of waiting for an address forever.
+                tracing::warn!(service = %service_key(service), load_balancer = plan.name, id = lb.id, error = %err, "the creation failed; deleting what it left");
+                let key = service_key(service);
+                if let Err(cleanup) = self.delete_one(&key, &lb).await {
+                    tracing::warn!(service = %key, error = %cleanup, "could not delete the failed load balancer; the next sync finds it by its label");
+                }
+            } else {
+                self.snapshot.doubt(lb.id);
+            }
             return Err(err);
         }
         // The answer to the creation shows the load balancer as asked for (services,
