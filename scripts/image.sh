@@ -10,6 +10,12 @@
 # Usage: scripts/image.sh          # build; prints the archive's path on the last line
 #        TARGET=aarch64-unknown-linux-gnu scripts/image.sh   # arm64 (see docs/deploy.md)
 #
+# HCLOUD_CCM_IMAGE_PROFILE selects the cargo profile of the binary: `release` (the default, and
+# the only one for images anyone runs) or `image-test` (Cargo.toml: the release profile without
+# its fat LTO and optimisation, minutes faster to rebuild; crates/hcloud-ccm/tests/image.rs uses
+# it). cargo rebuilds nothing while the sources, the commit and the profile stay the same, so a
+# second run only assembles the image again from the compiled binary.
+#
 # Writes, in target/image/:
 #   hcloud-ccm.tar          the image as an OCI archive, tagged hcloud-ccm:vVERSION
 #   hcloud-ccm.digest       the image's manifest digest (sha256:…)
@@ -28,6 +34,12 @@ VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)"
 [[ -n "$VERSION" ]] || { log "no workspace version in Cargo.toml"; exit 1; }
 TAG="hcloud-ccm:v$VERSION"
 TARGET="${TARGET:-x86_64-unknown-linux-gnu}"
+PROFILE="${HCLOUD_CCM_IMAGE_PROFILE:-release}"
+case "$PROFILE" in
+    release) ;;
+    image-test) log "profile image-test: an unoptimised binary for the image test, not for release" ;;
+    *) log "HCLOUD_CCM_IMAGE_PROFILE $PROFILE: only release and image-test"; exit 1 ;;
+esac
 case "$TARGET" in
     x86_64-unknown-linux-gnu) ARCH=amd64; NAME=hcloud-ccm ;;
     aarch64-unknown-linux-gnu) ARCH=arm64; NAME=hcloud-ccm-arm64 ;;
@@ -83,10 +95,10 @@ export RUSTFLAGS
 if [[ "$ARCH" == arm64 ]]; then
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 fi
-log "building the static release binary for $TARGET ($STATIC_TARGET, commit $REVISION)"
+log "building the static $PROFILE binary for $TARGET ($STATIC_TARGET, commit $REVISION)"
 HCLOUD_CCM_COMMIT="$REVISION" SOURCE_DATE_EPOCH="$EPOCH" CARGO_TARGET_DIR="$STATIC_TARGET" \
-    cargo build --release --locked -p hcloud-ccm --bin hcloud-ccm --target "$TARGET" >&2
-BIN="$STATIC_TARGET/$TARGET/release/hcloud-ccm"
+    cargo build --profile "$PROFILE" --locked -p hcloud-ccm --bin hcloud-ccm --target "$TARGET" >&2
+BIN="$STATIC_TARGET/$TARGET/$PROFILE/hcloud-ccm"
 if ! file "$BIN" 2>/dev/null | grep -q 'statically linked' &&
     ! ldd "$BIN" 2>&1 | grep -qE 'statically linked|not a dynamic executable'; then
     log "$BIN is dynamically linked: $(ldd "$BIN" 2>&1 | tr '\n' ' ')"

@@ -1,10 +1,15 @@
-//! The container image: `scripts/image.sh` builds it (one static release build, reused while
-//! the sources are unchanged), twice, and both builds have one digest; this test unpacks the OCI
-//! archive, checks its configuration (entrypoint, non-root user, OCI labels with the commit, no
-//! shell, size), the SBOM beside it and `--version` of the binary inside, and runs the
-//! entrypoint chrooted into the unpacked filesystem as user 65532, configured the way a pod is
-//! (in-cluster ServiceAccount token bound to the shipped ClusterRole, the Deployment's args and
-//! env): it initializes a Node.
+//! The container image: `scripts/image.sh` builds it twice, compiling once (the second run
+//! reuses the compiled binary and assembles the image again), and both builds have one digest;
+//! this test unpacks the OCI archive, checks its configuration (entrypoint, non-root user, OCI
+//! labels with the commit, no shell), the SBOM beside it and `--version` of the binary inside,
+//! and runs the entrypoint chrooted into the unpacked filesystem as user 65532, configured the
+//! way a pod is (in-cluster ServiceAccount token bound to the shipped ClusterRole, the
+//! Deployment's args and env): it initializes a Node.
+//!
+//! The binary is built with the cargo profile `HCLOUD_CCM_IMAGE_PROFILE` names, `image-test`
+//! unless set (unoptimised, minutes cheaper than a release build); with
+//! `HCLOUD_CCM_IMAGE_PROFILE=release` the test checks the image operators get, including its
+//! size budget, which only the release profile's binary is held to.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -27,8 +32,13 @@ use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kub
 use serde_json::{Value, json};
 
 const ENTRYPOINT: &str = "/bin/hcloud-cloud-controller-manager";
-/// The size budget of the image (compressed, as registries count it).
+/// The size budget of the release image (compressed, as registries count it).
 const MAX_IMAGE_BYTES: u64 = 20_000_000;
+
+/// The cargo profile the image's binary is built with (`scripts/image.sh`).
+fn profile() -> String {
+    std::env::var("HCLOUD_CCM_IMAGE_PROFILE").unwrap_or_else(|_| "image-test".to_owned())
+}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -70,8 +80,10 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
         );
         return;
     }
+    let profile = profile();
     let started = Instant::now();
     let build = Command::new(repo().join("scripts/image.sh"))
+        .env("HCLOUD_CCM_IMAGE_PROFILE", &profile)
         .stderr(Stdio::piped())
         .output()
         .unwrap();
@@ -94,15 +106,23 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
     );
 
     // Reproducible: a second build of the same commit has the same digest, byte for byte the
-    // same archive content.
+    // same archive content. It compiles nothing: the image is assembled again around the
+    // binary of the first build.
+    let started = Instant::now();
     let again = Command::new(repo().join("scripts/image.sh"))
+        .env("HCLOUD_CCM_IMAGE_PROFILE", &profile)
         .stderr(Stdio::piped())
         .output()
         .unwrap();
+    let again_stderr = String::from_utf8_lossy(&again.stderr);
     assert!(
         again.status.success(),
-        "second scripts/image.sh failed:\n{}",
-        String::from_utf8_lossy(&again.stderr)
+        "second scripts/image.sh failed:\n{again_stderr}"
+    );
+    eprintln!("second scripts/image.sh took {:.0?}", started.elapsed());
+    assert!(
+        !again_stderr.contains("Compiling "),
+        "the second build compiled again:\n{again_stderr}"
     );
     assert_eq!(
         std::fs::read_to_string(&digest_file).unwrap().trim(),
@@ -229,11 +249,17 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
         .iter()
         .map(|f| std::fs::metadata(rootfs.join(&f[1..])).unwrap().len())
         .sum();
-    eprintln!("image: {compressed} bytes compressed, {unpacked} bytes unpacked");
-    assert!(
-        compressed <= MAX_IMAGE_BYTES,
-        "image is {compressed} bytes, budget {MAX_IMAGE_BYTES}"
+    eprintln!(
+        "image ({profile} profile): {compressed} bytes compressed, {unpacked} bytes unpacked"
     );
+    if profile == "release" {
+        assert!(
+            compressed <= MAX_IMAGE_BYTES,
+            "image is {compressed} bytes, budget {MAX_IMAGE_BYTES}"
+        );
+    } else {
+        eprintln!("size budget not checked: it holds for the release profile only");
+    }
 
     // A pod's view: the ServiceAccount token and CA at the in-cluster paths, the apiserver in
     // KUBERNETES_SERVICE_HOST/PORT, the Deployment's args and env (Secret hcloud: token).
