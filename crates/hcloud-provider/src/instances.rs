@@ -52,6 +52,12 @@ pub enum ProjectCheck {
         /// Nodes with an `hcloud://` providerID.
         nodes: usize,
     },
+    /// The listing showed none of the cloud Nodes' servers, but while the check ran a lookup
+    /// saw a Node's server through the token (a Node initialised meanwhile): no mismatch.
+    SeenMeanwhile {
+        /// Nodes with an `hcloud://` providerID.
+        nodes: usize,
+    },
 }
 
 impl HcloudInstances {
@@ -110,7 +116,9 @@ impl HcloudInstances {
                 nodes: ids.len(),
             });
         }
-        self.project.set(ProjectState::Mismatch);
+        if !self.project.mismatch_unless_confirmed() {
+            return Ok(ProjectCheck::SeenMeanwhile { nodes: ids.len() });
+        }
         let message = format!(
             "the API token sees none of the servers of the {} Nodes with an hcloud:// providerID: it may belong to another project. No Node is deleted and no load balancer created until one of their servers is seen again; check the token (HCLOUD_TOKEN)",
             ids.len()

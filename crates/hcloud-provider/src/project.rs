@@ -61,6 +61,19 @@ impl ProjectGuard {
         self.state.send_replace(ProjectState::Confirmed) == ProjectState::Mismatch
     }
 
+    /// The check found none of the cluster's servers: a mismatch, unless a lookup confirmed the
+    /// project while the check ran (its listing may predate that server). Whether the
+    /// mismatch stands.
+    pub fn mismatch_unless_confirmed(&self) -> bool {
+        self.state.send_if_modified(|state| {
+            if *state == ProjectState::Confirmed {
+                return false;
+            }
+            *state = ProjectState::Mismatch;
+            true
+        })
+    }
+
     /// Whether a "not found" must not delete anything now.
     pub fn holds_deletions(&self) -> bool {
         matches!(
@@ -95,6 +108,20 @@ impl ProjectGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_seen_while_the_check_ran_outweighs_its_listing() {
+        let guard = ProjectGuard::default();
+        guard.set(ProjectState::Checking);
+        // A Node initialised while the check's listing was under way saw its server.
+        guard.confirm();
+        assert!(!guard.mismatch_unless_confirmed());
+        assert_eq!(guard.state(), ProjectState::Confirmed);
+        // Without such a sighting the check's answer stands.
+        guard.set(ProjectState::Checking);
+        assert!(guard.mismatch_unless_confirmed());
+        assert_eq!(guard.state(), ProjectState::Mismatch);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn creations_wait_for_the_check_and_are_refused_on_a_mismatch() {
