@@ -23,6 +23,7 @@ use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, InstanceMetadata, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::informer::next_change;
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
 use crate::workqueue::{Backoff, WorkQueue};
 
@@ -275,11 +276,9 @@ impl NodeController {
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),
         );
-        let clean = tasks.supervise(&shutdown).await;
-        inner.queue.shut_down();
-        if clean {
-            tracing::info!(controller = CONTROLLER, "stopped");
-        }
+        tasks
+            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .await;
     }
 }
 
@@ -289,9 +288,8 @@ async fn feed(
     shutdown: CancellationToken,
 ) {
     loop {
-        let change = tokio::select! {
-            () = shutdown.cancelled() => return,
-            change = changes.recv() => change,
+        let Some(change) = next_change(&mut changes, &shutdown).await else {
+            return;
         };
         match change {
             Ok(NodeChange::Applied { new, .. }) => {

@@ -21,6 +21,7 @@ use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::informer::next_change;
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
 use crate::workqueue::{Backoff, WorkQueue};
 
@@ -296,11 +297,9 @@ impl NodeLifecycleController {
                 reconcile::Workers::new(1),
             ),
         );
-        let clean = tasks.supervise(&shutdown).await;
-        inner.queue.shut_down();
-        if clean {
-            tracing::info!(controller = CONTROLLER, "stopped");
-        }
+        tasks
+            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .await;
     }
 }
 
@@ -311,9 +310,8 @@ async fn feed(
     shutdown: CancellationToken,
 ) {
     loop {
-        let change = tokio::select! {
-            () = shutdown.cancelled() => return,
-            change = changes.recv() => change,
+        let Some(change) = next_change(&mut changes, &shutdown).await else {
+            return;
         };
         match change {
             Ok(NodeChange::Applied { old: None, new }) => {

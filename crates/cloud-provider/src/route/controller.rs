@@ -440,11 +440,7 @@ impl RouteController {
                 reconcile::Workers::new(1),
             ),
         );
-        let clean = tasks.supervise(&shutdown).await;
-        queue.shut_down();
-        if clean {
-            tracing::info!(controller = CONTROLLER, "stopped");
-        }
+        tasks.run_until_stopped(&shutdown, &queue, CONTROLLER).await;
     }
 
     /// One reconcile pass. A failing `list_routes` aborts it before any change (no deletions,

@@ -123,6 +123,21 @@ impl Tasks {
         });
     }
 
+    /// Run the controller `controller` until `shutdown` or until a task ends early
+    /// ([`Tasks::supervise`]), then shut its `queue` down; a clean stop is logged.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: &CancellationToken,
+        queue: &crate::workqueue::WorkQueue<String>,
+        controller: &'static str,
+    ) {
+        let clean = self.supervise(shutdown).await;
+        queue.shut_down();
+        if clean {
+            tracing::info!(controller, "stopped");
+        }
+    }
+
     /// Wait for `shutdown` (then wait for every task and return `true`) or for a task to end
     /// early (then report it, stop the rest and return `false`).
     pub async fn supervise(mut self, shutdown: &CancellationToken) -> bool {

@@ -63,6 +63,18 @@ impl<K: Resource> Change<K> {
     }
 }
 
+/// The next change of a feed, or `None` once `shutdown` fires first: the head of every
+/// controller's feed loop.
+pub async fn next_change<T: Clone>(
+    changes: &mut broadcast::Receiver<T>,
+    shutdown: &CancellationToken,
+) -> Option<Result<T, broadcast::error::RecvError>> {
+    tokio::select! {
+        () = shutdown.cancelled() => None,
+        change = changes.recv() => Some(change),
+    }
+}
+
 /// Where a watch stands: when it last made progress and, while it fails, since when and why.
 #[derive(Clone, Debug)]
 pub struct WatchStatus {

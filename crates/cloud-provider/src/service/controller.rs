@@ -28,7 +28,7 @@ use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::LoadBalancer;
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::informer::{Change, Informer};
+use crate::runtime::informer::{Change, Informer, next_change};
 use crate::runtime::reconcile::{self, Reconciler};
 use crate::runtime::scope::WatchScope;
 use crate::workqueue::{Backoff, WorkQueue};
@@ -286,11 +286,9 @@ impl ServiceController {
             }
         };
         tasks.spawn("sync-marker", synced);
-        let clean = tasks.supervise(&shutdown).await;
-        inner.queue.shut_down();
-        if clean {
-            tracing::info!(controller = CONTROLLER, "stopped");
-        }
+        tasks
+            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .await;
     }
 }
 
@@ -311,6 +309,28 @@ impl Inner {
         message: &str,
     ) {
         self.recorder.publish(service, type_, reason, message).await;
+    }
+
+    /// The upstream Warning for a load balancer without a Node to send traffic to.
+    pub(super) async fn warn_no_nodes(&self, service: &Service) {
+        self.event(
+            service,
+            EventType::Warning,
+            "UnAvailableLoadBalancer",
+            "There are no available nodes for LoadBalancer",
+        )
+        .await;
+    }
+
+    /// The upstream Normal event before a load balancer is deleted.
+    pub(super) async fn event_deleting(&self, service: &Service) {
+        self.event(
+            service,
+            EventType::Normal,
+            "DeletingLoadBalancer",
+            "Deleting load balancer",
+        )
+        .await;
     }
 
     /// Queue `action` for `key` (merged with one already waiting).
@@ -385,9 +405,8 @@ async fn service_feed(
     shutdown: CancellationToken,
 ) {
     loop {
-        let change = tokio::select! {
-            () = shutdown.cancelled() => return,
-            change = changes.recv() => change,
+        let Some(change) = next_change(&mut changes, &shutdown).await else {
+            return;
         };
         match change {
             Ok(Change::Applied { old, new }) => inner.on_service(old.as_deref(), &new),
@@ -440,9 +459,8 @@ async fn node_feed(
     shutdown: CancellationToken,
 ) {
     loop {
-        let change = tokio::select! {
-            () = shutdown.cancelled() => return,
-            change = changes.recv() => change,
+        let Some(change) = next_change(&mut changes, &shutdown).await else {
+            return;
         };
         // `Some(force)`: update the targets; forced when only labels changed (the set of
         // eligible Nodes is the same, what the provider selects from it may not be).

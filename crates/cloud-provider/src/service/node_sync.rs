@@ -55,13 +55,7 @@ impl Inner {
             Ok(Outcome::Done(())) => {
                 lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
                 if nodes.is_empty() {
-                    self.event(
-                        service,
-                        EventType::Warning,
-                        "UnAvailableLoadBalancer",
-                        "There are no available nodes for LoadBalancer",
-                    )
-                    .await;
+                    self.warn_no_nodes(service).await;
                 } else {
                     self.event(
                         service,

@@ -47,13 +47,7 @@ impl Inner {
         if !wants_load_balancer(service) {
             return Ok(());
         }
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletingLoadBalancer",
-            "Deleting load balancer",
-        )
-        .await;
+        self.event_deleting(service).await;
         if let Err(err) = self
             .lb
             .ensure_load_balancer_deleted(self.cluster(), service)
@@ -131,13 +125,7 @@ impl Inner {
                 .map_err(ServiceSyncError::GetLoadBalancer)?;
             if existing.is_some() {
                 tracing::info!("deleting existing load balancer");
-                self.event(
-                    service,
-                    EventType::Normal,
-                    "DeletingLoadBalancer",
-                    "Deleting load balancer",
-                )
-                .await;
+                self.event_deleting(service).await;
                 match self
                     .lb
                     .ensure_load_balancer_deleted(self.cluster(), service)
@@ -226,13 +214,7 @@ impl Inner {
     ) -> provider::Result<Outcome<LoadBalancerStatus>> {
         let nodes = select_nodes(&self.nodes.list());
         if nodes.is_empty() {
-            self.event(
-                service,
-                EventType::Warning,
-                "UnAvailableLoadBalancer",
-                "There are no available nodes for LoadBalancer",
-            )
-            .await;
+            self.warn_no_nodes(service).await;
         }
         self.service_metrics.loadbalancer_syncs.inc();
         let result = self
