@@ -1,7 +1,7 @@
 //! Load balancers and every load balancer action against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

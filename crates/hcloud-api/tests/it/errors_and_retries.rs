@@ -2,7 +2,7 @@
 //! the simulator never gives).
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

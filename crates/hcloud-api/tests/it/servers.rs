@@ -1,7 +1,7 @@
 //! Servers against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use hcloud_api::{ErrorCode, ListServersParams, NetworkZone, ServerStatus};
 use hcloud_sim::{NetworkSeed, ServerSeed};

@@ -1,7 +1,7 @@
 //! Networks and routes against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use hcloud_api::{Error, ErrorCode, ListParams, Route, SubnetType};
 use hcloud_sim::NetworkSeed;

@@ -1,7 +1,7 @@
 //! Waiting for the API's bucket and the rate-limit metrics.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

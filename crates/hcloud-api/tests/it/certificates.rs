@@ -1,7 +1,7 @@
 //! Certificates against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Locations and load balancer types against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use hcloud_api::NetworkZone;
 

@@ -1,7 +1,7 @@
 //! Actions and the batched waiter against the simulator.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! balancers and Primary IPs, server type availability, and what is retried.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
