@@ -4,16 +4,12 @@
 //! prometheus-operator objects render only where their CRDs exist, and the Deployment's own args
 //! and env start the binary.
 //!
-//! `HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy` rewrites the
+//! `HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test it deploy::` rewrites the
 //! manifests from the chart instead of comparing them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/chart.rs"]
-mod chart;
-
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::{ccm, chart};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -143,7 +139,7 @@ fn the_manifests_are_what_the_chart_renders_for_its_defaults() {
         let path = deploy.join(file);
         if update {
             let header = format!(
-                "# hcloud-ccm: rendered by Helm {} from deploy/chart ({}); do not edit, change the chart and run\n# HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy\n# Needs Secret kube-system/hcloud with key \"token\"{}.\n",
+                "# hcloud-ccm: rendered by Helm {} from deploy/chart ({}); do not edit, change the chart and run\n# HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test it deploy::\n# Needs Secret kube-system/hcloud with key \"token\"{}.\n",
                 chart::HELM_VERSION,
                 match file {
                     "ccm.yaml" => "defaults",
@@ -167,7 +163,7 @@ fn the_manifests_are_what_the_chart_renders_for_its_defaults() {
     }
     let path = deploy.join("rbac.yaml");
     if update {
-        let header = "# hcloud-ccm's ServiceAccount and least-privilege RBAC, as in deploy/ccm.yaml (rendered from\n# deploy/chart; crates/hcloud-ccm/tests/rbac.rs shows each rule is needed).\n";
+        let header = "# hcloud-ccm's ServiceAccount and least-privilege RBAC, as in deploy/ccm.yaml (rendered from\n# deploy/chart; crates/hcloud-ccm/tests/it/rbac.rs shows each rule is needed).\n";
         std::fs::write(&path, manifest_text(header, &rbac_of_default)).unwrap();
     }
     assert_eq!(

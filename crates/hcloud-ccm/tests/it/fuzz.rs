@@ -5,7 +5,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-#[path = "../../hcloud-sim/tests/fuzz_support/mod.rs"]
+#[path = "../../../hcloud-sim/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
 use std::time::Duration;
@@ -16,6 +16,8 @@ use proptest::prelude::*;
 
 use fuzz_support::soup;
 
+// The allocator of the whole test binary: it forwards to the system's and only counts, per
+// thread, which the other tests never read.
 #[global_allocator]
 static ALLOCATOR: fuzz_support::CountingAllocator = fuzz_support::CountingAllocator;
 

@@ -31,11 +31,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/chart.rs"]
-mod chart;
-
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::{ccm, chart};
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

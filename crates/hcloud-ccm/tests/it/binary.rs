@@ -2,8 +2,7 @@
 //! against a real kube-apiserver.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
