@@ -171,18 +171,15 @@ pub async fn simulator_with_host_in_network(host: &str) -> (Simulator, Value) {
     (sim, server)
 }
 
-/// The binary against `plane` (its kubeconfig written into `dir`) and `sim`: the token and
-/// endpoint, `--cloud-provider=hcloud`, no secure port, no metrics port, plus `env` and
-/// `args`. Killed when dropped.
+/// The binary with `kubeconfig` against `sim`: the token and endpoint,
+/// `--cloud-provider=hcloud`, no secure port, no metrics port, plus `env` and `args`. Killed
+/// when dropped.
 pub fn spawn_ccm(
-    plane: &ControlPlane,
+    kubeconfig: &Path,
     sim: &Simulator,
-    dir: &Path,
     env: &[(&str, &str)],
     args: &[&str],
 ) -> tokio::process::Child {
-    let kubeconfig = dir.join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
     tokio::process::Command::new(BIN)
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
@@ -200,44 +197,10 @@ pub fn spawn_ccm(
         .unwrap()
 }
 
-/// Register Node `name` as a kubelet with `--cloud-provider=external` does: the uninitialized
-/// taint, `pod_cidr` when given, and its Hostname address in the status.
-pub async fn register_node(
-    nodes: &Api<k8s_openapi::api::core::v1::Node>,
-    name: &str,
-    pod_cidr: Option<&str>,
-) {
-    use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
-    use kube::api::{Patch, PatchParams};
-    let mut node = kube_harness::kubelet_node(name);
-    if let (Some(spec), Some(cidr)) = (node.spec.as_mut(), pod_cidr) {
-        spec.pod_cidr = Some(cidr.to_owned());
-    }
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".into(),
-            address: name.into(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-}
-
-/// A Service of type LoadBalancer `name` with one TCP port 80 on `node_port` and the
-/// `load-balancer.hetzner.cloud/<key>` annotations given.
-pub fn lb_service(
-    name: &str,
-    node_port: i32,
-    annotations: &[(&str, &str)],
-) -> k8s_openapi::api::core::v1::Service {
+/// A Service of type LoadBalancer `name` with one TCP port 80 and the
+/// `load-balancer.hetzner.cloud/<key>` annotations given. The apiserver picks the node port
+/// (tests share it, and node ports are cluster-wide).
+pub fn lb_service(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Service {
     use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
     Service {
         metadata: kube::api::ObjectMeta {
@@ -254,7 +217,6 @@ pub fn lb_service(
             type_: Some("LoadBalancer".into()),
             ports: Some(vec![ServicePort {
                 port: 80,
-                node_port: Some(node_port),
                 protocol: Some("TCP".into()),
                 ..ServicePort::default()
             }]),
