@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus, Service};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, ScopedEndpoint, ensure_namespace, kubelet_node, unique_name};
 use serde_json::json;
 
@@ -92,6 +92,11 @@ impl Scope {
     /// `LABEL=<scope>`
     pub fn selector(&self) -> String {
         format!("{LABEL}={}", self.id)
+    }
+
+    /// Lists of only the scope's Nodes or Services.
+    pub fn list_params(&self) -> ListParams {
+        ListParams::default().labels(&self.selector())
     }
 
     /// Put `meta` into the scope.
