@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, lb_service, simulator_with_host_in_network};
+use ccm::{BIN, TOKEN, audit_events_of, free_port, lb_service, simulator_with_host_in_network};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, PostParams};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
@@ -200,18 +200,16 @@ async fn the_binary_calls_only_the_documented_api_versions() {
 
     // What the CCM called (as its own ServiceAccount; its clients' user agents start with
     // "hcloud-ccm/").
-    let user = format!("system:serviceaccount:kube-system:{}", access.account);
     let called = eventually(
         "the secure port's reviews in the audit log",
         Duration::from_secs(10),
         || async {
             let mut called: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-            for event in plane.audit_events() {
-                if event["user"]["username"] != user.as_str()
-                    || !event["userAgent"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .starts_with("hcloud-ccm/")
+            for event in audit_events_of(plane, &access.account) {
+                if !event["userAgent"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("hcloud-ccm/")
                 {
                     continue;
                 }

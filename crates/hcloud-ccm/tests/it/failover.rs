@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN};
+use ccm::{BIN, TOKEN, audit_events_of};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -135,11 +135,8 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
 }
 
 fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
-    plane
-        .audit_events()
+    audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str())
         .map(|e| {
             let at = Timestamp::from_str(e["stageTimestamp"].as_str().unwrap()).unwrap();
             let what = format!(

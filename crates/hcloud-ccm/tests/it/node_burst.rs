@@ -10,7 +10,7 @@ use crate::support::ccm;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ccm::{TOKEN, spawn_ccm};
+use ccm::{TOKEN, audit_events_of, spawn_ccm};
 use hcloud_sim::{SeedFile, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -31,14 +31,10 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
 /// The writes of the CCM's client `client` (the last word of its user agent) as
 /// ServiceAccount `kube-system/<account>`, as `verb resource[/subresource]` → count.
 fn writes_of(plane: &ControlPlane, account: &str, client: &str) -> BTreeMap<String, u64> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
     let mut writes = BTreeMap::new();
-    for event in plane.audit_events() {
+    for event in audit_events_of(plane, account) {
         let agent = event["userAgent"].as_str().unwrap_or_default();
-        if event["user"]["username"] != user.as_str()
-            || !agent.starts_with("hcloud-ccm/")
-            || agent.rsplit(' ').next() != Some(client)
-        {
+        if !agent.starts_with("hcloud-ccm/") || agent.rsplit(' ').next() != Some(client) {
             continue;
         }
         let object = &event["objectRef"];

@@ -24,7 +24,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube_harness::{ControlPlane, kubelet_node};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, kube_writes, lb_service};
+use ccm::{BIN, TOKEN, audit_events_of, cloud_writes, kube_writes, lb_service};
 
 use crate::support::scope::Scope;
 
@@ -601,11 +601,8 @@ fn change_count(plan: &Value) -> usize {
 /// The writes `account` made, oldest first, as `verb resource[/subresource] [namespace/]name`
 /// (its leader-election leases aside).
 fn audit_writes(plane: &ControlPlane, account: &str) -> Vec<String> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
-    plane
-        .audit_events()
+    audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str())
         .filter(|e| e["objectRef"]["resource"] != "leases")
         .filter(|e| {
             matches!(

@@ -11,6 +11,7 @@
 //! namespace.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus, Service};
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -171,14 +172,19 @@ impl Scope {
     /// The binary's way to the control plane as ServiceAccount `kube-system/<account>` (created
     /// when missing; its permissions are the test's business).
     pub async fn access(&self, account: &str) -> Access {
-        let client = self
-            .plane
-            .service_account_client("kube-system", account)
+        let (plane, owner, selector) = (self.plane, account.to_owned(), self.selector());
+        let endpoint = endpoint_runtime()
+            .spawn(async move {
+                let client = plane
+                    .service_account_client("kube-system", &owner)
+                    .await
+                    .expect("ServiceAccount client");
+                ScopedEndpoint::start(client, &selector)
+                    .await
+                    .expect("scoped endpoint")
+            })
             .await
-            .expect("ServiceAccount client");
-        let endpoint = ScopedEndpoint::start(client, &self.selector())
-            .await
-            .expect("scoped endpoint");
+            .expect("the scoped endpoint's start");
         let kubeconfig = self.dir.path().join(format!("{account}.scoped.kubeconfig"));
         endpoint.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         Access {
@@ -187,4 +193,20 @@ impl Scope {
             endpoint,
         }
     }
+}
+
+/// The runtime the scoped endpoints (and their upstream clients) run on, threads of their own:
+/// a test's runtime has one thread, and whatever blocks it for a while (reading the audit log,
+/// which holds every test's writes) would otherwise hold up the requests of the binary under
+/// test, e.g. the renewal of its lease.
+fn endpoint_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("scoped-endpoints")
+            .enable_all()
+            .build()
+            .expect("the scoped endpoints' runtime")
+    })
 }
