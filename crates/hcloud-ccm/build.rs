@@ -33,14 +33,17 @@ fn main() {
                 git(&["rev-parse", "--git-common-dir"]),
                 git(&["symbolic-ref", "-q", "HEAD"]),
             ) {
-                println!(
-                    "cargo::rerun-if-changed={}",
-                    PathBuf::from(&common).join(&head).display()
-                );
-                println!(
-                    "cargo::rerun-if-changed={}",
-                    PathBuf::from(&common).join("packed-refs").display()
-                );
+                // Only files that exist: cargo takes a missing one as changed and would
+                // rebuild the crate on every build (a repository without packed refs, a branch
+                // whose ref lives only in packed-refs).
+                for path in [
+                    PathBuf::from(&common).join(&head),
+                    PathBuf::from(&common).join("packed-refs"),
+                ] {
+                    if path.exists() {
+                        println!("cargo::rerun-if-changed={}", path.display());
+                    }
+                }
             }
             git(&["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned())
         }

@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(ok("12h"), Duration::from_secs(43_200));
     }
 
-    /// Found by fuzzing (`crates/hcloud-ccm/tests/fuzz.rs`): a fraction of 27 or more digits
+    /// Found by fuzzing (`crates/hcloud-ccm/tests/it/fuzz.rs`): a fraction of 27 or more digits
     /// overflowed the intermediate product and was refused as "out of range"; Go drops the
     /// digits past its precision instead.
     #[test]

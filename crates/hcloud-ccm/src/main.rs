@@ -103,6 +103,13 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     endpoints
         .metrics
         .with(hcloud_ccm::process_metrics::register);
+    // Before leader election, on every replica: a rejected token or unknown network fails the
+    // start here; what may pass by itself (no answer, a 5xx, a 429) is retried meanwhile, with
+    // /healthz and /readyz red. Red before they are served: a probe must never see a start
+    // as ready before the API was checked.
+    let reason = "the Hetzner Cloud API is not usable yet (see the log)";
+    let api_health = endpoints.health.add_flag("hcloudApi", false, reason);
+    let api_readiness = endpoints.readiness.add_flag("hcloudApi", false, reason);
     // Served from the start, so that probes see why a start takes long.
     let mut servers = Vec::new();
     if let Some(address) = &config.metrics_address {
@@ -112,12 +119,6 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         let client = clients.client("auth-delegator")?;
         servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
     }
-    // Before leader election, on every replica: a rejected token or unknown network fails the
-    // start here; what may pass by itself (no answer, a 5xx, a 429) is retried meanwhile, with
-    // /healthz and /readyz red.
-    let reason = "the Hetzner Cloud API is not usable yet (see the log)";
-    let api_health = endpoints.health.add_flag("hcloudApi", false, reason);
-    let api_readiness = endpoints.readiness.add_flag("hcloudApi", false, reason);
     let cloud = match cloud::connect_with_retries(
         &config.hcloud,
         &config.load_balancers,
@@ -129,8 +130,6 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         Some(cloud) => cloud,
         None => return Ok(ExitCode::SUCCESS),
     };
-    api_health.send_replace(true);
-    api_readiness.send_replace(true);
     // The shared Node cache warms up on every replica, so a standby can take over at once.
     let nodes = NodeCache::spawn(clients.client("shared-informers")?, shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();
@@ -174,6 +173,9 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
                 Err("leader election state not known yet".into())
             }
         });
+    // Green only now that the checks of what comes next are in place.
+    api_health.send_replace(true);
+    api_readiness.send_replace(true);
 
     let ctx = ControllerContext {
         clients,

@@ -308,7 +308,7 @@ pub struct Args {
     #[arg(long, env = "HCLOUD_TOKEN_FILE", value_name = "PATH", help_heading = HCLOUD)]
     pub hcloud_token_file: Option<PathBuf>,
 
-    /// API endpoint [default: `https://api.hetzner.cloud/v1`].
+    /// API endpoint [default: <https://api.hetzner.cloud/v1>].
     #[arg(long, env = "HCLOUD_ENDPOINT", value_name = "URL", help_heading = HCLOUD)]
     pub hcloud_endpoint: Option<String>,
 

@@ -52,14 +52,24 @@ pub async fn service_account_kubeconfig(
     path
 }
 
+/// The completed requests of ServiceAccount `kube-system/<account>` in the audit log, oldest
+/// first (as [`ControlPlane::audit_events`] has them). Only the lines that name the account are
+/// parsed: on a control plane that tests share, the log holds all their requests.
+pub fn audit_events_of(plane: &ControlPlane, account: &str) -> Vec<Value> {
+    let user = format!("system:serviceaccount:kube-system:{account}");
+    let text = std::fs::read_to_string(plane.data_dir().join("audit.log")).unwrap_or_default();
+    text.lines()
+        .filter(|line| line.contains(&user))
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == user.as_str())
+        .collect()
+}
+
 /// The writes (`create`, `update`, `patch`, `delete`) the ServiceAccount made, as
 /// `verb resource name`, optionally only on `resources`.
 pub fn kube_writes(plane: &ControlPlane, account: &str, resources: &[&str]) -> Vec<String> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
-    plane
-        .audit_events()
+    audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str())
         .filter(|e| {
             let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
             resources.is_empty() || resources.contains(&resource)
@@ -171,18 +181,15 @@ pub async fn simulator_with_host_in_network(host: &str) -> (Simulator, Value) {
     (sim, server)
 }
 
-/// The binary against `plane` (its kubeconfig written into `dir`) and `sim`: the token and
-/// endpoint, `--cloud-provider=hcloud`, no secure port, no metrics port, plus `env` and
-/// `args`. Killed when dropped.
+/// The binary with `kubeconfig` against `sim`: the token and endpoint,
+/// `--cloud-provider=hcloud`, no secure port, no metrics port, plus `env` and `args`. Killed
+/// when dropped.
 pub fn spawn_ccm(
-    plane: &ControlPlane,
+    kubeconfig: &Path,
     sim: &Simulator,
-    dir: &Path,
     env: &[(&str, &str)],
     args: &[&str],
 ) -> tokio::process::Child {
-    let kubeconfig = dir.join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
     tokio::process::Command::new(BIN)
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
@@ -200,44 +207,10 @@ pub fn spawn_ccm(
         .unwrap()
 }
 
-/// Register Node `name` as a kubelet with `--cloud-provider=external` does: the uninitialized
-/// taint, `pod_cidr` when given, and its Hostname address in the status.
-pub async fn register_node(
-    nodes: &Api<k8s_openapi::api::core::v1::Node>,
-    name: &str,
-    pod_cidr: Option<&str>,
-) {
-    use k8s_openapi::api::core::v1::{NodeAddress, NodeStatus};
-    use kube::api::{Patch, PatchParams};
-    let mut node = kube_harness::kubelet_node(name);
-    if let (Some(spec), Some(cidr)) = (node.spec.as_mut(), pod_cidr) {
-        spec.pod_cidr = Some(cidr.to_owned());
-    }
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".into(),
-            address: name.into(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-}
-
-/// A Service of type LoadBalancer `name` with one TCP port 80 on `node_port` and the
-/// `load-balancer.hetzner.cloud/<key>` annotations given.
-pub fn lb_service(
-    name: &str,
-    node_port: i32,
-    annotations: &[(&str, &str)],
-) -> k8s_openapi::api::core::v1::Service {
+/// A Service of type LoadBalancer `name` with one TCP port 80 and the
+/// `load-balancer.hetzner.cloud/<key>` annotations given. The apiserver picks the node port
+/// (tests share it, and node ports are cluster-wide).
+pub fn lb_service(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Service {
     use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
     Service {
         metadata: kube::api::ObjectMeta {
@@ -254,7 +227,6 @@ pub fn lb_service(
             type_: Some("LoadBalancer".into()),
             ports: Some(vec![ServicePort {
                 port: 80,
-                node_port: Some(node_port),
                 protocol: Some("TCP".into()),
                 ..ServicePort::default()
             }]),

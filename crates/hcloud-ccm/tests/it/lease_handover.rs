@@ -7,8 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -17,11 +16,13 @@ use std::time::{Duration, Instant};
 use hcloud_sim::{SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube_harness::{ControlPlane, eventually, unique_name};
+use kube_harness::eventually;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use ccm::{BIN, TOKEN};
+
+use crate::support::scope::Scope;
 
 /// Lease timings for both sides: short, so that a test that waited out a full lease would
 /// still be quick, but a release must hand over well within one lease duration.
@@ -182,32 +183,34 @@ fn assert_identity_format(identity: &str) {
 async fn the_lease_passes_between_client_go_and_hcloud_ccm_both_ways() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let go = lease_holder_binary();
-    let plane = ControlPlane::shared().unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("handover").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("admin.kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    let lease = unique_name("handover");
-    let leases: Api<Lease> = Api::namespaced(admin, "kube-system");
+    let dir = scope.dir.path();
+    // The Go side touches only the Lease; hcloud-ccm's node controller sees only this test's
+    // (no) Nodes.
+    let kubeconfig = dir.join("admin.kubeconfig");
+    scope.plane.write_kubeconfig(&kubeconfig).unwrap();
+    let access = scope.admin_access("ccm").await;
+    let lease = scope.lease();
+    let leases: Api<Lease> = Api::namespaced(scope.admin.clone(), "kube-system");
 
     // 1. A client-go controller manager leads; hcloud-ccm starts as a standby.
-    let mut go_leader = GoHolder::start(&go, &kubeconfig, &lease).await;
+    let mut go_leader = GoHolder::start(&go, &kubeconfig, lease).await;
     go_leader
         .expect_line("LEADING", Duration::from_secs(20))
         .await;
     assert_identity_format(&go_leader.identity);
-    let mut ccm = start_ccm(&kubeconfig, &sim, &lease, &dir.path().join("ccm-1.log"));
+    let mut ccm = start_ccm(&access.kubeconfig, &sim, lease, &dir.join("ccm-1.log"));
     // A sign that the standby runs: it has read the Lease and waits (its log says so); the
     // holder does not change meanwhile.
     eventually("hcloud-ccm to follow", Duration::from_secs(20), || async {
-        let log = std::fs::read_to_string(dir.path().join("ccm-1.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(dir.join("ccm-1.log")).unwrap_or_default();
         log.contains(&go_leader.identity).then_some(())
     })
     .await;
-    let (holder, transitions_before) = lease_spec(&leases, &lease).await;
+    let (holder, transitions_before) = lease_spec(&leases, lease).await;
     assert_eq!(holder.as_deref(), Some(go_leader.identity.as_str()));
 
     // 2. client-go releases on shutdown; hcloud-ccm takes over at once (well within a lease).
@@ -215,7 +218,7 @@ async fn the_lease_passes_between_client_go_and_hcloud_ccm_both_ways() {
     go_leader.terminate().await;
     let ccm_identity = eventually("hcloud-ccm to lead", Duration::from_secs(5), || async {
         // The Go holder has exited, so any holder now is hcloud-ccm.
-        lease_spec(&leases, &lease).await.0
+        lease_spec(&leases, lease).await.0
     })
     .await;
     assert!(
@@ -224,12 +227,12 @@ async fn the_lease_passes_between_client_go_and_hcloud_ccm_both_ways() {
         released.elapsed()
     );
     assert_identity_format(&ccm_identity);
-    let (_, transitions) = lease_spec(&leases, &lease).await;
+    let (_, transitions) = lease_spec(&leases, lease).await;
     assert_eq!(transitions, transitions_before + 1);
 
     // 3. A client-go candidate follows hcloud-ccm; hcloud-ccm releases on SIGTERM and the Go
     //    side takes over without waiting out the lease.
-    let mut go_next = GoHolder::start(&go, &kubeconfig, &lease).await;
+    let mut go_next = GoHolder::start(&go, &kubeconfig, lease).await;
     go_next
         .expect_line(&format!("LEADER {ccm_identity}"), Duration::from_secs(20))
         .await;
@@ -241,7 +244,7 @@ async fn the_lease_passes_between_client_go_and_hcloud_ccm_both_ways() {
         "took {:?}",
         released.elapsed()
     );
-    let (holder, transitions_after) = lease_spec(&leases, &lease).await;
+    let (holder, transitions_after) = lease_spec(&leases, lease).await;
     assert_eq!(holder.as_deref(), Some(go_next.identity.as_str()));
     assert_eq!(transitions_after, transitions + 1);
     go_next.terminate().await;

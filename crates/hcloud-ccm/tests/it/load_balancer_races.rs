@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -14,29 +13,30 @@ use std::time::{Duration, Instant};
 use ccm::{BIN, TOKEN};
 use hcloud_sim::{Fault, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, ensure_namespace, eventually};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
+use kube_harness::eventually;
 use serde_json::{Value, json};
 
-const NS: &str = "shop";
+use crate::support::scope::{Access, Scope};
+
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
 struct Setup {
-    _plane: ControlPlane,
+    scope: Scope,
     admin: kube::Client,
     sim: Simulator,
     servers: Vec<i64>,
-    _dir: tempfile::TempDir,
+    _access: Access,
     _ccm: tokio::process::Child,
 }
 
 impl Setup {
-    /// A private control plane, a simulator with `servers` servers and the binary running
-    /// with `args` (load balancers in fsn1, no metrics port, no secure port).
+    /// A scope of the shared control plane, a simulator with `servers` servers and the binary
+    /// running with `args` (load balancers in fsn1, no metrics port, no secure port).
     async fn start(servers: usize, args: &[&str]) -> Setup {
-        let plane = ControlPlane::start().await.unwrap();
-        let admin = plane.client().await.unwrap();
+        let scope = Scope::new("races").await;
+        let admin = scope.admin.clone();
         let sim = Simulator::start(SimConfig::default().token(TOKEN))
             .await
             .unwrap();
@@ -44,14 +44,12 @@ impl Setup {
         for i in 0..servers {
             let server = sim
                 .admin()
-                .create_server(ServerSeed::new(format!("node-{i}")))
+                .create_server(ServerSeed::new(scope.name(&format!("node-{i}"))))
                 .await
                 .unwrap();
             ids.push(server["id"].as_i64().unwrap());
         }
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        plane.write_kubeconfig(&kubeconfig).unwrap();
+        let access = scope.admin_access("ccm").await;
         let ccm = tokio::process::Command::new(BIN)
             .env_clear()
             .env("HCLOUD_TOKEN", TOKEN)
@@ -59,7 +57,8 @@ impl Setup {
             .env("HCLOUD_METRICS_ENABLED", "false")
             .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
             .arg("--cloud-provider=hcloud")
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
+            .arg(scope.lease_flag())
             .arg("--secure-port=0")
             .args(args)
             .stdout(Stdio::null())
@@ -67,30 +66,34 @@ impl Setup {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        ensure_namespace(&admin, NS).await.unwrap();
         Setup {
-            _plane: plane,
+            scope,
             admin,
             sim,
             servers: ids,
-            _dir: dir,
+            _access: access,
             _ccm: ccm,
         }
     }
 
     fn nodes(&self) -> Api<Node> {
-        Api::all(self.admin.clone())
+        self.scope.nodes()
     }
 
     fn services(&self) -> Api<Service> {
-        Api::namespaced(self.admin.clone(), NS)
+        self.scope.services()
     }
 
-    /// Node `node-<i>` on server `i`.
+    /// The name of the Node of server `i`: `<scope>-node-<i>`, as the server's.
+    fn node(&self, i: usize) -> String {
+        self.scope.name(&format!("node-{i}"))
+    }
+
+    /// Node `<scope>-node-<i>` on server `i`.
     async fn add_node(&self, i: usize) {
         let node = Node {
             metadata: ObjectMeta {
-                name: Some(format!("node-{i}")),
+                name: Some(self.node(i)),
                 ..ObjectMeta::default()
             },
             spec: Some(NodeSpec {
@@ -99,10 +102,7 @@ impl Setup {
             }),
             status: None,
         };
-        self.nodes()
-            .create(&PostParams::default(), &node)
-            .await
-            .unwrap();
+        self.scope.create_node(node).await;
     }
 
     async fn add_service(&self, name: &str) {
@@ -123,10 +123,7 @@ impl Setup {
             }),
             status: None,
         };
-        self.services()
-            .create(&PostParams::default(), &service)
-            .await
-            .unwrap();
+        self.scope.create_service(service).await;
     }
 
     async fn load_balancers(&self) -> Vec<Value> {
@@ -137,10 +134,10 @@ impl Setup {
             .unwrap_or_default()
     }
 
-    /// Server IDs of the eligible Nodes, as the apiserver has them now.
+    /// Server IDs of the scope's eligible Nodes, as the apiserver has them now.
     async fn eligible_servers(&self) -> BTreeSet<i64> {
         self.nodes()
-            .list(&ListParams::default())
+            .list(&self.scope.list_params())
             .await
             .unwrap()
             .items
@@ -233,13 +230,13 @@ async fn node_changes_racing_slow_ensures_end_with_every_target_set_equal_to_the
     setup.add_node(4).await;
     setup
         .nodes()
-        .delete("node-0", &DeleteParams::default())
+        .delete(&setup.node(0), &DeleteParams::default())
         .await
         .unwrap();
     setup
         .nodes()
         .patch(
-            "node-1",
+            &setup.node(1),
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"labels": {EXCLUDE_LABEL: "true"}}})),
         )
@@ -248,7 +245,7 @@ async fn node_changes_racing_slow_ensures_end_with_every_target_set_equal_to_the
     setup.add_node(5).await;
     setup
         .nodes()
-        .delete("node-5", &DeleteParams::default())
+        .delete(&setup.node(5), &DeleteParams::default())
         .await
         .unwrap();
 
@@ -353,9 +350,10 @@ async fn a_service_deleted_right_after_a_failed_create_leaves_no_load_balancer()
     }
 }
 
-/// An HTTPS Service names a certificate that is uploaded only 20 s later. The sync is retried
-/// with growing delays (one Warning for the one reason, not one per retry) and ends with the
-/// HTTPS service on the load balancer, without anyone touching the Service.
+/// An HTTPS Service names a certificate that is uploaded only after the sync has failed and
+/// been retried twice. The sync is retried with growing delays (one Warning for the one reason,
+/// not one per retry) and ends with the HTTPS service on the load balancer, without anyone
+/// touching the Service.
 #[tokio::test]
 async fn a_certificate_uploaded_after_its_service_ends_on_the_load_balancer() {
     let setup = Setup::start(1, &[]).await;
@@ -370,19 +368,14 @@ async fn a_certificate_uploaded_after_its_service_ends_on_the_load_balancer() {
         },
         "spec": {
             "type": "LoadBalancer",
-            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "nodePort": 30443}],
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
         },
     }))
     .unwrap();
-    let created = setup
-        .services()
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let started = Instant::now();
+    let created = setup.scope.create_service(service).await;
     let failures = || async {
         let events: Api<k8s_openapi::api::core::v1::Event> =
-            Api::namespaced(setup.admin.clone(), NS);
+            Api::namespaced(setup.admin.clone(), setup.scope.namespace());
         events
             .list(&ListParams::default().fields("involvedObject.name=secure"))
             .await
@@ -398,7 +391,16 @@ async fn a_certificate_uploaded_after_its_service_ends_on_the_load_balancer() {
         || async { (!failures().await.is_empty()).then_some(()) },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(20).saturating_sub(started.elapsed())).await;
+    // Retried twice with the certificate still missing (each attempt looks it up).
+    eventually(
+        "two retries of the sync",
+        Duration::from_secs(60),
+        || async {
+            let counts = setup.sim.admin().request_counts().await.unwrap();
+            (counts.get("GET /certificates").copied().unwrap_or(0) >= 3).then_some(())
+        },
+    )
+    .await;
     let cert = setup
         .sim
         .admin()
@@ -586,9 +588,10 @@ async fn a_locked_load_balancer_is_retried_with_growing_delays() {
     );
 }
 
-/// The `MaxTargetsReached` Warnings on the Nodes, by Node name.
-async fn max_targets_warnings(admin: &kube::Client) -> BTreeSet<String> {
-    Api::<k8s_openapi::api::core::v1::Event>::namespaced(admin.clone(), "default")
+/// The `MaxTargetsReached` Warnings on the Nodes of `scope`, by Node name.
+async fn max_targets_warnings(scope: &Scope) -> BTreeSet<String> {
+    let prefix = scope.name("");
+    Api::<k8s_openapi::api::core::v1::Event>::namespaced(scope.admin.clone(), "default")
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -596,6 +599,7 @@ async fn max_targets_warnings(admin: &kube::Client) -> BTreeSet<String> {
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("MaxTargetsReached"))
         .filter_map(|e| e.involved_object.name)
+        .filter(|name| name.starts_with(&prefix))
         .collect()
 }
 
@@ -629,7 +633,7 @@ async fn a_load_balancer_at_its_target_cap_keeps_what_fits_and_recovers_with_a_l
         "MaxTargetsReached on the Node left out",
         Duration::from_secs(30),
         || async {
-            let warned = max_targets_warnings(&setup.admin).await;
+            let warned = max_targets_warnings(&setup.scope).await;
             (!warned.is_empty()).then_some(warned)
         },
     )
@@ -639,11 +643,7 @@ async fn a_load_balancer_at_its_target_cap_keeps_what_fits_and_recovers_with_a_l
         .filter(|i| !target_servers(&lb).contains(&setup.servers[*i]))
         .collect();
     assert_eq!(left_out.len(), 1);
-    assert_eq!(
-        warned,
-        BTreeSet::from([format!("node-{}", left_out[0])]),
-        "{lb}"
-    );
+    assert_eq!(warned, BTreeSet::from([setup.node(left_out[0])]), "{lb}");
     eventually("the Service's address", Duration::from_secs(30), || async {
         (setup.services_with_ingress().await == 1).then_some(())
     })

@@ -6,36 +6,37 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::time::Duration;
 
 use ccm::{TOKEN, free_port, metric, metrics, simulator_with_host_in_network, spawn_ccm};
 use hcloud_sim::{ServerSeed, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
-use kube::api::{Api, ListParams, PostParams};
-use kube_harness::{ControlPlane, eventually, kubelet_node};
+use kube::api::{Api, ListParams};
+use kube_harness::{eventually, kubelet_node};
 use serde_json::json;
+
+use crate::support::dual_stack_audited_plane;
+use crate::support::scope::{Access, Scope};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// `hcloud-ccm` with network `k8s`, `--cluster-cidr` and 1-s route passes, its metrics on
-/// `metrics_port`. Killed when dropped.
-fn start_ccm(
-    plane: &ControlPlane,
+/// `hcloud-ccm` in `scope` with network `k8s`, `--cluster-cidr` and 1-s route passes, its
+/// metrics on `metrics_port`. Killed when dropped, its access closed with it.
+async fn start_ccm(
+    scope: &Scope,
     sim: &Simulator,
-    dir: &std::path::Path,
     cluster_cidr: &str,
     metrics_port: u16,
-) -> tokio::process::Child {
+) -> (Access, tokio::process::Child) {
+    let access = scope.admin_access("ccm").await;
     let metadata = sim.metadata_url();
     let metrics = format!("127.0.0.1:{metrics_port}");
     let cluster_cidr = format!("--cluster-cidr={cluster_cidr}");
-    spawn_ccm(
-        plane,
+    let ccm = spawn_ccm(
+        &access.kubeconfig,
         sim,
-        dir,
         &[
             ("HCLOUD_NETWORK", "k8s"),
             ("HCLOUD_METADATA_ENDPOINT", &metadata),
@@ -47,8 +48,10 @@ fn start_ccm(
             "--allocate-node-cidrs=true",
             &cluster_cidr,
             "--route-reconciliation-period=1s",
+            &scope.lease_flag(),
         ],
-    )
+    );
+    (access, ccm)
 }
 
 /// `route_controller_route_sync_total` of the binary, once its metrics endpoint answers.
@@ -108,11 +111,11 @@ async fn wait_network_unavailable(nodes: &Api<Node>, name: &str, status: &str) -
     .await
 }
 
-/// A Node as a kubelet with `--provider-id` registers it once initialised: providerID, pod
-/// CIDR, addresses and Ready, without the uninitialized taint (the apiserver keeps the status
-/// a Node is created with).
+/// A Node in `scope` as a kubelet with `--provider-id` registers it once initialised:
+/// providerID, pod CIDR, addresses and Ready, without the uninitialized taint (the apiserver
+/// keeps the status a Node is created with).
 async fn create_initialized_node(
-    nodes: &Api<Node>,
+    scope: &Scope,
     name: &str,
     provider_id: &str,
     pod_cidr: &str,
@@ -131,39 +134,37 @@ async fn create_initialized_node(
         },
     }))
     .unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    scope.create_node(node).await;
 }
 
-/// Node `outsider` of server `outsider` (outside the network: its public IP is its
+/// Node `<scope>-outsider` of server `outsider` (outside the network: its public IP is its
 /// ExternalIP) is in place with pod CIDR 10.244.9.0/24, and the CCM starts: the message of the
 /// first `FailedToCreateRoute` event on it once its network is unavailable, the CCM's metrics
-/// port and the CCM (killed when dropped).
+/// port and the CCM (killed when dropped, with its access).
 async fn outsider_reported(
-    plane: &ControlPlane,
+    scope: &Scope,
     sim: &Simulator,
     outsider: &serde_json::Value,
-    dir: &tempfile::TempDir,
-) -> (String, u16, tokio::process::Child) {
-    let admin = plane.client().await.unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
+) -> (String, u16, (Access, tokio::process::Child)) {
+    let name = scope.name("outsider");
     let public_ip = outsider["public_net"]["ipv4"]["ip"]
         .as_str()
         .unwrap_or("203.0.113.7");
     create_initialized_node(
-        &nodes,
-        "outsider",
+        scope,
+        &name,
         &format!("hcloud://{}", outsider["id"]),
         "10.244.9.0/24",
-        &[("ExternalIP", public_ip), ("Hostname", "outsider")],
+        &[("ExternalIP", public_ip), ("Hostname", &name)],
     )
     .await;
     let metrics_port = free_port();
-    let ccm = start_ccm(plane, sim, dir.path(), "10.244.0.0/16", metrics_port);
+    let ccm = start_ccm(scope, sim, "10.244.0.0/16", metrics_port).await;
     let first = eventually("a FailedToCreateRoute event", WAIT, || async {
-        failed_route_events(&admin, "outsider").await.pop()
+        failed_route_events(&scope.admin, &name).await.pop()
     })
     .await;
-    wait_network_unavailable(&nodes, "outsider", "True").await;
+    wait_network_unavailable(&scope.nodes(), &name, "True").await;
     (first.message.unwrap_or_default(), metrics_port, ccm)
 }
 
@@ -184,21 +185,20 @@ async fn failed_route_events(client: &kube::Client, name: &str) -> Vec<Event> {
 
 #[tokio::test]
 async fn pod_cidrs_become_routes_of_the_network() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("routed").await;
+    let name = scope.name("routed-1");
     // The CCM runs "on" this server: the metadata service lists its network.
-    let (sim, server) = simulator_with_host_in_network("routed-1").await;
+    let (sim, server) = simulator_with_host_in_network(&name).await;
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", free_port());
+    let _ccm = start_ccm(&scope, &sim, "10.244.0.0/16", free_port()).await;
 
-    let nodes: Api<Node> = Api::all(admin);
-    let mut node = kubelet_node("routed-1");
+    let nodes = scope.nodes();
+    let mut node = kubelet_node(&name);
     if let Some(spec) = node.spec.as_mut() {
         spec.pod_cidr = Some("10.244.7.0/24".into());
         spec.pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
     }
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    scope.create_node(node).await;
 
     let routes = eventually("the route in the network", WAIT, || async {
         let routes = network_routes(&sim).await;
@@ -206,47 +206,38 @@ async fn pod_cidrs_become_routes_of_the_network() {
     })
     .await;
     assert_eq!(routes, vec![("10.244.7.0/24".to_owned(), private_ip)]);
-    let condition = wait_network_unavailable(&nodes, "routed-1", "False").await;
+    let condition = wait_network_unavailable(&nodes, &name, "False").await;
     assert_eq!(condition.reason.as_deref(), Some("RouteCreated"));
 }
 
 #[tokio::test]
 async fn a_dual_stack_cluster_gets_routes_for_its_ipv4_pod_cidrs_only() {
     // Kubernetes 1.20 keeps a Node's second pod CIDR only with dual-stack on.
-    let plane = ControlPlane::start_with_args(&["--feature-gates=IPv6DualStack=true"])
-        .await
-        .unwrap();
-    let admin = plane.client().await.unwrap();
-    let (sim, server) = simulator_with_host_in_network("dual-1").await;
+    let scope = Scope::on(dual_stack_audited_plane().await, "dual").await;
+    let name = scope.name("dual-1");
+    let (sim, server) = simulator_with_host_in_network(&name).await;
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = start_ccm(
-        &plane,
-        &sim,
-        dir.path(),
-        "10.244.0.0/16,fd00:10:244::/56",
-        free_port(),
-    );
+    let _ccm = start_ccm(&scope, &sim, "10.244.0.0/16,fd00:10:244::/56", free_port()).await;
 
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let mut node = kubelet_node("dual-1");
+    let nodes = scope.nodes();
+    let mut node = kubelet_node(&name);
     if let Some(spec) = node.spec.as_mut() {
         spec.pod_cidr = Some("10.244.7.0/24".into());
         spec.pod_cidrs = Some(vec!["10.244.7.0/24".into(), "fd00:10:244:7::/64".into()]);
     }
-    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let created = scope.create_node(node).await;
     let pod_cidrs = created.spec.and_then(|s| s.pod_cidrs).unwrap_or_default();
     assert_eq!(pod_cidrs.len(), 2, "{pod_cidrs:?}");
 
     // The IPv6 pod CIDR does not keep the Node's network unavailable.
-    let condition = wait_network_unavailable(&nodes, "dual-1", "False").await;
+    let condition = wait_network_unavailable(&nodes, &name, "False").await;
     assert_eq!(condition.reason.as_deref(), Some("RouteCreated"));
     assert_eq!(
         network_routes(&sim).await,
         vec![("10.244.7.0/24".to_owned(), private_ip)]
     );
     // No route for it was tried, so none failed.
-    let ipv6_failures: Vec<Event> = failed_route_events(&admin, "dual-1")
+    let ipv6_failures: Vec<Event> = failed_route_events(&scope.admin, &name)
         .await
         .into_iter()
         .filter(|e| e.message.as_deref().unwrap_or_default().contains("fd00"))
@@ -256,16 +247,16 @@ async fn a_dual_stack_cluster_gets_routes_for_its_ipv4_pod_cidrs_only() {
 
 #[tokio::test]
 async fn a_route_via_another_server_named_like_the_node_is_corrected() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
-    // The Node's own server is `host-7`; the Node is named `worker-1`, and so is another
-    // server in the network, which the pod CIDR is routed to.
+    let scope = Scope::new("misrouted").await;
+    let name = scope.name("worker-1");
+    // The Node's own server is `host-7`; the Node is named `<scope>-worker-1`, and so is
+    // another server in the network, which the pod CIDR is routed to.
     let (sim, own) = simulator_with_host_in_network("host-7").await;
     let own_ip = own["private_net"][0]["ip"].as_str().unwrap().to_owned();
     let network = own["private_net"][0]["network"].as_i64().unwrap();
     let other = sim
         .admin()
-        .create_server(ServerSeed::new("worker-1").network(network))
+        .create_server(ServerSeed::new(&name).network(network))
         .await
         .unwrap();
     let other_ip = other["private_net"][0]["ip"].as_str().unwrap().to_owned();
@@ -280,30 +271,27 @@ async fn a_route_via_another_server_named_like_the_node_is_corrected() {
         .unwrap();
     api.actions().wait(&action).await.unwrap();
 
-    let nodes: Api<Node> = Api::all(admin);
     create_initialized_node(
-        &nodes,
-        "worker-1",
+        &scope,
+        &name,
         &format!("hcloud://{}", own["id"]),
         "10.244.7.0/24",
-        &[("InternalIP", &own_ip), ("Hostname", "worker-1")],
+        &[("InternalIP", &own_ip), ("Hostname", &name)],
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", free_port());
+    let _ccm = start_ccm(&scope, &sim, "10.244.0.0/16", free_port()).await;
 
     let want = vec![("10.244.7.0/24".to_owned(), own_ip)];
     eventually("the route via the Node's own server", WAIT, || async {
         (network_routes(&sim).await == want).then_some(())
     })
     .await;
-    wait_network_unavailable(&nodes, "worker-1", "False").await;
+    wait_network_unavailable(&scope.nodes(), &name, "False").await;
 }
 
 #[tokio::test]
 async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("unroutable").await;
     let (sim, _host) = simulator_with_host_in_network("host-1").await;
     // A server outside the network: its Node's pod CIDR cannot be routed to it.
     let outsider = sim
@@ -311,8 +299,7 @@ async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
         .create_server(ServerSeed::new("outsider"))
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
+    let (message, metrics_port, _ccm) = outsider_reported(&scope, &sim, &outsider).await;
     assert!(
         message.contains("10.244.9.0/24") && message.contains("not attached"),
         "{message}"
@@ -331,16 +318,16 @@ async fn a_route_that_cannot_be_created_backs_off_and_is_reported_once() {
     assert!(server_reads <= 8, "{server_reads} server reads: {counts:?}");
     assert!(network_routes(&sim).await.is_empty());
     // One Warning for one reason: the event was written once, not counted up every retry.
-    let events = failed_route_events(&admin, "outsider").await;
+    let events = failed_route_events(&scope.admin, &scope.name("outsider")).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].count.unwrap_or(1), 1, "{events:?}");
 }
 
-/// Servers `name-0..count` attached to the network of `host`, each with an initialised Node
-/// (pod CIDR `10.244.<i>.0/24`, its private IP as InternalIP).
+/// Servers `name-0..count` attached to the network of `host`, each with an initialised Node in
+/// `scope` (pod CIDR `10.244.<i>.0/24`, its private IP as InternalIP).
 async fn servers_with_nodes(
     sim: &Simulator,
-    nodes: &Api<Node>,
+    scope: &Scope,
     network: i64,
     name: &str,
     count: usize,
@@ -354,7 +341,7 @@ async fn servers_with_nodes(
             .unwrap();
         let ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
         create_initialized_node(
-            nodes,
+            scope,
             &node,
             &format!("hcloud://{}", server["id"]),
             &format!("10.244.{i}.0/24"),
@@ -369,24 +356,24 @@ async fn servers_with_nodes(
 /// every pass), and its network stays unavailable; the three routes that fit stay.
 #[tokio::test]
 async fn the_route_beyond_the_network_limit_is_reported_once_and_backs_off() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("route-limit").await;
+    let admin = scope.admin.clone();
+    let worker = |i: usize| scope.name(&format!("worker-{i}"));
     let (sim, host) = simulator_with_host_in_network("host-1").await;
     let network = host["private_net"][0]["network"].as_i64().unwrap();
     sim.admin()
         .set_limits(&hcloud_sim::LimitsSeed::default().routes_per_network(3))
         .await
         .unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    servers_with_nodes(&sim, &nodes, network, "worker", 4).await;
-    let dir = tempfile::tempdir().unwrap();
+    let nodes = scope.nodes();
+    servers_with_nodes(&sim, &scope, network, &scope.name("worker"), 4).await;
     let metrics_port = free_port();
-    let _ccm = start_ccm(&plane, &sim, dir.path(), "10.244.0.0/16", metrics_port);
+    let _ccm = start_ccm(&scope, &sim, "10.244.0.0/16", metrics_port).await;
 
     let refused = eventually("a FailedToCreateRoute event", WAIT, || async {
         let mut all = Vec::new();
         for i in 0..4 {
-            all.extend(failed_route_events(&admin, &format!("worker-{i}")).await);
+            all.extend(failed_route_events(&admin, &worker(i)).await);
         }
         all.pop()
     })
@@ -399,10 +386,7 @@ async fn the_route_beyond_the_network_limit_is_reported_once_and_backs_off() {
         "{message}"
     );
     let full = refused.involved_object.name.clone().unwrap();
-    let fitted: Vec<String> = (0..4)
-        .map(|i| format!("worker-{i}"))
-        .filter(|n| *n != full)
-        .collect();
+    let fitted: Vec<String> = (0..4).map(worker).filter(|n| *n != full).collect();
     for name in &fitted {
         wait_network_unavailable(&nodes, name, "False").await;
     }
@@ -436,8 +420,7 @@ async fn the_route_beyond_the_network_limit_is_reported_once_and_backs_off() {
 /// Node's route is reported once, saying so, and not tried on every pass.
 #[tokio::test]
 async fn a_server_outside_a_full_network_is_reported_as_unable_to_join() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("full-network").await;
     let (sim, host) = simulator_with_host_in_network("host-1").await;
     let network = host["private_net"][0]["network"].as_i64().unwrap();
     // The host and 99 more servers fill the network.
@@ -466,8 +449,7 @@ async fn a_server_outside_a_full_network_is_reported_as_unable_to_join() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 403);
-    let dir = tempfile::tempdir().unwrap();
-    let (message, metrics_port, _ccm) = outsider_reported(&plane, &sim, &outsider, &dir).await;
+    let (message, metrics_port, _ccm) = outsider_reported(&scope, &sim, &outsider).await;
     assert!(
         message.contains("network is full") && message.contains("100 servers"),
         "{message}"
@@ -478,6 +460,6 @@ async fn a_server_outside_a_full_network_is_reported_as_unable_to_join() {
     let total: u64 = counts.values().sum();
     assert!(total <= 20, "{total} requests in 20 passes: {counts:?}");
     assert!(network_routes(&sim).await.is_empty());
-    let events = failed_route_events(&admin, "outsider").await;
+    let events = failed_route_events(&scope.admin, &scope.name("outsider")).await;
     assert_eq!(events.len(), 1, "{events:?}");
 }

@@ -6,20 +6,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, lb_service, metrics, register_node};
+use ccm::{BIN, TOKEN, free_port, lb_service, metrics};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Node, Service};
-use kube::api::{Api, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
+use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::Value;
+
+use crate::support::scope::Scope;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -200,18 +199,16 @@ fn exported(families: &BTreeMap<String, Family>, name: &str) -> bool {
 
 #[tokio::test]
 async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_those() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("metrics").await;
+    let node = scope.name("metrics-node");
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
     sim.admin()
-        .create_server(ServerSeed::new("metrics-node"))
+        .create_server(ServerSeed::new(&node))
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let access = scope.admin_access("ccm").await;
     let port = free_port();
     let _ccm = tokio::process::Command::new(BIN)
         .env_clear()
@@ -221,7 +218,8 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--secure-port=0",
             "--leader-elect-retry-period=500ms",
         ])
@@ -230,23 +228,16 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    register_node(&nodes, "metrics-node", None).await;
-    let service = lb_service("web", 30080, &[]);
-    let services = Api::<Service>::namespaced(admin.clone(), "default");
-    services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    let nodes = scope.nodes();
+    scope.register_node(&node, None).await;
+    scope.create_service(lb_service("web", &[])).await;
     // A Service whose sync fails, so that the error series exist (a family without samples is
     // not exported at all).
-    let broken = lb_service("broken", 30081, &[("health-check-interval", "soon")]);
-    services
-        .create(&PostParams::default(), &broken)
-        .await
-        .unwrap();
+    scope
+        .create_service(lb_service("broken", &[("health-check-interval", "soon")]))
+        .await;
     eventually("the Node initialised", Duration::from_secs(30), || async {
-        let node = nodes.get("metrics-node").await.unwrap();
+        let node = nodes.get(&node).await.unwrap();
         (!has_taint(&node, UNINITIALIZED_TAINT)).then_some(())
     })
     .await;
@@ -302,7 +293,12 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
         "histogram",
         &["host", "verb"],
     );
-    let host = plane.server_url().trim_start_matches("https://").to_owned();
+    // The host the binary talks to: its scoped endpoint.
+    let host = access
+        .endpoint
+        .url()
+        .trim_start_matches("http://")
+        .to_owned();
     let requests = &f["rest_client_requests"].values;
     for (method, code) in [("GET", "200"), ("PATCH", "200")] {
         assert!(

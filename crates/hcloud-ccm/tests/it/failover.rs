@@ -5,15 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, register_node};
+use ccm::{BIN, TOKEN, audit_events_of};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -23,26 +22,32 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde::Deserialize as _;
 
+use crate::support::scope::{Access, Scope};
+
 const LEASE_SECONDS: u64 = 4;
 
-async fn apply_shipped_rbac(admin: &kube::Client, accounts: &[&str]) {
+/// The ClusterRole of deploy/rbac.yaml, named `<scope>-role` (cluster-wide names must not
+/// collide with those of concurrent tests), bound to the `accounts` of `kube-system`.
+async fn apply_shipped_rbac(scope: &Scope, accounts: &[&str]) {
+    let admin = &scope.admin;
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/rbac.yaml"),
     )
     .unwrap();
-    let role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
+    let mut role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
         .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
         .find(|doc| doc["kind"] == "ClusterRole")
         .map(|doc| serde_yaml::from_value(doc).unwrap())
         .expect("deploy/rbac.yaml has a ClusterRole");
-    let role_name = role.metadata.name.clone().unwrap();
+    let role_name = scope.name("role");
+    role.metadata.name = Some(role_name.clone());
     Api::<ClusterRole>::all(admin.clone())
         .create(&PostParams::default(), &role)
         .await
         .unwrap();
     let binding = ClusterRoleBinding {
         metadata: ObjectMeta {
-            name: Some("failover-test".into()),
+            name: Some(scope.name("failover")),
             ..ObjectMeta::default()
         },
         role_ref: k8s_openapi::api::rbac::v1::RoleRef {
@@ -68,20 +73,16 @@ async fn apply_shipped_rbac(admin: &kube::Client, accounts: &[&str]) {
         .unwrap();
 }
 
+/// The binary as ServiceAccount `account`, in `scope`; its log in `<dir>/<account>.log`.
 async fn start_ccm(
-    plane: &ControlPlane,
+    scope: &Scope,
     sim: &Simulator,
     account: &str,
     dir: &Path,
-) -> tokio::process::Child {
-    let token = plane
-        .service_account_token("kube-system", account)
-        .await
-        .unwrap();
-    let kubeconfig = dir.join(format!("{account}.kubeconfig"));
-    std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+) -> (Access, tokio::process::Child) {
+    let access = scope.access(account).await;
     let log = std::fs::File::create(dir.join(format!("{account}.log"))).unwrap();
-    tokio::process::Command::new(BIN)
+    let ccm = tokio::process::Command::new(BIN)
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
         .env("HCLOUD_ENDPOINT", sim.base_url())
@@ -90,7 +91,8 @@ async fn start_ccm(
         .env("RUST_LOG", "info")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             &format!("--leader-elect-lease-duration={LEASE_SECONDS}s"),
             "--leader-elect-renew-deadline=3s",
             "--leader-elect-retry-period=500ms",
@@ -101,21 +103,22 @@ async fn start_ccm(
         .stderr(log)
         .kill_on_drop(true)
         .spawn()
-        .unwrap()
+        .unwrap();
+    (access, ccm)
 }
 
-async fn holder(leases: &Api<Lease>) -> Option<String> {
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
     leases
-        .get_opt("cloud-controller-manager")
+        .get_opt(name)
         .await
         .unwrap()
         .and_then(|l| l.spec)
         .and_then(|s| s.holder_identity)
 }
 
-async fn renew_time(leases: &Api<Lease>) -> Option<Timestamp> {
+async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<Timestamp> {
     leases
-        .get_opt("cloud-controller-manager")
+        .get_opt(name)
         .await
         .unwrap()
         .and_then(|l| l.spec)
@@ -132,11 +135,8 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
 }
 
 fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
-    plane
-        .audit_events()
+    audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str())
         .map(|e| {
             let at = Timestamp::from_str(e["stageTimestamp"].as_str().unwrap()).unwrap();
             let what = format!(
@@ -153,31 +153,34 @@ fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {
 #[tokio::test]
 async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("failover").await;
+    let plane = scope.plane;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    for name in ["failover-1", "failover-2"] {
+    let (node_1, node_2) = (scope.name("failover-1"), scope.name("failover-2"));
+    for name in [&node_1, &node_2] {
         sim.admin()
             .create_server(ServerSeed::new(name))
             .await
             .unwrap();
     }
-    apply_shipped_rbac(&admin, &["ccm-a", "ccm-b"]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");
-    let nodes: Api<Node> = Api::all(admin.clone());
+    let (account_a, account_b) = (scope.name("ccm-a"), scope.name("ccm-b"));
+    apply_shipped_rbac(&scope, &[&account_a, &account_b]).await;
+    let dir = scope.dir.path();
+    let lease = scope.lease();
+    let leases: Api<Lease> = Api::namespaced(scope.admin.clone(), "kube-system");
+    let nodes: Api<Node> = scope.nodes();
 
-    let mut a = start_ccm(&plane, &sim, "ccm-a", dir.path()).await;
+    let (_access_a, mut a) = start_ccm(&scope, &sim, &account_a, dir).await;
     let leader_a = eventually("process A to lead", Duration::from_secs(30), || {
-        holder(&leases)
+        holder(&leases, lease)
     })
     .await;
-    let b = start_ccm(&plane, &sim, "ccm-b", dir.path()).await;
+    let (_access_b, b) = start_ccm(&scope, &sim, &account_b, dir).await;
     // B runs as a standby for a while (its caches warm, it writes nothing): B has logged that
     // A holds the lease, and A renewed it twice more while B stood by.
-    let b_log = dir.path().join("ccm-b.log");
+    let b_log = dir.join(format!("{account_b}.log"));
     eventually("B to follow A", Duration::from_secs(30), || async {
         let log = std::fs::read_to_string(&b_log).unwrap_or_default();
         log.lines()
@@ -185,23 +188,30 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
             .then_some(())
     })
     .await;
-    let mut renewed = renew_time(&leases).await;
+    let mut renewed = renew_time(&leases, lease).await;
     for n in 1..=2 {
         renewed = eventually(
             &format!("renewal {n} by A while B stands by"),
             Duration::from_secs(10),
-            || async { renew_time(&leases).await.filter(|t| Some(*t) > renewed) },
+            || async {
+                renew_time(&leases, lease)
+                    .await
+                    .filter(|t| Some(*t) > renewed)
+            },
         )
         .await
         .into();
     }
-    assert_eq!(holder(&leases).await.as_deref(), Some(leader_a.as_str()));
+    assert_eq!(
+        holder(&leases, lease).await.as_deref(),
+        Some(leader_a.as_str())
+    );
 
-    register_node(&nodes, "failover-1", None).await;
+    scope.register_node(&node_1, None).await;
     eventually(
         "failover-1 initialized by A",
         Duration::from_secs(20),
-        || initialized(&nodes, "failover-1"),
+        || initialized(&nodes, &node_1),
     )
     .await;
 
@@ -210,7 +220,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
     let leader_b = eventually(
         "process B to take over",
         Duration::from_secs(30),
-        || async { holder(&leases).await.filter(|h| *h != leader_a) },
+        || async { holder(&leases, lease).await.filter(|h| *h != leader_a) },
     )
     .await;
     let took_over_at = Timestamp::now();
@@ -220,26 +230,30 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
         "took over {takeover:.1} s after the kill; lease duration is {LEASE_SECONDS} s"
     );
 
-    register_node(&nodes, "failover-2", None).await;
+    scope.register_node(&node_2, None).await;
     eventually(
         "failover-2 initialized by B",
         Duration::from_secs(20),
-        || initialized(&nodes, "failover-2"),
+        || initialized(&nodes, &node_2),
     )
     .await;
 
     eprintln!("takeover {takeover:.2} s after the kill");
     // Audit: A wrote only before it died, B only after it took over.
     let slack = k8s_openapi::jiff::SignedDuration::from_millis(500);
-    let a_writes = writes_by(&plane, "ccm-a");
-    let b_writes = writes_by(&plane, "ccm-b");
+    let a_writes = writes_by(plane, &account_a);
+    let b_writes = writes_by(plane, &account_b);
     eprintln!("A killed at {killed_at}\nA wrote: {a_writes:#?}\nB wrote: {b_writes:#?}");
     assert!(
-        a_writes.iter().any(|(_, w)| w.contains("nodes failover-1")),
+        a_writes
+            .iter()
+            .any(|(_, w)| w.contains(&format!("nodes {node_1}"))),
         "{a_writes:?}"
     );
     assert!(
-        b_writes.iter().any(|(_, w)| w.contains("nodes failover-2")),
+        b_writes
+            .iter()
+            .any(|(_, w)| w.contains(&format!("nodes {node_2}"))),
         "{b_writes:?}"
     );
     for (at, what) in &a_writes {
@@ -254,12 +268,7 @@ async fn the_standby_takes_over_after_the_leader_dies_and_only_the_leader_writes
             "B wrote while A led: {what} at {at} (A killed at {killed_at})"
         );
     }
-    let lease = leases
-        .get("cloud-controller-manager")
-        .await
-        .unwrap()
-        .spec
-        .unwrap();
+    let lease = leases.get(lease).await.unwrap().spec.unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some(leader_b.as_str()));
     assert_eq!(lease.lease_transitions, Some(1));
 

@@ -2,8 +2,7 @@
 //! against a real kube-apiserver.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -13,7 +12,8 @@ use ccm::{BIN, TOKEN, free_port, simulator_with_host_in_network, terminate};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube_harness::{ControlPlane, unique_name};
+
+use crate::support::scope::Scope;
 
 #[test]
 fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
@@ -106,15 +106,13 @@ fn help_lists_variables_but_never_secret_values() {
 #[tokio::test]
 async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::shared().expect("control plane");
-    let admin = plane.client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let scope = Scope::new("binary").await;
+    let admin = scope.admin.clone();
+    let access = scope.admin_access("ccm").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let lease_name = unique_name("ccm");
+    let lease_name = scope.lease();
     let metrics_port = free_port();
     let secure_port = free_port();
 
@@ -130,8 +128,8 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
         .env("RUST_LOG", "info")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            &format!("--leader-elect-resource-name={lease_name}"),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--leader-elect-retry-period=500ms",
             "--bind-address=127.0.0.1",
             &format!("--secure-port={secure_port}"),
@@ -156,7 +154,7 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
             .unwrap_or(false);
         let leases = Api::<Lease>::namespaced(admin.clone(), "kube-system");
         let held = leases
-            .get_opt(&lease_name)
+            .get_opt(lease_name)
             .await
             .unwrap()
             .and_then(|l| l.spec)
@@ -217,7 +215,7 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
     // JSON log lines.
     assert!(stderr.lines().all(|l| l.starts_with('{')), "{stderr}");
     let lease = Api::<Lease>::namespaced(admin, "kube-system")
-        .get(&lease_name)
+        .get(lease_name)
         .await
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None);
@@ -230,10 +228,8 @@ async fn run_to_exit(
     token: &str,
     extra_env: &[(&str, &str)],
 ) -> (Option<i32>, String) {
-    let plane = ControlPlane::shared().expect("control plane");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let scope = Scope::new("binary").await;
+    let access = scope.admin_access("ccm").await;
     let mut command = tokio::process::Command::new(BIN);
     command
         .env_clear()
@@ -242,8 +238,8 @@ async fn run_to_exit(
         .env("HCLOUD_METRICS_ENABLED", "false")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--secure-port=0",
         ]);
     for (key, value) in extra_env {
@@ -283,10 +279,8 @@ async fn transient_failures_at_start_are_retried_until_they_pass() {
         ])
         .await
         .unwrap();
-    let plane = ControlPlane::shared().expect("control plane");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let scope = Scope::new("binary").await;
+    let access = scope.admin_access("ccm").await;
     let metrics_port = free_port();
     let mut child = Command::new(BIN)
         .env_clear()
@@ -302,8 +296,8 @@ async fn transient_failures_at_start_are_retried_until_they_pass() {
         )
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--leader-elect-retry-period=500ms",
             "--secure-port=0",
         ])
@@ -505,10 +499,8 @@ async fn start_like_a_manifest(
 #[tokio::test]
 async fn the_official_manifests_and_chart_command_lines_start_the_binary() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::shared().expect("control plane");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    let scope = Scope::new("manifests").await;
+    let access = scope.admin_access("ccm").await;
     // The CCM's own server, attached to the network the networks variants name.
     let (sim, _) = simulator_with_host_in_network("control-plane-1").await;
     let network_env = [
@@ -536,7 +528,7 @@ async fn the_official_manifests_and_chart_command_lines_start_the_binary() {
             &chart_network_env[..],
         ),
     ] {
-        let log = start_like_a_manifest(&sim, &kubeconfig, args, env).await;
+        let log = start_like_a_manifest(&sim, &access.kubeconfig, args, env).await;
         let networks = env.iter().any(|(k, _)| *k == "HCLOUD_NETWORK");
         // No flag is refused or ignored, except --allocate-node-cidrs (accepted, no effect).
         let ignored: Vec<&str> = log
@@ -601,11 +593,9 @@ async fn a_server_outside_the_network_stops_the_start() {
 
     // An unreachable metadata service may come back (it is the host's own): tried again and
     // again, each attempt logged with what to check, until SIGTERM.
-    let plane = ControlPlane::shared().expect("control plane");
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    let log_path = dir.path().join("stderr.log");
+    let scope = Scope::new("binary").await;
+    let access = scope.admin_access("ccm").await;
+    let log_path = scope.dir.path().join("stderr.log");
     let mut child = Command::new(BIN)
         .env_clear()
         .env("HCLOUD_TOKEN", TOKEN)
@@ -619,8 +609,8 @@ async fn a_server_outside_the_network_stops_the_start() {
         )
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            &format!("--leader-elect-resource-name={}", unique_name("ccm")),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--secure-port=0",
         ])
         .stdout(Stdio::null())

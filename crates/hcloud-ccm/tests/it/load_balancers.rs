@@ -5,68 +5,55 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN};
+use ccm::{TOKEN, spawn_ccm};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use kube_harness::{ControlPlane, ensure_namespace, eventually};
+use kube::api::{DeleteParams, ObjectMeta};
+use kube_harness::eventually;
+
+use crate::support::scope::Scope;
 
 #[tokio::test]
 async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("lb").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
+    let name = scope.name("web-1");
     let server = sim
         .admin()
-        .create_server(ServerSeed::new("web-1"))
+        .create_server(ServerSeed::new(&name))
         .await
         .unwrap();
     let server_id = server["id"].as_i64().unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    let _ccm = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let access = scope.admin_access("ccm").await;
+    let _ccm = spawn_ccm(
+        &access.kubeconfig,
+        &sim,
+        &[("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")],
+        &[&scope.lease_flag()],
+    );
 
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some("web-1".into()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec {
-            provider_id: Some(format!("hcloud://{server_id}")),
-            ..NodeSpec::default()
-        }),
-        status: None,
-    };
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    scope
+        .create_node(Node {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec {
+                provider_id: Some(format!("hcloud://{server_id}")),
+                ..NodeSpec::default()
+            }),
+            status: None,
+        })
+        .await;
 
-    ensure_namespace(&admin, "shop").await.unwrap();
-    let services: Api<Service> = Api::namespaced(admin, "shop");
+    let services = scope.services();
     let service = Service {
         metadata: ObjectMeta {
             name: Some("web".into()),
@@ -77,7 +64,6 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
                 port: 80,
-                node_port: Some(30080),
                 protocol: Some("TCP".into()),
                 ..ServicePort::default()
             }]),
@@ -85,10 +71,7 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
         }),
         status: None,
     };
-    let created = services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    let created = scope.create_service(service).await;
     let uid = created.metadata.uid.clone().unwrap();
 
     let admin_api = sim.admin();
@@ -107,7 +90,10 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
         .collect();
     assert_eq!(lb["name"], expected_name.as_str());
     assert_eq!(lb["services"][0]["listen_port"], 80);
-    assert_eq!(lb["services"][0]["destination_port"], 30080);
+    // The node port is the one the apiserver picked.
+    let node_port = created.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].node_port;
+    assert!(node_port.is_some(), "{created:?}");
+    assert_eq!(lb["services"][0]["destination_port"], node_port.unwrap());
     assert_eq!(lb["targets"][0]["server"]["id"], server_id);
 
     let ingress = eventually("status ingress", Duration::from_secs(40), || async {

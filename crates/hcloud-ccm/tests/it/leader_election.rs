@@ -94,9 +94,13 @@ async fn wait_following(handle: &LeaderHandle, holder: &str, within: Duration) {
     }
 }
 
+/// The lease's renewTime.
+fn renew_time(lease: Lease) -> Option<k8s_openapi::jiff::Timestamp> {
+    lease.spec.and_then(|s| s.renew_time).map(|t| t.0)
+}
+
 /// Waits until the lease's renewTime has moved forward `times` times (its holder renewed).
 async fn wait_renewals(client: &kube::Client, name: &str, times: usize, within: Duration) {
-    let renew_time = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
     let deadline = Instant::now() + within;
     let mut last = renew_time(lease(client, name).await);
     let mut seen = 0;
@@ -128,13 +132,22 @@ async fn two_candidates_exactly_one_leads() {
         (&b, &a, "b")
     };
 
-    // For several lease durations: the leader keeps renewing, the other keeps following.
+    // For several lease durations: the leader keeps renewing (seen in the lease), the other
+    // keeps following.
+    let mut last = renew_time(lease(&client, &name).await);
+    let mut renewals = 0;
     let until = Instant::now() + Duration::from_secs(7);
     while Instant::now() < until {
         assert_eq!(winner.state(), LeaderState::Leading);
         assert_ne!(loser.state(), LeaderState::Leading);
+        let now = renew_time(lease(&client, &name).await);
+        if now > last {
+            renewals += 1;
+            last = now;
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    assert!(renewals >= 3, "{renewals} renewals in 7 s");
     assert_eq!(
         loser.state(),
         LeaderState::Following {
@@ -147,7 +160,7 @@ async fn two_candidates_exactly_one_leads() {
     let spec = l.spec.clone().unwrap();
     assert_eq!(spec.lease_duration_seconds, Some(3));
     // Renewals move renewTime forward.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_renewals(&client, &name, 1, Duration::from_secs(10)).await;
     let renewed = lease(&client, &name).await.spec.unwrap().renew_time;
     assert!(renewed.unwrap().0 > spec.renew_time.unwrap().0);
     assert!(winner.acquired().await.is_ok());

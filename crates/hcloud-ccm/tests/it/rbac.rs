@@ -1,10 +1,11 @@
 //! The shipped ClusterRole is minimal. Each scenario runs hcloud-ccm as a ServiceAccount bound
-//! only to the ClusterRole of `deploy/rbac.yaml` (RBAC-enabled control plane, its own apiserver
-//! and simulator): with the whole role, Node initialization, addresses, routes, lifecycle
-//! (deleting the Node of a deleted server), load balancers, events, leader election and the
-//! secure port's /metrics authorization all work. With one rule (or verb group) removed, the
-//! behaviour that needs it fails: the apiserver refuses the call (a 403 in its audit log for
-//! writes, a "forbidden" in the CCM's log for reads) and the behaviour's result never appears.
+//! only to the rules of the ClusterRole of `deploy/rbac.yaml` (RBAC-enabled control plane, a
+//! scope of its own on it, its own simulator): with the whole role, Node initialization,
+//! addresses, routes, lifecycle (deleting the Node of a deleted server), load balancers,
+//! events, leader election and the secure port's /metrics authorization all work. With one rule
+//! (or verb group) removed, the behaviour that needs it fails: the apiserver refuses the call (a
+//! 403 in its audit log for writes, a "forbidden" in the CCM's log for reads) and the
+//! behaviour's result never appears.
 //!
 //! | removed from the role                     | behaviour that fails                      |
 //! |-------------------------------------------|-------------------------------------------|
@@ -31,31 +32,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/chart.rs"]
-mod chart;
-
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::{ccm, chart};
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port};
+use ccm::{BIN, TOKEN, audit_events_of, free_port};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    Event, Node, NodeAddress, NodeStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Event, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+use crate::support::scope::{Access, Scope};
+
+/// The name of the shipped ServiceAccount (the scenarios run as accounts of their own).
 const ACCOUNT: &str = "hcloud-cloud-controller-manager";
-const NODE: &str = "rbac-node";
 const WAIT: Duration = Duration::from_secs(45);
 
 fn repo() -> PathBuf {
@@ -125,19 +122,47 @@ enum Refusal {
     Read,
 }
 
+/// Service `web` of type LoadBalancer, one TCP port.
+fn web_service() -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some("web".into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                port: 80,
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// One CCM run as ServiceAccount `<scope>-ccm`, bound to `role` (renamed `<scope>-role`) by the
+/// shipped ClusterRoleBinding (renamed `<scope>-binding`): cluster-wide names must not collide
+/// with those of concurrent scenarios and tests. The rules are what is tested.
 struct Scenario {
-    plane: ControlPlane,
+    scope: Scope,
     admin: kube::Client,
     sim: Simulator,
-    dir: tempfile::TempDir,
+    /// The Node (and its server's name).
+    node: String,
+    account: String,
     secure_port: u16,
+    _access: Access,
     ccm: tokio::process::Child,
 }
 
 impl Scenario {
-    async fn start(role: Value) -> Scenario {
-        let plane = ControlPlane::start().await.unwrap();
-        let admin = plane.client().await.unwrap();
+    async fn start(mut role: Value) -> Scenario {
+        let scope = Scope::new("rbac").await;
+        let admin = scope.admin.clone();
+        let node = scope.name("node");
+        let account = scope.name("ccm");
         let sim = Simulator::start(SimConfig::default().token(TOKEN))
             .await
             .unwrap();
@@ -151,32 +176,34 @@ impl Scenario {
         sim.admin()
             .create_server(ServerSeed {
                 networks: vec![network.into()],
-                ..ServerSeed::new(NODE)
+                ..ServerSeed::new(&node)
             })
             .await
             .unwrap();
+        let role_name = scope.name("role");
+        role["metadata"]["name"] = json!(role_name);
         let role: ClusterRole = serde_json::from_value(role).unwrap();
         Api::<ClusterRole>::all(admin.clone())
             .create(&PostParams::default(), &role)
             .await
             .unwrap();
-        for doc in shipped_rbac()
+        for mut doc in shipped_rbac()
             .into_iter()
             .filter(|d| d["kind"] == "ClusterRoleBinding")
         {
+            doc["metadata"]["name"] = json!(scope.name("binding"));
+            doc["roleRef"]["name"] = json!(role_name);
+            for subject in doc["subjects"].as_array_mut().unwrap() {
+                assert_eq!(subject["name"], ACCOUNT, "{subject}");
+                subject["name"] = json!(account);
+            }
             let binding: ClusterRoleBinding = serde_json::from_value(doc).unwrap();
             Api::<ClusterRoleBinding>::all(admin.clone())
                 .create(&PostParams::default(), &binding)
                 .await
                 .unwrap();
         }
-        let token = plane
-            .service_account_token("kube-system", ACCOUNT)
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+        let access = scope.access(&account).await;
         let secure_port = free_port();
         let ccm = tokio::process::Command::new(BIN)
             .env_clear()
@@ -189,7 +216,8 @@ impl Scenario {
             .env("RUST_LOG", "info")
             .args([
                 "--cloud-provider=hcloud",
-                &format!("--kubeconfig={}", kubeconfig.display()),
+                &format!("--kubeconfig={}", access.kubeconfig.display()),
+                &scope.lease_flag(),
                 "--allocate-node-cidrs=true",
                 "--cluster-cidr=10.244.0.0/16",
                 "--route-reconciliation-period=1s",
@@ -201,71 +229,26 @@ impl Scenario {
                 &format!("--secure-port={secure_port}"),
             ])
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("ccm.log")).unwrap())
+            .stderr(std::fs::File::create(scope.dir.path().join("ccm.log")).unwrap())
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let scenario = Scenario {
-            plane,
+        scope.register_node(&node, Some("10.244.1.0/24")).await;
+        scope.create_service(web_service()).await;
+        Scenario {
+            scope,
             admin,
             sim,
-            dir,
+            node,
+            account,
             secure_port,
+            _access: access,
             ccm,
-        };
-        scenario.register_node().await;
-        scenario.create_service().await;
-        scenario
-    }
-
-    async fn register_node(&self) {
-        let nodes: Api<Node> = Api::all(self.admin.clone());
-        let mut node = kubelet_node(NODE);
-        node.spec.as_mut().unwrap().pod_cidr = Some("10.244.1.0/24".into());
-        nodes.create(&PostParams::default(), &node).await.unwrap();
-        let status = NodeStatus {
-            addresses: Some(vec![NodeAddress {
-                type_: "Hostname".into(),
-                address: NODE.into(),
-            }]),
-            ..NodeStatus::default()
-        };
-        nodes
-            .patch_status(
-                NODE,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({ "status": status })),
-            )
-            .await
-            .unwrap();
-    }
-
-    async fn create_service(&self) {
-        let service = Service {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(ServiceSpec {
-                type_: Some("LoadBalancer".into()),
-                ports: Some(vec![ServicePort {
-                    port: 80,
-                    node_port: Some(30080),
-                    protocol: Some("TCP".into()),
-                    ..ServicePort::default()
-                }]),
-                ..ServiceSpec::default()
-            }),
-            status: None,
-        };
-        Api::<Service>::namespaced(self.admin.clone(), "default")
-            .create(&PostParams::default(), &service)
-            .await
-            .unwrap();
+        }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("ccm.log")).unwrap_or_default()
+        std::fs::read_to_string(self.scope.dir.path().join("ccm.log")).unwrap_or_default()
     }
 
     fn refused(&self, refusal: Refusal) -> bool {
@@ -273,26 +256,23 @@ impl Scenario {
             Refusal::Read => self.log().to_lowercase().contains("forbidden"),
             Refusal::Write(verb, resource) => {
                 let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
-                let user = format!("system:serviceaccount:kube-system:{ACCOUNT}");
-                self.plane.audit_events().iter().any(|e| {
-                    e["user"]["username"] == user.as_str()
-                        && e["verb"] == verb
-                        && e["objectRef"]["resource"] == resource
-                        && e["objectRef"]["subresource"].as_str().unwrap_or_default() == subresource
-                        && e["responseStatus"]["code"] == 403
-                })
+                audit_events_of(self.scope.plane, &self.account)
+                    .iter()
+                    .any(|e| {
+                        e["verb"] == verb
+                            && e["objectRef"]["resource"] == resource
+                            && e["objectRef"]["subresource"].as_str().unwrap_or_default()
+                                == subresource
+                            && e["responseStatus"]["code"] == 403
+                    })
             }
         }
     }
 
     /// Whether `behaviour`'s result is there now (the lifecycle check deletes the server first).
     async fn works(&self, behaviour: Behaviour) -> bool {
-        let nodes: Api<Node> = Api::all(self.admin.clone());
-        let node = nodes.get_opt(NODE).await.unwrap();
-        let service = Api::<Service>::namespaced(self.admin.clone(), "default")
-            .get("web")
-            .await
-            .unwrap();
+        let node = self.scope.nodes().get_opt(&self.node).await.unwrap();
+        let service = self.scope.services().get("web").await.unwrap();
         let state = self.sim.admin().state().await.unwrap();
         match behaviour {
             Behaviour::NodeInit => node.is_some_and(|n| {
@@ -315,14 +295,16 @@ impl Scenario {
                     .list(&ListParams::default())
                     .await
                     .unwrap();
-                // Only the CCM records events here.
-                events
-                    .items
-                    .iter()
-                    .any(|e| matches!(e.involved_object.name.as_deref(), Some(NODE | "web")))
+                // Only the CCM records events on the scenario's Node and Service.
+                events.items.iter().any(|e| {
+                    let object = &e.involved_object;
+                    object.name.as_deref() == Some(self.node.as_str())
+                        || (object.namespace.as_deref() == Some(self.scope.namespace())
+                            && object.name.as_deref() == Some("web"))
+                })
             }
             Behaviour::Leads => Api::<Lease>::namespaced(self.admin.clone(), "kube-system")
-                .get_opt("cloud-controller-manager")
+                .get_opt(self.scope.lease())
                 .await
                 .unwrap()
                 .and_then(|l| l.spec?.holder_identity)
@@ -333,8 +315,10 @@ impl Scenario {
 
     /// GET /metrics on the secure port as a scraper allowed to (nonResourceURL /metrics, get).
     async fn scrape(&self) -> Option<u16> {
+        // The scraper's account, ClusterRole and binding share one name.
+        let scraper = self.scope.name("scraper");
         let role: ClusterRole = serde_json::from_value(json!({
-            "metadata": { "name": "scraper" },
+            "metadata": { "name": scraper },
             "rules": [{ "nonResourceURLs": ["/metrics"], "verbs": ["get"] }],
         }))
         .unwrap();
@@ -342,17 +326,18 @@ impl Scenario {
             .create(&PostParams::default(), &role)
             .await;
         let binding: ClusterRoleBinding = serde_json::from_value(json!({
-            "metadata": { "name": "scraper" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "scraper" },
-            "subjects": [{ "kind": "ServiceAccount", "name": "scraper", "namespace": "kube-system" }],
+            "metadata": { "name": scraper },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": scraper },
+            "subjects": [{ "kind": "ServiceAccount", "name": scraper, "namespace": "kube-system" }],
         }))
         .unwrap();
         let _ = Api::<ClusterRoleBinding>::all(self.admin.clone())
             .create(&PostParams::default(), &binding)
             .await;
         let token = self
+            .scope
             .plane
-            .service_account_token("kube-system", "scraper")
+            .service_account_token("kube-system", &scraper)
             .await
             .unwrap();
         let http = reqwest::Client::builder()
@@ -374,7 +359,7 @@ impl Scenario {
             .as_array()
             .unwrap()
             .iter()
-            .find(|s| s["name"] == NODE)
+            .find(|s| s["name"] == self.node.as_str())
             .unwrap()["id"]
             .as_i64()
             .unwrap();
@@ -413,9 +398,7 @@ async fn the_shipped_cluster_role_is_enough_for_every_behaviour() {
         s.works(Behaviour::Lifecycle).await.then_some(())
     })
     .await;
-    let forbidden: Vec<Value> = s
-        .plane
-        .audit_events()
+    let forbidden: Vec<Value> = audit_events_of(s.scope.plane, &s.account)
         .into_iter()
         .filter(|e| e["responseStatus"]["code"] == 403)
         .collect();
@@ -482,8 +465,8 @@ async fn removing_any_rule_breaks_a_named_behaviour() {
             Behaviour::MetricsAuth,
         ),
     ];
-    // Each case has its own control plane (Node controllers act on every Node); three at a time.
-    let slots = Arc::new(Semaphore::new(3));
+    // Each case runs a CCM in a scope of its own; a few at a time.
+    let slots = Arc::new(Semaphore::new(4));
     let mut runs = Vec::new();
     for (resource, verbs, refusal, behaviour) in cases {
         let role = role_without(resource, verbs);
@@ -510,12 +493,17 @@ async fn removing_any_rule_breaks_a_named_behaviour() {
                 }
                 _ => {}
             }
-            eventually(
-                &format!("{name}: the apiserver refuses {refusal:?}"),
-                WAIT,
-                || async { s.refused(refusal).then_some(()) },
-            )
+            let refused = tokio::time::timeout(WAIT, async {
+                while !s.refused(refusal) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
             .await;
+            assert!(
+                refused.is_ok(),
+                "{name}: the apiserver did not refuse {refusal:?} within {WAIT:?}; log:\n{}",
+                s.log()
+            );
             assert!(
                 !s.works(behaviour).await,
                 "{name}: {behaviour:?} works anyway; log:\n{}",
@@ -534,11 +522,15 @@ fn plan_job() -> Vec<Value> {
     chart::documents(&std::fs::read_to_string(repo().join("deploy/plan-job.yaml")).unwrap())
 }
 
-/// `deploy/plan-job.yaml` with its ClusterRole's `rules` replaced and its names suffixed, so that
-/// each variant gets an account of its own on one control plane.
-fn plan_rbac(suffix: &str, rules: &Value) -> (String, ClusterRole, ClusterRoleBinding) {
+/// `deploy/plan-job.yaml` with its ClusterRole's `rules` replaced and its names `<scope>-<suffix>`,
+/// so that each variant gets an account of its own on the shared control plane.
+fn plan_rbac(
+    scope: &Scope,
+    suffix: &str,
+    rules: &Value,
+) -> (String, ClusterRole, ClusterRoleBinding) {
     let docs = plan_job();
-    let account = format!("hcloud-ccm-plan-{suffix}");
+    let account = scope.name(suffix);
     let mut role = docs
         .iter()
         .find(|d| d["kind"] == "ClusterRole")
@@ -593,26 +585,23 @@ async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
         docs.iter().find(|d| d["kind"] == "ServiceAccount").unwrap()["metadata"]["name"]
     );
 
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    // The plan sees only this test's Node through its scope.
+    let scope = Scope::new("plan-rbac").await;
+    let node = scope.name("node");
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
     sim.admin()
-        .create_server(ServerSeed::new(NODE))
+        .create_server(ServerSeed::new(&node))
         .await
         .unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    nodes
-        .create(&PostParams::default(), &kubelet_node(NODE))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    scope.create_node(kubelet_node(&node)).await;
 
     let run = |suffix: &'static str, rules: Value| {
-        let (plane, admin, sim, dir, args) = (&plane, &admin, &sim, &dir, &args);
+        let (scope, sim, args) = (&scope, &sim, &args);
         async move {
-            let (account, role, binding) = plan_rbac(suffix, &rules);
+            let admin = &scope.admin;
+            let (account, role, binding) = plan_rbac(scope, suffix, &rules);
             Api::<ClusterRole>::all(admin.clone())
                 .create(&PostParams::default(), &role)
                 .await
@@ -621,12 +610,7 @@ async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
                 .create(&PostParams::default(), &binding)
                 .await
                 .unwrap();
-            let token = plane
-                .service_account_token("kube-system", &account)
-                .await
-                .unwrap();
-            let kubeconfig = dir.path().join(format!("{account}.kubeconfig"));
-            std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+            let access = scope.access(&account).await;
             let output = tokio::process::Command::new(BIN)
                 .env_clear()
                 .env("HCLOUD_TOKEN", TOKEN)
@@ -636,18 +620,18 @@ async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
                 .args([
                     "-o",
                     "json",
-                    &format!("--kubeconfig={}", kubeconfig.display()),
+                    &format!("--kubeconfig={}", access.kubeconfig.display()),
                 ])
                 .output()
                 .await
                 .unwrap();
             // The apiserver's audit log records writes (its policy); a plan makes none.
-            let writes = ccm::kube_writes(plane, &account, &[]);
+            let writes = ccm::kube_writes(scope.plane, &account, &[]);
             (output, writes)
         }
     };
 
-    let (output, writes) = run("full", json!(rules)).await;
+    let (output, writes) = run("plan-full", json!(rules)).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let plan: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -656,7 +640,7 @@ async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|o| o["kind"] == "Node" && o["name"] == NODE),
+            .any(|o| o["kind"] == "Node" && o["name"] == node.as_str()),
         "the uninitialised Node is in the plan: {plan}"
     );
     assert!(writes.is_empty(), "the plan wrote: {writes:?}");
@@ -669,7 +653,12 @@ async fn the_plan_jobs_role_reads_only_and_each_rule_is_needed() {
             .map(|(_, r)| r.clone())
             .collect();
         let resource = rule["resources"][0].as_str().unwrap().to_owned();
-        let suffix: &'static str = ["without-0", "without-1", "without-2", "without-3"][i];
+        let suffix: &'static str = [
+            "plan-without-0",
+            "plan-without-1",
+            "plan-without-2",
+            "plan-without-3",
+        ][i];
         let (output, writes) = run(suffix, json!(without)).await;
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(

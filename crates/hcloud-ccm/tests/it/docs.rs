@@ -1,6 +1,6 @@
 //! docs/configuration.md carries the exact `hcloud-ccm --help` text; this test keeps the two
 //! from drifting. After changing a flag, regenerate with
-//! `UPDATE_DOCS=1 cargo test -p hcloud-ccm --test docs`.
+//! `UPDATE_DOCS=1 cargo test -p hcloud-ccm --test it docs::`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -35,6 +35,6 @@ fn configuration_reference_matches_help() {
     }
     assert!(
         doc[start..end] == help,
-        "docs/configuration.md is out of date with --help; regenerate with UPDATE_DOCS=1 cargo test -p hcloud-ccm --test docs"
+        "docs/configuration.md is out of date with --help; regenerate with UPDATE_DOCS=1 cargo test -p hcloud-ccm --test it docs::"
     );
 }

@@ -9,8 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,11 +20,13 @@ use hcloud_sim::{
     HealthCheckSeed, LoadBalancerSeed, NetworkSeed, ServerSeed, ServiceSeed, SimConfig, Simulator,
 };
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, ensure_namespace, kubelet_node, unique_name};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube_harness::{ControlPlane, kubelet_node};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, kube_writes, lb_service, service_account_kubeconfig};
+use ccm::{BIN, TOKEN, audit_events_of, cloud_writes, kube_writes, lb_service};
+
+use crate::support::scope::Scope;
 
 async fn set_status(nodes: &Api<Node>, name: &str, status: NodeStatus) {
     nodes
@@ -118,12 +119,12 @@ fn targets(object: &Value) -> Vec<String> {
 #[tokio::test]
 async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::shared().unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("plan").await;
+    let plane = scope.plane;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let prefix = unique_name("plan");
+    let prefix = scope.id();
     let network = format!("{prefix}-net");
     let sim_admin = sim.admin();
     let network_id = sim_admin
@@ -147,14 +148,14 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
 
     // Nodes: one just registered by its kubelet, one whose server is powered off, one whose
     // server is gone.
-    let nodes: Api<Node> = Api::all(admin.clone());
+    let nodes = scope.nodes();
     let new = format!("{prefix}-new");
     let mut node = kubelet_node(&new);
     if let Some(spec) = node.spec.as_mut() {
         spec.pod_cidr = Some("10.244.7.0/24".into());
         spec.pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
     }
-    nodes.create(&PostParams::default(), &node).await.unwrap();
+    scope.create_node(node).await;
     set_status(
         &nodes,
         &new,
@@ -183,7 +184,7 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
             }),
             status: None,
         };
-        nodes.create(&PostParams::default(), &node).await.unwrap();
+        scope.create_node(node).await;
         set_status(
             &nodes,
             &name,
@@ -197,30 +198,20 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
 
     // Services: one without a load balancer yet, one whose load balancer has the wrong
     // algorithm for its annotation.
-    let namespace = "plan";
-    ensure_namespace(&admin, namespace).await.unwrap();
-    let services: Api<Service> = Api::namespaced(admin.clone(), namespace);
-    services
-        .create(
-            &PostParams::default(),
-            &lb_service(&format!("{prefix}-fresh"), 31001, &[]),
-        )
-        .await
-        .unwrap();
-    let existing = services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                &format!("{prefix}-tuned"),
-                31002,
-                &[
-                    ("name", &format!("{prefix}-tuned")),
-                    ("algorithm-type", "least_connections"),
-                ],
-            ),
-        )
-        .await
-        .unwrap();
+    let namespace = scope.namespace();
+    scope
+        .create_service(lb_service(&format!("{prefix}-fresh"), &[]))
+        .await;
+    let existing = scope
+        .create_service(lb_service(
+            &format!("{prefix}-tuned"),
+            &[
+                ("name", &format!("{prefix}-tuned")),
+                ("algorithm-type", "least_connections"),
+            ],
+        ))
+        .await;
+    let existing_port = node_port(&existing);
     sim_admin
         .create_load_balancer(
             LoadBalancerSeed::new(format!("{prefix}-tuned"))
@@ -233,23 +224,22 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
                 .service(ServiceSeed {
                     health_check: Some(HealthCheckSeed {
                         protocol: Some("tcp".into()),
-                        port: Some(31002),
+                        port: Some(existing_port),
                         ..HealthCheckSeed::default()
                     }),
-                    ..ServiceSeed::tcp(80, 31002)
+                    ..ServiceSeed::tcp(80, existing_port)
                 }),
         )
         .await
         .unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
-    let account = format!("{prefix}-planner");
-    let kubeconfig = service_account_kubeconfig(plane, &admin, &account, dir.path()).await;
+    let planner = scope.admin_access("planner").await;
+    let (account, kubeconfig) = (&planner.account, planner.kubeconfig.as_path());
     sim_admin.reset_request_counts().await.unwrap();
 
     let out = run_plan(
         &sim,
-        &kubeconfig,
+        kubeconfig,
         &network,
         &["-o", "json", "--detailed-exitcode"],
     )
@@ -321,7 +311,7 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     );
 
     // The text form says the same for people.
-    let out = run_plan(&sim, &kubeconfig, &network, &[]).await;
+    let out = run_plan(&sim, kubeconfig, &network, &[]).await;
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("Node {new}")), "{text}");
@@ -334,45 +324,35 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
         "the plan asked the cloud: {counts:?}"
     );
     assert_eq!(cloud_writes(&counts), BTreeMap::new(), "{counts:?}");
-    let written = kube_writes(plane, &account, &[]);
+    let written = kube_writes(plane, account, &[]);
     assert!(written.is_empty(), "plan wrote to Kubernetes: {written:?}");
 
     // More Services: one whose annotation is broken (an error, only the finalizer is
     // written), one with a UDP port (a Warning: load balancers carry TCP only), and one whose
     // load balancer needs several rounds (a bigger type, the network, private targets).
-    services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                &format!("{prefix}-bad"),
-                31003,
-                &[("algorithm-type", "fastest")],
-            ),
-        )
-        .await
-        .unwrap();
-    let mut udp = lb_service(&format!("{prefix}-udp"), 31004, &[]);
+    scope
+        .create_service(lb_service(
+            &format!("{prefix}-bad"),
+            &[("algorithm-type", "fastest")],
+        ))
+        .await;
+    let mut udp = lb_service(&format!("{prefix}-udp"), &[]);
     // (A 1.20 apiserver refuses TCP and UDP in one Service of type LoadBalancer.)
     if let Some(ports) = udp.spec.as_mut().and_then(|s| s.ports.as_mut()) {
         ports[0].port = 53;
         ports[0].protocol = Some("UDP".into());
     }
-    services.create(&PostParams::default(), &udp).await.unwrap();
-    let multi = services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                &format!("{prefix}-multi"),
-                31006,
-                &[
-                    ("name", &format!("{prefix}-multi")),
-                    ("type", "lb21"),
-                    ("use-private-ip", "true"),
-                ],
-            ),
-        )
-        .await
-        .unwrap();
+    scope.create_service(udp).await;
+    let multi = scope
+        .create_service(lb_service(
+            &format!("{prefix}-multi"),
+            &[
+                ("name", &format!("{prefix}-multi")),
+                ("type", "lb21"),
+                ("use-private-ip", "true"),
+            ],
+        ))
+        .await;
     sim_admin
         .create_load_balancer(
             LoadBalancerSeed::new(format!("{prefix}-multi"))
@@ -381,31 +361,26 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
                     "hcloud-ccm/service-uid",
                     multi.metadata.uid.clone().unwrap(),
                 )
-                .service(ServiceSeed::tcp(80, 31006)),
+                .service(ServiceSeed::tcp(80, node_port(&multi))),
         )
         .await
         .unwrap();
     // A Node its kubelet registered whose server does not exist (yet): it stays as it is.
-    nodes
-        .create(
-            &PostParams::default(),
-            &kubelet_node(&format!("{prefix}-ghost")),
-        )
-        .await
-        .unwrap();
+    scope
+        .create_node(kubelet_node(&format!("{prefix}-ghost")))
+        .await;
 
     // Carried out, one controller after the other (each on the world the previous one left):
     // every time, the writes the plan names are the writes made.
-    let ccm_account = format!("{prefix}-ccm");
-    let ccm_kubeconfig = service_account_kubeconfig(plane, &admin, &ccm_account, dir.path()).await;
+    let ccm = scope.admin_access("ccm").await;
     let phase = Phase {
         plane,
         sim: &sim,
-        planner: &kubeconfig,
-        ccm: &ccm_kubeconfig,
-        account: &ccm_account,
+        planner: kubeconfig,
+        ccm: &ccm.kubeconfig,
+        account: &ccm.account,
         network: &network,
-        dir: dir.path(),
+        dir: scope.dir.path(),
     };
     let planned = phase.carry_out("cloud-node-controller").await;
     let ghost = format!("{prefix}-ghost");
@@ -608,6 +583,12 @@ impl Phase<'_> {
     }
 }
 
+/// The node port the apiserver gave the Service's first port.
+fn node_port(service: &Service) -> u16 {
+    let port = service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].node_port;
+    u16::try_from(port.unwrap()).unwrap()
+}
+
 fn change_count(plan: &Value) -> usize {
     plan["objects"]
         .as_array()
@@ -620,11 +601,8 @@ fn change_count(plan: &Value) -> usize {
 /// The writes `account` made, oldest first, as `verb resource[/subresource] [namespace/]name`
 /// (its leader-election leases aside).
 fn audit_writes(plane: &ControlPlane, account: &str) -> Vec<String> {
-    let user = format!("system:serviceaccount:kube-system:{account}");
-    plane
-        .audit_events()
+    audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| e["user"]["username"] == user.as_str())
         .filter(|e| e["objectRef"]["resource"] != "leases")
         .filter(|e| {
             matches!(

@@ -4,47 +4,36 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use ccm::{BIN, TOKEN};
+use ccm::{TOKEN, spawn_ccm};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeSpec, Service};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, ensure_namespace, eventually, has_taint};
+use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use kube_harness::{eventually, has_taint};
 use serde_json::json;
+
+use crate::support::scope::{Access, Scope};
 
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
-/// The binary against `sim`, with its defaults (monitor period 5 s, status period 15 s).
-fn start_ccm(
-    plane: &ControlPlane,
-    sim: &Simulator,
-    dir: &tempfile::TempDir,
-) -> tokio::process::Child {
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
-    tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
-        .arg("--cloud-provider=hcloud")
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg("--secure-port=0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
+/// The binary in `scope` against `sim`, with its defaults (monitor period 5 s, status period
+/// 15 s).
+async fn start_ccm(scope: &Scope, sim: &Simulator) -> (Access, tokio::process::Child) {
+    let access = scope.admin_access("ccm").await;
+    let ccm = spawn_ccm(
+        &access.kubeconfig,
+        sim,
+        &[("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")],
+        &[&scope.lease_flag()],
+    );
+    (access, ccm)
 }
 
-/// A Node of server `id`, registered with its providerID and NotReady.
-async fn not_ready_node(nodes: &Api<Node>, name: &str, id: i64) {
+/// A Node of server `id` in `scope`, registered with its providerID and NotReady.
+async fn not_ready_node(scope: &Scope, name: &str, id: i64) {
     let node = Node {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -56,8 +45,9 @@ async fn not_ready_node(nodes: &Api<Node>, name: &str, id: i64) {
         }),
         status: None,
     };
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
+    scope.create_node(node).await;
+    scope
+        .nodes()
         .patch_status(
             name,
             &PatchParams::default(),
@@ -97,20 +87,19 @@ async fn seed(sim: &Simulator, name: &str) -> i64 {
 /// taint, each within 30 s.
 #[tokio::test]
 async fn changes_that_cancel_out_in_one_period_are_seen_within_30_seconds() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("lifecycle").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let doomed = seed(&sim, "doomed").await;
+    let (doomed_node, dozing_node) = (scope.name("doomed"), scope.name("dozing"));
+    let doomed = seed(&sim, &doomed_node).await;
     let sleepy = seed(&sim, "sleepy").await;
-    let dozing = seed(&sim, "dozing").await;
+    let dozing = seed(&sim, &dozing_node).await;
     sim.admin().set_server_status(sleepy, "off").await.unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    not_ready_node(&nodes, "doomed", doomed).await;
-    not_ready_node(&nodes, "dozing", dozing).await;
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = start_ccm(&plane, &sim, &dir);
+    let nodes = scope.nodes();
+    not_ready_node(&scope, &doomed_node, doomed).await;
+    not_ready_node(&scope, &dozing_node, dozing).await;
+    let _ccm = start_ccm(&scope, &sim).await;
     // Progress first: the lifecycle checks run (the status check counts the servers).
     eventually(
         "the first status checks",
@@ -135,7 +124,7 @@ async fn changes_that_cancel_out_in_one_period_are_seen_within_30_seconds() {
         Duration::from_secs(30),
         || async {
             nodes
-                .get_opt("doomed")
+                .get_opt(&doomed_node)
                 .await
                 .unwrap()
                 .is_none()
@@ -148,7 +137,7 @@ async fn changes_that_cancel_out_in_one_period_are_seen_within_30_seconds() {
         "the shutdown taint",
         Duration::from_secs(30).saturating_sub(changed.elapsed()),
         || async {
-            let node = nodes.get_opt("dozing").await.unwrap()?;
+            let node = nodes.get_opt(&dozing_node).await.unwrap()?;
             has_taint(&node, SHUTDOWN_TAINT).then_some(())
         },
     )
@@ -165,40 +154,34 @@ async fn changes_that_cancel_out_in_one_period_are_seen_within_30_seconds() {
 /// balancer in that project, however long it runs.
 #[tokio::test]
 async fn a_token_of_another_project_deletes_nothing_and_creates_nothing() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("other-project").await;
+    let admin = scope.admin.clone();
     // The cluster's servers live in project A; the token is one of project B.
     let project_a = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let a0 = seed(&project_a, "node-0").await;
-    let a1 = seed(&project_a, "node-1").await;
+    let node_names = [scope.name("node-0"), scope.name("node-1")];
+    let a0 = seed(&project_a, &node_names[0]).await;
+    let a1 = seed(&project_a, &node_names[1]).await;
     let project_b = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let nodes: Api<Node> = Api::all(admin.clone());
-    not_ready_node(&nodes, "node-0", a0).await;
-    not_ready_node(&nodes, "node-1", a1).await;
-    ensure_namespace(&admin, "shop").await.unwrap();
-    let services: Api<Service> = Api::namespaced(admin.clone(), "shop");
+    let nodes = scope.nodes();
+    not_ready_node(&scope, &node_names[0], a0).await;
+    not_ready_node(&scope, &node_names[1], a1).await;
     let service: Service = serde_json::from_value(json!({
         "metadata": {"name": "web"},
-        "spec": {"type": "LoadBalancer",
-                 "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 80, "protocol": "TCP"}]},
     }))
     .unwrap();
-    services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = start_ccm(&plane, &project_b, &dir);
+    scope.create_service(service).await;
+    let _ccm = start_ccm(&scope, &project_b).await;
 
     let warning = eventually(
         "the CloudProjectMismatch Warning",
         Duration::from_secs(60),
         || async {
-            events(&admin, "default", "node-0", "CloudProjectMismatch")
+            events(&admin, "default", &node_names[0], "CloudProjectMismatch")
                 .await
                 .pop()
         },
@@ -223,7 +206,7 @@ async fn a_token_of_another_project_deletes_nothing_and_creates_nothing() {
     )
     .await;
     eventually("the refused sync", Duration::from_secs(60), || async {
-        events(&admin, "shop", "web", "SyncLoadBalancerFailed")
+        events(&admin, scope.namespace(), "web", "SyncLoadBalancerFailed")
             .await
             .into_iter()
             .find(|e| {
@@ -233,7 +216,7 @@ async fn a_token_of_another_project_deletes_nothing_and_creates_nothing() {
             })
     })
     .await;
-    for name in ["node-0", "node-1"] {
+    for name in &node_names {
         assert!(
             nodes.get_opt(name).await.unwrap().is_some(),
             "{name} deleted"

@@ -10,8 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -26,13 +25,12 @@ use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, NodeCondition, NodeSpec,
     NodeStatus, Service, ServicePort, ServiceSpec, ServiceStatus,
 };
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, ensure_namespace, unique_name};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use ccm::{
-    BIN, TOKEN, cloud_writes, free_port, kube_writes, metric, metrics, service_account_kubeconfig,
-};
+use ccm::{BIN, TOKEN, cloud_writes, free_port, kube_writes, metric, metrics};
+
+use crate::support::scope::Scope;
 
 const UID_LABEL: &str = "hcloud-ccm/service-uid";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -145,7 +143,8 @@ fn initialized_node(name: &str, id: i64, private: &str, public: &str, pod_cidr: 
     }
 }
 
-fn lb_service(name: &str, ports: &[(i32, i32)], annotations: &[(&str, &str)]) -> Service {
+/// A Service of type LoadBalancer with TCP `ports` (the apiserver picks their node ports).
+fn lb_service(name: &str, ports: &[i32], annotations: &[(&str, &str)]) -> Service {
     Service {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -163,10 +162,9 @@ fn lb_service(name: &str, ports: &[(i32, i32)], annotations: &[(&str, &str)]) ->
             ports: Some(
                 ports
                     .iter()
-                    .map(|(port, node_port)| ServicePort {
+                    .map(|port| ServicePort {
                         name: Some(format!("p{port}")),
                         port: *port,
-                        node_port: Some(*node_port),
                         protocol: Some("TCP".into()),
                         ..ServicePort::default()
                     })
@@ -176,6 +174,20 @@ fn lb_service(name: &str, ports: &[(i32, i32)], annotations: &[(&str, &str)]) ->
         }),
         status: None,
     }
+}
+
+/// The node ports the apiserver gave the Service's ports, in order.
+fn node_ports(service: &Service) -> Vec<u16> {
+    service
+        .spec
+        .as_ref()
+        .unwrap()
+        .ports
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|p| u16::try_from(p.node_port.unwrap()).unwrap())
+        .collect()
 }
 
 /// The ingress the official CCM writes: public IPv4 and IPv6, then the private IPs.
@@ -244,17 +256,14 @@ fn tcp_check(node_port: u16) -> HealthCheckSeed {
 #[tokio::test]
 async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("mig").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let prefix = unique_name("mig");
-    let seeded = seed_cloud(&sim, &prefix).await;
-    let namespace = "migration";
-    ensure_namespace(&admin, namespace).await.unwrap();
-    let services: Api<Service> = Api::namespaced(admin.clone(), namespace);
-    let nodes: Api<Node> = Api::all(admin.clone());
+    let prefix = scope.id();
+    let seeded = seed_cloud(&sim, prefix).await;
+    let services = scope.services();
+    let nodes = scope.nodes();
 
     // Nodes as the official CCM initialised them, and their routes in the network.
     let api = hcloud_api::Client::new(
@@ -265,7 +274,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
         let pod_cidr = format!("10.244.{}.0/24", i + 1);
         let node = initialized_node(name, *id, private, public, &pod_cidr);
         let status = node.status.clone();
-        nodes.create(&PostParams::default(), &node).await.unwrap();
+        scope.create_node(node).await;
         nodes
             .patch_status(
                 name,
@@ -289,60 +298,48 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     }
 
     // 1. A plain TCP Service: the official defaults (env location fsn1, lb11, network attached).
-    let plain = services
-        .create(
-            &PostParams::default(),
-            &lb_service("plain", &[(80, 30081)], &[]),
-        )
-        .await
-        .unwrap();
+    let plain = scope.create_service(lb_service("plain", &[80], &[])).await;
     // 2. A named load balancer a user tuned in the console: algorithm, health-check timings and
     //    retries, reverse DNS; no annotation sets any of them.
-    let tuned = services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                "tuned",
-                &[(80, 30082), (443, 30083)],
-                &[
-                    ("name", &format!("{prefix}-tuned")),
-                    ("use-private-ip", "true"),
-                ],
-            ),
-        )
-        .await
-        .unwrap();
+    let tuned = scope
+        .create_service(lb_service(
+            "tuned",
+            &[80, 443],
+            &[
+                ("name", &format!("{prefix}-tuned")),
+                ("use-private-ip", "true"),
+            ],
+        ))
+        .await;
     // 3. HTTPS with an uploaded certificate, referenced by name.
-    let uploaded = services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                "uploaded",
-                &[(443, 30084)],
-                &[
-                    ("protocol", "https"),
-                    ("http-certificates", &format!("{prefix}-cert")),
-                ],
-            ),
-        )
-        .await
-        .unwrap();
+    let uploaded = scope
+        .create_service(lb_service(
+            "uploaded",
+            &[443],
+            &[
+                ("protocol", "https"),
+                ("http-certificates", &format!("{prefix}-cert")),
+            ],
+        ))
+        .await;
     // 4. HTTPS with a managed certificate the official CCM created.
-    let managed = services
-        .create(
-            &PostParams::default(),
-            &lb_service(
-                "managed",
-                &[(443, 30085)],
-                &[
-                    ("protocol", "https"),
-                    ("certificate-type", "managed"),
-                    ("http-managed-certificate-domains", "shop.example.com"),
-                ],
-            ),
-        )
-        .await
-        .unwrap();
+    let managed = scope
+        .create_service(lb_service(
+            "managed",
+            &[443],
+            &[
+                ("protocol", "https"),
+                ("certificate-type", "managed"),
+                ("http-managed-certificate-domains", "shop.example.com"),
+            ],
+        ))
+        .await;
+    let (plain_port, uploaded_port, managed_port) = (
+        node_ports(&plain)[0],
+        node_ports(&uploaded)[0],
+        node_ports(&managed)[0],
+    );
+    let tuned_ports = node_ports(&tuned);
     let uid = |s: &Service| s.metadata.uid.clone().unwrap();
     let default_name = |s: &Service| -> String {
         std::iter::once('a')
@@ -388,7 +385,10 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
             LoadBalancerSeed::new(default_name(&plain))
                 .location("fsn1")
                 .label(UID_LABEL, uid(&plain))
-                .service(with_check(ServiceSeed::tcp(80, 30081), tcp_check(30081))),
+                .service(with_check(
+                    ServiceSeed::tcp(80, plain_port),
+                    tcp_check(plain_port),
+                )),
         ),
         (
             &tuned,
@@ -398,29 +398,32 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
                 .label("team", "shop")
                 .algorithm("least_connections")
                 .service(with_check(
-                    ServiceSeed::tcp(80, 30082),
+                    ServiceSeed::tcp(80, tuned_ports[0]),
                     HealthCheckSeed {
                         interval: Some(5),
                         timeout: Some(3),
                         retries: Some(5),
-                        ..tcp_check(30082)
+                        ..tcp_check(tuned_ports[0])
                     },
                 ))
-                .service(with_check(ServiceSeed::tcp(443, 30083), tcp_check(30083))),
+                .service(with_check(
+                    ServiceSeed::tcp(443, tuned_ports[1]),
+                    tcp_check(tuned_ports[1]),
+                )),
         ),
         (
             &uploaded,
             LoadBalancerSeed::new(default_name(&uploaded))
                 .location("fsn1")
                 .label(UID_LABEL, uid(&uploaded))
-                .service(https(443, 30084, &uploaded_cert)),
+                .service(https(443, uploaded_port, &uploaded_cert)),
         ),
         (
             &managed,
             LoadBalancerSeed::new(default_name(&managed))
                 .location("fsn1")
                 .label(UID_LABEL, uid(&managed))
-                .service(https(443, 30085, &managed_cert)),
+                .service(https(443, managed_port, &managed_cert)),
         ),
     ];
     let mut statuses = BTreeMap::new();
@@ -445,10 +448,10 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
 
     // The official CCM is gone; hcloud-ccm starts with its arguments and environment.
     sim_admin.reset_request_counts().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = scope.dir.path();
     // hcloud-ccm runs as a ServiceAccount of its own, so the audit log tells its writes apart.
-    let account = "migration-ccm";
-    let kubeconfig = service_account_kubeconfig(&plane, &admin, account, dir.path()).await;
+    let access = scope.admin_access("ccm").await;
+    let (account, kubeconfig) = (&access.account, &access.kubeconfig);
     let metrics_port = free_port();
     // The CCM's host is the first server, attached to the network (the attached check).
     let first_server = seeded
@@ -474,7 +477,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
             )
             .env("RUST_LOG", "info");
     };
-    let log = std::fs::File::create(dir.path().join("ccm.log")).unwrap();
+    let log = std::fs::File::create(dir.join("ccm.log")).unwrap();
     let mut command = tokio::process::Command::new(BIN);
     env(&mut command);
     let mut ccm = command
@@ -492,7 +495,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok(Some(status)) = ccm.try_wait() {
-            let log = std::fs::read_to_string(dir.path().join("ccm.log")).unwrap_or_default();
+            let log = std::fs::read_to_string(dir.join("ccm.log")).unwrap_or_default();
             panic!("hcloud-ccm exited with {status}:\n{log}");
         }
         if let Some(text) = metrics(metrics_port).await {
@@ -514,7 +517,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     }
 
     let counts = sim_admin.request_counts().await.unwrap();
-    let log = std::fs::read_to_string(dir.path().join("ccm.log")).unwrap_or_default();
+    let log = std::fs::read_to_string(dir.join("ccm.log")).unwrap_or_default();
     assert_eq!(
         cloud_writes(&counts),
         BTreeMap::new(),
@@ -526,7 +529,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
         assert_eq!(current.as_ref(), Some(status), "ingress of {name} changed");
     }
     // No Service or Node was written either (events aside).
-    let written = kube_writes(&plane, account, &["nodes", "services"]);
+    let written = kube_writes(scope.plane, account, &["nodes", "services"]);
     assert!(written.is_empty(), "hcloud-ccm wrote {written:?}");
     ccm.kill().await.unwrap();
 

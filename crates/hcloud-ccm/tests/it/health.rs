@@ -5,8 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,10 +15,10 @@ use hcloud_sim::{SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, eventually};
+use kube_harness::eventually;
 use serde_json::{Value, json};
 
-const ACCOUNT: &str = "ccm-without-services";
+use crate::support::scope::Scope;
 
 /// Everything the CCM needs except `services`.
 fn rules_without_services() -> Value {
@@ -38,21 +37,19 @@ async fn get(http: &reqwest::Client, url: &str) -> Option<(u16, String)> {
 
 #[tokio::test]
 async fn a_refused_watch_turns_healthz_red_and_a_granted_one_green_again() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("health").await;
+    let admin = scope.admin.clone();
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let token = plane
-        .service_account_token("kube-system", ACCOUNT)
-        .await
-        .unwrap();
+    // The account, its ClusterRole and the binding share one name.
+    let account = scope.name("without-services");
     let roles: Api<ClusterRole> = Api::all(admin.clone());
     roles
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": { "name": ACCOUNT },
+                "metadata": { "name": account },
                 "rules": rules_without_services(),
             }))
             .unwrap(),
@@ -63,17 +60,15 @@ async fn a_refused_watch_turns_healthz_red_and_a_granted_one_green_again() {
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": { "name": ACCOUNT },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ACCOUNT },
-                "subjects": [{ "kind": "ServiceAccount", "name": ACCOUNT, "namespace": "kube-system" }],
+                "metadata": { "name": account },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account },
+                "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": "kube-system" }],
             }))
             .unwrap(),
         )
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, plane.service_account_kubeconfig_yaml(&token)).unwrap();
+    let access = scope.access(&account).await;
     let metrics_port = free_port();
     let mut ccm = tokio::process::Command::new(BIN)
         .env_clear()
@@ -86,7 +81,8 @@ async fn a_refused_watch_turns_healthz_red_and_a_granted_one_green_again() {
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--secure-port=0",
             "--leader-elect-retry-period=500ms",
         ])
@@ -102,7 +98,7 @@ async fn a_refused_watch_turns_healthz_red_and_a_granted_one_green_again() {
     let leases: Api<Lease> = Api::namespaced(admin.clone(), "kube-system");
     eventually("the lease is held", Duration::from_secs(30), || async {
         leases
-            .get_opt("cloud-controller-manager")
+            .get_opt(scope.lease())
             .await
             .unwrap()
             .and_then(|l| l.spec?.holder_identity)
@@ -140,7 +136,7 @@ async fn a_refused_watch_turns_healthz_red_and_a_granted_one_green_again() {
     }));
     roles
         .patch(
-            ACCOUNT,
+            &account,
             &PatchParams::default(),
             &Patch::Merge(json!({ "rules": rules })),
         )

@@ -7,23 +7,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, free_port, lb_service, register_node, simulator_with_host_in_network};
-use k8s_openapi::api::core::v1::{Node, Service};
+use ccm::{BIN, TOKEN, audit_events_of, free_port, lb_service, simulator_with_host_in_network};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
+use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::json;
 
-/// Every request at Metadata level (the harness's own policy records writes only).
-const AUDIT_EVERYTHING: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
+use crate::support::dual_stack_audited_plane;
+use crate::support::scope::Scope;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -105,17 +103,12 @@ fn the_manifests_api_versions_are_the_documented_ones() {
 #[tokio::test]
 async fn the_binary_calls_only_the_documented_api_versions() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("audit-everything.yaml");
-    std::fs::write(&policy, AUDIT_EVERYTHING).unwrap();
-    let plane =
-        ControlPlane::start_with_args(&[&format!("--audit-policy-file={}", policy.display())])
-            .await
-            .unwrap();
-    let admin = plane.client().await.unwrap();
-    let (sim, _) = simulator_with_host_in_network("versions-node").await;
-    let kubeconfig = dir.path().join("kubeconfig");
-    plane.write_kubeconfig(&kubeconfig).unwrap();
+    // A control plane that audits reads too.
+    let scope = Scope::on(dual_stack_audited_plane().await, "versions").await;
+    let (plane, admin) = (scope.plane, scope.admin.clone());
+    let node = scope.name("versions-node");
+    let (sim, _) = simulator_with_host_in_network(&node).await;
+    let access = scope.admin_access("ccm").await;
     let secure_port = free_port();
     let _ccm = tokio::process::Command::new(BIN)
         .env_clear()
@@ -127,7 +120,8 @@ async fn the_binary_calls_only_the_documented_api_versions() {
         .env("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")
         .args([
             "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
             "--allocate-node-cidrs=true",
             "--cluster-cidr=10.244.0.0/16",
             "--route-reconciliation-period=1s",
@@ -141,19 +135,15 @@ async fn the_binary_calls_only_the_documented_api_versions() {
         .spawn()
         .unwrap();
 
-    let nodes: Api<Node> = Api::all(admin.clone());
-    register_node(&nodes, "versions-node", Some("10.244.1.0/24")).await;
-    let service = lb_service("web", 30080, &[]);
-    let services = Api::<Service>::namespaced(admin.clone(), "default");
-    services
-        .create(&PostParams::default(), &service)
-        .await
-        .unwrap();
+    let nodes = scope.nodes();
+    scope.register_node(&node, Some("10.244.1.0/24")).await;
+    scope.create_service(lb_service("web", &[])).await;
+    let services = scope.services();
 
     // Every controller has done its work: the Node initialised, its route made, the load
     // balancer's ingress written.
     eventually("the Node initialised", Duration::from_secs(30), || async {
-        let node = nodes.get("versions-node").await.unwrap();
+        let node = nodes.get(&node).await.unwrap();
         (!has_taint(&node, UNINITIALIZED_TAINT)).then_some(())
     })
     .await;
@@ -174,14 +164,15 @@ async fn the_binary_calls_only_the_documented_api_versions() {
     })
     .await;
     // The secure port authorises a scraper through the apiserver.
+    let scraper = scope.name("scraper");
     let token = plane
-        .service_account_token("kube-system", "versions-scraper")
+        .service_account_token("kube-system", &scraper)
         .await
         .unwrap();
     let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "versions-scraper" },
+        "metadata": { "name": scraper },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
-        "subjects": [{ "kind": "ServiceAccount", "name": "versions-scraper", "namespace": "kube-system" }],
+        "subjects": [{ "kind": "ServiceAccount", "name": scraper, "namespace": "kube-system" }],
     }))
     .unwrap();
     Api::<ClusterRoleBinding>::all(admin.clone())
@@ -207,13 +198,14 @@ async fn the_binary_calls_only_the_documented_api_versions() {
     )
     .await;
 
-    // What the CCM called (its clients' user agents start with "hcloud-ccm/").
+    // What the CCM called (as its own ServiceAccount; its clients' user agents start with
+    // "hcloud-ccm/").
     let called = eventually(
         "the secure port's reviews in the audit log",
         Duration::from_secs(10),
         || async {
             let mut called: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-            for event in plane.audit_events() {
+            for event in audit_events_of(plane, &access.account) {
                 if !event["userAgent"]
                     .as_str()
                     .unwrap_or_default()

@@ -4,16 +4,12 @@
 //! prometheus-operator objects render only where their CRDs exist, and the Deployment's own args
 //! and env start the binary.
 //!
-//! `HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy` rewrites the
+//! `HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test it deploy::` rewrites the
 //! manifests from the chart instead of comparing them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/chart.rs"]
-mod chart;
-
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::{ccm, chart};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,10 +19,10 @@ use std::time::Duration;
 use ccm::{BIN, TOKEN, free_port};
 use chart::{Chart, PROMETHEUS_OPERATOR, by_kind_and_name, documents};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeStatus};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::{Value, json};
+
+use crate::support::scope::Scope;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -143,7 +139,7 @@ fn the_manifests_are_what_the_chart_renders_for_its_defaults() {
         let path = deploy.join(file);
         if update {
             let header = format!(
-                "# hcloud-ccm: rendered by Helm {} from deploy/chart ({}); do not edit, change the chart and run\n# HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test deploy\n# Needs Secret kube-system/hcloud with key \"token\"{}.\n",
+                "# hcloud-ccm: rendered by Helm {} from deploy/chart ({}); do not edit, change the chart and run\n# HCLOUD_CCM_UPDATE_MANIFESTS=1 cargo test -p hcloud-ccm --test it deploy::\n# Needs Secret kube-system/hcloud with key \"token\"{}.\n",
                 chart::HELM_VERSION,
                 match file {
                     "ccm.yaml" => "defaults",
@@ -167,7 +163,7 @@ fn the_manifests_are_what_the_chart_renders_for_its_defaults() {
     }
     let path = deploy.join("rbac.yaml");
     if update {
-        let header = "# hcloud-ccm's ServiceAccount and least-privilege RBAC, as in deploy/ccm.yaml (rendered from\n# deploy/chart; crates/hcloud-ccm/tests/rbac.rs shows each rule is needed).\n";
+        let header = "# hcloud-ccm's ServiceAccount and least-privilege RBAC, as in deploy/ccm.yaml (rendered from\n# deploy/chart; crates/hcloud-ccm/tests/it/rbac.rs shows each rule is needed).\n";
         std::fs::write(&path, manifest_text(header, &rbac_of_default)).unwrap();
     }
     assert_eq!(
@@ -653,10 +649,11 @@ fn container_env(workload: &Value, secret: &BTreeMap<&str, String>) -> Vec<(Stri
 #[tokio::test]
 async fn the_deployments_own_args_and_env_start_the_binary() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::shared().unwrap();
-    let admin = plane.client().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = kubeconfig_file(plane, dir.path());
+    // The binary sees only this test's Nodes and Services (the control plane is shared); it
+    // runs with leader election off, as the manifest says.
+    let scope = Scope::new("deploy").await;
+    let access = scope.admin_access("ccm").await;
+    let node = scope.name("deploy-node-1");
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
@@ -670,7 +667,7 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
     sim.admin()
         .create_server(ServerSeed {
             networks: vec![network.into()],
-            ..ServerSeed::new("deploy-node-1")
+            ..ServerSeed::new(&node)
         })
         .await
         .unwrap();
@@ -684,7 +681,7 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
     ]);
     let metrics_port = free_port();
     let secure_port = free_port();
-    let log = dir.path().join("ccm.log");
+    let log = scope.dir.path().join("ccm.log");
     // Only what differs between a pod and this test is added: where the apiserver and the
     // Hetzner API are, and free ports instead of 8233/10258.
     let mut child = tokio::process::Command::new(BIN)
@@ -697,7 +694,7 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
             format!("127.0.0.1:{metrics_port}"),
         )
         .args(args(deployment))
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
         .args([
             "--bind-address=127.0.0.1",
             &format!("--secure-port={secure_port}"),
@@ -708,27 +705,10 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
         .spawn()
         .unwrap();
 
-    let nodes: Api<Node> = Api::all(admin.clone());
-    let mut node = kubelet_node("deploy-node-1");
-    node.spec.as_mut().unwrap().pod_cidr = Some("10.244.1.0/24".into());
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    let status = NodeStatus {
-        addresses: Some(vec![NodeAddress {
-            type_: "Hostname".into(),
-            address: "deploy-node-1".into(),
-        }]),
-        ..NodeStatus::default()
-    };
-    nodes
-        .patch_status(
-            "deploy-node-1",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await
-        .unwrap();
+    let nodes = scope.nodes();
+    scope.register_node(&node, Some("10.244.1.0/24")).await;
     let provider_id = eventually("the Node initialized", Duration::from_secs(30), || async {
-        let node = nodes.get("deploy-node-1").await.unwrap();
+        let node = nodes.get(&node).await.unwrap();
         if has_taint(&node, UNINITIALIZED_TAINT) {
             return None;
         }
@@ -763,15 +743,11 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
         .await;
     }
     // The route for the Node's pod CIDR (routes are on with networks).
-    eventually(
-        "the route of deploy-node-1",
-        Duration::from_secs(30),
-        || async {
-            let state = sim.admin().state().await.unwrap();
-            let text = serde_json::to_string(&state).unwrap();
-            text.contains("10.244.1.0/24").then_some(())
-        },
-    )
+    eventually("the route of the Node", Duration::from_secs(30), || async {
+        let state = sim.admin().state().await.unwrap();
+        let text = serde_json::to_string(&state).unwrap();
+        text.contains("10.244.1.0/24").then_some(())
+    })
     .await;
     assert!(
         child.try_wait().unwrap().is_none(),

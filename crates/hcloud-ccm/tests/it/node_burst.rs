@@ -5,17 +5,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "support/ccm.rs"]
-mod ccm;
+use crate::support::ccm;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ccm::TOKEN;
+use ccm::{TOKEN, audit_events_of, spawn_ccm};
 use hcloud_sim::{SeedFile, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
+
+use crate::support::scope::Scope;
 
 /// Whether the CCM initialised `name`: its taint gone and a providerID set.
 async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
@@ -27,11 +28,11 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
             .is_some_and(|id| id.starts_with("hcloud://"))
 }
 
-/// The writes of the CCM's client `client` (the last word of its user agent), as
-/// `verb resource[/subresource]` → count.
-fn writes_of(plane: &ControlPlane, client: &str) -> BTreeMap<String, u64> {
+/// The writes of the CCM's client `client` (the last word of its user agent) as
+/// ServiceAccount `kube-system/<account>`, as `verb resource[/subresource]` → count.
+fn writes_of(plane: &ControlPlane, account: &str, client: &str) -> BTreeMap<String, u64> {
     let mut writes = BTreeMap::new();
-    for event in plane.audit_events() {
+    for event in audit_events_of(plane, account) {
         let agent = event["userAgent"].as_str().unwrap_or_default();
         if !agent.starts_with("hcloud-ccm/") || agent.rsplit(' ').next() != Some(client) {
             continue;
@@ -54,12 +55,13 @@ fn writes_of(plane: &ControlPlane, client: &str) -> BTreeMap<String, u64> {
 /// Node cost the node controller exactly its two patches.
 #[tokio::test]
 async fn a_burst_costs_two_writes_per_node_and_its_events_do_not_pace_it() {
-    let plane = ControlPlane::start().await.unwrap();
-    let admin = plane.client().await.unwrap();
+    let scope = Scope::new("burst").await;
     let sim = Simulator::start(SimConfig::default().token(TOKEN))
         .await
         .unwrap();
-    let names: Vec<String> = (0..10).map(|i| format!("joiner-{i}")).collect();
+    let names: Vec<String> = (0..10)
+        .map(|i| scope.name(&format!("joiner-{i}")))
+        .collect();
     sim.admin()
         .seed(&SeedFile {
             servers: names.iter().map(ServerSeed::new).collect(),
@@ -67,20 +69,20 @@ async fn a_burst_costs_two_writes_per_node_and_its_events_do_not_pace_it() {
         })
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let _ccm = ccm::spawn_ccm(
-        &plane,
+    let access = scope.admin_access("ccm").await;
+    let _ccm = spawn_ccm(
+        &access.kubeconfig,
         &sim,
-        dir.path(),
         &[("HCLOUD_LOAD_BALANCERS_ENABLED", "false")],
-        &["--kube-api-qps=1", "--kube-api-burst=20"],
+        &[
+            "--kube-api-qps=1",
+            "--kube-api-burst=20",
+            &scope.lease_flag(),
+        ],
     );
 
-    let nodes: Api<Node> = Api::all(admin);
-    nodes
-        .create(&PostParams::default(), &kubelet_node(&names[0]))
-        .await
-        .unwrap();
+    let nodes = scope.nodes();
+    scope.create_node(kubelet_node(&names[0])).await;
     eventually(
         "the first Node initialised",
         Duration::from_secs(60),
@@ -90,10 +92,7 @@ async fn a_burst_costs_two_writes_per_node_and_its_events_do_not_pace_it() {
 
     let started = Instant::now();
     for name in &names[1..] {
-        nodes
-            .create(&PostParams::default(), &kubelet_node(name))
-            .await
-            .unwrap();
+        scope.create_node(kubelet_node(name)).await;
     }
     eventually(
         "every Node initialised",
@@ -113,12 +112,12 @@ async fn a_burst_costs_two_writes_per_node_and_its_events_do_not_pace_it() {
     assert!(took < Duration::from_secs(5), "the burst took {took:?}");
 
     let events = eventually("the Synced events", Duration::from_secs(30), || async {
-        let writes = writes_of(&plane, "node-controller-events");
+        let writes = writes_of(scope.plane, &access.account, "node-controller-events");
         (writes.get("create events").copied().unwrap_or(0) >= 10).then_some(writes)
     })
     .await;
     assert_eq!(events.len(), 1, "{events:?}");
-    let node_writes = writes_of(&plane, "node-controller");
+    let node_writes = writes_of(scope.plane, &access.account, "node-controller");
     assert_eq!(
         node_writes,
         BTreeMap::from([
