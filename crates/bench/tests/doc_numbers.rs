@@ -152,5 +152,5 @@ fn a_number_the_results_do_not_hold_is_found() {
     let held: BTreeSet<String> = numbers(&block).into_iter().collect();
     assert_eq!(quoted[0].1, vec!["3.5".to_owned()]);
     assert!(!held.contains("3.5"));
-    assert!(held.contains("2.03"));
+    assert!(held.contains("2.02"));
 }
