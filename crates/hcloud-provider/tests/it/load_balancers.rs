@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use cloud_provider::change::Write;
 use cloud_provider::{Category, CloudProvider as _, LoadBalancer as _};
+use hcloud_api::Client;
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::{self, TargetSpec, TargetType};
-use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::load_balancers::SERVICE_UID_LABEL;
 use hcloud_provider::{
     CacheConfig, HcloudLoadBalancers, HcloudProvider, LoadBalancerSettings, NetworkRef,
@@ -28,19 +28,7 @@ const UID: &str = "0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab";
 const DEFAULT_NAME: &str = "a0f2f6c0e1b2a4c3d9e8f0123456789a";
 const A: &str = "load-balancer.hetzner.cloud/";
 
-fn client(sim: &Simulator) -> Client {
-    let mut config = ClientConfig::new(Token::new(sim.token()))
-        .with_endpoint(sim.base_url())
-        .with_poll_interval(Duration::from_millis(10));
-    config.retry = RetryConfig {
-        max_tries: 2,
-        base: Duration::from_millis(5),
-        cap: Duration::from_millis(10),
-        jitter: false,
-    };
-    config.request_timeout = Duration::from_secs(2);
-    Client::new(config).unwrap()
-}
+use crate::support::sim_client as client;
 
 fn fast(settings: LoadBalancerSettings) -> LoadBalancerSettings {
     LoadBalancerSettings {

@@ -14,7 +14,6 @@ use cloud_provider::{
     CloudProvider as _, Metrics, NodeCache, Route, RouteController, RouteControllerConfig,
     RouteMetrics, Routes, WatchScope,
 };
-use hcloud_api::{Client, ClientConfig, RetryConfig, Token};
 use hcloud_provider::{
     CLUSTER_CIDR_MISCONFIGURED, CacheConfig, EVENT_COMPONENT, HcloudProvider, HcloudRoutes,
     NetworkRef, ProviderSettings, RoutesConfig, ServerCache, op,
@@ -35,19 +34,7 @@ async fn kube_client() -> kube::Client {
     ControlPlane::shared().unwrap().client().await.unwrap()
 }
 
-fn client(sim: &Simulator) -> Client {
-    let mut config = ClientConfig::new(Token::new(sim.token()))
-        .with_endpoint(sim.base_url())
-        .with_poll_interval(Duration::from_millis(10));
-    config.retry = RetryConfig {
-        max_tries: 2,
-        base: Duration::from_millis(5),
-        cap: Duration::from_millis(10),
-        jitter: false,
-    };
-    config.request_timeout = Duration::from_secs(2);
-    Client::new(config).unwrap()
-}
+use crate::support::sim_client as client;
 
 /// Short retries.
 fn fast(network_id: i64) -> RoutesConfig {

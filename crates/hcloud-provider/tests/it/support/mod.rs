@@ -549,3 +549,19 @@ pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .map(|(t, a)| ((*t).to_owned(), (*a).to_owned()))
         .collect()
 }
+
+/// A client of `sim` with short retries and timeouts and a 10-ms action poll: what the
+/// load balancer and route tests drive the provider with.
+pub fn sim_client(sim: &Simulator) -> Client {
+    let mut config = ClientConfig::new(Token::new(sim.token()))
+        .with_endpoint(sim.base_url())
+        .with_poll_interval(Duration::from_millis(10));
+    config.retry = RetryConfig {
+        max_tries: 2,
+        base: Duration::from_millis(5),
+        cap: Duration::from_millis(10),
+        jitter: false,
+    };
+    config.request_timeout = Duration::from_secs(2);
+    Client::new(config).unwrap()
+}
