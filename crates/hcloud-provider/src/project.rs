@@ -58,7 +58,15 @@ impl ProjectGuard {
     /// A server of the cluster was seen through the token: it is the cluster's project.
     /// Whether that ends a mismatch.
     pub fn confirm(&self) -> bool {
-        self.state.send_replace(ProjectState::Confirmed) == ProjectState::Mismatch
+        // Called on every instance lookup that finds a server: changes (and wakes waiters)
+        // only when the state is not confirmed yet.
+        let mut was = ProjectState::Confirmed;
+        self.state.send_if_modified(|state| {
+            was = *state;
+            *state = ProjectState::Confirmed;
+            was != ProjectState::Confirmed
+        });
+        was == ProjectState::Mismatch
     }
 
     /// The check found none of the cluster's servers: a mismatch, unless a lookup confirmed the
