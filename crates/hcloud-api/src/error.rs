@@ -68,6 +68,9 @@ pub enum Error {
     /// An action the client waited for finished with status `error`.
     #[error(transparent)]
     Action(ActionError),
+    /// The Robot webservice answered with an error (boxed like [`Error::Api`]).
+    #[error(transparent)]
+    Robot(Box<crate::robot::RobotApiError>),
 }
 
 impl Error {
@@ -82,6 +85,14 @@ impl Error {
     pub fn code(&self) -> Option<&ErrorCode> {
         match self {
             Error::Api(e) => Some(&e.code),
+            _ => None,
+        }
+    }
+
+    /// The Robot error, if the Robot webservice answered with one.
+    pub fn robot(&self) -> Option<&crate::robot::RobotApiError> {
+        match self {
+            Error::Robot(e) => Some(e),
             _ => None,
         }
     }
@@ -117,6 +128,7 @@ impl Error {
     pub fn may_have_acted(&self) -> bool {
         match self {
             Error::Api(e) => e.status >= 500 || e.code.as_str().is_empty(),
+            Error::Robot(e) => e.status >= 500 || e.code.as_str().is_empty(),
             Error::Transport(_) | Error::Decode(_) | Error::Action(_) => true,
             Error::Config(_) => false,
         }
@@ -133,6 +145,11 @@ impl Error {
             Error::Api(e) if e.status == 401 || e.status == 403 => "api_auth",
             Error::Api(e) if e.status >= 500 => "api_server",
             Error::Api(_) => "api",
+            Error::Robot(e) if e.is_not_found() => "robot_not_found",
+            Error::Robot(e) if e.is_rate_limited() => "robot_rate_limited",
+            Error::Robot(e) if e.status == 401 || e.status == 403 => "robot_auth",
+            Error::Robot(e) if e.status >= 500 => "robot_server",
+            Error::Robot(_) => "robot",
             Error::Transport(_) => "transport",
             Error::Decode(_) => "decode",
             Error::Config(_) => "config",

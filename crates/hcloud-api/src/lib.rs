@@ -36,6 +36,7 @@ pub mod models;
 pub mod pagination;
 pub mod ratelimit;
 pub mod retry;
+pub mod robot;
 mod transport;
 
 use std::sync::Arc;
