@@ -34,7 +34,7 @@ const RBAC: &str = include_str!("../../../deploy/rbac.yaml");
 /// `deploy/rbac.yaml` (once per control plane).
 pub async fn prepare(kube: &kube::Client) -> anyhow::Result<()> {
     kube_harness::ensure_namespace(kube, NAMESPACE).await?;
-    let documents = serde_yaml::Deserializer::from_str(RBAC)
+    let documents = serde_yaml_ng::Deserializer::from_str(RBAC)
         .map(|document| serde::Deserialize::deserialize(document).context("deploy/rbac.yaml"))
         .collect::<anyhow::Result<Vec<serde_json::Value>>>()?;
     for value in documents {

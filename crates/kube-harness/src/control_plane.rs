@@ -75,14 +75,26 @@ impl ControlPlane {
     /// Safe to call from any thread or async runtime; build clients with
     /// [`ControlPlane::client`] inside each test's own runtime.
     pub fn shared() -> Result<&'static ControlPlane, Error> {
+        Self::shared_with_args(Vec::new)
+    }
+
+    /// [`ControlPlane::shared`] started with extra kube-apiserver arguments, for a test binary
+    /// whose tests all need them (e.g. dual-stack Nodes): one binary, one control plane. The
+    /// first call of the binary starts it with `args()`; later calls (of either function) get
+    /// that same control plane, so every caller of one binary must ask for the same arguments.
+    pub fn shared_with_args(
+        args: impl FnOnce() -> Vec<String>,
+    ) -> Result<&'static ControlPlane, Error> {
         let result = SHARED.get_or_init(|| {
-            let start = || {
+            let args = args();
+            let start = move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .map_err(|e| format!("could not build a runtime: {e}"))?;
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 runtime
-                    .block_on(ControlPlane::start())
+                    .block_on(ControlPlane::start_with_args(&args))
                     .map_err(|e| e.to_string())
             };
             std::thread::Builder::new()

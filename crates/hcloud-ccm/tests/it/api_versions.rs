@@ -20,7 +20,6 @@ use kube::api::{Api, PostParams};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::json;
 
-use crate::support::dual_stack_audited_plane;
 use crate::support::scope::Scope;
 
 fn repo() -> PathBuf {
@@ -104,7 +103,7 @@ fn the_manifests_api_versions_are_the_documented_ones() {
 async fn the_binary_calls_only_the_documented_api_versions() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     // A control plane that audits reads too.
-    let scope = Scope::on(dual_stack_audited_plane().await, "versions").await;
+    let scope = Scope::new("versions").await;
     let (plane, admin) = (scope.plane, scope.admin.clone());
     let node = scope.name("versions-node");
     let (sim, _) = simulator_with_host_in_network(&node).await;

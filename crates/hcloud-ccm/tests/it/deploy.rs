@@ -79,7 +79,7 @@ fn manifest_text(header: &str, objects: &[Value]) -> String {
     let mut text = header.to_owned();
     for object in sorted {
         text.push_str("---\n");
-        text.push_str(&serde_yaml::to_string(object).unwrap());
+        text.push_str(&serde_yaml_ng::to_string(object).unwrap());
     }
     text
 }
@@ -290,7 +290,7 @@ fn the_defaults_keep_the_official_shape_plus_hardening() {
 }
 
 fn ci_values(file: &str) -> Value {
-    serde_yaml::from_str(
+    serde_yaml_ng::from_str(
         &std::fs::read_to_string(repo().join("deploy/chart/ci").join(file)).unwrap(),
     )
     .unwrap()
@@ -446,7 +446,7 @@ fn prometheus_operator_objects_render_only_where_their_crds_exist() {
     object(&with.objects, "PodMonitor");
     let rule = object(&with.objects, "PrometheusRule");
     // The rules are deploy/monitoring/alerts.yaml, the file promtool tests.
-    let alerts: Value = serde_yaml::from_str(
+    let alerts: Value = serde_yaml_ng::from_str(
         &std::fs::read_to_string(repo().join("deploy/monitoring/alerts.yaml")).unwrap(),
     )
     .unwrap();
@@ -558,7 +558,7 @@ fn ci_renderings() -> Vec<(String, Vec<Value>)> {
 
 #[test]
 fn every_manifest_passes_the_apiservers_server_side_dry_run() {
-    let plane = ControlPlane::shared().unwrap();
+    let plane = crate::support::plane();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_file(plane, dir.path());
     let mut files: Vec<(String, Vec<Value>)> = [

@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::str::FromStr as _;
 use std::time::Duration;
 
-use ccm::{BIN, TOKEN, audit_events_of};
+use ccm::{BIN, TOKEN, audit_writes_of};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -34,10 +34,10 @@ async fn apply_shipped_rbac(scope: &Scope, accounts: &[&str]) {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/rbac.yaml"),
     )
     .unwrap();
-    let mut role: ClusterRole = serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
+    let mut role: ClusterRole = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde_yaml_ng::Value::deserialize(doc).unwrap())
         .find(|doc| doc["kind"] == "ClusterRole")
-        .map(|doc| serde_yaml::from_value(doc).unwrap())
+        .map(|doc| serde_yaml_ng::from_value(doc).unwrap())
         .expect("deploy/rbac.yaml has a ClusterRole");
     let role_name = scope.name("role");
     role.metadata.name = Some(role_name.clone());
@@ -135,7 +135,7 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> Option<String> {
 }
 
 fn writes_by(plane: &ControlPlane, account: &str) -> Vec<(Timestamp, String)> {
-    audit_events_of(plane, account)
+    audit_writes_of(plane, account)
         .into_iter()
         .map(|e| {
             let at = Timestamp::from_str(e["stageTimestamp"].as_str().unwrap()).unwrap();

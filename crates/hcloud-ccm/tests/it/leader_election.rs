@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use hcloud_ccm::leader::{LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
-use kube_harness::{ControlPlane, unique_name};
+use kube_harness::unique_name;
 use tokio_util::sync::CancellationToken;
 
 const NAMESPACE: &str = "kube-system";
@@ -29,11 +29,7 @@ fn config(
 }
 
 async fn client() -> kube::Client {
-    ControlPlane::shared()
-        .expect("control plane")
-        .client()
-        .await
-        .expect("client")
+    crate::support::plane().client().await.expect("client")
 }
 
 async fn lease(client: &kube::Client, name: &str) -> Lease {

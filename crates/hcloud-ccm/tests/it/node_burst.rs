@@ -10,7 +10,7 @@ use crate::support::ccm;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use ccm::{TOKEN, audit_events_of, spawn_ccm};
+use ccm::{TOKEN, audit_writes_of, spawn_ccm};
 use hcloud_sim::{SeedFile, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -32,7 +32,7 @@ async fn initialized(nodes: &Api<Node>, name: &str) -> bool {
 /// ServiceAccount `kube-system/<account>`, as `verb resource[/subresource]` → count.
 fn writes_of(plane: &ControlPlane, account: &str, client: &str) -> BTreeMap<String, u64> {
     let mut writes = BTreeMap::new();
-    for event in audit_events_of(plane, account) {
+    for event in audit_writes_of(plane, account) {
         let agent = event["userAgent"].as_str().unwrap_or_default();
         if !agent.starts_with("hcloud-ccm/") || agent.rsplit(' ').next() != Some(client) {
             continue;

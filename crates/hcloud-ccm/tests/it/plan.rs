@@ -24,7 +24,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube_harness::{ControlPlane, kubelet_node};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, audit_events_of, cloud_writes, kube_writes, lb_service};
+use ccm::{BIN, TOKEN, audit_writes_of, cloud_writes, kube_writes, lb_service};
 
 use crate::support::scope::Scope;
 
@@ -601,15 +601,9 @@ fn change_count(plan: &Value) -> usize {
 /// The writes `account` made, oldest first, as `verb resource[/subresource] [namespace/]name`
 /// (its leader-election leases aside).
 fn audit_writes(plane: &ControlPlane, account: &str) -> Vec<String> {
-    audit_events_of(plane, account)
+    audit_writes_of(plane, account)
         .into_iter()
         .filter(|e| e["objectRef"]["resource"] != "leases")
-        .filter(|e| {
-            matches!(
-                e["verb"].as_str().unwrap_or_default(),
-                "create" | "update" | "patch" | "delete" | "deletecollection"
-            )
-        })
         .map(|e| {
             let r = &e["objectRef"];
             let resource = match r["subresource"].as_str() {

@@ -17,7 +17,6 @@ use kube::api::{Api, ListParams};
 use kube_harness::{eventually, kubelet_node};
 use serde_json::json;
 
-use crate::support::dual_stack_audited_plane;
 use crate::support::scope::{Access, Scope};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -213,7 +212,7 @@ async fn pod_cidrs_become_routes_of_the_network() {
 #[tokio::test]
 async fn a_dual_stack_cluster_gets_routes_for_its_ipv4_pod_cidrs_only() {
     // Kubernetes 1.20 keeps a Node's second pod CIDR only with dual-stack on.
-    let scope = Scope::on(dual_stack_audited_plane().await, "dual").await;
+    let scope = Scope::new("dual").await;
     let name = scope.name("dual-1");
     let (sim, server) = simulator_with_host_in_network(&name).await;
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();

@@ -8,7 +8,7 @@ use hcloud_ccm::config::SecureServingSettings;
 use hcloud_ccm::http::{Endpoints, MetricsRegistry, serve_secure};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube_harness::{ControlPlane, unique_name};
+use kube_harness::unique_name;
 use prometheus_client::metrics::counter::Counter;
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,7 @@ struct Fixture {
 
 async fn start() -> Fixture {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let plane = ControlPlane::shared().expect("control plane");
+    let plane = crate::support::plane();
     let client = plane.client().await.expect("client");
     let endpoints = Endpoints::new(MetricsRegistry::new());
     let counter: Counter = Counter::default();
@@ -90,7 +90,7 @@ async fn health_paths_are_open() {
 #[tokio::test]
 async fn metrics_need_an_authorised_token() {
     let f = start().await;
-    let plane = ControlPlane::shared().unwrap();
+    let plane = crate::support::plane();
     let admin = plane.client().await.unwrap();
 
     // No token, or one the apiserver rejects: 401.

@@ -333,7 +333,7 @@ async fn the_binary_exports_the_upstream_series_and_the_dashboards_name_only_tho
     assert!(resident > 1e6, "{resident}");
 
     // The alert rules and the dashboard name only what is exported.
-    let rules: Value = serde_yaml::from_str(
+    let rules: Value = serde_yaml_ng::from_str(
         &std::fs::read_to_string(repo().join("deploy/monitoring/alerts.yaml")).unwrap(),
     )
     .unwrap();

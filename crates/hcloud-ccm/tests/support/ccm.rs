@@ -65,20 +65,27 @@ pub fn audit_events_of(plane: &ControlPlane, account: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The writes (`create`, `update`, `patch`, `delete`) the ServiceAccount made, as
-/// `verb resource name`, optionally only on `resources`.
-pub fn kube_writes(plane: &ControlPlane, account: &str, resources: &[&str]) -> Vec<String> {
+/// [`audit_events_of`] without the reads: the requests that change something (`create`,
+/// `update`, `patch`, `delete`, `deletecollection`). A control plane may audit reads too.
+pub fn audit_writes_of(plane: &ControlPlane, account: &str) -> Vec<Value> {
     audit_events_of(plane, account)
         .into_iter()
-        .filter(|e| {
-            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
-            resources.is_empty() || resources.contains(&resource)
-        })
         .filter(|e| {
             matches!(
                 e["verb"].as_str().unwrap_or_default(),
                 "create" | "update" | "patch" | "delete" | "deletecollection"
             )
+        })
+        .collect()
+}
+
+/// The writes the ServiceAccount made, as `verb resource name`, optionally only on `resources`.
+pub fn kube_writes(plane: &ControlPlane, account: &str, resources: &[&str]) -> Vec<String> {
+    audit_writes_of(plane, account)
+        .into_iter()
+        .filter(|e| {
+            let resource = e["objectRef"]["resource"].as_str().unwrap_or_default();
+            resources.is_empty() || resources.contains(&resource)
         })
         .map(|e| {
             format!(

@@ -115,7 +115,7 @@ impl Chart {
                 notes = text.to_owned();
                 continue;
             }
-            for doc in serde_yaml::Deserializer::from_str(text) {
+            for doc in serde_yaml_ng::Deserializer::from_str(text) {
                 let value = Value::deserialize(doc)
                     .map_err(|e| format!("{name} renders invalid YAML: {e}\n{text}"))?;
                 if !value.is_null() {
@@ -146,7 +146,7 @@ pub fn merge(base: &mut Value, over: &Value) {
 
 /// The objects of a multi-document YAML file (empty documents skipped).
 pub fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
+    serde_yaml_ng::Deserializer::from_str(text)
         .map(|doc| Value::deserialize(doc).expect("valid YAML document"))
         .filter(|v| !v.is_null())
         .collect()

@@ -13,24 +13,20 @@ use kube_harness::ControlPlane;
 /// writes only).
 const AUDIT_EVERYTHING: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
 
-/// The second control plane of this binary, for what the shared one does not offer: dual-stack
-/// Nodes (Kubernetes 1.20 keeps a Node's second pod CIDR only with `IPv6DualStack` on) and an
-/// audit log of every request, reads included. Started on first use and shared like
-/// [`ControlPlane::shared`]; its users scope themselves the same way.
-pub async fn dual_stack_audited_plane() -> &'static ControlPlane {
-    static PLANE: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
-    PLANE
-        .get_or_init(|| async {
-            // The apiserver reads the policy at start; the file may go afterwards.
-            let dir = tempfile::tempdir().unwrap();
-            let policy = dir.path().join("audit-everything.yaml");
-            std::fs::write(&policy, AUDIT_EVERYTHING).unwrap();
-            ControlPlane::start_with_args(&[
-                "--feature-gates=IPv6DualStack=true",
-                &format!("--audit-policy-file={}", policy.display()),
-            ])
-            .await
-            .expect("the dual-stack, fully audited control plane")
-        })
-        .await
+/// The one control plane of this test binary, started on first use and shared by every test
+/// (each in its own scope, see [`scope::Scope`]). Besides the harness defaults it keeps a
+/// Node's second pod CIDR (Kubernetes 1.20 does so only with `IPv6DualStack` on) and audits
+/// every request, reads included (the harness's own policy records writes only).
+pub fn plane() -> &'static ControlPlane {
+    ControlPlane::shared_with_args(|| {
+        // The apiserver reads the policy at start; the file is rewritten (same text) by every run.
+        let policy =
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit-everything.yaml");
+        std::fs::write(&policy, AUDIT_EVERYTHING).expect("write the audit policy");
+        vec![
+            "--feature-gates=IPv6DualStack=true".to_owned(),
+            format!("--audit-policy-file={}", policy.display()),
+        ]
+    })
+    .expect("the control plane of this test binary")
 }

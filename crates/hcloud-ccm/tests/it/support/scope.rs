@@ -45,14 +45,11 @@ pub struct Access {
 }
 
 impl Scope {
-    /// A scope on the control plane of this test binary (`ControlPlane::shared`); `prefix`
+    /// A scope on the control plane of this test binary ([`super::plane`]); `prefix`
     /// names the test in the scope's name.
+    /// Its namespace is created.
     pub async fn new(prefix: &str) -> Scope {
-        Scope::on(ControlPlane::shared().expect("control plane"), prefix).await
-    }
-
-    /// A scope on `plane`, its namespace created.
-    pub async fn on(plane: &'static ControlPlane, prefix: &str) -> Scope {
+        let plane = super::plane();
         let admin = plane.client().await.expect("client");
         let id = unique_name(prefix);
         ensure_namespace(&admin, &id).await.expect("namespace");
