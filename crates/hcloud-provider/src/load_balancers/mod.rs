@@ -7,6 +7,9 @@
 //!   snapshot of all load balancers (see `snapshot.rs`): a burst of lookups (a leader start,
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
 //!   lookup within [`crate::CacheConfig::load_balancer_max_age`] (10 s) of a listing nothing.
+//!   With a cluster name, only this cluster's (and unlabelled) load balancers are the
+//!   cluster's, the listing asks for the cluster label, and orphans can be listed (see
+//!   [`cluster`]).
 //! - **Ensure**: the Service's annotations (see [`annotations::keys`]) over the
 //!   [`LoadBalancerSettings`] give the desired state ([`Desired`]); [`Desired::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API

@@ -24,6 +24,10 @@
 //!   an entry (a page shift while others are deleted, a create whose answer was lost), and a
 //!   Service released on such an answer would leave its load balancer billed for good.
 //!
+//! - **One cluster's**: with a cluster name (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`) the listing
+//!   asks for the cluster label only ([`Snapshot::scoped`]); a lookup it answers with nothing
+//!   asks the API for that Service alone, so load balancers without the label are still found.
+//!
 //! What a stale snapshot can hide is a load balancer created by someone else in the last
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
 //! [`Snapshot::forget`] answers with a new listing on the retry: the stranger is found by name
