@@ -43,6 +43,16 @@ async fn made_elsewhere(env: &Env, name: &str, labels: &[(&str, &str)]) -> model
     created.load_balancer
 }
 
+/// Ensure `svc` fails, refused (no retry helps), naming the other cluster `b`.
+async fn refused_for_cluster_b(env: &Env, lbs: &HcloudLoadBalancers, svc: &Service) {
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, svc, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), Category::Rejected, "{err}");
+    assert!(err.to_string().contains("cluster \"b\""), "{err}");
+}
+
 #[tokio::test]
 async fn a_named_cluster_labels_what_it_creates_and_lists_only_its_own() {
     let env = Env::start().await;
@@ -127,12 +137,7 @@ async fn a_named_cluster_labels_what_it_creates_and_lists_only_its_own() {
         ],
         "{planned:#?}"
     );
-    let err = fresh
-        .ensure_load_balancer(CLUSTER, &other_svc, &[env.node(0)])
-        .await
-        .unwrap_err();
-    assert_eq!(err.category(), Category::Rejected, "{err}");
-    assert!(err.to_string().contains("cluster \"b\""), "{err}");
+    refused_for_cluster_b(&env, &fresh, &other_svc).await;
     let after = env.client.load_balancers().get(foreign.id).await.unwrap();
     assert_eq!(after.labels, foreign.labels);
     assert_eq!(env.all().await.len(), 2, "nothing created");
@@ -201,12 +206,7 @@ async fn another_clusters_load_balancer_with_the_services_uid_is_never_touched()
     let lbs = env.lbs_with(named("a"), false).await;
     let svc = service(&[(80, "TCP", 30080)], &[]);
     assert_eq!(lbs.get_load_balancer(CLUSTER, &svc).await.unwrap(), None);
-    let err = lbs
-        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
-        .await
-        .unwrap_err();
-    assert_eq!(err.category(), Category::Rejected, "{err}");
-    assert!(err.to_string().contains("cluster \"b\""), "{err}");
+    refused_for_cluster_b(&env, &lbs, &svc).await;
     // Deleting the Service here releases it without deleting theirs.
     lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
         .await
