@@ -52,8 +52,8 @@ impl HcloudLoadBalancers {
             .map(|(lbs, name)| cluster::orphans(&lbs, name, services)))
     }
 
-    /// Delete `orphan` and the managed certificates labelled with its Service UID (and this
-    /// cluster). Returns whether it is gone: `false` when it has delete protection (kept).
+    /// Delete `orphan` and the managed certificates labelled with its Service UID (not
+    /// another cluster's). Returns whether it is gone: `false` when it has delete protection (kept).
     pub async fn delete_orphan(&self, orphan: &Orphan) -> Result<bool> {
         let lb = &orphan.lb;
         if lb.protection.delete {
@@ -74,10 +74,9 @@ impl HcloudLoadBalancers {
                 .labelled_certificates(uid)
                 .await?
                 .into_iter()
-                .filter(|c| {
-                    c.kind == Some(models::CertificateType::Managed)
-                        && self.claim(&c.labels) == cluster::Claim::Ours
-                })
+                // Not another cluster's (see `labelled_certificates`); one made before the
+                // cluster name was set has no cluster label but the orphan's UID.
+                .filter(|c| c.kind == Some(models::CertificateType::Managed))
                 .collect();
             self.delete_certificates(&key, &certificates).await?;
         }

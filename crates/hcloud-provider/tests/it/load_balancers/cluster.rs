@@ -43,6 +43,26 @@ async fn made_elsewhere(env: &Env, name: &str, labels: &[(&str, &str)]) -> model
     created.load_balancer
 }
 
+/// An HTTPS Service with a managed certificate.
+fn managed_https() -> Service {
+    service(
+        &[(443, "TCP", 30443)],
+        &[
+            ("protocol", "https"),
+            ("certificate-type", "managed"),
+            ("http-managed-certificate-domains", "shop.example.com"),
+        ],
+    )
+}
+
+async fn certificates(env: &Env) -> Vec<models::Certificate> {
+    env.client
+        .certificates()
+        .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
+        .await
+        .unwrap()
+}
+
 /// Ensure `svc` fails, refused (no retry helps), naming the other cluster `b`.
 async fn refused_for_cluster_b(env: &Env, lbs: &HcloudLoadBalancers, svc: &Service) {
     let err = lbs
@@ -61,14 +81,7 @@ async fn a_named_cluster_labels_what_it_creates_and_lists_only_its_own() {
     let lbs = env
         .lbs_keeping(named("a"), false, Duration::from_secs(60))
         .await;
-    let svc = service(
-        &[(443, "TCP", 30443)],
-        &[
-            ("protocol", "https"),
-            ("certificate-type", "managed"),
-            ("http-managed-certificate-domains", "shop.example.com"),
-        ],
-    );
+    let svc = managed_https();
     lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap();
@@ -81,12 +94,7 @@ async fn a_named_cluster_labels_what_it_creates_and_lists_only_its_own() {
     assert_eq!(ours.len(), 1, "{ours:#?}");
     assert_eq!(label(&ours[0], CLUSTER_NAME_LABEL), Some("a"));
     assert_eq!(label(&ours[0], SERVICE_UID_LABEL), Some(UID));
-    let certificates = env
-        .client
-        .certificates()
-        .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
-        .await
-        .unwrap();
+    let certificates = certificates(&env).await;
     assert_eq!(certificates.len(), 1);
     assert_eq!(
         certificates[0]
@@ -221,7 +229,7 @@ async fn another_clusters_load_balancer_with_the_services_uid_is_never_touched()
 async fn orphans_are_listed_and_deleted_only_when_asked() {
     let env = Env::start().await;
     let lbs = env.lbs_with(named("a"), false).await;
-    let svc = service(&[(80, "TCP", 30080)], &[]);
+    let svc = managed_https();
     lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
         .unwrap();
@@ -251,4 +259,8 @@ async fn orphans_are_listed_and_deleted_only_when_asked() {
     let names: Vec<String> = env.all().await.into_iter().map(|lb| lb.name).collect();
     assert_eq!(names.len(), 2);
     assert!(!names.contains(&DEFAULT_NAME.to_owned()), "{names:?}");
+    assert!(
+        certificates(&env).await.is_empty(),
+        "its managed certificate goes with it"
+    );
 }
