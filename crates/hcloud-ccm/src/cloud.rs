@@ -246,6 +246,7 @@ pub fn load_balancer_settings(lb: &LoadBalancerSettings) -> hcloud_provider::Loa
         health_check_interval: lb.health_check_interval.filter(|d| !d.is_zero()),
         health_check_timeout: lb.health_check_timeout.filter(|d| !d.is_zero()),
         health_check_retries: lb.health_check_retries.filter(|n| *n != 0),
+        cluster_name: lb.cluster_name.clone(),
         ..hcloud_provider::LoadBalancerSettings::default()
     }
 }

@@ -12,6 +12,7 @@ pub mod leader;
 pub mod logging;
 pub mod memory;
 pub mod metadata;
+pub mod orphans;
 pub mod plan;
 pub mod process_metrics;
 pub mod signals;

@@ -15,7 +15,7 @@ use hcloud_ccm::config::Args;
 use hcloud_ccm::controllers::{ControllerContext, start_controllers};
 use hcloud_ccm::http::{self, Endpoints, MetricsRegistry};
 use hcloud_ccm::leader::{self, LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
-use hcloud_ccm::{cloud, kube_client, logging, plan, signals};
+use hcloud_ccm::{cloud, kube_client, logging, orphans, plan, signals};
 use tokio_util::sync::CancellationToken;
 
 /// How long stopping controllers may take before the lease is released anyway.
@@ -39,6 +39,11 @@ fn main() -> ExitCode {
     } else {
         None
     };
+    // `hcloud-ccm delete-orphans <the usual flags>`: deletes the named cluster's orphaned load balancers.
+    let delete_orphans = plan_options.is_none() && orphans::requested(&argv);
+    if delete_orphans {
+        argv.remove(1);
+    }
     // Invalid configuration exits 2, or plan's own status for it (its 2 means "changes").
     let refused = |code: u8| {
         ExitCode::from(if plan_options.is_some() {
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
     };
     let outcome = match plan_options {
         Some(options) => runtime.block_on(plan::run(&config, options)),
+        None if delete_orphans => runtime.block_on(orphans::run(&config)),
         None => runtime.block_on(run(config)),
     };
     match outcome {

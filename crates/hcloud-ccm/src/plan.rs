@@ -175,7 +175,13 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .map(std::sync::Arc::new)
         .collect();
     let options = planned_controllers(config, provider.as_ref());
-    Ok(cloud_provider::plan::run(provider.as_ref(), &nodes, &services, &options).await)
+    let mut plan = cloud_provider::plan::run(provider.as_ref(), &nodes, &services, &options).await;
+    // With a cluster name: the cluster's load balancers no Service owns (warnings only).
+    if options.service {
+        plan.objects
+            .extend(crate::orphans::plans(&provider, &services).await);
+    }
+    Ok(plan)
 }
 
 /// Run the plan command: compute, print to standard output, and choose the exit status.

@@ -452,6 +452,14 @@ pub struct Args {
         help_heading = LB)]
     pub hcloud_load_balancers_health_check_retries: Option<String>,
 
+    /// Beyond the official CCM: this cluster's name, for several clusters in one project. Every
+    /// load balancer and managed certificate created gets the label
+    /// hcloud-ccm/cluster-name=NAME, lookups see only this cluster's (and unlabelled) ones, and
+    /// `plan` lists orphans. Unset: no label, no selector (the official behaviour).
+    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_CLUSTER_NAME", value_name = "NAME",
+        help_heading = LB)]
+    pub hcloud_load_balancers_cluster_name: Option<String>,
+
     // ---- Robot ----
     /// Enable support for Robot dedicated servers.
     #[arg(long, env = "ROBOT_ENABLED", value_name = "BOOL", default_value = defaults::ROBOT_ENABLED,
@@ -774,9 +782,13 @@ impl Args {
                 cmd.arg(no_effect_arg(flag))
             })
             .override_usage(
-                "hcloud-ccm [OPTIONS]\n       hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]",
+                "hcloud-ccm [OPTIONS]\n       hcloud-ccm plan [-o text|json] [--detailed-exitcode] [OPTIONS]\n       hcloud-ccm delete-orphans [OPTIONS]",
             )
-            .after_long_help(format!("{}\n\n{AFTER_LONG_HELP}", crate::plan::HELP))
+            .after_long_help(format!(
+                "{}\n\n{}\n\n{AFTER_LONG_HELP}",
+                crate::plan::HELP,
+                crate::orphans::HELP
+            ))
     }
 
     /// Parse a command line (`argv[0]` first) and the environment: flag names are normalised

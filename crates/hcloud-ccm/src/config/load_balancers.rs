@@ -81,6 +81,7 @@ impl Args {
         let health_check_retries =
             non_empty(self.hcloud_load_balancers_health_check_retries.as_deref())
                 .map(|v| c.number("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", v, 0u32));
+        let cluster_name = self.check_cluster_name(c);
         LoadBalancerSettings {
             enabled,
             location,
@@ -96,6 +97,19 @@ impl Args {
             health_check_interval,
             health_check_timeout,
             health_check_retries,
+            cluster_name,
+        }
+    }
+
+    /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`: empty is unset; otherwise a label value.
+    fn check_cluster_name(&self, c: &mut Checker) -> Option<String> {
+        let name = non_empty(self.hcloud_load_balancers_cluster_name.as_deref())?;
+        match hcloud_provider::load_balancers::cluster::check_name(name) {
+            Ok(()) => Some(name.to_owned()),
+            Err(why) => {
+                c.problem("HCLOUD_LOAD_BALANCERS_CLUSTER_NAME", why);
+                None
+            }
         }
     }
 }

@@ -166,6 +166,8 @@ pub struct LoadBalancerSettings {
     pub health_check_timeout: Option<Duration>,
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`.
     pub health_check_retries: Option<u32>,
+    /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME` (beyond the official CCM; `None` = unset).
+    pub cluster_name: Option<String>,
 }
 
 /// Robot settings (`ROBOT_*`); not used until Robot support exists.

@@ -506,6 +506,35 @@ fn load_balancer_settings_are_parsed() {
 }
 
 #[test]
+fn the_cluster_name_is_optional_and_a_label_value() {
+    // Unset, or empty: no cluster name (the official behaviour); --cluster-name does not set it.
+    assert_eq!(config(&[]).load_balancers.cluster_name, None);
+    assert_eq!(
+        config(&["--hcloud-load-balancers-cluster-name="])
+            .load_balancers
+            .cluster_name,
+        None
+    );
+    assert_eq!(
+        config(&["--cluster-name=prod"]).load_balancers.cluster_name,
+        None
+    );
+    let cfg = config(&["--hcloud-load-balancers-cluster-name=prod-eu"]);
+    assert_eq!(cfg.load_balancers.cluster_name.as_deref(), Some("prod-eu"));
+    assert_eq!(
+        crate::cloud::load_balancer_settings(&cfg.load_balancers)
+            .cluster_name
+            .as_deref(),
+        Some("prod-eu")
+    );
+    for bad in ["prod/eu", "-prod", &"x".repeat(64)] {
+        let err = problems(&[&format!("--hcloud-load-balancers-cluster-name={bad}")]);
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert!(err.mentions("HCLOUD_LOAD_BALANCERS_CLUSTER_NAME"), "{err}");
+    }
+}
+
+#[test]
 fn token_sources() {
     let mut none = Args::try_parse_command_line(["hcloud-ccm", "--cloud-provider=hcloud"]).unwrap();
     none.hcloud_token = None;
@@ -983,6 +1012,7 @@ fn help_documents_every_flag_and_variable() {
         "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL",
         "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
         "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
+        "HCLOUD_LOAD_BALANCERS_CLUSTER_NAME",
         "ROBOT_ENABLED",
         "ROBOT_USER",
         "ROBOT_USER_FILE",

@@ -152,10 +152,10 @@ impl HcloudLoadBalancers {
         let mut notices = desired.notices.clone();
         notices.extend(found.notices.iter().cloned());
         if found.lb.is_none()
-            && let Some(owned) = found
-                .notices
-                .iter()
-                .find(|n| n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE))
+            && let Some(owned) = found.notices.iter().find(|n| {
+                n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
+                    || n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER)
+            })
         {
             return Ok(Decision {
                 desired,

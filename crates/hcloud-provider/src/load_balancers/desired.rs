@@ -20,6 +20,7 @@ use hcloud_api::models::{
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
 use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
+use super::cluster::CLUSTER_NAME_LABEL;
 use super::naming::{SERVICE_UID_LABEL, default_name};
 pub use super::services::{
     DesiredHealthCheck, DesiredHealthCheckHttp, DesiredHttp, DesiredService,
@@ -157,6 +158,8 @@ pub struct Desired {
     pub status: StatusOptions,
     /// Warnings (events) and notes about what was left out.
     pub notices: Vec<Notice>,
+    /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`: the cluster label's value; `None`: no label.
+    pub cluster: Option<String>,
 }
 
 fn seconds(d: std::time::Duration) -> u32 {
@@ -437,6 +440,7 @@ impl Desired {
             ipv6_rdns: rdns(keys::IPV6_RDNS),
             status,
             notices,
+            cluster: settings.cluster_name.clone(),
         })
     }
 
@@ -493,10 +497,14 @@ impl Desired {
         }
     }
 
-    /// The labels `current` should have: as they are, plus the Service UID label.
+    /// The labels `current` should have: as they are, plus the Service UID label (and the
+    /// cluster label when a cluster name is set).
     pub fn labels(&self, current: &Labels) -> Labels {
         let mut labels = current.clone();
         labels.insert(SERVICE_UID_LABEL.to_owned(), self.uid.clone());
+        if let Some(cluster) = &self.cluster {
+            labels.insert(CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
+        }
         labels
     }
 
@@ -575,8 +583,13 @@ impl Desired {
 
         // Name (only with the name annotation) and label (PUT, never locked).
         let name = self.rename.clone().filter(|n| *n != lb.name);
-        let labels =
-            (lb.labels.get(SERVICE_UID_LABEL) != Some(&self.uid)).then(|| self.labels(&lb.labels));
+        // A load balancer made before the cluster name was set gets the cluster label.
+        let unlabelled_cluster = self
+            .cluster
+            .as_ref()
+            .is_some_and(|c| lb.labels.get(CLUSTER_NAME_LABEL) != Some(c));
+        let labels = (lb.labels.get(SERVICE_UID_LABEL) != Some(&self.uid) || unlabelled_cluster)
+            .then(|| self.labels(&lb.labels));
         if name.is_some() || labels.is_some() {
             steps.push(Step::Update { name, labels });
         }
@@ -1373,5 +1386,84 @@ mod tests {
         assert_eq!(ips(&host, &lb), vec!["lb.example.com/"]);
         lb.public_net.ipv4.ip = None;
         assert!(status(&lb, &default).is_err());
+    }
+
+    #[test]
+    fn the_cluster_label_is_added_only_with_a_cluster_name() {
+        let svc = tcp80();
+        let unnamed = desired_of(&svc, &[], &[]);
+        let named_settings = LoadBalancerSettings {
+            cluster_name: Some("prod".into()),
+            ..LoadBalancerSettings::default()
+        };
+        let named = plan_with(&svc, &[], &named_settings, None, &[]);
+        let with = |pairs: &[(&str, &str)]| -> Labels {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let uid = named.uid.clone();
+        let create = named.create_request(&Placement::Location("fsn1".into()), usize::MAX);
+        assert_eq!(
+            create.labels,
+            Some(with(&[
+                (SERVICE_UID_LABEL, &uid),
+                (CLUSTER_NAME_LABEL, "prod")
+            ]))
+        );
+        let plain = unnamed.create_request(&Placement::Location("fsn1".into()), usize::MAX);
+        assert_eq!(plain.labels, Some(with(&[(SERVICE_UID_LABEL, &uid)])));
+        // (desired, labels the load balancer has, the labels an update sets; None: no step)
+        let cases = [
+            // No cluster name: a load balancer with the UID label is left alone, whatever else.
+            (&unnamed, with(&[(SERVICE_UID_LABEL, &uid)]), None),
+            (
+                &unnamed,
+                with(&[(SERVICE_UID_LABEL, &uid), (CLUSTER_NAME_LABEL, "other")]),
+                None,
+            ),
+            // Named and labelled: nothing to do.
+            (
+                &named,
+                with(&[(SERVICE_UID_LABEL, &uid), (CLUSTER_NAME_LABEL, "prod")]),
+                None,
+            ),
+            // Made before the name was set: the cluster label is added, user labels kept.
+            (
+                &named,
+                with(&[(SERVICE_UID_LABEL, &uid), ("team", "web")]),
+                Some(with(&[
+                    (SERVICE_UID_LABEL, &uid),
+                    ("team", "web"),
+                    (CLUSTER_NAME_LABEL, "prod"),
+                ])),
+            ),
+            // Adopted by name: both labels at once.
+            (
+                &named,
+                with(&[]),
+                Some(with(&[
+                    (SERVICE_UID_LABEL, &uid),
+                    (CLUSTER_NAME_LABEL, "prod"),
+                ])),
+            ),
+        ];
+        for (desired, labels, want) in cases {
+            let mut lb = created(desired);
+            lb.labels = labels.clone();
+            let updates: Vec<Option<Labels>> = desired
+                .diff(&lb)
+                .into_iter()
+                .filter_map(|step| match step {
+                    Step::Update { labels, .. } => Some(labels),
+                    _ => None,
+                })
+                .collect();
+            match &want {
+                None => assert!(updates.is_empty(), "{labels:?}: {updates:?}"),
+                Some(want) => assert_eq!(updates, [Some(want.clone())], "{labels:?}"),
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 
 use super::HcloudLoadBalancers;
 use super::annotations::keys;
+use super::cluster::{self, Claim};
 use super::desired::{self, Desired, ManagedCertificate, Notice, Placement, Step, Subject};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::ops::api_error;
@@ -34,13 +35,22 @@ pub(super) struct Found {
 
 impl HcloudLoadBalancers {
     /// Every load balancer labelled with `uid`, lowest ID first, as the API lists them now
-    /// (one request by label selector, never the snapshot).
+    /// (one request by label selector, never the snapshot); with a cluster name, those of
+    /// other clusters are left out (never reported, changed or deleted).
     pub(super) async fn list_labelled_now(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
         self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
-        self.snapshot
+        let mut labelled = self
+            .snapshot
             .labelled_now(uid)
             .await
-            .map_err(|err| Error::api(labelled_lookup(uid), err))
+            .map_err(|err| Error::api(labelled_lookup(uid), err))?;
+        labelled.retain(|lb| self.claim(&lb.labels).usable());
+        Ok(labelled)
+    }
+
+    /// Whom `labels` say an object belongs to, for this cluster (see `cluster.rs`).
+    pub(super) fn claim(&self, labels: &models::Labels) -> Claim {
+        cluster::claim(labels, self.settings.cluster_name.as_deref())
     }
 
     async fn lookup(&self, uid: &str, name: Option<&str>) -> Result<Lookup> {
@@ -62,12 +72,26 @@ impl HcloudLoadBalancers {
     pub(super) async fn find(&self, uid: &str, name: &str, adopt_by_name: bool) -> Result<Found> {
         self.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
         let lookup = self.lookup(uid, adopt_by_name.then_some(name)).await?;
-        let mut labelled = lookup.labelled.into_iter();
+        // Another cluster's load balancer with this UID (a cluster restored from another's
+        // backup) is not this Service's: refused, never changed.
+        let (labelled, foreign): (Vec<_>, Vec<_>) = lookup
+            .labelled
+            .into_iter()
+            .partition(|lb| self.claim(&lb.labels).usable());
+        let mut labelled = labelled.into_iter();
         let mut found = Found {
             lb: labelled.next(),
             duplicates: labelled.collect(),
             notices: Vec::new(),
         };
+        if found.lb.is_none()
+            && let Some(lb) = foreign.first()
+        {
+            found
+                .notices
+                .push(owned_by_other_cluster(lb, &self.claim(&lb.labels)));
+            return Ok(found);
+        }
         if let Some(lb) = &found.lb {
             if !found.duplicates.is_empty() {
                 let others: Vec<String> = found
@@ -93,6 +117,14 @@ impl HcloudLoadBalancers {
         }
         self.operations.count(lb_op::GET_BY_NAME);
         let by_name = lookup.by_name;
+        if let Some(lb) = &by_name
+            && !self.claim(&lb.labels).usable()
+        {
+            found
+                .notices
+                .push(owned_by_other_cluster(lb, &self.claim(&lb.labels)));
+            return Ok(found);
+        }
         match by_name {
             Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
                 Some(owner) if owner != uid => {
@@ -174,10 +206,12 @@ impl HcloudLoadBalancers {
         Ok(ids)
     }
 
-    /// The certificates labelled with the Service's UID.
+    /// The certificates labelled with the Service's UID (with a cluster name: not another
+    /// cluster's).
     pub(super) async fn labelled_certificates(&self, uid: &str) -> Result<Vec<Certificate>> {
         self.operations.count(cert_op::GET_BY_LABEL);
-        self.client
+        let mut certificates = self
+            .client
             .certificates()
             .list_all(&ListCertificatesParams::label_selector(uid_selector(uid)))
             .await
@@ -186,7 +220,9 @@ impl HcloudLoadBalancers {
                     format!("listing certificates labelled {}", uid_selector(uid)),
                     err,
                 )
-            })
+            })?;
+        certificates.retain(|c| self.claim(&c.labels).usable());
+        Ok(certificates)
     }
 
     /// Delete `certificates` (the Service's managed ones, once its load balancers are gone).
@@ -223,6 +259,9 @@ impl HcloudLoadBalancers {
         self.operations.count(cert_op::CREATE_MANAGED);
         let mut labels = models::Labels::new();
         labels.insert(SERVICE_UID_LABEL.to_owned(), uid.to_owned());
+        if let Some(cluster) = &self.settings.cluster_name {
+            labels.insert(cluster::CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
+        }
         if want.acme_staging {
             labels.insert(STAGING_LABEL.to_owned(), "true".to_owned());
         }
@@ -566,6 +605,24 @@ impl HcloudLoadBalancers {
         notices.extend(plan.left_out(&lb));
         Ok((lb, notices))
     }
+}
+
+/// The notice refusing `lb`, labelled for another cluster (`claim`).
+fn owned_by_other_cluster(lb: &models::LoadBalancer, claim: &Claim) -> Notice {
+    let other = match claim {
+        Claim::Other(name) => name.as_str(),
+        Claim::Ours | Claim::Unclaimed => "",
+    };
+    Notice::warn(
+        reasons::LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER,
+        format!(
+            "load balancer {:?} (ID {}) belongs to the cluster {other:?} (label {}), not to this one; it is not changed. Choose another name with the annotation {}; if the other cluster is gone, change that label to hand it over",
+            lb.name,
+            lb.id,
+            cluster::CLUSTER_NAME_LABEL,
+            keys::NAME
+        ),
+    )
 }
 
 fn labelled_lookup(uid: &str) -> String {

@@ -7,6 +7,9 @@
 //!   snapshot of all load balancers (see `snapshot.rs`): a burst of lookups (a leader start,
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
 //!   lookup within [`crate::CacheConfig::load_balancer_max_age`] (10 s) of a listing nothing.
+//!   With a cluster name, only this cluster's (and unlabelled) load balancers are the
+//!   cluster's, the listing asks for the cluster label, and orphans can be listed (see
+//!   [`cluster`]).
 //! - **Ensure**: the Service's annotations (see [`annotations::keys`]) over the
 //!   [`LoadBalancerSettings`] give the desired state ([`Desired`]); [`Desired::diff`] turns the
 //!   difference into [`Step`]s which run one after the other, each action waited for (the API
@@ -44,11 +47,13 @@
 //! may run at the same time).
 
 pub mod annotations;
+pub mod cluster;
 mod decide;
 pub mod desired;
 mod ensure;
 pub mod naming;
 mod ops;
+mod orphans;
 mod predict;
 pub mod selector;
 mod services;
@@ -67,6 +72,7 @@ use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
+pub use cluster::CLUSTER_NAME_LABEL;
 pub use desired::{Desired, Notice, Placement, Step, Subject};
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
 pub use selector::NodeSelector;
@@ -106,7 +112,8 @@ impl HcloudLoadBalancers {
             snapshot: snapshot::Snapshot::new(
                 client.clone(),
                 crate::CacheConfig::default().load_balancer_max_age,
-            ),
+            )
+            .scoped(cluster::selector(settings.cluster_name.as_deref())),
             client,
             settings,
             network_id,
@@ -154,7 +161,8 @@ impl HcloudLoadBalancers {
     /// of `config` (the provider's settings) instead of the default.
     #[must_use]
     pub fn with_cache_config(mut self, config: &crate::CacheConfig) -> Self {
-        self.snapshot = snapshot::Snapshot::new(self.client.clone(), config.load_balancer_max_age);
+        self.snapshot = snapshot::Snapshot::new(self.client.clone(), config.load_balancer_max_age)
+            .scoped(cluster::selector(self.settings.cluster_name.as_deref()));
         self
     }
 

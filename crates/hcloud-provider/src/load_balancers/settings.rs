@@ -47,6 +47,9 @@ pub struct LoadBalancerSettings {
     pub health_check_timeout: Option<Duration>,
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`; like the interval.
     pub health_check_retries: Option<u32>,
+    /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME` (beyond the official CCM): label, and look up only,
+    /// this cluster's load balancers (see `cluster.rs`). `None`: no label, no selector.
+    pub cluster_name: Option<String>,
     /// Not from the environment: how long one ensure waits for one action (default 2 min)
     /// before answering with a [`cloud_provider::Error::retry`].
     pub action_timeout: Duration,
@@ -75,6 +78,7 @@ impl Default for LoadBalancerSettings {
             health_check_interval: None,
             health_check_timeout: None,
             health_check_retries: None,
+            cluster_name: None,
             action_timeout: Duration::from_secs(120),
             retry_after: Duration::from_secs(5),
             certificate_timeout: Duration::from_secs(120),

@@ -24,6 +24,10 @@
 //!   an entry (a page shift while others are deleted, a create whose answer was lost), and a
 //!   Service released on such an answer would leave its load balancer billed for good.
 //!
+//! - **One cluster's**: with a cluster name (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`) the listing
+//!   asks for the cluster label only ([`Snapshot::scoped`]); a lookup it answers with nothing
+//!   asks the API for that Service alone, so load balancers without the label are still found.
+//!
 //! What a stale snapshot can hide is a load balancer created by someone else in the last
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
 //! [`Snapshot::forget`] answers with a new listing on the retry: the stranger is found by name
@@ -112,6 +116,9 @@ impl View<'_> {
 pub(super) struct Snapshot {
     client: Client,
     max_age: Duration,
+    /// The cluster label selector of listings (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`); `None`:
+    /// every load balancer of the project is listed.
+    scope: Option<String>,
     listing: SnapshotCache<Listed, SharedError>,
     state: Mutex<State>,
 }
@@ -128,9 +135,19 @@ impl Snapshot {
         Self {
             client,
             max_age,
+            scope: None,
             listing: SnapshotCache::default(),
             state: Mutex::default(),
         }
+    }
+
+    /// List only the load balancers matching `selector` (the cluster's). A lookup the scoped
+    /// listing answers with nothing then asks the API for the Service alone (by its UID label,
+    /// then by name), so that a load balancer made before the cluster label existed, or by
+    /// hand, is still found (and then labelled) instead of created a second time.
+    pub fn scoped(mut self, selector: Option<String>) -> Self {
+        self.scope = selector;
+        self
     }
 
     /// The last listing with this process's writes over it.
@@ -166,6 +183,9 @@ impl Snapshot {
             }
             Next::Direct => return self.direct(uid, name).await,
         };
+        if self.scope.is_some() && found == Lookup::default() {
+            return self.direct(uid, name).await;
+        }
         self.reread_stale(&mut found).await?;
         Ok(found)
     }
@@ -203,11 +223,15 @@ impl Snapshot {
         &self,
     ) -> impl FnOnce() -> BoxFuture<'static, Result<Listed, SharedError>> + Send + 'static {
         let client = self.client.clone();
+        let params = self
+            .scope
+            .clone()
+            .map_or_else(ListParams::default, ListParams::label_selector);
         move || {
             Box::pin(async move {
                 let lbs = client
                     .load_balancers()
-                    .list_all(&ListParams::default())
+                    .list_all(&params)
                     .await
                     .map_err(Arc::new)?;
                 Ok(lbs.into_iter().map(|lb| (lb.id, lb)).collect())

@@ -165,13 +165,15 @@ impl fmt::Display for Step {
                 if let Some(n) = name {
                     parts.push(format!("rename to {n:?}"));
                 }
-                if let Some(l) = labels
-                    && let Some(uid) = l.get(super::naming::SERVICE_UID_LABEL)
+                let ours = [
+                    super::naming::SERVICE_UID_LABEL,
+                    super::cluster::CLUSTER_NAME_LABEL,
+                ];
+                for (key, value) in ours
+                    .into_iter()
+                    .filter_map(|key| Some((key, labels.as_ref()?.get(key)?)))
                 {
-                    parts.push(format!(
-                        "set label {}={uid}",
-                        super::naming::SERVICE_UID_LABEL
-                    ));
+                    parts.push(format!("set label {key}={value}"));
                 }
                 f.write_str(&parts.join(", "))
             }
@@ -298,6 +300,9 @@ pub mod reasons {
     /// This CCM only: a Node's server does not exist, so the Node was left out of the targets
     /// (the other targets are still set).
     pub const TARGET_SERVER_NOT_FOUND: &str = "TargetServerNotFound";
+    /// This CCM only (with a cluster name): the load balancer with the Service's UID or name
+    /// is labelled for another cluster and is not taken over.
+    pub const LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER: &str = "LoadBalancerOwnedByOtherCluster";
 }
 
 #[cfg(test)]

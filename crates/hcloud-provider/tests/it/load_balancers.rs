@@ -1898,3 +1898,5 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
     let made = plan_then_ensure(&env, &lbs, &svc, &all[1..]).await;
     assert!(made.contains(&"POST /certificates".to_owned()), "{made:?}");
 }
+
+mod cluster;
