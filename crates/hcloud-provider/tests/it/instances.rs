@@ -1109,6 +1109,61 @@ async fn a_status_check_during_a_bursts_listing_leaves_it_current() {
     assert_eq!(counts.values().sum::<u64>(), 6, "{counts:?}");
 }
 
+/// A Node without a providerID that registered after the last listing (a Node of a burst,
+/// which the lifecycle controller checks before the listing made for its initialisation):
+/// that listing may predate its server and does not decide; a listing made since does. A
+/// Node that is no cloud server is reported after that one listing, and checked again
+/// without a request.
+#[tokio::test]
+async fn a_node_newer_than_the_listing_is_looked_for_in_a_newer_one() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    seed(&sim, ServerSeed::new("old")).await;
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    // The lifecycle check of a Node: the status check and the listing.
+    assert!(instances.instance_exists(&node("old", None)).await.unwrap());
+    let registered = |name: &str| {
+        let mut n = node(name, None);
+        n.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+        n
+    };
+
+    seed(&sim, ServerSeed::new("joining")).await;
+    sim.admin().reset_request_counts().await.unwrap();
+    let joining = registered("joining");
+    assert!(instances.instance_exists(&joining).await.unwrap());
+    assert!(!instances.instance_shutdown(&joining).await.unwrap());
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.get("GET /servers"),
+        Some(&1),
+        "one listing: {counts:?}"
+    );
+
+    let on_premises = registered("on-premises");
+    sim.admin().reset_request_counts().await.unwrap();
+    for _ in 0..3 {
+        let err = instances.instance_exists(&on_premises).await.unwrap_err();
+        assert!(err.to_string().contains("never deleted"), "{err}");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.get("GET /servers"),
+        Some(&1),
+        "one listing: {counts:?}"
+    );
+    // A Node older than the listing is answered from it, as before.
+    let err = instances
+        .instance_exists(&node("elsewhere", None))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("never deleted"), "{err}");
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+}
+
 /// A start-up check that finds none of the cloud Nodes' servers (here: they were all deleted
 /// at that moment) holds deletions; a Node whose server the token then sees (one the CCM
 /// initialises) ends the mismatch, so Node deletions and load balancer creations resume.
