@@ -101,7 +101,10 @@ pub struct CacheConfig {
     /// count and newest ID, and the servers not running; default 15 s, so 200 NotReady Nodes
     /// cost 8 requests a minute). A change makes the next existence answer refresh the
     /// listing, so a powered-off server is reported shut down, and a deleted one confirmed
-    /// gone, within about this period plus the lifecycle controller's monitor period.
+    /// gone, within about this period plus the lifecycle controller's monitor period. A
+    /// listing made since the previous check and younger than this period (or under way
+    /// during the check, once it lands) that shows what the check sees stays current: a burst
+    /// of joining Nodes costs one listing.
     pub status_period: Duration,
     /// Longest time one shared listing of all servers may take before the lookups waiting
     /// for it give up (default 60 s).

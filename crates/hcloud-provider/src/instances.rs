@@ -2,12 +2,14 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
 use cloud_provider::{Error, InstanceMetadata, Instances};
 use hcloud_api::models::{Server, ServerStatus};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
 
 use crate::config::{CacheMode, InstancesConfig};
 use crate::events::Events;
@@ -150,8 +152,9 @@ impl HcloudInstances {
     }
 
     /// The server named `name` or having one of the Node's addresses, from a listing of all
-    /// servers no older than the status max age (no request of its own; in cache modes
-    /// `one`/`off` only the name is looked up).
+    /// servers no older than the status max age (no request of its own), or, when that listing
+    /// is older than the Node and does not have it, from a listing made since (shared with the
+    /// Node's initialisation). In cache modes `one`/`off` only the name is looked up.
     async fn find_unidentified(
         &self,
         node: &Node,
@@ -173,23 +176,25 @@ impl HcloudInstances {
         let ServerKey::Name(wanted) = name else {
             return Ok(None);
         };
-        if let Some(server) = snapshot.servers.iter().find(|s| s.name == *wanted) {
-            return Ok(Some(server.clone()));
+        if let Some(server) = server_of(node, wanted, &snapshot.servers) {
+            return Ok(Some(server));
         }
-        let addresses = node_ips(node);
-        let found = snapshot
-            .servers
-            .iter()
-            .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)));
-        if let Some(server) = found {
-            tracing::debug!(
-                node = node.metadata.name.as_deref().unwrap_or_default(),
-                server = server.name,
-                server_id = server.id,
-                "no server is named like the Node, but this server has one of its addresses"
-            );
+        // A listing older than the Node may predate its server (a Node joining now, checked
+        // before the listing made for its initialisation): a listing made since the Node was
+        // created decides, shared with those lookups. A Node that is no cloud server costs
+        // it once; later checks find the listing newer than the Node.
+        let Some(since_created) = time_since_creation(node) else {
+            return Ok(None);
+        };
+        if snapshot.age < since_created {
+            return Ok(None);
         }
-        Ok(found.cloned())
+        let newer = self
+            .cache
+            .all_servers_within(since_created)
+            .await
+            .map_err(|err| Error::api(format!("looking for {name} in a newer listing"), err))?;
+        Ok(server_of(node, wanted, &newer.servers))
     }
 
     /// Count operations into `operations` (the provider's shared handle).
@@ -241,6 +246,34 @@ impl HcloudInstances {
             Err(err) => Err(Error::api(format!("looking up {key}"), err)),
         }
     }
+}
+
+/// The server named `wanted`, else one with one of the Node's addresses.
+fn server_of(node: &Node, wanted: &str, servers: &[Arc<Server>]) -> Option<Arc<Server>> {
+    if let Some(server) = servers.iter().find(|s| s.name == wanted) {
+        return Some(server.clone());
+    }
+    let addresses = node_ips(node);
+    let found = servers
+        .iter()
+        .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)));
+    if let Some(server) = found {
+        tracing::debug!(
+            node = node.metadata.name.as_deref().unwrap_or_default(),
+            server = server.name,
+            server_id = server.id,
+            "no server is named like the Node, but this server has one of its addresses"
+        );
+    }
+    found.cloned()
+}
+
+/// How long ago the Node was created (`None` without a creation time): a listing younger
+/// than this started after the Node registered, so after its server was created.
+fn time_since_creation(node: &Node) -> Option<Duration> {
+    let created = node.metadata.creation_timestamp.as_ref()?;
+    // Zero for a creation time ahead of this clock.
+    Some(Duration::try_from(Timestamp::now().duration_since(created.0)).unwrap_or_default())
 }
 
 /// The Node's InternalIP and ExternalIP addresses.
@@ -309,7 +342,9 @@ impl Instances for HcloudInstances {
     /// its name or one of its InternalIP/ExternalIP addresses (routes allow Node names that
     /// differ from server names); otherwise it may be no cloud server at all (a dedicated or
     /// on-premises machine, another cloud) and is never deleted: the answer is an error that
-    /// says so, found in the shared listing without a request of its own.
+    /// says so, found in the shared listing without a request of its own (once a listing newer
+    /// than the Node exists: a listing older than the Node may predate its server, and a
+    /// Node joining in a burst is not reported before the burst's listing has looked).
     ///
     /// With cache mode `all`, the status check runs first (two requests per status period):
     /// when servers changed, the listing is refreshed before answering, so a deleted server is

@@ -19,11 +19,11 @@
 //! set of servers not running, unless a server started or was created at the same time; a
 //! start shows in the set of servers not running, a creation in the newest ID (or in that set
 //! while the server is still starting). A change marks the full listing outdated (unless the
-//! listing, made since the previous check, already shows what the check sees), so that the
-//! next existence check refreshes it: a deleted server's Node is confirmed gone, and a powered-off
-//! server's Node reported shut down, within about a status period plus the lifecycle
-//! controller's monitor period. A listing that started before the change does not clear that
-//! mark.
+//! listing, made since the previous check, already shows what the check sees; a listing under
+//! way is waited for and compared once it lands), so that the next existence check refreshes
+//! it: a deleted server's Node is confirmed gone, and a powered-off server's Node reported
+//! shut down, within about a status period plus the lifecycle controller's monitor period. A
+//! listing that started before the change does not clear that mark.
 //!
 //! A lookup the listing cannot answer (too old, outdated, or without the server) refreshes
 //! it, unless the listing spans several pages and the lookup comes alone: then the one server
@@ -778,6 +778,25 @@ impl ServerCache {
             && Signature::of_listing(&listing) == *seen
     }
 
+    /// Like [`ServerCache::listing_shows`], once the listing under way (if any) has landed:
+    /// it usually started a moment before the check (the first listing of a burst, made for
+    /// the first Node's initialisation, while the lifecycle controller's first check of that
+    /// Node ran), and a mark as of the check's moment would outlive it and cost a second
+    /// listing. Waiting costs no request; a failed listing shows nothing.
+    async fn listing_shows_once_landed(
+        &self,
+        seen: Option<&Signature>,
+        checked_at: Option<Instant>,
+    ) -> bool {
+        if self.listing_shows(seen, checked_at) {
+            return true;
+        }
+        let Some(listing) = seen.and(self.listings.under_way()) else {
+            return false;
+        };
+        listing.await.is_ok() && self.listing_shows(seen, checked_at)
+    }
+
     /// Age of the current listing, if any (for tests and diagnostics).
     pub async fn listing_age(&self) -> Option<Duration> {
         self.listings.latest().map(|l| l.age())
@@ -835,7 +854,11 @@ impl ServerCache {
             )
         });
         let changed = seen.is_none() || seen != status.seen;
-        if changed && !self.listing_shows(seen.as_ref(), status.checked_at) {
+        if changed
+            && !self
+                .listing_shows_once_landed(seen.as_ref(), status.checked_at)
+                .await
+        {
             // The first check has nothing to compare with: what changed between the listing
             // and now is unknown, so the listing is outdated as well.
             tracing::debug!(

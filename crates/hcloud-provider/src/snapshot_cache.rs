@@ -20,8 +20,14 @@
 //!    was lost took effect) starts a refresh of its own ([`SnapshotCache::reload`]).
 //! 5. **Outdated.** A cheaper check that sees a change marks the snapshot outdated as of a
 //!    moment taken before it looked ([`SnapshotCache::mark_outdated`]): the snapshot is then not
-//!    fresh, whatever its age, until a refresh that started after that moment finishes. A
-//!    refresh that started before it may not show the change, and leaves the mark.
+//!    fresh, whatever its age, until a refresh that started after that moment finishes (a
+//!    mark changes nothing when the snapshot comes from such a refresh already). A refresh
+//!    that started before it may not show the change, and leaves the mark. So a check that
+//!    sees a change while a refresh is under way first waits for that refresh
+//!    ([`SnapshotCache::under_way`], no request of its own) and marks only when the new
+//!    snapshot does not show what the check saw: a refresh that started a moment before the
+//!    check usually shows the same (the first listing of a burst, which the first check of
+//!    the burst's Nodes meets under way).
 //! 6. **Forgotten.** When the API rejects a change planned on the snapshot, the owner forgets it
 //!    ([`SnapshotCache::forget`]) and the next call refreshes. A refresh under way still lands.
 //! 7. **Stale answers.** Callers that accept older data (periodic checks, messages) take the last
@@ -268,9 +274,13 @@ impl<T, E> SnapshotCache<T, E> {
     }
 
     /// The snapshot does not show a change made before `since`: it is not fresh until a refresh
-    /// that started after `since` finishes.
+    /// that started after `since` finishes (nothing changes when the current snapshot comes
+    /// from such a refresh already).
     pub fn mark_outdated(&self, since: Moment) {
         let mut inner = self.lock();
+        if inner.current.as_ref().is_some_and(|c| c.seq > since.seq) {
+            return;
+        }
         if inner.outdated.is_none_or(|m| m.seq < since.seq) {
             inner.outdated = Some(since);
         }
@@ -300,6 +310,13 @@ where
     T: Send + Sync + 'static,
     E: Clone + Send + Sync + 'static,
 {
+    /// The refresh under way, if any, to wait for without starting one (so at no cost).
+    pub fn under_way(&self) -> Option<Answer<T, E>> {
+        let inner = self.lock();
+        let in_flight = inner.in_flight.as_ref()?;
+        Some(Answer(AnswerKind::Joined(in_flight.refresh.clone())))
+    }
+
     /// The snapshot if it is fresh for `max_age`, or else the refresh under way, or else a
     /// refresh that `fetch` makes.
     pub fn get<F, Fut>(&self, max_age: Duration, fetch: F) -> Answer<T, E>
@@ -579,6 +596,40 @@ mod tests {
         cache.mark_outdated(moment);
         assert_eq!(*refresh.await.unwrap(), 1);
         assert_eq!(cache.fresh(MAX_AGE).map(|s| *s), Some(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_check_can_wait_for_the_refresh_under_way_and_an_older_mark_changes_nothing() {
+        let (cache, source) = filled().await;
+        assert!(cache.under_way().is_none());
+        tokio::time::advance(MAX_AGE).await;
+        // A refresh starts, then a check takes its moment and finds the refresh under way.
+        let mut refresh = Box::pin(
+            cache
+                .get(MAX_AGE, source.read(Duration::from_secs(1)))
+                .into_future(),
+        );
+        assert!(futures::poll!(refresh.as_mut()).is_pending());
+        let during = cache.moment();
+        let joined = cache.under_way().unwrap();
+        assert!(!joined.started());
+        assert_eq!(*joined.await.unwrap(), 2);
+        assert_eq!(*refresh.await.unwrap(), 2);
+        assert_eq!(source.reads(), 2);
+        assert!(cache.under_way().is_none());
+        // That refresh started before the check's moment: a mark as of it still holds.
+        cache.mark_outdated(during);
+        assert!(cache.fresh(MAX_AGE).is_none());
+        // A check that took its moment before a refresh that has landed since: its mark
+        // changes nothing, the snapshot is newer than what the check saw.
+        let before = cache.moment();
+        assert_eq!(
+            *cache.refresh(source.read(Duration::ZERO)).await.unwrap(),
+            3
+        );
+        cache.mark_outdated(before);
+        assert_eq!(cache.fresh(MAX_AGE).map(|s| *s), Some(3));
+        assert_eq!(cache.outdated_since(), None);
     }
 
     #[tokio::test(start_paused = true)]

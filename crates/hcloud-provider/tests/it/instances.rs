@@ -1040,6 +1040,130 @@ async fn a_first_status_check_that_sees_what_the_listing_shows_keeps_it() {
     assert_eq!(counts.get("GET /servers"), Some(&2), "{counts:?}");
 }
 
+/// A burst of Nodes joining, as `hcloud-ccm-bench` makes it: the first Node's initialisation
+/// starts the listing of all servers, and the lifecycle controller's first check of that Node
+/// (the status check, then its existence) runs while the listing is under way; the other
+/// Nodes arrive over about a second, each initialised and checked. The servers existed
+/// before the listing, so the check sees what the listing shows once it lands: the burst
+/// costs one listing (4 pages) and one status check (2 requests), not a second listing.
+#[tokio::test]
+async fn a_status_check_during_a_bursts_listing_leaves_it_current() {
+    const NODES: usize = 200;
+    let names: Vec<String> = (0..NODES).map(|i| format!("burst-{i}")).collect();
+    let seed = hcloud_sim::SeedFile {
+        servers: names.iter().map(ServerSeed::new).collect(),
+        ..hcloud_sim::SeedFile::default()
+    };
+    let sim = Simulator::start(SimConfig::default().seed(seed))
+        .await
+        .unwrap();
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    // Each request takes a while, as on the real API: the four pages take about 100 ms.
+    sim.admin()
+        .inject_fault(
+            Fault::new("*")
+                .latency(Duration::from_millis(20))
+                .count(u32::MAX),
+        )
+        .await
+        .unwrap();
+    sim.admin().reset_request_counts().await.unwrap();
+    let nodes: Vec<Node> = names.iter().map(|name| node(name, None)).collect();
+
+    let initialise = |n: Node| {
+        let instances = instances.clone();
+        tokio::spawn(async move { instances.instance_metadata(&n).await })
+    };
+    let mut initialised = vec![initialise(nodes[0].clone())];
+    // The listing is under way once its first page was asked for.
+    while sim.admin().request_counts().await.unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // The lifecycle controller's one worker checks each Node as it appears.
+    let lifecycle = {
+        let instances = instances.clone();
+        let nodes = nodes.clone();
+        tokio::spawn(async move {
+            let mut answers = Vec::new();
+            for n in &nodes {
+                answers.push(instances.instance_exists(n).await);
+                answers.push(instances.instance_shutdown(n).await.map(|off| !off));
+            }
+            answers
+        })
+    };
+    for group in nodes[1..].chunks(20) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        initialised.extend(group.iter().cloned().map(initialise));
+    }
+    for (i, lookup) in initialised.into_iter().enumerate() {
+        let metadata = lookup.await.unwrap().unwrap();
+        assert!(metadata.is_some(), "burst-{i}");
+    }
+    for answer in lifecycle.await.unwrap() {
+        assert!(answer.unwrap(), "every server exists and runs");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /servers"), Some(&6), "{counts:?}");
+    assert_eq!(counts.values().sum::<u64>(), 6, "{counts:?}");
+}
+
+/// A Node without a providerID that registered after the last listing (a Node of a burst,
+/// which the lifecycle controller checks before the listing made for its initialisation):
+/// that listing may predate its server and does not decide; a listing made since does. A
+/// Node that is no cloud server is reported after that one listing, and checked again
+/// without a request.
+#[tokio::test]
+async fn a_node_newer_than_the_listing_is_looked_for_in_a_newer_one() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    seed(&sim, ServerSeed::new("old")).await;
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+    // The lifecycle check of a Node: the status check and the listing.
+    assert!(instances.instance_exists(&node("old", None)).await.unwrap());
+    let registered = |name: &str| {
+        let mut n = node(name, None);
+        n.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ));
+        n
+    };
+
+    seed(&sim, ServerSeed::new("joining")).await;
+    sim.admin().reset_request_counts().await.unwrap();
+    let joining = registered("joining");
+    assert!(instances.instance_exists(&joining).await.unwrap());
+    assert!(!instances.instance_shutdown(&joining).await.unwrap());
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.get("GET /servers"),
+        Some(&1),
+        "one listing: {counts:?}"
+    );
+
+    let on_premises = registered("on-premises");
+    sim.admin().reset_request_counts().await.unwrap();
+    for _ in 0..3 {
+        let err = instances.instance_exists(&on_premises).await.unwrap_err();
+        assert!(err.to_string().contains("never deleted"), "{err}");
+    }
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(
+        counts.get("GET /servers"),
+        Some(&1),
+        "one listing: {counts:?}"
+    );
+    // A Node older than the listing is answered from it, as before.
+    let err = instances
+        .instance_exists(&node("elsewhere", None))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("never deleted"), "{err}");
+    let counts = sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.values().sum::<u64>(), 1, "{counts:?}");
+}
+
 /// A start-up check that finds none of the cloud Nodes' servers (here: they were all deleted
 /// at that moment) holds deletions; a Node whose server the token then sees (one the CCM
 /// initialises) ends the mismatch, so Node deletions and load balancer creations resume.
