@@ -96,6 +96,8 @@ pub struct HcloudLoadBalancers {
     project: crate::project::ProjectGuard,
     /// The service controller's worker pool, which waits for actions lend their slot to.
     workers: std::sync::OnceLock<Workers>,
+    /// Robot dedicated servers: their Nodes become IP targets (off unless given).
+    robot: crate::robot::Robot,
 }
 
 impl HcloudLoadBalancers {
@@ -117,7 +119,15 @@ impl HcloudLoadBalancers {
             managed_certificates: std::sync::Mutex::default(),
             project: crate::project::ProjectGuard::default(),
             workers: std::sync::OnceLock::new(),
+            robot: crate::robot::Robot::default(),
         }
+    }
+
+    /// Make Robot Nodes IP targets through `robot` (the provider's shared Robot).
+    #[must_use]
+    pub fn with_robot(mut self, robot: crate::robot::Robot) -> Self {
+        self.robot = robot;
+        self
     }
 
     /// Create nothing while `project` (the provider's guard) says the token's project is not
