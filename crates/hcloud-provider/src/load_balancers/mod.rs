@@ -50,6 +50,7 @@ mod ensure;
 pub mod naming;
 mod ops;
 mod predict;
+mod robot_targets;
 pub mod selector;
 mod services;
 mod settings;
@@ -67,7 +68,7 @@ use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
-pub use desired::{Desired, Notice, Placement, Step, Subject};
+pub use desired::{Desired, Notice, Placement, RobotView, Step, Subject};
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
 pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
@@ -257,17 +258,40 @@ impl HcloudLoadBalancers {
             })
     }
 
-    fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
+    /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from
+    /// its cache, when a selected Node is a Robot Node: a failure fails the reconcile before
+    /// any change).
+    async fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
         self.operations
             .count(crate::metrics::op::load_balancer_ops::SERVICE_OPTS_EXTRACT);
-        Desired::new(
+        let mut desired = Desired::new(
             service,
             &Annotations::of(service),
             &self.settings,
             self.network_id,
             nodes,
         )
-        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))
+        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))?;
+        if !self.robot.enabled() {
+            desired.choose_robot_targets(RobotView::Off);
+        } else if !self.robot.has_client() {
+            desired.choose_robot_targets(RobotView::WithoutClient);
+        } else if desired.robot_nodes.is_empty() {
+            // No Robot Node is selected: no IP target stays, whatever Robot lists.
+            desired.choose_robot_targets(RobotView::Listed(&[]));
+        } else {
+            let listed = self.robot.servers().await.map_err(|err| {
+                Error::api(
+                    format!(
+                        "service {}: listing the Robot servers for the targets",
+                        service_key(service)
+                    ),
+                    err,
+                )
+            })?;
+            desired.choose_robot_targets(RobotView::Listed(&listed));
+        }
+        Ok(desired)
     }
 
     /// Delete one load balancer of the Service (kept when the API says it is protected).
@@ -387,7 +411,7 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
-        let plan = self.desired(service, nodes)?;
+        let plan = self.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
         let Some(lb) = found.lb else {

@@ -298,6 +298,10 @@ pub mod reasons {
     /// This CCM only: a Node's server does not exist, so the Node was left out of the targets
     /// (the other targets are still set).
     pub const TARGET_SERVER_NOT_FOUND: &str = "TargetServerNotFound";
+    /// `use-private-ip` is set, but a Robot Node has no InternalIP.
+    pub const INTERNAL_IP_NOT_CONFIGURED: &str = "InternalIPNotConfigured";
+    /// A Robot Node's server (or its IP) is not known, so the Node is no target.
+    pub const SERVER_NOT_FOUND: &str = "ServerNotFound";
 }
 
 #[cfg(test)]
