@@ -1,11 +1,13 @@
 //! Hetzner Cloud implementation of the provider-neutral `cloud-provider` traits.
 //!
-//! Instances (InstancesV2) are implemented for cloud servers: providerIDs `hcloud://ID` (and the
-//! Robot forms `hrobot://N` / legacy `hcloud://bm-N`, which are parsed and reported as not
-//! handled yet, never deleted), lookup by providerID then by node name, labels, addresses and
-//! shutdown state as the official Hetzner CCM reports them. Every lookup goes through one
-//! shared [`ServerCache`], which keeps the API cost of bursts and periodic refreshes at one
-//! paginated listing.
+//! Instances (InstancesV2) are implemented for cloud servers: providerIDs `hcloud://ID`,
+//! lookup by providerID then by node name, labels, addresses and shutdown state as the official
+//! Hetzner CCM reports them. Every lookup goes through one shared [`ServerCache`], which keeps
+//! the API cost of bursts and periodic refreshes at one paginated listing. Robot dedicated
+//! servers (`hrobot://N`, legacy `hcloud://bm-N`, or a name only Robot has) are handled when
+//! [`ProviderSettings::robot`] enables them and [`HcloudProvider::with_robot`] is given a
+//! [`RobotApi`] (see [`robot`]): one cached Robot list answers every lookup, and load
+//! balancers make their Nodes IP targets. With Robot off, such Nodes are left untouched.
 //!
 //! Routes ([`HcloudRoutes`]) are offered when a network is configured and
 //! [`ProviderSettings::routes_enabled`] is set: pod CIDRs become routes of that network whose

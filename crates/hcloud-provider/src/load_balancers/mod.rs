@@ -22,6 +22,8 @@
 //!   the Service, ask by label selector every time (one request each, as the official CCM);
 //!   a create whose answer was lost makes the Service's next lookup ask by label too, so it
 //!   never creates a second load balancer, also when the `name` annotation changed meanwhile.
+//! - **Robot Nodes** are IP targets (see `robot_targets.rs`); the Robot list is read, from the
+//!   provider's Robot cache, in the decision, before any change.
 //! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
 //!   found is [`cloud_provider::Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
@@ -30,7 +32,8 @@
 //!   deleted, and so is the managed certificate this CCM created for the Service.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
-//!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`) and, where this CCM is stricter on
+//!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
+//!   `InternalIPNotConfigured`, `ServerNotFound`) and, where this CCM is stricter on
 //!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
 //! - **One decision**: ensure reads and decides (`decide.rs`: the load balancer, the
 //!   certificate to create or wait for, the creation request, the steps of every round,
