@@ -130,6 +130,16 @@ impl HcloudInstances {
         }
     }
 
+    /// `Some` Robot server of `node` when it is a Robot Node (from the cached list).
+    async fn node_robot_server(&self, node: &Node) -> Option<Result<RobotServer>> {
+        match self.robot_target(node).await {
+            Ok(Target::Cloud) => None,
+            Ok(Target::Named(server)) => Some(Ok(server)),
+            Ok(Target::Number(number)) => Some(self.robot_server(node, number).await),
+            Err(err) => Some(Err(err)),
+        }
+    }
+
     /// `Some` answer of `instance_exists` when `node` is a Robot Node.
     pub(super) async fn robot_exists(&self, node: &Node) -> Option<Result<bool>> {
         let number = match self.robot_target(node).await {
@@ -178,13 +188,8 @@ impl HcloudInstances {
     /// `Some` answer of `instance_shutdown` when `node` is a Robot Node: its power state
     /// (`GET /reset/N`, never cached) is `shut off`.
     pub(super) async fn robot_shutdown(&self, node: &Node) -> Option<Result<bool>> {
-        let server = match self.robot_target(node).await {
-            Ok(Target::Cloud) => return None,
-            Ok(Target::Named(server)) => server,
-            Ok(Target::Number(number)) => match self.robot_server(node, number).await {
-                Ok(server) => server,
-                Err(err) => return Some(Err(err)),
-            },
+        let server = match self.node_robot_server(node).await? {
+            Ok(server) => server,
             Err(err) => return Some(Err(err)),
         };
         let number = server.server_number;
@@ -208,13 +213,8 @@ impl HcloudInstances {
         &self,
         node: &Node,
     ) -> Option<Result<Option<InstanceMetadata>>> {
-        let server = match self.robot_target(node).await {
-            Ok(Target::Cloud) => return None,
-            Ok(Target::Named(server)) => server,
-            Ok(Target::Number(number)) => match self.robot_server(node, number).await {
-                Ok(server) => server,
-                Err(err) => return Some(Err(err)),
-            },
+        let server = match self.node_robot_server(node).await? {
+            Ok(server) => server,
             Err(err) => return Some(Err(err)),
         };
         let settings = self.robot.settings();

@@ -148,6 +148,18 @@ async fn provider(
         .unwrap()
 }
 
+/// A simulator, a fake Robot with `servers` and the provider over both.
+async fn started(
+    servers: Vec<RobotServer>,
+    max_age: Duration,
+    rate_limit_wait: Duration,
+) -> (Simulator, Arc<FakeRobot>, HcloudProvider) {
+    let sim = sim().await;
+    let robot = FakeRobot::with(servers);
+    let p = provider(&sim, robot_settings(max_age, rate_limit_wait), &robot).await;
+    (sim, robot, p)
+}
+
 async fn sim() -> Simulator {
     Simulator::start(SimConfig::default().action_delay(Duration::from_millis(20)))
         .await
@@ -278,12 +290,10 @@ async fn a_burst_of_fifty_dedicated_nodes_costs_one_listing() {
 
 #[tokio::test]
 async fn the_shutdown_answer_is_the_power_state_read_every_time() {
-    let sim = sim().await;
-    let robot = FakeRobot::with(vec![dedicated(7, "dedi-7")]);
-    let p = provider(
-        &sim,
-        robot_settings(Duration::from_secs(300), Duration::ZERO),
-        &robot,
+    let (_sim, robot, p) = started(
+        vec![dedicated(7, "dedi-7")],
+        Duration::from_secs(300),
+        Duration::ZERO,
     )
     .await;
     let instances = p.instances().unwrap();
@@ -310,12 +320,10 @@ async fn the_shutdown_answer_is_the_power_state_read_every_time() {
 
 #[tokio::test]
 async fn only_robot_itself_says_a_server_is_gone() {
-    let sim = sim().await;
-    let robot = FakeRobot::with(vec![dedicated(1, "dedi-1")]);
-    let p = provider(
-        &sim,
-        robot_settings(Duration::from_millis(300), Duration::ZERO),
-        &robot,
+    let (_sim, robot, p) = started(
+        vec![dedicated(1, "dedi-1")],
+        Duration::from_millis(300),
+        Duration::ZERO,
     )
     .await;
     let instances = p.instances().unwrap();
@@ -356,12 +364,10 @@ async fn only_robot_itself_says_a_server_is_gone() {
 
 #[tokio::test]
 async fn the_rate_limit_holds_robot_calls_back_for_the_wait_time() {
-    let sim = sim().await;
-    let robot = FakeRobot::with(vec![dedicated(1, "dedi-1")]);
-    let p = provider(
-        &sim,
-        robot_settings(Duration::from_secs(300), Duration::from_secs(600)),
-        &robot,
+    let (_sim, robot, p) = started(
+        vec![dedicated(1, "dedi-1")],
+        Duration::from_secs(300),
+        Duration::from_secs(600),
     )
     .await;
     let instances = p.instances().unwrap();
