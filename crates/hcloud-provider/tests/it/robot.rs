@@ -529,6 +529,43 @@ async fn load_balancers_carry_server_and_ip_targets() {
         .await
         .unwrap();
     assert!(plan.changes.is_empty(), "{plan:?}");
+
+    // A Robot Node joins: plan names its IP target, and ensure makes exactly that request.
+    robot.add(dedicated(13, "dedi-13"));
+    let mut more = all.clone();
+    more.push(lb_node(
+        "dedi-13",
+        "hrobot://13",
+        &[("kind", "robot")],
+        None,
+    ));
+    let planned = lbs
+        .plan_load_balancer("k", &robot_only, &more)
+        .await
+        .unwrap();
+    let named: Vec<String> = planned.writes.iter().map(ToString::to_string).collect();
+    assert!(
+        planned
+            .changes
+            .iter()
+            .any(|c| format!("{c:?}").contains("add target ip 203.0.113.13")),
+        "{planned:?}"
+    );
+    sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer("k", &robot_only, &more)
+        .await
+        .unwrap();
+    let made: Vec<String> = sim
+        .admin()
+        .request_counts()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(request, _)| !request.starts_with("GET "))
+        .flat_map(|(request, n)| std::iter::repeat_n(request, n as usize))
+        .collect();
+    assert_eq!(named, made);
+    assert_eq!(made, ["POST /load_balancers/{id}/actions/add_target"]);
 }
 
 #[tokio::test]
@@ -590,7 +627,8 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     let cloud_name = env.name("cloud");
     let dedi_name = env.name("dedi");
     env.server(ServerSeed::new(cloud_name.clone())).await;
-    let robot = FakeRobot::with(vec![dedicated(42, &dedi_name)]);
+    let reused_name = env.name("reused");
+    let robot = FakeRobot::with(vec![dedicated(42, &dedi_name), dedicated(43, &reused_name)]);
     let mut setup = Setup::default();
     setup.settings.robot = RobotSettings {
         enabled: true,
@@ -599,9 +637,22 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     };
     setup.settings.cache.robot_max_age = Duration::from_millis(300);
     let api: Arc<dyn RobotApi> = robot.clone();
-    let _running = env.start_controllers_with_robot(setup, Some(api)).await;
+    let running = env.start_controllers_with_robot(setup, Some(api)).await;
+    // The provider's own events (PossibleNodeDeletion) are written once it is initialised.
+    running
+        .provider
+        .initialize(
+            env.client.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     KubeletNode::new(&cloud_name).create(&env).await;
     KubeletNode::new(&dedi_name).create(&env).await;
+    KubeletNode::new(&reused_name)
+        .provider_id("hcloud://bm-43")
+        .create(&env)
+        .await;
 
     let cloud = env.initialized(&cloud_name).await;
     assert_eq!(label(&cloud, PROVIDED_BY_LABEL), Some("cloud"));
@@ -658,4 +709,15 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     robot.remove(42);
     env.deleted(&dedi_name).await;
     assert!(env.node(&cloud_name).await.is_some());
+
+    // A server re-used under another name: its NotReady Node is warned about, then deleted;
+    // its legacy providerID was never rewritten.
+    let reused = env.initialized(&reused_name).await;
+    assert_eq!(support::provider_id(&reused), Some("hcloud://bm-43"));
+    assert_eq!(label(&reused, PROVIDED_BY_LABEL), Some("robot"));
+    robot.remove(43);
+    robot.add(dedicated(43, "another-name"));
+    env.set_ready(&reused_name, "False").await;
+    env.wait_events(&reused_name, "PossibleNodeDeletion").await;
+    env.deleted(&reused_name).await;
 }
