@@ -206,6 +206,9 @@ pub fn provider_settings(
         // by the flags (--configure-cloud-routes, --controllers).
         routes_enabled: settings.routes_enabled,
         cluster_cidrs: settings.cluster_cidrs.clone(),
+        // ROBOT_ENABLED=true is refused by the configuration until the Robot client is wired
+        // in; then the Robot settings and client go to `HcloudProvider::with_robot`.
+        robot: hcloud_provider::RobotSettings::default(),
         cache: CacheConfig {
             mode: match settings.server_cache_mode {
                 ServerCacheMode::All => CacheMode::All,

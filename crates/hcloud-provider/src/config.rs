@@ -134,6 +134,9 @@ pub struct CacheConfig {
     /// never less than `network_max_age`). A stale plan costs one extra read: the API rejects
     /// the change and the network is read again.
     pub network_plan_max_age: Duration,
+    /// How long the list of all Robot dedicated servers answers lookups
+    /// (`ROBOT_CACHE_TIMEOUT`, default 5 min; zero: every lookup lists).
+    pub robot_max_age: Duration,
 }
 
 impl CacheConfig {
@@ -159,6 +162,7 @@ impl Default for CacheConfig {
             unknown_lb_type_refresh: Duration::from_secs(60),
             network_max_age: Duration::from_secs(30),
             network_plan_max_age: Duration::from_secs(30),
+            robot_max_age: Duration::from_secs(300),
         }
     }
 }

@@ -1,4 +1,7 @@
-//! The instances capability (InstancesV2) for Hetzner Cloud servers.
+//! The instances capability (InstancesV2) for Hetzner Cloud servers, and Robot dedicated
+//! servers when Robot support is on (`robot_nodes`).
+
+mod robot_nodes;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -17,6 +20,7 @@ use crate::metadata::instance_metadata;
 use crate::metrics::{Operations, op};
 use crate::project::{ProjectGuard, ProjectState};
 use crate::provider_id::ProviderId;
+use crate::robot::Robot;
 use crate::server_cache::{SUBSYSTEM_INSTANCES, ServerCache, ServerKey, StatusCheck};
 
 /// Hetzner Cloud servers as Kubernetes instances.
@@ -32,6 +36,8 @@ pub struct HcloudInstances {
     /// Whether the token's project holds the cluster's servers (see
     /// [`HcloudInstances::check_project`]).
     project: ProjectGuard,
+    /// Robot dedicated servers (off unless given with [`HcloudInstances::with_robot`]).
+    robot: Robot,
 }
 
 /// The event reason when the token sees none of the cluster's servers.
@@ -73,7 +79,15 @@ impl HcloudInstances {
             operations: Operations::default(),
             events: Events::default(),
             project: ProjectGuard::default(),
+            robot: Robot::default(),
         }
+    }
+
+    /// Answer for Robot Nodes through `robot` (the provider's shared Robot).
+    #[must_use]
+    pub fn with_robot(mut self, robot: Robot) -> Self {
+        self.robot = robot;
+        self
     }
 
     /// Share `project` (the provider's guard) instead of a private one.
@@ -322,7 +336,7 @@ pub fn server_key(node: &Node) -> Result<ServerKey> {
     match ProviderId::parse(provider_id) {
         Ok(ProviderId::Cloud(id)) => Ok(ServerKey::Id(id)),
         Ok(ProviderId::Robot(number)) => Err(Error::other(format!(
-            "Node has providerID hrobot://{number}: Robot dedicated servers are not handled by this cloud-controller-manager yet; the Node is left as it is"
+            "Node has providerID hrobot://{number}: a Robot dedicated server, and Robot support is off (ROBOT_ENABLED); the Node is left as it is"
         ))),
         Err(err) => Err(Error::invalid_input(err.to_string())),
     }
@@ -353,6 +367,9 @@ impl Instances for HcloudInstances {
     /// [`HcloudInstances::check_project`]) a server that is not found is an error, not gone.
     async fn instance_exists(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_EXISTS);
+        if let Some(answer) = self.robot_exists(node).await {
+            return answer;
+        }
         let key = server_key(node)?;
         self.status_check().await?;
         if let ServerKey::Name(name) = &key {
@@ -384,6 +401,9 @@ impl Instances for HcloudInstances {
     /// its name or one of its addresses, as for its existence).
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_SHUTDOWN);
+        if let Some(answer) = self.robot_shutdown(node).await {
+            return answer;
+        }
         let key = server_key(node)?;
         let check = self.status_check().await?;
         let server = match &key {
@@ -406,6 +426,9 @@ impl Instances for HcloudInstances {
 
     async fn instance_metadata(&self, node: &Node) -> Result<Option<InstanceMetadata>> {
         self.operations.count(op::instances::INSTANCE_METADATA);
+        if let Some(answer) = self.robot_metadata(node).await {
+            return answer;
+        }
         let server = self.find(node).await?;
         // A Node's server seen through the token (a Node initialised or refreshed): the
         // project is the cluster's, also after a start-up check that found every cloud Node's

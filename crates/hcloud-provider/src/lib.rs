@@ -1,11 +1,13 @@
 //! Hetzner Cloud implementation of the provider-neutral `cloud-provider` traits.
 //!
-//! Instances (InstancesV2) are implemented for cloud servers: providerIDs `hcloud://ID` (and the
-//! Robot forms `hrobot://N` / legacy `hcloud://bm-N`, which are parsed and reported as not
-//! handled yet, never deleted), lookup by providerID then by node name, labels, addresses and
-//! shutdown state as the official Hetzner CCM reports them. Every lookup goes through one
-//! shared [`ServerCache`], which keeps the API cost of bursts and periodic refreshes at one
-//! paginated listing.
+//! Instances (InstancesV2) are implemented for cloud servers: providerIDs `hcloud://ID`,
+//! lookup by providerID then by node name, labels, addresses and shutdown state as the official
+//! Hetzner CCM reports them. Every lookup goes through one shared [`ServerCache`], which keeps
+//! the API cost of bursts and periodic refreshes at one paginated listing. Robot dedicated
+//! servers (`hrobot://N`, legacy `hcloud://bm-N`, or a name only Robot has) are handled when
+//! [`ProviderSettings::robot`] enables them and [`HcloudProvider::with_robot`] is given a
+//! [`RobotApi`] (see [`robot`]): one cached Robot list answers every lookup, and load
+//! balancers make their Nodes IP targets. With Robot off, such Nodes are left untouched.
 //!
 //! Routes ([`HcloudRoutes`]) are offered when a network is configured and
 //! [`ProviderSettings::routes_enabled`] is set: pod CIDRs become routes of that network whose
@@ -33,6 +35,7 @@ mod metadata;
 pub mod metrics;
 pub mod project;
 mod provider_id;
+pub mod robot;
 mod routes;
 mod server_cache;
 mod snapshot_cache;
@@ -47,6 +50,7 @@ pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};
 pub use metadata::{PROVIDED_BY_LABEL, instance_metadata, legacy_zone, node_addresses};
 pub use metrics::{Operations, op};
 pub use provider_id::{ParseProviderIdError, ProviderId};
+pub use robot::{Robot, RobotApi, RobotSettings};
 pub use routes::{CLUSTER_CIDR_MISCONFIGURED, HcloudRoutes, RoutesConfig};
 pub use server_cache::{
     CacheError, CacheMetrics, RESULT_HIT, RESULT_MISS, SUBSYSTEM_INSTANCES,
@@ -104,6 +108,10 @@ pub struct ProviderSettings {
     /// destination is outside it get a `ClusterCIDRMisconfigured` Warning event on their Node;
     /// empty (the default): no check.
     pub cluster_cidrs: Vec<ipnet::IpNet>,
+    /// `ROBOT_ENABLED`, `ROBOT_FORWARD_INTERNAL_IPS`, `ROBOT_RATE_LIMIT_WAIT_TIME` (the cache
+    /// age is [`CacheConfig::robot_max_age`]). The Robot client itself is passed to
+    /// [`HcloudProvider::with_robot`]. Default: Robot support off.
+    pub robot: RobotSettings,
 }
 
 /// The Hetzner Cloud provider.
@@ -123,10 +131,24 @@ pub struct HcloudProvider {
 
 impl HcloudProvider {
     /// Build the provider, resolving `HCLOUD_NETWORK` to its ID (one API call when set).
+    /// Robot dedicated servers are looked up only through [`HcloudProvider::with_robot`].
     pub async fn new(
         client: hcloud_api::Client,
         settings: ProviderSettings,
     ) -> Result<Self, Error> {
+        Self::with_robot(client, settings, None).await
+    }
+
+    /// [`HcloudProvider::new`] with Robot dedicated servers asked through `robot` (when
+    /// [`ProviderSettings::robot`] enables them; `None` with Robot enabled is the official
+    /// CCM's Robot support without credentials: no Robot lookups, load balancer targets from
+    /// the Nodes' InternalIPs). Robot is not asked anything here.
+    pub async fn with_robot(
+        client: hcloud_api::Client,
+        settings: ProviderSettings,
+        robot: Option<Arc<dyn RobotApi>>,
+    ) -> Result<Self, Error> {
+        let robot = Robot::new(settings.robot.clone(), robot, &settings.cache);
         let operations = Operations::new();
         let events = Events::new();
         let project = project::ProjectGuard::default();
@@ -149,7 +171,8 @@ impl HcloudProvider {
                     .with_project(project.clone())
                     .with_events(events.clone())
                     .with_operations(operations.clone())
-                    .with_lb_type_cache(lb_types.clone()),
+                    .with_lb_type_cache(lb_types.clone())
+                    .with_robot(robot.clone()),
             )
         });
         let cache = ServerCache::new(client.clone(), settings.cache);
@@ -169,6 +192,7 @@ impl HcloudProvider {
             _ => None,
         };
         let instances = HcloudInstances::new(cache, config)
+            .with_robot(robot)
             .with_project(project)
             .with_events(events.clone())
             .with_operations(operations.clone());

@@ -513,7 +513,7 @@ impl Core {
                 Ok(ProviderId::Cloud(id)) => ServerKey::Id(id),
                 Ok(ProviderId::Robot(_)) => {
                     return Err(Error::invalid_input(format!(
-                        "node {node:?} is a Robot dedicated server ({provider_id}): routes are only supported for Hetzner Cloud servers"
+                        "node {node} is not a cloud server, routes are only supported for cloud servers (providerID {provider_id} is a Robot dedicated server)"
                     )));
                 }
                 Err(err) => return Err(Error::invalid_input(format!("node {node:?}: {err}"))),

@@ -66,6 +66,18 @@ pub enum CacheError {
     /// The shared listing did not finish within its deadline.
     #[error("listing servers did not finish within {0:?}")]
     Deadline(Duration),
+    /// Robot is asked for while Robot support has no client (`ROBOT_ENABLED` false, or no
+    /// `ROBOT_USER`/`ROBOT_PASSWORD`).
+    #[error(
+        "no Robot client: set ROBOT_ENABLED=true with ROBOT_USER and ROBOT_PASSWORD to look up dedicated servers"
+    )]
+    RobotNotConfigured,
+    /// The Robot rate-limit guard holds calls back (`ROBOT_RATE_LIMIT_WAIT_TIME`).
+    #[error("rate limit exceeded, next try at {next_try:?}")]
+    RobotRateLimited {
+        /// When calls go to Robot again (RFC 3339).
+        next_try: String,
+    },
 }
 
 impl CacheError {
@@ -73,7 +85,7 @@ impl CacheError {
     pub fn api_error(&self) -> Option<&hcloud_api::Error> {
         match self {
             Self::Api(err) => Some(err),
-            Self::Deadline(_) => None,
+            Self::Deadline(_) | Self::RobotNotConfigured | Self::RobotRateLimited { .. } => None,
         }
     }
 }

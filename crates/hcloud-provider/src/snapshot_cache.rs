@@ -93,6 +93,12 @@ impl<T> Snapshot<T> {
     pub fn age(&self) -> Duration {
         self.at.elapsed()
     }
+
+    /// Whether the refresh that made it started after `moment` (it shows every change made
+    /// before `moment`).
+    pub fn is_after(&self, moment: Moment) -> bool {
+        self.seq > moment.seq
+    }
 }
 
 type SharedRefresh<T, E> = Shared<BoxFuture<'static, Result<Snapshot<T>, E>>>;

@@ -147,7 +147,7 @@ impl HcloudLoadBalancers {
     /// Decide what ensure does for `service` with `nodes` (reads only).
     pub(super) async fn decide(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Decision> {
         let uid = Self::uid(service)?;
-        let mut desired = self.desired(service, nodes)?;
+        let mut desired = self.desired(service, nodes).await?;
         let found = self.find(uid, &desired.name, true).await?;
         let mut notices = desired.notices.clone();
         notices.extend(found.notices.iter().cloned());

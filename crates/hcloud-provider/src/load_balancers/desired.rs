@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, 
 use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
 use super::cluster::CLUSTER_NAME_LABEL;
 use super::naming::{SERVICE_UID_LABEL, default_name};
+pub use super::robot_targets::{IpTargetPlan, RobotNode, RobotView};
 pub use super::services::{
     DesiredHealthCheck, DesiredHealthCheckHttp, DesiredHttp, DesiredService,
 };
@@ -144,6 +145,11 @@ pub struct Desired {
     pub certificates: Certificates,
     /// Target servers, sorted by server ID.
     pub targets: Vec<TargetPlan>,
+    /// The selected Nodes with a Robot providerID, sorted by server number.
+    pub robot_nodes: Vec<RobotNode>,
+    /// IP targets (of Robot Nodes), chosen by [`Desired::choose_robot_targets`]; every other
+    /// IP target is removed.
+    pub ip_targets: Vec<IpTargetPlan>,
     /// Targets are reached over the private network.
     pub use_private_ip: bool,
     /// The network to be attached to; `None`: detached from every network.
@@ -363,6 +369,7 @@ impl Desired {
         }
         let selector = errors.take(a.node_selector());
         let mut targets = BTreeMap::new();
+        let mut robot_nodes = BTreeMap::new();
         for node in nodes {
             let node_name = node.metadata.name.clone().unwrap_or_default();
             if let Some(selector) = &selector {
@@ -380,9 +387,17 @@ impl Desired {
                 Ok(ProviderId::Cloud(id)) => {
                     targets.entry(id).or_insert(node_name);
                 }
-                Ok(ProviderId::Robot(_)) => notices.push(Notice::log(format!(
-                    "node {node_name}: Robot servers are not load balancer targets (Robot support is off)"
-                ))),
+                Ok(ProviderId::Robot(number)) => {
+                    let internal_ip = node
+                        .status
+                        .iter()
+                        .flat_map(|s| s.addresses.iter().flatten())
+                        .find(|a| a.type_ == "InternalIP")
+                        .map(|a| a.address.clone());
+                    robot_nodes
+                        .entry(u64::try_from(number).unwrap_or_default())
+                        .or_insert((node_name, internal_ip));
+                }
                 Err(_) if !known_prefix(provider_id) => notices.push(Notice::warn_node(
                     &node_name,
                     reasons::UNKNOWN_PROVIDER_ID_PREFIX,
@@ -433,6 +448,15 @@ impl Desired {
                 .into_iter()
                 .map(|(server, node)| TargetPlan { server, node })
                 .collect(),
+            robot_nodes: robot_nodes
+                .into_iter()
+                .map(|(number, (node, internal_ip))| RobotNode {
+                    number,
+                    node,
+                    internal_ip,
+                })
+                .collect(),
+            ip_targets: Vec::new(),
             use_private_ip,
             network,
             public_interface,
@@ -512,11 +536,10 @@ impl Desired {
         TargetSpec::server(id, self.use_private_ip)
     }
 
-    /// Whether an IP target stays. Robot support is off in this build, so none does: the
-    /// official CCM removes every IP target then. A Robot-aware build answers "the IP belongs
-    /// to a Robot node that is a target" here.
-    fn keeps_ip_target(&self, _ip: &str) -> bool {
-        false
+    /// Whether an IP target stays: it is the chosen IP of a selected Robot Node (none while
+    /// Robot support is off, as officially: then every IP target is removed).
+    fn keeps_ip_target(&self, ip: &str) -> bool {
+        self.ip_targets.iter().any(|t| t.ip == ip)
     }
 
     /// Whether the create request can attach the network itself (no fixed IP or subnet).
@@ -545,8 +568,9 @@ impl Desired {
         } else {
             self.targets
                 .iter()
-                .take(max_targets)
                 .map(|t| self.target(t.server))
+                .chain(self.ip_targets.iter().map(|t| TargetSpec::ip(t.ip.clone())))
+                .take(max_targets)
                 .collect()
         };
         // Disabling the public interface needs the network: when it cannot be attached at
@@ -693,10 +717,11 @@ impl Desired {
     }
 
     /// Removals, additions (within the type's limit) and the nodes left out for the limit.
-    fn target_changes(&self, lb: &LoadBalancer) -> (Vec<Step>, Vec<Step>, Vec<&TargetPlan>) {
+    fn target_changes(&self, lb: &LoadBalancer) -> (Vec<Step>, Vec<Step>, Vec<&str>) {
         let desired: BTreeSet<i64> = self.targets.iter().map(|t| t.server).collect();
         let mut remove = Vec::new();
         let mut kept = BTreeSet::new();
+        let mut kept_ips = BTreeSet::new();
         // Every target counts against the limit, label-selector targets included.
         let mut count = lb.targets.len();
         for target in &lb.targets {
@@ -713,9 +738,10 @@ impl Desired {
                     }
                 }
                 TargetType::Ip => {
-                    if let Some(ip) = &target.ip
-                        && !self.keeps_ip_target(&ip.ip)
-                    {
+                    let Some(ip) = &target.ip else { continue };
+                    if self.keeps_ip_target(&ip.ip) {
+                        kept_ips.insert(ip.ip.as_str());
+                    } else {
                         remove.push(Step::RemoveTarget(TargetSpec::ip(ip.ip.clone())));
                         count = count.saturating_sub(1);
                     }
@@ -730,11 +756,23 @@ impl Desired {
         };
         let mut add = Vec::new();
         let mut left_out = Vec::new();
-        for target in self.targets.iter().filter(|t| !kept.contains(&t.server)) {
+        // Robot Nodes' IP targets after the cloud servers, as officially.
+        let wanted = self
+            .targets
+            .iter()
+            .filter(|t| !kept.contains(&t.server))
+            .map(|t| (self.target(t.server), t.node.as_str()))
+            .chain(
+                self.ip_targets
+                    .iter()
+                    .filter(|t| !kept_ips.contains(t.ip.as_str()))
+                    .map(|t| (TargetSpec::ip(t.ip.clone()), t.node.as_str())),
+            );
+        for (spec, node) in wanted {
             if count >= max {
-                left_out.push(target);
+                left_out.push(node);
             } else {
-                add.push(Step::AddTarget(self.target(target.server)));
+                add.push(Step::AddTarget(spec));
                 count += 1;
             }
         }
@@ -747,7 +785,7 @@ impl Desired {
         self.target_changes(lb)
             .2
             .into_iter()
-            .map(|t| self.max_targets_reached(&t.node))
+            .map(|node| self.max_targets_reached(node))
             .collect()
     }
 

@@ -560,7 +560,7 @@ impl HcloudLoadBalancers {
             // are left out without asking again.
             let mut full = false;
             for step in &steps {
-                if full && let Some((node, _)) = drop_added_target(plan, step) {
+                if full && let Some(node) = drop_added_node(plan, step) {
                     notices.push(plan.max_targets_reached(&node));
                     continue;
                 }
@@ -573,7 +573,7 @@ impl HcloudLoadBalancers {
                 let limit = failed.code == Some(hcloud_api::ErrorCode::ResourceLimitExceeded);
                 let left_out = match err.category() {
                     // As officially: the targets that fit stay, the others get a Warning.
-                    _ if limit => drop_added_target(plan, step).map(|(node, _)| {
+                    _ if limit => drop_added_node(plan, step).map(|node| {
                         full = true;
                         plan.max_targets_reached(&node)
                     }),
@@ -630,6 +630,24 @@ fn labelled_lookup(uid: &str) -> String {
         "looking up the load balancers labelled {}",
         uid_selector(uid)
     )
+}
+
+/// When `step` adds a server or IP target: drop it from `plan` and return its Node's name.
+fn drop_added_node(plan: &mut Desired, step: &Step) -> Option<String> {
+    if let Some((node, _)) = drop_added_target(plan, step) {
+        return Some(node);
+    }
+    let Step::AddTarget(target) = step else {
+        return None;
+    };
+    let ip = &target.ip.as_ref()?.ip;
+    let node = plan
+        .ip_targets
+        .iter()
+        .find(|t| t.ip == *ip)
+        .map(|t| t.node.clone())?;
+    plan.ip_targets.retain(|t| t.ip != *ip);
+    Some(node)
 }
 
 /// When `step` adds a server target: drop that target from `plan` (it is not asked for again

@@ -25,6 +25,8 @@
 //!   the Service, ask by label selector every time (one request each, as the official CCM);
 //!   a create whose answer was lost makes the Service's next lookup ask by label too, so it
 //!   never creates a second load balancer, also when the `name` annotation changed meanwhile.
+//! - **Robot Nodes** are IP targets (see `robot_targets.rs`); the Robot list is read, from the
+//!   provider's Robot cache, in the decision, before any change.
 //! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
 //!   found is [`cloud_provider::Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
@@ -33,7 +35,8 @@
 //!   deleted, and so is the managed certificate this CCM created for the Service.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
-//!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`) and, where this CCM is stricter on
+//!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
+//!   `InternalIPNotConfigured`, `ServerNotFound`) and, where this CCM is stricter on
 //!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
 //! - **One decision**: ensure reads and decides (`decide.rs`: the load balancer, the
 //!   certificate to create or wait for, the creation request, the steps of every round,
@@ -55,6 +58,7 @@ pub mod naming;
 mod ops;
 mod orphans;
 mod predict;
+mod robot_targets;
 pub mod selector;
 mod services;
 mod settings;
@@ -73,7 +77,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 pub use annotations::{AnnotationError, AnnotationErrors, Annotations, CertificateType};
 pub use cluster::CLUSTER_NAME_LABEL;
-pub use desired::{Desired, Notice, Placement, Step, Subject};
+pub use desired::{Desired, Notice, Placement, RobotView, Step, Subject};
 pub use naming::{SERVICE_UID_LABEL, load_balancer_name};
 pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
@@ -102,6 +106,8 @@ pub struct HcloudLoadBalancers {
     project: crate::project::ProjectGuard,
     /// The service controller's worker pool, which waits for actions lend their slot to.
     workers: std::sync::OnceLock<Workers>,
+    /// Robot dedicated servers: their Nodes become IP targets (off unless given).
+    robot: crate::robot::Robot,
 }
 
 impl HcloudLoadBalancers {
@@ -124,7 +130,15 @@ impl HcloudLoadBalancers {
             managed_certificates: std::sync::Mutex::default(),
             project: crate::project::ProjectGuard::default(),
             workers: std::sync::OnceLock::new(),
+            robot: crate::robot::Robot::default(),
         }
+    }
+
+    /// Make Robot Nodes IP targets through `robot` (the provider's shared Robot).
+    #[must_use]
+    pub fn with_robot(mut self, robot: crate::robot::Robot) -> Self {
+        self.robot = robot;
+        self
     }
 
     /// Create nothing while `project` (the provider's guard) says the token's project is not
@@ -255,17 +269,40 @@ impl HcloudLoadBalancers {
             })
     }
 
-    fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
+    /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from
+    /// its cache, when a selected Node is a Robot Node: a failure fails the reconcile before
+    /// any change).
+    async fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
         self.operations
             .count(crate::metrics::op::load_balancer_ops::SERVICE_OPTS_EXTRACT);
-        Desired::new(
+        let mut desired = Desired::new(
             service,
             &Annotations::of(service),
             &self.settings,
             self.network_id,
             nodes,
         )
-        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))
+        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))?;
+        if !self.robot.enabled() {
+            desired.choose_robot_targets(RobotView::Off);
+        } else if !self.robot.has_client() {
+            desired.choose_robot_targets(RobotView::WithoutClient);
+        } else if desired.robot_nodes.is_empty() {
+            // No Robot Node is selected: no IP target stays, whatever Robot lists.
+            desired.choose_robot_targets(RobotView::Listed(&[]));
+        } else {
+            let listed = self.robot.servers().await.map_err(|err| {
+                Error::api(
+                    format!(
+                        "service {}: listing the Robot servers for the targets",
+                        service_key(service)
+                    ),
+                    err,
+                )
+            })?;
+            desired.choose_robot_targets(RobotView::Listed(&listed));
+        }
+        Ok(desired)
     }
 
     /// Delete one load balancer of the Service (kept when the API says it is protected).
@@ -385,7 +422,7 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
-        let plan = self.desired(service, nodes)?;
+        let plan = self.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
         let Some(lb) = found.lb else {

@@ -303,6 +303,10 @@ pub mod reasons {
     /// This CCM only (with a cluster name): the load balancer with the Service's UID or name
     /// is labelled for another cluster and is not taken over.
     pub const LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER: &str = "LoadBalancerOwnedByOtherCluster";
+    /// `use-private-ip` is set, but a Robot Node has no InternalIP.
+    pub const INTERNAL_IP_NOT_CONFIGURED: &str = "InternalIPNotConfigured";
+    /// A Robot Node's server (or its IP) is not known, so the Node is no target.
+    pub const SERVER_NOT_FOUND: &str = "ServerNotFound";
 }
 
 #[cfg(test)]

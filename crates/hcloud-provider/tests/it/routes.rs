@@ -430,7 +430,12 @@ async fn create_for_a_node_without_a_cloud_server_is_refused_and_robot_nodes_cos
             .await
             .unwrap_err();
         assert!(err.user_reason() == Some("InvalidConfiguration"), "{err:?}");
-        assert!(err.to_string().contains("Robot"), "{err}");
+        assert!(
+            err.to_string().contains(
+                "node dedicated-1 is not a cloud server, routes are only supported for cloud servers"
+            ),
+            "the official message: {err}"
+        );
     }
     // A malformed one names the field.
     unknown.target_provider_id = "hcloud://x".to_owned();

@@ -240,9 +240,19 @@ impl Env {
     /// Build the Hetzner provider and run the node cache and both controllers, as the binary
     /// does once it holds the lease (but on the test's Nodes only).
     pub async fn start_controllers(&mut self, setup: Setup) -> Running {
-        let provider = HcloudProvider::new(self.hcloud_client(&setup), setup.settings.clone())
-            .await
-            .unwrap();
+        self.start_controllers_with_robot(setup, None).await
+    }
+
+    /// [`Env::start_controllers`] with Robot dedicated servers asked through `robot`.
+    pub async fn start_controllers_with_robot(
+        &mut self,
+        setup: Setup,
+        robot: Option<Arc<dyn hcloud_provider::RobotApi>>,
+    ) -> Running {
+        let provider =
+            HcloudProvider::with_robot(self.hcloud_client(&setup), setup.settings.clone(), robot)
+                .await
+                .unwrap();
         let observed = Arc::new(ObservedInstances {
             inner: provider.instances().unwrap(),
             calls: Mutex::default(),

@@ -1,0 +1,234 @@
+//! Robot dedicated servers as instances (see [`crate::robot`]).
+//!
+//! A Node is a Robot Node when its providerID is `hrobot://N` (or the legacy `hcloud://bm-N`,
+//! never rewritten), or, without a providerID, when Robot lists a server of the Node's name
+//! (with a Robot client only). A name that both a cloud server and a Robot server have is an
+//! error and an `InstanceLookupFailed` Warning. A Robot server counts as the Node's only
+//! while its Robot name is the Node's name; otherwise a `PossibleNodeDeletion` Warning says
+//! that the Node may be deleted (as upstream, for servers re-used under a new name).
+//!
+//! Existence is answered from the cached list; "gone" only from a list whose request went out
+//! after the question, so an error, the rate limit or an old list never delete a Node.
+
+use cloud_provider::provider::Result;
+use cloud_provider::{Error, InstanceMetadata};
+use hcloud_api::robot::RobotServer;
+use k8s_openapi::api::core::v1::Node;
+
+use super::HcloudInstances;
+use crate::metrics::op;
+use crate::robot::{
+    INSTANCE_LOOKUP_FAILED, MISCONFIGURED_INTERNAL_IP, POSSIBLE_NODE_DELETION, find_number,
+    robot_instance_metadata, robot_number,
+};
+use crate::server_cache::{CacheError, ServerKey};
+
+/// Which API answers for a Node.
+enum Target {
+    /// The cloud (the instances' own path).
+    Cloud,
+    /// Robot, by the server number of the providerID.
+    Number(u64),
+    /// Robot: the Node has no providerID and this Robot server has its name.
+    Named(RobotServer),
+}
+
+fn node_name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// A failed Robot call as the provider's error.
+fn robot_error(what: String, err: CacheError) -> Error {
+    match err {
+        CacheError::RobotNotConfigured => Error::rejected(format!("{what}: {err}")),
+        other => Error::api(what, other),
+    }
+}
+
+impl HcloudInstances {
+    /// Which API answers for `node` (reads the Robot list only for a Node without a
+    /// providerID, with a Robot client).
+    async fn robot_target(&self, node: &Node) -> Result<Target> {
+        let name = node_name(node);
+        if let Some(number) = robot_number(node) {
+            if !self.robot.enabled() {
+                // The cloud path says that Robot support is off.
+                return Ok(Target::Cloud);
+            }
+            if !self.robot.has_client() {
+                return Err(robot_error(
+                    format!("looking up Robot server {number} of Node {name:?}"),
+                    CacheError::RobotNotConfigured,
+                ));
+            }
+            return Ok(Target::Number(number));
+        }
+        let has_provider_id = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_deref())
+            .is_some_and(|id| !id.is_empty());
+        if has_provider_id || !self.robot.has_client() {
+            return Ok(Target::Cloud);
+        }
+        self.operations
+            .count(op::instances::GET_ROBOT_SERVER_BY_NAME);
+        let robot =
+            self.robot.by_name(name).await.map_err(|err| {
+                robot_error(format!("looking up a Robot server named {name:?}"), err)
+            })?;
+        let Some(server) = robot else {
+            return Ok(Target::Cloud);
+        };
+        let key = ServerKey::Name(name.to_owned());
+        let cloud = self
+            .cache
+            .get(&key)
+            .await
+            .map_err(|err| Error::api(format!("looking up {key}"), err))?;
+        if let Some(cloud) = cloud {
+            let message = format!(
+                "Node {name} has no providerID, and both the cloud server {} and the Robot server {} have its name: it cannot be told which one it is. Rename one of them or set the Node's providerID",
+                cloud.id, server.server_number
+            );
+            self.events
+                .warn(node, INSTANCE_LOOKUP_FAILED, &message)
+                .await;
+            return Err(Error::rejected(message));
+        }
+        Ok(Target::Named(server))
+    }
+
+    /// The Warning that the Robot server of `node`'s providerID has another name.
+    async fn possible_deletion(&self, node: &Node, server: &RobotServer) {
+        let message = format!(
+            "The Robot server {} is named {:?}, not {:?} like this Node: it is not taken for the Node's server, and the node lifecycle controller may delete the Node",
+            server.server_number,
+            server.server_name,
+            node_name(node)
+        );
+        self.events
+            .warn(node, POSSIBLE_NODE_DELETION, &message)
+            .await;
+    }
+
+    /// The Robot server numbered `number` if it is `node`'s, from the cached list.
+    async fn robot_server(&self, node: &Node, number: u64) -> Result<RobotServer> {
+        self.operations.count(op::instances::GET_ROBOT_SERVER_BY_ID);
+        let found = self
+            .robot
+            .by_number(number)
+            .await
+            .map_err(|err| robot_error(format!("looking up Robot server {number}"), err))?;
+        match found {
+            Some(server) if server.server_name == node_name(node) => Ok(server),
+            Some(server) => {
+                self.possible_deletion(node, &server).await;
+                Err(Error::instance_not_found())
+            }
+            None => Err(Error::instance_not_found()),
+        }
+    }
+
+    /// `Some` Robot server of `node` when it is a Robot Node (from the cached list).
+    async fn node_robot_server(&self, node: &Node) -> Option<Result<RobotServer>> {
+        match self.robot_target(node).await {
+            Ok(Target::Cloud) => None,
+            Ok(Target::Named(server)) => Some(Ok(server)),
+            Ok(Target::Number(number)) => Some(self.robot_server(node, number).await),
+            Err(err) => Some(Err(err)),
+        }
+    }
+
+    /// `Some` answer of `instance_exists` when `node` is a Robot Node.
+    pub(super) async fn robot_exists(&self, node: &Node) -> Option<Result<bool>> {
+        let number = match self.robot_target(node).await {
+            Ok(Target::Cloud) => return None,
+            Ok(Target::Named(_)) => return Some(Ok(true)),
+            Ok(Target::Number(number)) => number,
+            Err(err) => return Some(Err(err)),
+        };
+        Some(self.robot_number_exists(node, number).await)
+    }
+
+    /// Whether Robot lists server `number` under `node`'s name; "no" only from a list
+    /// requested after this question.
+    async fn robot_number_exists(&self, node: &Node, number: u64) -> Result<bool> {
+        self.operations.count(op::instances::GET_ROBOT_SERVER_BY_ID);
+        let name = node_name(node);
+        let failed = |err| {
+            robot_error(
+                format!("checking whether Robot server {number} exists"),
+                err,
+            )
+        };
+        let since = self.robot.moment();
+        let listed = self.robot.servers().await.map_err(failed)?;
+        if find_number(&listed, number).is_some_and(|s| s.server_name == name) {
+            return Ok(true);
+        }
+        let listed = self.robot.servers_after(since).await.map_err(failed)?;
+        match find_number(&listed, number) {
+            Some(server) if server.server_name == name => Ok(true),
+            Some(server) => {
+                self.possible_deletion(node, server).await;
+                Ok(false)
+            }
+            None => {
+                tracing::info!(
+                    node = name,
+                    server_number = number,
+                    "Robot lists no server with the number of the Node's providerID"
+                );
+                Ok(false)
+            }
+        }
+    }
+
+    /// `Some` answer of `instance_shutdown` when `node` is a Robot Node: its power state
+    /// (`GET /reset/N`, never cached) is `shut off`.
+    pub(super) async fn robot_shutdown(&self, node: &Node) -> Option<Result<bool>> {
+        let server = match self.node_robot_server(node).await? {
+            Ok(server) => server,
+            Err(err) => return Some(Err(err)),
+        };
+        let number = server.server_number;
+        Some(
+            self.robot
+                .reset(number)
+                .await
+                .map(|reset| reset.is_shut_off())
+                .map_err(|err| {
+                    robot_error(
+                        format!("reading the power state of Robot server {number}"),
+                        err,
+                    )
+                }),
+        )
+    }
+
+    /// `Some` answer of `instance_metadata` when `node` is a Robot Node; the InternalIPs it
+    /// does not keep are `MisconfiguredInternalIP` Warnings.
+    pub(super) async fn robot_metadata(
+        &self,
+        node: &Node,
+    ) -> Option<Result<Option<InstanceMetadata>>> {
+        let server = match self.node_robot_server(node).await? {
+            Ok(server) => server,
+            Err(err) => return Some(Err(err)),
+        };
+        let settings = self.robot.settings();
+        let (metadata, warnings) = robot_instance_metadata(
+            &server,
+            self.config.address_family,
+            settings.forward_internal_ips,
+            node,
+        );
+        for warning in warnings {
+            self.events
+                .warn(node, MISCONFIGURED_INTERNAL_IP, &warning)
+                .await;
+        }
+        Some(Ok(Some(metadata)))
+    }
+}

@@ -1,0 +1,679 @@
+//! Hetzner Robot dedicated servers (`ROBOT_*`): the Robot webservice as the provider reads it,
+//! and the pure mapping from a dedicated server to the Node metadata the official CCM sets.
+//!
+//! - [`RobotApi`] is the whole of the webservice the provider needs: the server list and one
+//!   server's power state. The binary passes its Robot client; tests pass a fake.
+//! - [`Robot`] wraps it with the project's one cache type (see `snapshot_cache`): the whole
+//!   `GET /server` list is kept for [`CacheConfig::robot_max_age`] (`ROBOT_CACHE_TIMEOUT`,
+//!   default 5 min) and answers every lookup by number and by name, so a burst of dedicated
+//!   Nodes costs one listing. A lookup that misses does not refresh the list (as upstream: a
+//!   new server is seen once the list is older than its age). A failed refresh is every
+//!   waiter's error and serves no stale list. The power state (`GET /reset/N`) is never
+//!   cached.
+//! - The rate-limit guard sits outside the cache: once Robot answered "rate limit exceeded"
+//!   (or a bare 403), every call fails at once for [`RobotSettings::rate_limit_wait_time`]
+//!   (`ROBOT_RATE_LIMIT_WAIT_TIME`; zero, the default, never holds anything back), even
+//!   while the cached list is fresh.
+//! - Only Robot itself says a server is gone: an error, the rate limit or a list older than
+//!   the question never do ([`Robot::servers_after`] reads a list made after the question
+//!   before a Node may be deleted).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cloud_provider::InstanceMetadata;
+use hcloud_api::robot::{RobotReset, RobotServer};
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use tokio::time::Instant;
+
+use crate::config::{AddressFamily, CacheConfig};
+use crate::metadata::PROVIDED_BY_LABEL;
+use crate::provider_id::ProviderId;
+use crate::server_cache::CacheError;
+use crate::snapshot_cache::{Moment, Snapshot, SnapshotCache};
+
+/// The Robot webservice calls the provider makes. An account without servers lists as
+/// `Ok(vec![])`.
+#[async_trait]
+pub trait RobotApi: Send + Sync {
+    /// `GET /server`: every dedicated server of the account.
+    async fn servers(&self) -> Result<Vec<RobotServer>, hcloud_api::Error>;
+    /// `GET /reset/{server_number}`: the server's power state.
+    async fn reset(&self, server_number: u64) -> Result<RobotReset, hcloud_api::Error>;
+}
+
+/// `ROBOT_*` settings besides the credentials (which belong to the client) and the cache age
+/// (in [`CacheConfig::robot_max_age`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RobotSettings {
+    /// `ROBOT_ENABLED`. Enabled without a client (no credentials): Robot Nodes cannot be
+    /// looked up, and load balancers use their InternalIPs with `use-private-ip`.
+    pub enabled: bool,
+    /// `ROBOT_FORWARD_INTERNAL_IPS`: keep the InternalIPs the kubelet reported.
+    pub forward_internal_ips: bool,
+    /// `ROBOT_RATE_LIMIT_WAIT_TIME`: how long every Robot call fails at once after Robot
+    /// answered "rate limit exceeded" (zero: never).
+    pub rate_limit_wait_time: Duration,
+}
+
+/// Event reason: a Node's name is a cloud server's and a Robot server's.
+pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
+/// Event reason: the Robot server of a Node's providerID has another name.
+pub const POSSIBLE_NODE_DELETION: &str = "PossibleNodeDeletion";
+/// Event reason: an InternalIP the kubelet reported is not forwarded.
+pub const MISCONFIGURED_INTERNAL_IP: &str = "MisconfiguredInternalIP";
+
+/// The list of all dedicated servers, as one snapshot.
+type Servers = Vec<RobotServer>;
+
+/// Dedicated servers through the Robot webservice: cached list, rate-limit guard, uncached
+/// power state (see the module docs). Cheap to clone; clones share the cache and the guard.
+#[derive(Clone, Default)]
+pub struct Robot {
+    settings: RobotSettings,
+    client: Option<Arc<dyn RobotApi>>,
+    servers: SnapshotCache<Servers, CacheError>,
+    max_age: Duration,
+    /// Until when every call fails at once (set by a rate-limit answer).
+    held_until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl std::fmt::Debug for Robot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Robot")
+            .field("settings", &self.settings)
+            .field("client", &self.client.is_some())
+            .field("servers", &self.servers)
+            .field("max_age", &self.max_age)
+            .finish()
+    }
+}
+
+impl Robot {
+    /// Robot support as `settings` say, through `client` when there is one (none: enabled
+    /// without credentials, or disabled), the list kept as `cache` says.
+    pub fn new(
+        settings: RobotSettings,
+        client: Option<Arc<dyn RobotApi>>,
+        cache: &CacheConfig,
+    ) -> Self {
+        Self {
+            settings,
+            client,
+            servers: SnapshotCache::with_deadline(cache.refresh_deadline, CacheError::Deadline),
+            max_age: cache.robot_max_age,
+            held_until: Arc::default(),
+        }
+    }
+
+    /// `ROBOT_ENABLED`.
+    pub fn enabled(&self) -> bool {
+        self.settings.enabled
+    }
+
+    /// Enabled and with a client: Robot can be asked.
+    pub fn has_client(&self) -> bool {
+        self.settings.enabled && self.client.is_some()
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &RobotSettings {
+        &self.settings
+    }
+
+    fn client(&self) -> Result<&Arc<dyn RobotApi>, CacheError> {
+        match &self.client {
+            Some(client) if self.settings.enabled => Ok(client),
+            _ => Err(CacheError::RobotNotConfigured),
+        }
+    }
+
+    /// Fails at once while the rate-limit guard holds calls back.
+    fn guard(&self) -> Result<(), CacheError> {
+        let held = *self
+            .held_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match held {
+            Some(until) if Instant::now() < until => {
+                let left = until.saturating_duration_since(Instant::now());
+                let at = chrono::Utc::now()
+                    + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
+                Err(CacheError::RobotRateLimited {
+                    next_try: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Note a failed call: a rate-limit answer holds every call back for the wait time.
+    fn note<T>(&self, result: Result<T, CacheError>) -> Result<T, CacheError> {
+        if let Err(CacheError::Api(err)) = &result
+            && err.robot().is_some_and(|e| e.is_rate_limited())
+            && !self.settings.rate_limit_wait_time.is_zero()
+        {
+            let until = Instant::now() + self.settings.rate_limit_wait_time;
+            *self
+                .held_until
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(until);
+            tracing::warn!(
+                wait = ?self.settings.rate_limit_wait_time,
+                "the Robot webservice's rate limit is exceeded; no Robot call until the wait time (ROBOT_RATE_LIMIT_WAIT_TIME) is over"
+            );
+        }
+        result
+    }
+
+    /// Now, in the list cache's history (see [`Robot::servers_after`]).
+    pub(crate) fn moment(&self) -> Moment {
+        self.servers.moment()
+    }
+
+    /// Every dedicated server, from a list younger than the cache age (one shared `GET
+    /// /server` when there is none).
+    pub(crate) async fn servers(&self) -> Result<Snapshot<Servers>, CacheError> {
+        self.guard()?;
+        let client = self.client()?.clone();
+        let listed = self
+            .servers
+            .get(self.max_age, move || async move {
+                client.servers().await.map_err(CacheError::from)
+            })
+            .await;
+        self.note(listed)
+    }
+
+    /// Every dedicated server, from a list whose request went out after `since`: what Robot
+    /// says now, for answers that delete a Node.
+    pub(crate) async fn servers_after(
+        &self,
+        since: Moment,
+    ) -> Result<Snapshot<Servers>, CacheError> {
+        // The cached list, then a refresh under way (it may have started before `since`),
+        // then one that surely started after it.
+        for _ in 0..3 {
+            let listed = self.servers().await?;
+            if listed.is_after(since) {
+                return Ok(listed);
+            }
+            self.servers.mark_outdated(since);
+        }
+        Err(CacheError::Deadline(self.max_age))
+    }
+
+    /// The server numbered `number`, from the cached list (a miss does not refresh it).
+    pub(crate) async fn by_number(&self, number: u64) -> Result<Option<RobotServer>, CacheError> {
+        Ok(find_number(&self.servers().await?, number).cloned())
+    }
+
+    /// The server named `name` (the last of several, as upstream), from the cached list.
+    pub(crate) async fn by_name(&self, name: &str) -> Result<Option<RobotServer>, CacheError> {
+        Ok(find_name(&self.servers().await?, name).cloned())
+    }
+
+    /// The power state of server `number`, asked of Robot every time.
+    pub(crate) async fn reset(&self, number: u64) -> Result<RobotReset, CacheError> {
+        self.guard()?;
+        let client = self.client()?;
+        let reset = client.reset(number).await.map_err(CacheError::from);
+        self.note(reset)
+    }
+}
+
+/// The server numbered `number` in `servers`.
+pub(crate) fn find_number(servers: &[RobotServer], number: u64) -> Option<&RobotServer> {
+    servers.iter().find(|s| s.server_number == number)
+}
+
+/// The last server named `name` in `servers`.
+pub(crate) fn find_name<'a>(servers: &'a [RobotServer], name: &str) -> Option<&'a RobotServer> {
+    servers.iter().rev().find(|s| s.server_name == name)
+}
+
+/// The server number of a Robot providerID (`hrobot://N`, legacy `hcloud://bm-N`).
+pub(crate) fn robot_number(node: &Node) -> Option<u64> {
+    let provider_id = node.spec.as_ref()?.provider_id.as_deref()?;
+    match ProviderId::parse(provider_id) {
+        Ok(ProviderId::Robot(number)) => u64::try_from(number).ok(),
+        _ => None,
+    }
+}
+
+/// The instance type label of a dedicated server: its product with spaces as `-`, every
+/// character outside `[A-Za-z0-9_.-]` left out (`Server Auction` -> `Server-Auction`).
+pub fn robot_instance_type(product: &str) -> String {
+    product
+        .chars()
+        .map(|c| if c == ' ' { '-' } else { c })
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        .collect()
+}
+
+/// Zone and region of a dedicated server: the data centre in lower case (`fsn1-dc14`) and
+/// its part before the first `-` (`fsn1`).
+pub fn robot_zone_and_region(dc: &str) -> (String, String) {
+    let zone = dc.to_lowercase();
+    let region = zone.split('-').next().unwrap_or_default().to_owned();
+    (zone, region)
+}
+
+/// A Warning the addresses of a Robot Node give (reason [`MISCONFIGURED_INTERNAL_IP`]).
+pub type AddressWarning = String;
+
+/// The addresses of a Robot Node in the official order: Hostname (the Robot name), the
+/// ExternalIPs of `family` (IPv6 `<net>1` before IPv4, unlike cloud servers), then, when
+/// `forward_internal_ips`, the InternalIPs the kubelet reported that fit the family and are
+/// no address already listed. Each InternalIP left out gives a Warning.
+pub fn robot_node_addresses(
+    server: &RobotServer,
+    family: AddressFamily,
+    forward_internal_ips: bool,
+    node: &Node,
+) -> (Vec<NodeAddress>, Vec<AddressWarning>) {
+    let address = |type_: &str, address: String| NodeAddress {
+        type_: type_.to_owned(),
+        address,
+    };
+    let mut out = vec![address("Hostname", server.server_name.clone())];
+    if family.includes_ipv6() {
+        // Robot gives the network (`2a01:4f8:1:2::`); its first host is the text plus "1".
+        out.push(address(
+            "ExternalIP",
+            format!("{}1", server.server_ipv6_net),
+        ));
+    }
+    if family.includes_ipv4() {
+        out.push(address("ExternalIP", server.server_ip.clone()));
+    }
+    let mut warnings = Vec::new();
+    if !forward_internal_ips {
+        return (out, warnings);
+    }
+    let reported = node
+        .status
+        .iter()
+        .flat_map(|s| s.addresses.iter().flatten())
+        .filter(|a| a.type_ == "InternalIP");
+    for internal in reported {
+        let ip = &internal.address;
+        // Anything that is not IPv4 counts as IPv6, as upstream.
+        let is_v4 = matches!(ip.parse::<IpAddr>(), Ok(IpAddr::V4(_)));
+        let wrong_family = match family {
+            AddressFamily::Ipv6 if is_v4 => Some(("IPv4", "IPv6")),
+            AddressFamily::Ipv4 if !is_v4 => Some(("IPv6", "IPv4")),
+            _ => None,
+        };
+        if let Some((is, only)) = wrong_family {
+            warnings.push(format!(
+                "The InternalIP {ip} is an {is} address but only {only} is configured (HCLOUD_INSTANCES_ADDRESS_FAMILY): it is not kept as an InternalIP"
+            ));
+        } else if out.iter().any(|a| a.address == *ip) {
+            warnings.push(format!(
+                "The InternalIP {ip} is already an address of the Node (an ExternalIP): it is not kept as an InternalIP"
+            ));
+        } else {
+            out.push(internal.clone());
+        }
+    }
+    (out, warnings)
+}
+
+/// Everything the node controller sets for a Robot Node, and the Warnings its addresses give.
+pub fn robot_instance_metadata(
+    server: &RobotServer,
+    family: AddressFamily,
+    forward_internal_ips: bool,
+    node: &Node,
+) -> (InstanceMetadata, Vec<AddressWarning>) {
+    let (node_addresses, warnings) =
+        robot_node_addresses(server, family, forward_internal_ips, node);
+    let (zone, region) = robot_zone_and_region(&server.dc);
+    let number = i64::try_from(server.server_number).unwrap_or(i64::MAX);
+    let metadata = InstanceMetadata {
+        provider_id: ProviderId::Robot(number).to_string(),
+        instance_type: robot_instance_type(&server.product),
+        node_addresses,
+        zone,
+        region,
+        additional_labels: BTreeMap::from([(PROVIDED_BY_LABEL.to_owned(), "robot".to_owned())]),
+    };
+    (metadata, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use hcloud_api::robot::{RobotApiError, RobotErrorCode};
+    use serde_json::json;
+
+    fn server() -> RobotServer {
+        RobotServer {
+            server_number: 321,
+            server_name: "dedi-1".into(),
+            server_ip: "198.51.100.7".into(),
+            server_ipv6_net: "2a01:4f8:111:4221::".into(),
+            product: "Server Auction".into(),
+            dc: "FSN1-DC14".into(),
+        }
+    }
+
+    fn node(internal: &[&str]) -> Node {
+        let addresses: Vec<_> = internal
+            .iter()
+            .map(|ip| json!({"type": "InternalIP", "address": ip}))
+            .chain([json!({"type": "Hostname", "address": "dedi-1"})])
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "dedi-1"},
+            "status": {"addresses": addresses},
+        }))
+        .unwrap()
+    }
+
+    fn pairs(addresses: &[NodeAddress]) -> Vec<(&str, &str)> {
+        addresses
+            .iter()
+            .map(|a| (a.type_.as_str(), a.address.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn instance_types_zones_and_regions() {
+        for (product, want) in [
+            ("EX44", "EX44"),
+            ("Server Auction", "Server-Auction"),
+            ("Robot Server™ 1", "Robot-Server-1"),
+            (" AX 41-NVMe ", "-AX-41-NVMe-"),
+            ("", ""),
+        ] {
+            assert_eq!(robot_instance_type(product), want, "{product:?}");
+        }
+        for (dc, zone, region) in [
+            ("FSN1-DC14", "fsn1-dc14", "fsn1"),
+            ("NBG1-DC1", "nbg1-dc1", "nbg1"),
+            ("HEL1", "hel1", "hel1"),
+            ("", "", ""),
+        ] {
+            assert_eq!(
+                robot_zone_and_region(dc),
+                (zone.to_owned(), region.to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn addresses_in_the_official_order_with_forwarded_internal_ips() {
+        type Case = (
+            AddressFamily,
+            bool,
+            &'static [&'static str],
+            Vec<(&'static str, &'static str)>,
+            usize,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                AddressFamily::Ipv4,
+                true,
+                &["10.1.0.5"],
+                vec![
+                    ("Hostname", "dedi-1"),
+                    ("ExternalIP", "198.51.100.7"),
+                    ("InternalIP", "10.1.0.5"),
+                ],
+                0,
+            ),
+            (
+                AddressFamily::DualStack,
+                true,
+                &["10.1.0.5", "fd00::5"],
+                vec![
+                    ("Hostname", "dedi-1"),
+                    ("ExternalIP", "2a01:4f8:111:4221::1"),
+                    ("ExternalIP", "198.51.100.7"),
+                    ("InternalIP", "10.1.0.5"),
+                    ("InternalIP", "fd00::5"),
+                ],
+                0,
+            ),
+            // Wrong family, an ExternalIP again, a duplicate: each left out with a Warning.
+            (
+                AddressFamily::Ipv4,
+                true,
+                &["fd00::5", "198.51.100.7", "10.1.0.5", "10.1.0.5", "garbage"],
+                vec![
+                    ("Hostname", "dedi-1"),
+                    ("ExternalIP", "198.51.100.7"),
+                    ("InternalIP", "10.1.0.5"),
+                ],
+                4,
+            ),
+            (
+                AddressFamily::Ipv6,
+                true,
+                &["10.1.0.5", "fd00::5"],
+                vec![
+                    ("Hostname", "dedi-1"),
+                    ("ExternalIP", "2a01:4f8:111:4221::1"),
+                    ("InternalIP", "fd00::5"),
+                ],
+                1,
+            ),
+            // Forwarding off: the kubelet's InternalIPs are dropped silently.
+            (
+                AddressFamily::Ipv4,
+                false,
+                &["10.1.0.5", "fd00::5"],
+                vec![("Hostname", "dedi-1"), ("ExternalIP", "198.51.100.7")],
+                0,
+            ),
+        ];
+        for (family, forward, internal, want, warnings) in cases {
+            let (got, warned) = robot_node_addresses(&server(), family, forward, &node(internal));
+            assert_eq!(pairs(&got), want, "{family:?} {internal:?}");
+            assert_eq!(
+                warned.len(),
+                warnings,
+                "{family:?} {internal:?}: {warned:?}"
+            );
+        }
+        // No emptiness check, as upstream: missing fields give "" and "1".
+        let bare = RobotServer {
+            server_number: 1,
+            ..RobotServer::default()
+        };
+        let (got, _) = robot_node_addresses(&bare, AddressFamily::DualStack, false, &node(&[]));
+        assert_eq!(
+            pairs(&got),
+            vec![("Hostname", ""), ("ExternalIP", "1"), ("ExternalIP", "")]
+        );
+    }
+
+    #[test]
+    fn warnings_name_the_address_and_the_reason() {
+        let (_, warned) =
+            robot_node_addresses(&server(), AddressFamily::Ipv6, true, &node(&["10.1.0.5"]));
+        assert!(
+            warned[0].contains("10.1.0.5") && warned[0].contains("IPv4"),
+            "{warned:?}"
+        );
+        let (_, warned) = robot_node_addresses(
+            &server(),
+            AddressFamily::Ipv4,
+            true,
+            &node(&["198.51.100.7"]),
+        );
+        assert!(warned[0].contains("ExternalIP"), "{warned:?}");
+    }
+
+    #[test]
+    fn metadata_of_a_dedicated_server() {
+        let (m, _) = robot_instance_metadata(&server(), AddressFamily::Ipv4, false, &node(&[]));
+        assert_eq!(m.provider_id, "hrobot://321");
+        assert_eq!(m.instance_type, "Server-Auction");
+        assert_eq!((m.zone.as_str(), m.region.as_str()), ("fsn1-dc14", "fsn1"));
+        assert_eq!(m.additional_labels[PROVIDED_BY_LABEL], "robot");
+    }
+
+    #[test]
+    fn robot_numbers_come_from_both_providerid_forms() {
+        let with = |id: &str| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n"}, "spec": {"providerID": id}}))
+                .unwrap()
+        };
+        assert_eq!(robot_number(&with("hrobot://7")), Some(7));
+        assert_eq!(robot_number(&with("hcloud://bm-8")), Some(8));
+        assert_eq!(robot_number(&with("hcloud://9")), None);
+        assert_eq!(robot_number(&with("hrobot://x")), None);
+        assert_eq!(robot_number(&Node::default()), None);
+    }
+
+    /// A fake Robot counting its calls; `fail` makes the next listings fail with that code.
+    #[derive(Default)]
+    struct Fake {
+        servers: Mutex<Vec<RobotServer>>,
+        lists: AtomicUsize,
+        resets: AtomicUsize,
+        fail: Mutex<Option<(u16, &'static str)>>,
+    }
+
+    fn robot_error(status: u16, code: &str) -> hcloud_api::Error {
+        hcloud_api::Error::Robot(Box::new(RobotApiError {
+            status,
+            code: RobotErrorCode::from(code),
+            message: String::new(),
+            method: "GET".into(),
+            path: "/server".into(),
+        }))
+    }
+
+    #[async_trait]
+    impl RobotApi for Fake {
+        async fn servers(&self) -> Result<Vec<RobotServer>, hcloud_api::Error> {
+            self.lists.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            match *self.fail.lock().unwrap() {
+                Some((status, code)) => Err(robot_error(status, code)),
+                None => Ok(self.servers.lock().unwrap().clone()),
+            }
+        }
+
+        async fn reset(&self, _: u64) -> Result<RobotReset, hcloud_api::Error> {
+            self.resets.fetch_add(1, Ordering::SeqCst);
+            Ok(RobotReset {
+                operating_status: "running".into(),
+            })
+        }
+    }
+
+    fn robot(fake: &Arc<Fake>, wait: Duration) -> Robot {
+        let settings = RobotSettings {
+            enabled: true,
+            forward_internal_ips: true,
+            rate_limit_wait_time: wait,
+        };
+        let cache = CacheConfig {
+            robot_max_age: Duration::from_secs(60),
+            ..CacheConfig::default()
+        };
+        Robot::new(settings, Some(fake.clone()), &cache)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_costs_one_listing_and_a_miss_does_not_refresh() {
+        let fake = Arc::new(Fake::default());
+        fake.servers.lock().unwrap().push(server());
+        let robot = robot(&fake, Duration::ZERO);
+        let lookups = (0..50).map(|i| {
+            let robot = robot.clone();
+            async move { robot.by_number(if i == 0 { 999 } else { 321 }).await }
+        });
+        let found = futures::future::join_all(lookups).await;
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 1);
+        assert!(found[0].as_ref().unwrap().is_none());
+        assert!(found[1..].iter().all(|f| f.as_ref().unwrap().is_some()));
+        assert!(robot.by_name("nobody").await.unwrap().is_none());
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 1, "a miss does not list");
+        // Once older than the age, the next lookup lists again.
+        tokio::time::advance(Duration::from_secs(60)).await;
+        robot.by_number(321).await.unwrap();
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_refresh_serves_no_stale_list() {
+        let fake = Arc::new(Fake::default());
+        fake.servers.lock().unwrap().push(server());
+        let robot = robot(&fake, Duration::ZERO);
+        assert!(robot.by_number(321).await.unwrap().is_some());
+        tokio::time::advance(Duration::from_secs(60)).await;
+        *fake.fail.lock().unwrap() = Some((500, "INTERNAL_ERROR"));
+        assert!(robot.by_number(321).await.is_err());
+        // The next call tries again (no hold without a rate limit).
+        *fake.fail.lock().unwrap() = None;
+        assert!(robot.by_number(321).await.unwrap().is_some());
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_limit_holds_every_call_back_for_the_wait_time() {
+        let fake = Arc::new(Fake::default());
+        fake.servers.lock().unwrap().push(server());
+        let robot = robot(&fake, Duration::from_secs(300));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        *fake.fail.lock().unwrap() = Some((403, "RATE_LIMIT_EXCEEDED"));
+        assert!(robot.servers().await.is_err());
+        *fake.fail.lock().unwrap() = None;
+        // Held back without asking Robot: lists and resets alike.
+        let held = robot.by_number(321).await.unwrap_err();
+        assert!(
+            held.to_string()
+                .starts_with("rate limit exceeded, next try at"),
+            "{held}"
+        );
+        assert!(robot.reset(321).await.is_err());
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 1);
+        assert_eq!(fake.resets.load(Ordering::SeqCst), 0);
+        tokio::time::advance(Duration::from_secs(300)).await;
+        assert!(robot.by_number(321).await.unwrap().is_some());
+        assert!(robot.reset(321).await.is_ok());
+        // A bare 403 counts as the rate limit too; with wait time 0 nothing is held back.
+        let unguarded = self::robot(&fake, Duration::ZERO);
+        *fake.fail.lock().unwrap() = Some((403, ""));
+        assert!(unguarded.servers().await.is_err());
+        *fake.fail.lock().unwrap() = None;
+        assert!(unguarded.servers().await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_confirmation_reads_a_list_made_after_the_question() {
+        let fake = Arc::new(Fake::default());
+        fake.servers.lock().unwrap().push(server());
+        let robot = robot(&fake, Duration::ZERO);
+        assert!(robot.by_number(321).await.unwrap().is_some());
+        fake.servers.lock().unwrap().clear();
+        let since = robot.moment();
+        let listed = robot.servers_after(since).await.unwrap();
+        assert!(listed.is_empty());
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 2);
+        // The new list answers the next lookups.
+        assert!(robot.by_number(321).await.unwrap().is_none());
+        assert_eq!(fake.lists.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn without_a_client_nothing_is_asked() {
+        let off = Robot::default();
+        assert!(!off.enabled() && !off.has_client());
+        assert!(matches!(
+            off.servers().await,
+            Err(CacheError::RobotNotConfigured)
+        ));
+    }
+}
