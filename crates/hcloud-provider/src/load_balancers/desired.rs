@@ -26,6 +26,7 @@ pub use super::services::{
 };
 use super::settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use super::steps::{Notice, Step, Subject, reasons};
+pub use super::user_labels::LabelChanges;
 use crate::provider_id::ProviderId;
 
 /// Where a new load balancer is placed.
@@ -157,6 +158,10 @@ pub struct Desired {
     pub status: StatusOptions,
     /// Warnings (events) and notes about what was left out.
     pub notices: Vec<Notice>,
+    /// Beyond the official CCM: the `labels` annotation's changes of the user labels.
+    pub user_labels: LabelChanges,
+    /// Beyond the official CCM: `protection-delete`; `None`: left as it is.
+    pub delete_protection: Option<bool>,
 }
 
 fn seconds(d: std::time::Duration) -> u32 {
@@ -277,12 +282,25 @@ impl Desired {
                 _ => HealthCheckProtocol::Tcp,
             },
         };
-        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
-            domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
-            path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
-            status_codes: Some(a.list(keys::HTTP_STATUS_CODES)).filter(|c| !c.is_empty()),
-            tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
-        });
+        // Beyond the official CCM: externalTrafficPolicy Local checks kube-proxy's answer.
+        let local_port = super::local_traffic::check_port(service, a, &mut errors);
+        let (hc_protocol, hc_http) = match local_port {
+            Some(_) => (
+                HealthCheckProtocol::Http,
+                Some(super::local_traffic::http()),
+            ),
+            None => {
+                let hc_http =
+                    (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
+                        domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
+                        path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
+                        status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
+                            .filter(|c| !c.is_empty()),
+                        tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
+                    });
+                (hc_protocol, hc_http)
+            }
+        };
 
         let mut services: BTreeMap<u16, DesiredService> = BTreeMap::new();
         let mut tcp_ports = 0usize;
@@ -328,7 +346,7 @@ impl Desired {
                     http: http.clone(),
                     health_check: DesiredHealthCheck {
                         protocol: hc_protocol.clone(),
-                        port: hc_port.unwrap_or(node_port),
+                        port: local_port.or(hc_port).unwrap_or(node_port),
                         interval,
                         timeout,
                         retries,
@@ -411,6 +429,8 @@ impl Desired {
         };
         let status = StatusOptions::read(a, settings, &mut errors);
         let rdns = |key: &str| a.string_or_empty(key).filter(|v| !v.is_empty());
+        let user_labels = LabelChanges::read(a, &mut errors);
+        let delete_protection = super::user_labels::delete_protection(a, &mut errors);
 
         errors.finish().map_err(|e| e.to_string())?;
         Ok(Self {
@@ -437,6 +457,8 @@ impl Desired {
             ipv6_rdns: rdns(keys::IPV6_RDNS),
             status,
             notices,
+            user_labels,
+            delete_protection,
         })
     }
 
@@ -493,9 +515,10 @@ impl Desired {
         }
     }
 
-    /// The labels `current` should have: as they are, plus the Service UID label.
+    /// The labels `current` should have: as they are with the `labels` annotation's changes,
+    /// plus the Service UID label.
     pub fn labels(&self, current: &Labels) -> Labels {
-        let mut labels = current.clone();
+        let mut labels = self.user_labels.apply(current);
         labels.insert(SERVICE_UID_LABEL.to_owned(), self.uid.clone());
         labels
     }
@@ -577,8 +600,20 @@ impl Desired {
         let name = self.rename.clone().filter(|n| *n != lb.name);
         let labels =
             (lb.labels.get(SERVICE_UID_LABEL) != Some(&self.uid)).then(|| self.labels(&lb.labels));
+        // Beyond the official CCM: the `labels` annotation (with the UID label above when that
+        // is written too).
+        let user_labels = labels
+            .is_none()
+            .then(|| self.user_labels.differences(&lb.labels))
+            .filter(|changes| !changes.is_empty());
         if name.is_some() || labels.is_some() {
             steps.push(Step::Update { name, labels });
+        }
+        if let Some(changes) = user_labels {
+            steps.push(Step::ChangeLabels {
+                labels: self.labels(&lb.labels),
+                changes,
+            });
         }
 
         // Networks: detach from every other one (from all without HCLOUD_NETWORK) and from
@@ -661,6 +696,11 @@ impl Desired {
             } else {
                 Step::DisablePublicInterface
             });
+        }
+        if let Some(protect) = self.delete_protection
+            && lb.protection.delete != protect
+        {
+            steps.push(Step::ChangeProtection(protect));
         }
         let ptrs = [
             (&lb.public_net.ipv4, &self.ipv4_rdns),
