@@ -1898,3 +1898,6 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
     let made = plan_then_ensure(&env, &lbs, &svc, &all[1..]).await;
     assert!(made.contains(&"POST /certificates".to_owned()), "{made:?}");
 }
+
+/// Beyond the official CCM: `externalTrafficPolicy: Local`, user labels, delete protection.
+mod beyond_official;
