@@ -90,7 +90,8 @@ mod tests {
     #[test]
     fn only_the_local_policy_without_an_override_checks_the_node_port_of_kube_proxy() {
         let local = service(Some("Local"), Some(32000));
-        let cases: Vec<(Service, Vec<(&str, &str)>, Option<u16>)> = vec![
+        type Case<'a> = (Service, Vec<(&'a str, &'a str)>, Option<u16>);
+        let cases: Vec<Case<'_>> = vec![
             (local.clone(), vec![], Some(32000)),
             (service(Some("Cluster"), None), vec![], None),
             (service(None, None), vec![], None),
