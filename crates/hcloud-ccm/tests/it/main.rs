@@ -24,7 +24,6 @@ mod health;
 mod leader_election;
 mod lease_handover;
 mod lifecycle;
-mod load_balancer_beyond_official;
 mod load_balancer_races;
 mod load_balancers;
 mod migration;

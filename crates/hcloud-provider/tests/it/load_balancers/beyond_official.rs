@@ -29,6 +29,16 @@ fn checks(lb: &models::LoadBalancer) -> Vec<(u16, String, u16, Option<String>)> 
         .collect()
 }
 
+/// The message of the user error ensure fails `svc` with.
+async fn user_error(lbs: &HcloudLoadBalancers, svc: &Service, nodes: &[Arc<Node>]) -> String {
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, svc, nodes)
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), Category::User, "{err}");
+    err.to_string()
+}
+
 #[tokio::test]
 async fn the_local_policy_checks_kube_proxy_and_switching_back_restores_the_tcp_check() {
     let env = Env::start().await;
@@ -88,14 +98,9 @@ async fn the_local_policy_checks_kube_proxy_and_switching_back_restores_the_tcp_
         service(&ports, &[("health-check-local-traffic", "nope")]),
         32100,
     );
-    let err = lbs
-        .ensure_load_balancer(CLUSTER, &bad, &nodes)
-        .await
-        .unwrap_err();
-    assert_eq!(err.category(), Category::User);
+    let err = user_error(&lbs, &bad, &nodes).await;
     assert!(
-        err.to_string()
-            .contains("load-balancer.hetzner.cloud/health-check-local-traffic: \"nope\""),
+        err.contains("load-balancer.hetzner.cloud/health-check-local-traffic: \"nope\""),
         "{err}"
     );
 }
@@ -154,14 +159,9 @@ async fn labels_and_delete_protection_follow_the_annotations_and_leave_the_rest(
 
     // Our own label cannot be overridden: the sync fails naming the annotation.
     let ours = service(&ports, &[("labels", "hcloud-ccm/service-uid=other")]);
-    let err = lbs
-        .ensure_load_balancer(CLUSTER, &ours, &nodes)
-        .await
-        .unwrap_err();
-    assert_eq!(err.category(), Category::User);
+    let err = user_error(&lbs, &ours, &nodes).await;
     assert!(
-        err.to_string()
-            .contains("load-balancer.hetzner.cloud/labels: \"hcloud-ccm/service-uid=other\""),
+        err.contains("load-balancer.hetzner.cloud/labels: \"hcloud-ccm/service-uid=other\""),
         "{err}"
     );
 

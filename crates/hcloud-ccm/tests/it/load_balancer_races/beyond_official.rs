@@ -5,18 +5,9 @@
 //! annotations reach the load balancer, and deleting the Service keeps the protected load
 //! balancer with a `DeleteProtected` Warning on the Service.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+use k8s_openapi::api::core::v1::Event;
 
-use std::time::Duration;
-
-use hcloud_sim::{ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Event, Node, NodeSpec, Service};
-use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams};
-use kube_harness::eventually;
-
-use crate::support::ccm::{TOKEN, spawn_ccm};
-use crate::support::scope::Scope;
+use super::*;
 
 /// Every service's health check of the only load balancer as `(protocol, port, path)`, once
 /// `ready` accepts them.
@@ -24,7 +15,7 @@ async fn checks_when(
     sim: &Simulator,
     what: &str,
     ready: impl Fn(&[(String, i64, String)]) -> bool,
-) -> serde_json::Value {
+) -> Value {
     let admin = sim.admin();
     eventually(what, Duration::from_secs(40), || async {
         let state = admin.state().await.unwrap();
@@ -48,39 +39,11 @@ async fn checks_when(
 
 #[tokio::test]
 async fn local_traffic_labels_and_protection_through_the_binary() {
-    let scope = Scope::new("lbx").await;
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
-    let name = scope.name("web-1");
-    let server = sim
-        .admin()
-        .create_server(ServerSeed::new(&name))
-        .await
-        .unwrap();
-    let server_id = server["id"].as_i64().unwrap();
-    let access = scope.admin_access("ccm").await;
-    let _ccm = spawn_ccm(
-        &access.kubeconfig,
-        &sim,
-        &[("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1")],
-        &[&scope.lease_flag()],
-    );
-    scope
-        .create_node(Node {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(NodeSpec {
-                provider_id: Some(format!("hcloud://{server_id}")),
-                ..NodeSpec::default()
-            }),
-            status: None,
-        })
-        .await;
+    let setup = Setup::start(1, &[]).await;
+    let sim = &setup.sim;
+    setup.add_node(0).await;
 
-    let service: Service = serde_json::from_value(serde_json::json!({
+    let service: Service = serde_json::from_value(json!({
         "metadata": {
             "name": "web",
             "annotations": {
@@ -98,7 +61,7 @@ async fn local_traffic_labels_and_protection_through_the_binary() {
         },
     }))
     .unwrap();
-    let created = scope.create_service(service).await;
+    let created = setup.scope.create_service(service).await;
     let spec = created.spec.clone().unwrap();
     let hc_port = i64::from(
         spec.health_check_node_port
@@ -111,7 +74,7 @@ async fn local_traffic_labels_and_protection_through_the_binary() {
         .map(|p| i64::from(p.node_port.unwrap()))
         .collect();
 
-    let lb = checks_when(&sim, "the local check on every service", |checks| {
+    let lb = checks_when(sim, "the local check on every service", |checks| {
         checks
             .iter()
             .all(|c| *c == ("http".to_owned(), hc_port, "/healthz".to_owned()))
@@ -129,16 +92,16 @@ async fn local_traffic_labels_and_protection_through_the_binary() {
 
     // Back to Cluster: the apiserver drops the healthCheckNodePort, the check goes back to
     // TCP on each NodePort.
-    let services = scope.services();
+    let services = setup.services();
     services
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"externalTrafficPolicy": "Cluster"}})),
+            &Patch::Merge(json!({"spec": {"externalTrafficPolicy": "Cluster"}})),
         )
         .await
         .unwrap();
-    checks_when(&sim, "the TCP check on each NodePort", |checks| {
+    checks_when(sim, "the TCP check on each NodePort", |checks| {
         let ports: Vec<i64> = checks.iter().map(|c| c.1).collect();
         checks.iter().all(|c| c.0 == "tcp") && ports == node_ports
     })
@@ -158,7 +121,7 @@ async fn local_traffic_labels_and_protection_through_the_binary() {
             .then_some(())
     })
     .await;
-    let events: Api<Event> = Api::namespaced(scope.admin.clone(), scope.namespace());
+    let events: Api<Event> = Api::namespaced(setup.admin.clone(), setup.scope.namespace());
     let warning = eventually(
         "the DeleteProtected Warning",
         Duration::from_secs(20),
