@@ -117,7 +117,9 @@ fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
         | "http-sticky-sessions"
         | "http-redirect-http"
         | "http-managed-certificate-acme-staging"
-        | "health-check-http-validate-certificate" => near_bool(),
+        | "health-check-http-validate-certificate"
+        | "health-check-local-traffic"
+        | "protection-delete" => near_bool(),
         "http-cookie-lifetime"
         | "http-timeout-idle"
         | "health-check-interval"
@@ -135,7 +137,7 @@ fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
         "certificate-type" => word(&["uploaded", "managed", "Managed", "self-signed"]),
         "private-ipv4" => near_ipv4(),
         "private-subnet-ip-range" => near_cidr(),
-        "node-selector" => near_selector(),
+        "node-selector" | "labels" => near_selector(),
         "http-certificates" | "http-managed-certificate-domains" | "http-status-codes" => {
             near_list()
         }
@@ -204,14 +206,21 @@ fn service() -> BoxedStrategy<Service> {
         ],
         proptest::option::of(proptest::collection::vec(service_port(), 0..5)),
         annotation_map(),
+        // externalTrafficPolicy and healthCheckNodePort (the local health check).
+        (
+            proptest::option::of(word(&["Local", "Cluster", "local", ""])),
+            proptest::option::of(prop_oneof![30000i32..32768, any::<i32>()]),
+        ),
     )
-        .prop_map(|(name, uid, ports, annotations)| {
+        .prop_map(|(name, uid, ports, annotations, (policy, hc_port))| {
             let mut svc = Service::default();
             svc.metadata.name = name;
             svc.metadata.uid = uid;
             svc.metadata.annotations = Some(annotations);
             svc.spec = Some(ServiceSpec {
                 ports,
+                external_traffic_policy: policy,
+                health_check_node_port: hc_port,
                 ..ServiceSpec::default()
             });
             svc
@@ -545,6 +554,8 @@ fn apply(step: &Step, lb: &mut LoadBalancer) {
                 lb.labels = labels.clone();
             }
         }
+        Step::ChangeLabels { labels, .. } => lb.labels = labels.clone(),
+        Step::ChangeProtection(delete) => lb.protection.delete = *delete,
         Step::DetachNetwork(network) => lb.private_net.retain(|p| p.network != *network),
         Step::AttachNetwork(request) => lb.private_net.push(LoadBalancerPrivateNet {
             network: request.network,

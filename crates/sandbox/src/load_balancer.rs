@@ -76,7 +76,17 @@ pub async fn demo(
         .as_array()
         .into_iter()
         .flatten()
-        .map(|s| format!("{} -> {}", s["listen_port"], s["destination_port"]))
+        .map(|s| {
+            let check = &s["health_check"];
+            let path = check["http"]["path"].as_str().unwrap_or_default();
+            format!(
+                "{} -> {} (checked {} {}{path})",
+                s["listen_port"],
+                s["destination_port"],
+                check["protocol"].as_str().unwrap_or("?"),
+                check["port"]
+            )
+        })
         .collect();
     Ok(format!(
         "Service default/web (type LoadBalancer): ingress {}\n  Hetzner load balancer {} ({}, {}), label hcloud-ccm/service-uid={}\n  services {}; targets {}",

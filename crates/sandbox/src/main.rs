@@ -200,7 +200,9 @@ async fn main() -> anyhow::Result<()> {
 
     let admin_url = sim.admin_url();
     println!(
-        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  kubectl get service web -o wide\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
+        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  kubectl get service web -o wide\n  \
+         kubectl patch service web -p '{{\"spec\":{{\"externalTrafficPolicy\":\"Local\"}}}}'   # then the check is http <healthCheckNodePort>/healthz:\n  \
+         curl -s {admin_url}/state | jq '.load_balancers[].services[].health_check'\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
          Change the cloud through the simulator's admin API ({admin_url}):\n  \
          curl -s {admin_url}/state | jq '.servers[] | {{id, name, status}}'\n  \
          curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \

@@ -672,3 +672,7 @@ async fn a_load_balancer_at_its_target_cap_keeps_what_fits_and_recovers_with_a_l
     .await;
     assert_eq!(setup.load_balancers().await.len(), 1, "{lb}");
 }
+
+/// Beyond the official CCM through the binary (sharing [`Setup`]): the local health check,
+/// labels and delete protection.
+mod beyond_official;

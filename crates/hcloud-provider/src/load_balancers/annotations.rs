@@ -108,6 +108,14 @@ pub mod keys {
         /// Accepted status codes of HTTP health checks, comma separated (the official key has
         /// no `health-check-` prefix).
         HTTP_STATUS_CODES = "http-status-codes",
+        /// Beyond the official CCM: `false` keeps the official health check for a Service
+        /// with `externalTrafficPolicy: Local` (see `local_traffic.rs`).
+        HEALTH_CHECK_LOCAL_TRAFFIC = "health-check-local-traffic",
+        /// Beyond the official CCM: user labels of the load balancer, `key=value` comma
+        /// separated, `key-` removes (see `user_labels.rs`).
+        LABELS = "labels",
+        /// Beyond the official CCM: delete protection of the load balancer.
+        PROTECTION_DELETE = "protection-delete",
     }
 }
 
@@ -624,7 +632,7 @@ mod tests {
                 .iter()
                 .any(|k| k.ends_with("health-check-http-status-codes"))
         );
-        assert_eq!(keys::ALL.len(), 36);
+        assert_eq!(keys::ALL.len(), 39);
         assert!(keys::ALL.iter().all(|k| k.starts_with(PREFIX)));
     }
 }

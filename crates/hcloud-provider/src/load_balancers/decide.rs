@@ -92,13 +92,8 @@ impl Deletion {
             out.writes.push(Write::cloud("DELETE /load_balancers/{id}"));
         }
         for lb in &self.kept {
-            out.warnings.push(Warning::new(
-                "DeleteProtected",
-                format!(
-                    "load balancer {:?} (ID {}) is kept: it has delete protection",
-                    lb.name, lb.id
-                ),
-            ));
+            out.warnings
+                .push(Warning::new(reasons::DELETE_PROTECTED, kept_message(lb)));
         }
         for cert in &self.certificates {
             out.changes.push(Change::new(
@@ -109,6 +104,17 @@ impl Deletion {
         }
         out
     }
+}
+
+/// The `DeleteProtected` Warning for `lb`, kept when its Service is deleted.
+pub(super) fn kept_message(lb: &models::LoadBalancer) -> String {
+    format!(
+        "load balancer {:?} (ID {}) is kept: it has delete protection, so the Service is released without deleting it; turn the protection off and delete it by hand, or, to reuse it, remove its label {} and name it in the annotation {} of a Service",
+        lb.name,
+        lb.id,
+        super::naming::SERVICE_UID_LABEL,
+        super::annotations::keys::NAME
+    )
 }
 
 impl HcloudLoadBalancers {

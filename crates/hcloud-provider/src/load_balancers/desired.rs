@@ -28,6 +28,7 @@ pub use super::services::{
 };
 use super::settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use super::steps::{Notice, Step, Subject, reasons};
+pub use super::user_labels::LabelChanges;
 use crate::provider_id::ProviderId;
 
 /// Where a new load balancer is placed.
@@ -166,6 +167,10 @@ pub struct Desired {
     pub notices: Vec<Notice>,
     /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`: the cluster label's value; `None`: no label.
     pub cluster: Option<String>,
+    /// Beyond the official CCM: the `labels` annotation's changes of the user labels.
+    pub user_labels: LabelChanges,
+    /// Beyond the official CCM: `protection-delete`; `None`: left as it is.
+    pub delete_protection: Option<bool>,
 }
 
 fn seconds(d: std::time::Duration) -> u32 {
@@ -286,12 +291,25 @@ impl Desired {
                 _ => HealthCheckProtocol::Tcp,
             },
         };
-        let hc_http = (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
-            domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
-            path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
-            status_codes: Some(a.list(keys::HTTP_STATUS_CODES)).filter(|c| !c.is_empty()),
-            tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
-        });
+        // Beyond the official CCM: externalTrafficPolicy Local checks kube-proxy's answer.
+        let local_port = super::local_traffic::check_port(service, a, &mut errors);
+        let (hc_protocol, hc_http) = match local_port {
+            Some(_) => (
+                HealthCheckProtocol::Http,
+                Some(super::local_traffic::http()),
+            ),
+            None => {
+                let hc_http =
+                    (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
+                        domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
+                        path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
+                        status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
+                            .filter(|c| !c.is_empty()),
+                        tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
+                    });
+                (hc_protocol, hc_http)
+            }
+        };
 
         let mut services: BTreeMap<u16, DesiredService> = BTreeMap::new();
         let mut tcp_ports = 0usize;
@@ -337,7 +355,7 @@ impl Desired {
                     http: http.clone(),
                     health_check: DesiredHealthCheck {
                         protocol: hc_protocol.clone(),
-                        port: hc_port.unwrap_or(node_port),
+                        port: local_port.or(hc_port).unwrap_or(node_port),
                         interval,
                         timeout,
                         retries,
@@ -429,6 +447,8 @@ impl Desired {
         };
         let status = StatusOptions::read(a, settings, &mut errors);
         let rdns = |key: &str| a.string_or_empty(key).filter(|v| !v.is_empty());
+        let user_labels = LabelChanges::read(a, &mut errors);
+        let delete_protection = super::user_labels::delete_protection(a, &mut errors);
 
         errors.finish().map_err(|e| e.to_string())?;
         Ok(Self {
@@ -465,6 +485,8 @@ impl Desired {
             status,
             notices,
             cluster: settings.cluster_name.clone(),
+            user_labels,
+            delete_protection,
         })
     }
 
@@ -521,10 +543,10 @@ impl Desired {
         }
     }
 
-    /// The labels `current` should have: as they are, plus the Service UID label (and the
-    /// cluster label when a cluster name is set).
+    /// The labels `current` should have: as they are with the `labels` annotation's changes,
+    /// plus the Service UID label (and the cluster label when a cluster name is set).
     pub fn labels(&self, current: &Labels) -> Labels {
-        let mut labels = current.clone();
+        let mut labels = self.user_labels.apply(current);
         labels.insert(SERVICE_UID_LABEL.to_owned(), self.uid.clone());
         if let Some(cluster) = &self.cluster {
             labels.insert(CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
@@ -614,8 +636,20 @@ impl Desired {
             .is_some_and(|c| lb.labels.get(CLUSTER_NAME_LABEL) != Some(c));
         let labels = (lb.labels.get(SERVICE_UID_LABEL) != Some(&self.uid) || unlabelled_cluster)
             .then(|| self.labels(&lb.labels));
+        // Beyond the official CCM: the `labels` annotation (with the UID label above when that
+        // is written too).
+        let user_labels = labels
+            .is_none()
+            .then(|| self.user_labels.differences(&lb.labels))
+            .filter(|changes| !changes.is_empty());
         if name.is_some() || labels.is_some() {
             steps.push(Step::Update { name, labels });
+        }
+        if let Some(changes) = user_labels {
+            steps.push(Step::ChangeLabels {
+                labels: self.labels(&lb.labels),
+                changes,
+            });
         }
 
         // Networks: detach from every other one (from all without HCLOUD_NETWORK) and from
@@ -698,6 +732,11 @@ impl Desired {
             } else {
                 Step::DisablePublicInterface
             });
+        }
+        if let Some(protect) = self.delete_protection
+            && lb.protection.delete != protect
+        {
+            steps.push(Step::ChangeProtection(protect));
         }
         let ptrs = [
             (&lb.public_net.ipv4, &self.ipv4_rdns),

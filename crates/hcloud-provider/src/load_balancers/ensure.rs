@@ -512,7 +512,11 @@ impl HcloudLoadBalancers {
 
     fn count_step(&self, step: &Step) {
         let op = match step {
-            Step::Update { .. } => lb_op::CHANGE_HCLB_INFO,
+            // Beyond the official CCM, counted with the other changes of the load balancer
+            // itself: labels and delete protection.
+            Step::Update { .. } | Step::ChangeLabels { .. } | Step::ChangeProtection(_) => {
+                lb_op::CHANGE_HCLB_INFO
+            }
             Step::DetachNetwork(_) => lb_op::DETACH_FROM_NETWORK,
             Step::AttachNetwork(_) => lb_op::ATTACH_TO_NETWORK,
             Step::RemoveTarget(_) | Step::AddTarget(_) => lb_op::RECONCILE_HCLB_TARGETS,

@@ -31,7 +31,7 @@
 //!   found is [`cloud_provider::Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
 //!   (which finds one by name, as the official CCM's update does, or creates it). **Delete**: absent is success; delete protection keeps the
-//!   load balancer (success, logged); every load balancer labelled with the Service's UID is
+//!   load balancer (success, a `DeleteProtected` Warning); every load balancer labelled with the Service's UID is
 //!   deleted, and so is the managed certificate this CCM created for the Service.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
@@ -54,6 +54,7 @@ pub mod cluster;
 mod decide;
 pub mod desired;
 mod ensure;
+mod local_traffic;
 pub mod naming;
 mod ops;
 mod orphans;
@@ -64,6 +65,7 @@ mod services;
 mod settings;
 mod snapshot;
 mod steps;
+mod user_labels;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -449,6 +451,13 @@ impl LoadBalancer for HcloudLoadBalancers {
         let deletion = self.decide_deletion(uid).await?;
         for lb in &deletion.kept {
             tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "keeping the load balancer: it has delete protection");
+            self.events
+                .warn(
+                    service,
+                    reasons::DELETE_PROTECTED,
+                    &decide::kept_message(lb),
+                )
+                .await;
         }
         for lb in &deletion.load_balancers {
             self.delete_one(&key, lb).await?;

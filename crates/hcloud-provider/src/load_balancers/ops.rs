@@ -136,6 +136,17 @@ impl Executor<'_> {
             Step::EnablePublicInterface => lbs.enable_public_interface(id).await,
             Step::DisablePublicInterface => lbs.disable_public_interface(id).await,
             Step::ChangeDnsPtr(request) => lbs.change_dns_ptr(id, request).await,
+            Step::ChangeLabels { labels, .. } => {
+                let request = UpdateRequest {
+                    name: None,
+                    labels: Some(labels.clone()),
+                };
+                lbs.update(id, &request)
+                    .await
+                    .map_err(|err| self.refused(&what, err))?;
+                return Ok(());
+            }
+            Step::ChangeProtection(delete) => lbs.change_protection(id, *delete).await,
         }
         .map_err(|err| self.refused(&what, err))?;
         self.wait(&what, &[action])

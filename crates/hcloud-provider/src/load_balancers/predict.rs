@@ -51,6 +51,8 @@ pub fn after(step: &Step, lb: &mut LoadBalancer, new_type: Option<&LoadBalancerT
                 lb.labels.clone_from(labels);
             }
         }
+        Step::ChangeLabels { labels, .. } => lb.labels.clone_from(labels),
+        Step::ChangeProtection(delete) => lb.protection.delete = *delete,
         Step::DetachNetwork(network) => lb.private_net.retain(|p| p.network != *network),
         Step::AttachNetwork(request) => lb.private_net.push(LoadBalancerPrivateNet {
             network: request.network,

@@ -51,7 +51,7 @@ impl fmt::Display for NodeSelector {
     }
 }
 
-fn valid_key(key: &str) -> bool {
+pub(super) fn valid_key(key: &str) -> bool {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
@@ -72,7 +72,7 @@ fn valid_key(key: &str) -> bool {
     name_ok && prefix_ok
 }
 
-fn valid_value(value: &str) -> bool {
+pub(super) fn valid_value(value: &str) -> bool {
     value.is_empty()
         || (value.len() <= 63
             && value

@@ -57,6 +57,15 @@ pub enum Step {
     DisablePublicInterface,
     /// `change_dns_ptr`.
     ChangeDnsPtr(ChangeDnsPtrRequest),
+    /// Beyond the official CCM: `PUT` the labels the `labels` annotation changes.
+    ChangeLabels {
+        /// New labels (the whole map).
+        labels: Labels,
+        /// What changes, `set label k="v"` / `remove label k` (for people).
+        changes: Vec<String>,
+    },
+    /// Beyond the official CCM: `change_protection` (delete protection on or off).
+    ChangeProtection(bool),
 }
 
 impl Step {
@@ -95,6 +104,8 @@ impl Step {
                 "POST /load_balancers/{id}/actions/disable_public_interface"
             }
             Self::ChangeDnsPtr(_) => "POST /load_balancers/{id}/actions/change_dns_ptr",
+            Self::ChangeLabels { .. } => "PUT /load_balancers/{id}",
+            Self::ChangeProtection(_) => "POST /load_balancers/{id}/actions/change_protection",
         }
     }
 
@@ -212,6 +223,12 @@ impl fmt::Display for Step {
                 Some(ptr) => write!(f, "set reverse DNS of {} to {ptr:?}", r.ip),
                 None => write!(f, "reset reverse DNS of {}", r.ip),
             },
+            Self::ChangeLabels { changes, .. } => f.write_str(&changes.join(", ")),
+            Self::ChangeProtection(on) => write!(
+                f,
+                "turn delete protection {}",
+                if *on { "on" } else { "off" }
+            ),
         }
     }
 }
@@ -307,6 +324,9 @@ pub mod reasons {
     pub const INTERNAL_IP_NOT_CONFIGURED: &str = "InternalIPNotConfigured";
     /// A Robot Node's server (or its IP) is not known, so the Node is no target.
     pub const SERVER_NOT_FOUND: &str = "ServerNotFound";
+    /// This CCM only: the Service was deleted but its load balancer has delete protection, so
+    /// it is kept (as the official CCM does, which only logs it).
+    pub const DELETE_PROTECTED: &str = "DeleteProtected";
 }
 
 #[cfg(test)]
@@ -363,6 +383,14 @@ mod tests {
                 },
                 "rename to \"web\"",
             ),
+            (
+                Step::ChangeLabels {
+                    labels: Labels::new(),
+                    changes: vec!["set label team=\"a\"".into(), "remove label old".into()],
+                },
+                "set label team=\"a\", remove label old",
+            ),
+            (Step::ChangeProtection(true), "turn delete protection on"),
         ];
         for (step, text) in cases {
             assert_eq!(step.to_string(), text);

@@ -1900,3 +1900,5 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
 }
 
 mod cluster;
+/// Beyond the official CCM: `externalTrafficPolicy: Local`, user labels, delete protection.
+mod beyond_official;

@@ -1,0 +1,196 @@
+//! Beyond the official CCM, end to end on the simulator: the health check of a Service with
+//! `externalTrafficPolicy: Local`, the `labels` and `protection-delete` annotations, and a
+//! protected load balancer whose Service is deleted. Each change is planned first: plan names
+//! exactly the requests ensure then makes.
+
+use super::*;
+
+fn local(mut svc: Service, health_check_node_port: i32) -> Service {
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.external_traffic_policy = Some("Local".into());
+        spec.health_check_node_port = Some(health_check_node_port);
+    }
+    svc
+}
+
+/// Every service's health check as `(listen port, protocol, port, path)`.
+fn checks(lb: &models::LoadBalancer) -> Vec<(u16, String, u16, Option<String>)> {
+    lb.services
+        .iter()
+        .map(|s| {
+            let hc = s.health_check.clone().unwrap();
+            (
+                s.listen_port,
+                hc.protocol.to_string(),
+                hc.port,
+                hc.http.and_then(|h| h.path),
+            )
+        })
+        .collect()
+}
+
+/// The message of the user error ensure fails `svc` with.
+async fn user_error(lbs: &HcloudLoadBalancers, svc: &Service, nodes: &[Arc<Node>]) -> String {
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, svc, nodes)
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), Category::User, "{err}");
+    err.to_string()
+}
+
+#[tokio::test]
+async fn the_local_policy_checks_kube_proxy_and_switching_back_restores_the_tcp_check() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let nodes = [env.node(0), env.node(1)];
+    let ports = [(80, "TCP", 30080), (443, "TCP", 30443)];
+
+    // Created with the local check in the one creation request.
+    let svc = local(service(&ports, &[]), 32100);
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(made, vec!["POST /load_balancers".to_owned()]);
+    let healthz = Some("/healthz".to_owned());
+    assert_eq!(
+        checks(&env.only().await),
+        vec![
+            (80, "http".into(), 32100, healthz.clone()),
+            (443, "http".into(), 32100, healthz.clone()),
+        ]
+    );
+
+    // Back to Cluster: the official TCP check on each NodePort, one update per service.
+    let cluster = service(&ports, &[]);
+    let made = plan_then_ensure(&env, &lbs, &cluster, &nodes).await;
+    assert_eq!(
+        made,
+        vec!["POST /load_balancers/{id}/actions/update_service".to_owned(); 2]
+    );
+    assert_eq!(
+        checks(&env.only().await),
+        vec![
+            (80, "tcp".into(), 30080, None),
+            (443, "tcp".into(), 30443, None)
+        ]
+    );
+
+    // Local again, with the opt-out: nothing changes.
+    let opted_out = local(
+        service(&ports, &[("health-check-local-traffic", "false")]),
+        32100,
+    );
+    assert!(
+        plan_then_ensure(&env, &lbs, &opted_out, &nodes)
+            .await
+            .is_empty()
+    );
+
+    // Local with the check tuned: the local check with that interval.
+    let tuned = local(service(&ports, &[("health-check-interval", "7s")]), 32100);
+    let made = plan_then_ensure(&env, &lbs, &tuned, &nodes).await;
+    assert_eq!(made.len(), 2, "{made:?}");
+    let lb = env.only().await;
+    assert_eq!(checks(&lb)[0], (80, "http".into(), 32100, healthz));
+    assert_eq!(lb.services[0].health_check.as_ref().unwrap().interval, 7);
+
+    // A bad opt-out value names the annotation and changes nothing.
+    let bad = local(
+        service(&ports, &[("health-check-local-traffic", "nope")]),
+        32100,
+    );
+    let err = user_error(&lbs, &bad, &nodes).await;
+    assert!(
+        err.contains("load-balancer.hetzner.cloud/health-check-local-traffic: \"nope\""),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn labels_and_delete_protection_follow_the_annotations_and_leave_the_rest() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let nodes = [env.node(0)];
+    let ports = [(80, "TCP", 30080)];
+
+    // Created with the labels; the protection is one action after the creation.
+    let svc = service(
+        &ports,
+        &[("labels", "team=a,env=prod"), ("protection-delete", "true")],
+    );
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(
+        made,
+        vec![
+            "POST /load_balancers".to_owned(),
+            "POST /load_balancers/{id}/actions/change_protection".to_owned(),
+        ]
+    );
+    let lb = env.only().await;
+    assert!(lb.protection.delete);
+    let label = |lb: &models::LoadBalancer, key: &str| lb.labels.get(key).cloned();
+    assert_eq!(label(&lb, "team").as_deref(), Some("a"));
+    assert_eq!(label(&lb, SERVICE_UID_LABEL).as_deref(), Some(UID));
+
+    // Someone adds a label in the Console; the annotation changes one label, removes one,
+    // and no longer names protection (left on).
+    let mut by_hand = lb.labels.clone();
+    by_hand.insert("console".into(), "x".into());
+    env.client
+        .load_balancers()
+        .update(
+            lb.id,
+            &models::UpdateRequest {
+                name: None,
+                labels: Some(by_hand),
+            },
+        )
+        .await
+        .unwrap();
+    let svc = service(&ports, &[("labels", "team=b,env-")]);
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(made, vec!["PUT /load_balancers/{id}".to_owned()]);
+    let lb = env.only().await;
+    let want: models::Labels = [(SERVICE_UID_LABEL, UID), ("team", "b"), ("console", "x")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    assert_eq!(lb.labels, want);
+    assert!(lb.protection.delete);
+
+    // Our own label cannot be overridden: the sync fails naming the annotation.
+    let ours = service(&ports, &[("labels", "hcloud-ccm/service-uid=other")]);
+    let err = user_error(&lbs, &ours, &nodes).await;
+    assert!(
+        err.contains("load-balancer.hetzner.cloud/labels: \"hcloud-ccm/service-uid=other\""),
+        "{err}"
+    );
+
+    // Deleting the Service keeps the protected load balancer, as the official CCM does, and
+    // plan says so with the Warning ensure publishes.
+    let planned = lbs.plan_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+    assert!(planned.writes.is_empty(), "{planned:#?}");
+    assert_eq!(planned.warnings.len(), 1, "{planned:#?}");
+    assert_eq!(planned.warnings[0].reason, "DeleteProtected");
+    assert!(
+        planned.warnings[0]
+            .message
+            .contains("is kept: it has delete protection"),
+        "{planned:#?}"
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    assert_eq!(env.only().await.id, lb.id);
+
+    // Turned off by the annotation, the next deletion deletes it.
+    let svc = service(&ports, &[("protection-delete", "false")]);
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(
+        made,
+        vec!["POST /load_balancers/{id}/actions/change_protection".to_owned()]
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    assert!(env.all().await.is_empty());
+}
