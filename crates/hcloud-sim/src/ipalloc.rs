@@ -44,6 +44,19 @@ pub fn server_ipv6_net(n: u32) -> Ipv6Net {
     Ipv6Net::new(Ipv6Addr::from(hi), 64).unwrap_or_default()
 }
 
+/// The n-th (0-based) IPv4 address handed to a Robot dedicated server: 203.0.113.101 up to
+/// 203.0.113.254 (the lower part of that range stays free for hand-written IP targets).
+pub fn robot_ipv4(n: u32) -> Option<Ipv4Addr> {
+    (n < 154).then(|| Ipv4Addr::new(203, 0, 113, (n + 101) as u8))
+}
+
+/// The n-th (0-based) IPv6 network of a Robot dedicated server, written as Robot writes it:
+/// `2001:db8:ffee:<n+1>::`.
+pub fn robot_ipv6_net(n: u32) -> String {
+    let n = u128::from(n % 0xffff) + 1;
+    Ipv6Addr::from((0x2001_0db8_ffeeu128 << 80) | (n << 64)).to_string()
+}
+
 /// The n-th (0-based) IPv6 address of a load balancer: `2001:db8:ffff:<n+1>::1`.
 pub fn load_balancer_ipv6(n: u32) -> Ipv6Addr {
     let n = u128::from(n) + 1;
@@ -107,6 +120,15 @@ mod tests {
 
     fn net(s: &str) -> Ipv4Net {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn robot_addresses() {
+        assert_eq!(robot_ipv4(0), Some(Ipv4Addr::new(203, 0, 113, 101)));
+        assert_eq!(robot_ipv4(153), Some(Ipv4Addr::new(203, 0, 113, 254)));
+        assert_eq!(robot_ipv4(154), None);
+        assert_eq!(robot_ipv6_net(0), "2001:db8:ffee:1::");
+        assert_eq!(robot_ipv6_net(9), "2001:db8:ffee:a::");
     }
 
     #[test]
