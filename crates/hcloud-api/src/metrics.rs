@@ -105,7 +105,11 @@ impl Metrics {
     /// Registers the metrics under `names` (the Robot client's families use other names).
     pub(crate) fn register_as(&self, registry: &mut Registry, names: &MetricNames) {
         registry.register(names.requests, names.requests_help, self.requests.clone());
-        registry.register(names.in_flight, names.in_flight_help, self.in_flight.clone());
+        registry.register(
+            names.in_flight,
+            names.in_flight_help,
+            self.in_flight.clone(),
+        );
         registry.register(names.duration, names.duration_help, self.duration.clone());
         if let Some((name, help)) = names.rate_limit_remaining {
             registry.register(name, help, self.rate_limit_remaining.clone());

@@ -421,7 +421,12 @@ pub(crate) fn decode<T: DeserializeOwned>(
 }
 /// A request as `HCLOUD_DEBUG` shows it (as the official client's debug writer): the request
 /// line, the headers but the token (`Authorization: REDACTED`), the body.
-pub(crate) fn dump_request(method: &Method, url: &str, query: &Query, body: Option<&[u8]>) -> String {
+pub(crate) fn dump_request(
+    method: &Method,
+    url: &str,
+    query: &Query,
+    body: Option<&[u8]>,
+) -> String {
     let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let target = if query.is_empty() {
         url.to_owned()

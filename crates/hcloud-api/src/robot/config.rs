@@ -55,11 +55,11 @@ pub struct RobotMetrics(Metrics);
 
 const ROBOT_NAMES: MetricNames = MetricNames {
     requests: "robot_api_requests",
-    requests_help: "A counter for requests to the Robot webservice.",
+    requests_help: "A counter for requests to the Robot webservice",
     in_flight: "robot_api_in_flight_requests",
-    in_flight_help: "A gauge of in-flight requests to the Robot webservice.",
+    in_flight_help: "A gauge of in-flight requests to the Robot webservice",
     duration: "robot_api_request_duration_seconds",
-    duration_help: "A histogram of Robot webservice request latencies.",
+    duration_help: "A histogram of Robot webservice request latencies",
     rate_limit_remaining: None,
 };
 
@@ -200,7 +200,9 @@ mod tests {
     #[test]
     fn endpoints_are_checked() {
         assert_eq!(
-            robot_endpoint("http://127.0.0.1:8080/robot/").ok().as_deref(),
+            robot_endpoint("http://127.0.0.1:8080/robot/")
+                .ok()
+                .as_deref(),
             Some("http://127.0.0.1:8080/robot")
         );
         for bad in ["robot-ws.your-server.de", "ftp://x", "https://x/?a=b"] {
