@@ -10,13 +10,14 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::http::RobotRateLimit;
 use super::model::{RobotServer, RobotServerSeed, RobotWorld, check_operating_status};
 use crate::admin::{counts_json, faults_add, faults_list, faults_replace, ok_json, parse, respond};
 use crate::app::{App, lock};
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
 
 /// Admin routes of the Robot side (mounted under `/_admin/robot`).
 pub fn robot_admin_routes() -> Router<Arc<App>> {
@@ -95,13 +96,10 @@ async fn rename_server(
     Path(number): Path<u64>,
     body: Bytes,
 ) -> Response {
-    respond((|| {
-        let b: NameBody = parse(&body)?;
-        let mut w = app.world();
-        let s = w.robot.get_mut(number)?;
+    update_server(&app, number, &body, |s, b: NameBody| {
         s.name = b.name;
-        ok_json(StatusCode::OK, json!({"server": render_admin(s)}))
-    })())
+        Ok(())
+    })
 }
 
 #[derive(Deserialize)]
@@ -114,12 +112,25 @@ async fn set_operating_status(
     Path(number): Path<u64>,
     body: Bytes,
 ) -> Response {
-    respond((|| {
-        let b: OperatingStatusBody = parse(&body)?;
+    update_server(&app, number, &body, |s, b: OperatingStatusBody| {
         check_operating_status(&b.operating_status)?;
+        s.operating_status = b.operating_status;
+        Ok(())
+    })
+}
+
+/// Applies the request `body` to server `number` with `change`; answers the server.
+fn update_server<B: DeserializeOwned>(
+    app: &App,
+    number: u64,
+    body: &[u8],
+    change: impl FnOnce(&mut RobotServer, B) -> ApiResult<()>,
+) -> Response {
+    respond((|| {
+        let b: B = parse(body)?;
         let mut w = app.world();
         let s = w.robot.get_mut(number)?;
-        s.operating_status = b.operating_status;
+        change(s, b)?;
         ok_json(StatusCode::OK, json!({"server": render_admin(s)}))
     })())
 }

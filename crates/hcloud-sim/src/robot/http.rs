@@ -15,7 +15,7 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::model::{render_reset, render_server, render_server_detail};
+use super::model::{RobotServer, render_reset, render_server, render_server_detail};
 use crate::app::{App, lock, route_template};
 use crate::faults::FaultSet;
 
@@ -250,25 +250,26 @@ async fn list_servers(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn get_server(State(app): State<Arc<App>>, Path(number): Path<String>) -> Response {
-    let w = app.world();
-    match number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| w.robot.servers.get(&n))
-    {
-        Some(s) => axum::Json(json!({"server": render_server_detail(s)})).into_response(),
-        None => server_not_found(),
-    }
+    answer_for(
+        &app,
+        &number,
+        |s| json!({"server": render_server_detail(s)}),
+    )
 }
 
 async fn get_reset(State(app): State<Arc<App>>, Path(number): Path<String>) -> Response {
+    answer_for(&app, &number, |s| json!({"reset": render_reset(s)}))
+}
+
+/// `render` of the server `number` names, or 404 `SERVER_NOT_FOUND`.
+fn answer_for(app: &App, number: &str, render: impl Fn(&RobotServer) -> Value) -> Response {
     let w = app.world();
     match number
         .parse::<u64>()
         .ok()
         .and_then(|n| w.robot.servers.get(&n))
     {
-        Some(s) => axum::Json(json!({"reset": render_reset(s)})).into_response(),
+        Some(s) => axum::Json(render(s)).into_response(),
         None => server_not_found(),
     }
 }

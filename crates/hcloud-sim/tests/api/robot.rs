@@ -1,12 +1,11 @@
 //! The Robot webservice of the simulator (`/robot`): shapes, errors, auth, the request
 //! limit, faults, counters, seeds, the admin API and the binary's flags.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, SeedFile, SimConfig, Simulator};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+
+use crate::binary::start_binary;
 
 struct Robot {
     sim: Simulator,
@@ -299,38 +298,18 @@ async fn seeds_create_robot_servers() {
 
 #[tokio::test]
 async fn binary_serves_robot_with_its_credentials() {
-    hcloud_sim::install_crypto_provider();
-    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hcloud-sim"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
+    let (mut child, line) = start_binary(
+        &[
             "--token",
             "bin-token",
-            "--seed",
-            seed,
             "--robot-user",
             "bin-robot",
             "--robot-rate-limit",
             "1",
-        ])
-        .env("HCLOUD_SIM_ROBOT_PASSWORD", "bin-robot-password")
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let line = tokio::task::spawn_blocking(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find(|l| l.contains("listening"))
-    })
-    .await
-    .unwrap()
-    .expect("no listening line");
+        ],
+        &[("HCLOUD_SIM_ROBOT_PASSWORD", "bin-robot-password")],
+    )
+    .await;
     assert!(!line.contains("bin-robot-password"), "{line}");
     let robot_url: String = line[line.find("robot=").unwrap() + "robot=".len()..]
         .chars()
