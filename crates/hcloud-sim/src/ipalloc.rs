@@ -2,7 +2,8 @@
 //!
 //! Public addresses come from documentation / benchmarking ranges so they can never collide
 //! with real hosts: servers get IPv4 from 192.0.2.0/24 and then 198.18.0.0/15, load balancers
-//! from 198.51.100.0/24 and then 198.19.128.0/17; 203.0.113.0/24 is left free for IP targets.
+//! from 198.51.100.0/24 and then 198.19.128.0/17; 203.0.113.0/24 is left for IP targets
+//! (.101 up are the Robot servers' main addresses, the rest stays free).
 //! IPv6 networks are /64s out of 2001:db8::/32.
 
 use std::collections::HashSet;
