@@ -163,19 +163,30 @@ impl RobotWorld {
             Some(n) => n,
             None => self.next_number(),
         };
+        let taken = |ip: Ipv4Addr| self.servers.values().any(|s| s.ip == Some(ip));
         let ip = match seed.server_ip.as_deref() {
             Some("") => None,
-            Some(text) => Some(
-                text.parse::<Ipv4Addr>()
-                    .map_err(|_| ApiError::field("server_ip", "not an IPv4 address"))?,
-            ),
-            None => {
+            Some(text) => {
+                let ip = text
+                    .parse::<Ipv4Addr>()
+                    .map_err(|_| ApiError::field("server_ip", "not an IPv4 address"))?;
+                if taken(ip) {
+                    return Err(ApiError::field(
+                        "server_ip",
+                        format!("{ip} belongs to another server"),
+                    ));
+                }
+                Some(ip)
+            }
+            None => loop {
                 let ip = robot_ipv4(self.ipv4_seq).ok_or_else(|| {
                     ApiError::field("server_ip", "no free address left; give one")
                 })?;
                 self.ipv4_seq += 1;
-                Some(ip)
-            }
+                if !taken(ip) {
+                    break Some(ip);
+                }
+            },
         };
         let ipv6_net = match seed.server_ipv6_net.as_deref() {
             Some("") => None,
@@ -295,6 +306,17 @@ mod tests {
             render_server(&w.servers[&b])["server_ipv6_net"],
             json!("2001:db8:ffee:2::")
         );
+        // An address a seed took is skipped; a second seed cannot take it again.
+        let c = w
+            .add(&RobotServerSeed::new("c").server_ip("203.0.113.102"))
+            .unwrap();
+        let d = w.add(&RobotServerSeed::new("d")).unwrap();
+        assert_eq!(w.servers[&c].ip, Some(Ipv4Addr::new(203, 0, 113, 102)));
+        assert_eq!(w.servers[&d].ip, Some(Ipv4Addr::new(203, 0, 113, 103)));
+        let twice = w
+            .add(&RobotServerSeed::new("e").server_ip("203.0.113.103"))
+            .unwrap_err();
+        assert!(twice.message.contains("server_ip"), "{twice:?}");
         let taken = w.add(&RobotServerSeed::new("c").number(a)).unwrap_err();
         assert!(taken.message.contains("server_number"), "{taken:?}");
         let bad = w
