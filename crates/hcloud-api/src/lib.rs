@@ -17,6 +17,9 @@
 //! - Metrics with the official CCM's names (see [`Metrics`]).
 //! - Bounded answers: a body longer than [`MAX_BODY_BYTES`] (32 MiB) is refused as a
 //!   [`DecodeError`] without being read into memory.
+//! - The Robot webservice (dedicated servers) beside it: [`robot::RobotClient`] lists the
+//!   servers and reads their power state, with HTTP Basic auth, one try per call, Robot's
+//!   error envelope as [`Error::Robot`] and its own `robot_api_*` metrics.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hcloud_api::Error> {

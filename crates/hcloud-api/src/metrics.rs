@@ -17,6 +17,32 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+/// The names (and help texts) a set of request metrics is registered under.
+#[derive(Debug)]
+pub(crate) struct MetricNames {
+    pub(crate) requests: &'static str,
+    pub(crate) requests_help: &'static str,
+    pub(crate) in_flight: &'static str,
+    pub(crate) in_flight_help: &'static str,
+    pub(crate) duration: &'static str,
+    pub(crate) duration_help: &'static str,
+    pub(crate) rate_limit_remaining: Option<(&'static str, &'static str)>,
+}
+
+/// The Cloud client's families, named as hcloud-go names them.
+const CLOUD_NAMES: MetricNames = MetricNames {
+    requests: "hcloud_api_requests",
+    requests_help: "A counter for requests to the hcloud api.",
+    in_flight: "hcloud_api_in_flight_requests",
+    in_flight_help: "A gauge of in-flight requests to the hcloud api.",
+    duration: "hcloud_api_request_duration_seconds",
+    duration_help: "A histogram of request latencies.",
+    rate_limit_remaining: Some((
+        "hcloud_api_rate_limit_remaining",
+        "Remaining requests in the API's rate-limit bucket, as last reported.",
+    )),
+};
+
 /// Labels of `hcloud_api_requests_total`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -73,26 +99,21 @@ impl Metrics {
     /// Registers the metrics in `registry` (use an unprefixed registry to get the official
     /// names).
     pub fn register(&self, registry: &mut Registry) {
+        self.register_as(registry, &CLOUD_NAMES);
+    }
+
+    /// Registers the metrics under `names` (the Robot client's families use other names).
+    pub(crate) fn register_as(&self, registry: &mut Registry, names: &MetricNames) {
+        registry.register(names.requests, names.requests_help, self.requests.clone());
         registry.register(
-            "hcloud_api_requests",
-            "A counter for requests to the hcloud api.",
-            self.requests.clone(),
-        );
-        registry.register(
-            "hcloud_api_in_flight_requests",
-            "A gauge of in-flight requests to the hcloud api.",
+            names.in_flight,
+            names.in_flight_help,
             self.in_flight.clone(),
         );
-        registry.register(
-            "hcloud_api_request_duration_seconds",
-            "A histogram of request latencies.",
-            self.duration.clone(),
-        );
-        registry.register(
-            "hcloud_api_rate_limit_remaining",
-            "Remaining requests in the API's rate-limit bucket, as last reported.",
-            self.rate_limit_remaining.clone(),
-        );
+        registry.register(names.duration, names.duration_help, self.duration.clone());
+        if let Some((name, help)) = names.rate_limit_remaining {
+            registry.register(name, help, self.rate_limit_remaining.clone());
+        }
     }
 
     pub(crate) fn request_started(&self) -> InFlightGuard {

@@ -162,14 +162,7 @@ impl Transport {
                 Ok(Answer {
                     body: None, status, ..
                 }) => {
-                    return Err(Error::Decode(DecodeError {
-                        method: method.to_string(),
-                        path: path.to_owned(),
-                        status,
-                        source: <serde_json::Error as serde::de::Error>::custom(format!(
-                            "the answer is longer than {MAX_BODY_BYTES} bytes; not read"
-                        )),
-                    }));
+                    return Err(too_long(method.as_str(), path, status));
                 }
                 Ok(Answer {
                     body: Some(body),
@@ -224,44 +217,19 @@ impl Transport {
                 .header(CONTENT_TYPE, "application/json")
                 .body(bytes.clone());
         }
-        if tracing::enabled!(tracing::Level::TRACE) {
-            tracing::trace!(
-                "--- Request:\n{}",
-                dump_request(method, url, query, body.map(Vec::as_slice))
-            );
-        }
-
-        let started = Instant::now();
-        let in_flight = self.metrics.request_started();
-        let result = async {
-            let mut response = request.send().await?;
-            let status = response.status().as_u16();
-            let headers = RateLimitHeaders::from_headers(response.headers());
-            let dump_headers =
-                tracing::enabled!(tracing::Level::TRACE).then(|| response.headers().clone());
-            let body = read_body(&mut response).await?;
-            if let Some(dump_headers) = dump_headers {
-                tracing::trace!(
-                    "--- Response:\n{}",
-                    dump_response(
-                        status,
-                        &dump_headers,
-                        body.as_deref().unwrap_or(b"<too long>")
-                    )
-                );
-            }
-            Ok::<_, reqwest::Error>(Answer {
-                status,
-                headers,
-                body,
-            })
-        }
-        .await;
-        drop(in_flight);
-        let elapsed = started.elapsed().as_secs_f64();
-
-        let status = result.as_ref().ok().map(|a| a.status);
-        self.metrics.observe(method.as_str(), path, status, elapsed);
+        let result = exchange(
+            request,
+            || dump_request(method, url, query, body.map(Vec::as_slice)),
+            &self.metrics,
+            method,
+            path,
+        )
+        .await
+        .map(|raw| Answer {
+            status: raw.status,
+            headers: RateLimitHeaders::from_headers(&raw.headers),
+            body: raw.body,
+        });
         if let Ok(answer) = &result {
             self.bucket.observe(&answer.headers);
             if let Some(remaining) = answer.headers.remaining {
@@ -304,6 +272,66 @@ impl Transport {
             tokio::time::sleep_until(tokio::time::Instant::from_std(slot)).await;
         }
     }
+}
+
+/// An answer as it came: status, headers and body (`None` when it was too long to read).
+pub(crate) struct RawAnswer {
+    pub(crate) status: u16,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Option<Vec<u8>>,
+}
+
+/// Sends `request` and reads its whole answer (at most [`MAX_BODY_BYTES`]), recording it in
+/// `metrics` (in flight, latency, answers by status) and dumping both sides at TRACE level
+/// (`request_dump` must leave the credentials out). Shared by the Cloud and the Robot client;
+/// no retries here.
+pub(crate) async fn exchange(
+    request: reqwest::RequestBuilder,
+    request_dump: impl FnOnce() -> String,
+    metrics: &Metrics,
+    method: &Method,
+    path: &str,
+) -> Result<RawAnswer, reqwest::Error> {
+    if tracing::enabled!(tracing::Level::TRACE) {
+        tracing::trace!("--- Request:\n{}", request_dump());
+    }
+    let started = Instant::now();
+    let in_flight = metrics.request_started();
+    let result = async {
+        let mut response = request.send().await?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = read_body(&mut response).await?;
+        if tracing::enabled!(tracing::Level::TRACE) {
+            tracing::trace!(
+                "--- Response:\n{}",
+                dump_response(status, &headers, body.as_deref().unwrap_or(b"<too long>"))
+            );
+        }
+        Ok::<_, reqwest::Error>(RawAnswer {
+            status,
+            headers,
+            body,
+        })
+    }
+    .await;
+    drop(in_flight);
+    let elapsed = started.elapsed().as_secs_f64();
+    let status = result.as_ref().ok().map(|a| a.status);
+    metrics.observe(method.as_str(), path, status, elapsed);
+    result
+}
+
+/// The error for an answer longer than [`MAX_BODY_BYTES`] (not read into memory).
+pub(crate) fn too_long(method: &str, path: &str, status: u16) -> Error {
+    Error::Decode(DecodeError {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        status,
+        source: <serde_json::Error as serde::de::Error>::custom(format!(
+            "the answer is longer than {MAX_BODY_BYTES} bytes; not read"
+        )),
+    })
 }
 
 /// Reads the body of `response`; `None` once it is (or announces to be) longer than
@@ -393,7 +421,12 @@ pub(crate) fn decode<T: DeserializeOwned>(
 }
 /// A request as `HCLOUD_DEBUG` shows it (as the official client's debug writer): the request
 /// line, the headers but the token (`Authorization: REDACTED`), the body.
-fn dump_request(method: &Method, url: &str, query: &Query, body: Option<&[u8]>) -> String {
+pub(crate) fn dump_request(
+    method: &Method,
+    url: &str,
+    query: &Query,
+    body: Option<&[u8]>,
+) -> String {
     let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let target = if query.is_empty() {
         url.to_owned()

@@ -1,7 +1,8 @@
 //! The admin API (`/_admin`, no authentication): seeding, status changes, health, faults,
 //! delays, counters and a state dump. Not rate limited and not counted.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -17,7 +18,7 @@ use serde_json::{Value, json};
 use crate::admin_client::CertificateIssuance;
 use crate::app::{App, lock};
 use crate::error::{ApiError, ApiResult};
-use crate::faults::Fault;
+use crate::faults::{Fault, FaultSet};
 use crate::limits::LimitsSeed;
 use crate::model::TargetKind;
 use crate::ratelimit::RateLimitConfig;
@@ -67,18 +68,19 @@ pub fn admin_routes() -> Router<Arc<App>> {
             get(request_counts).delete(reset_request_counts),
         )
         .route("/state", get(state))
+        .nest("/robot", crate::robot::admin::robot_admin_routes())
 }
 
-fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+pub(crate) fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
     serde_json::from_slice(body)
         .map_err(|e| ApiError::new("invalid_input", format!("invalid admin request: {e}")))
 }
 
-fn respond(r: ApiResult<Response>) -> Response {
+pub(crate) fn respond(r: ApiResult<Response>) -> Response {
     r.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn ok_json(status: StatusCode, v: Value) -> ApiResult<Response> {
+pub(crate) fn ok_json(status: StatusCode, v: Value) -> ApiResult<Response> {
     Ok((status, axum::Json(v)).into_response())
 }
 
@@ -300,41 +302,56 @@ async fn set_target_health(
 }
 
 async fn list_faults(State(app): State<Arc<App>>) -> Response {
-    let faults = lock(&app.faults).rules().to_vec();
-    axum::Json(json!({"faults": faults})).into_response()
+    faults_list(&app.faults)
 }
 
 async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let f: Fault = parse(&body)?;
-        if f.path.is_empty() {
-            return Err(ApiError::field("path", "Missing data for required field."));
-        }
-        lock(&app.faults).add(f);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+    faults_add(&app.faults, &body)
 }
 
 /// `PUT /_admin/faults` with a list: the rules are replaced at once, so that no request
 /// slips through between clearing the old rules and adding the new ones.
 async fn replace_faults(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    faults_replace(&app.faults, &body)
+}
+
+async fn clear_faults(State(app): State<Arc<App>>) -> Response {
+    lock(&app.faults).clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `{"faults": [...]}`: the rules of `set` still active.
+pub(crate) fn faults_list(set: &Mutex<FaultSet>) -> Response {
+    let faults = lock(set).rules().to_vec();
+    axum::Json(json!({"faults": faults})).into_response()
+}
+
+/// Adds the rule in `body` to `set`.
+pub(crate) fn faults_add(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
     respond((|| {
-        let faults: Vec<Fault> = parse(&body)?;
+        let f: Fault = parse(body)?;
+        if f.path.is_empty() {
+            return Err(ApiError::field("path", "Missing data for required field."));
+        }
+        lock(set).add(f);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+/// Replaces the rules of `set` with the list in `body`, in one step.
+pub(crate) fn faults_replace(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
+    respond((|| {
+        let faults: Vec<Fault> = parse(body)?;
         if faults.iter().any(|f| f.path.is_empty()) {
             return Err(ApiError::field("path", "Missing data for required field."));
         }
-        let mut set = lock(&app.faults);
+        let mut set = lock(set);
         set.clear();
         for fault in faults {
             set.add(fault);
         }
         Ok(StatusCode::NO_CONTENT.into_response())
     })())
-}
-
-async fn clear_faults(State(app): State<Arc<App>>) -> Response {
-    lock(&app.faults).clear();
-    StatusCode::NO_CONTENT.into_response()
 }
 
 #[derive(Deserialize)]
@@ -379,13 +396,18 @@ async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
 }
 
 async fn request_counts(State(app): State<Arc<App>>) -> Response {
-    let counts = lock(&app.counts).clone();
-    axum::Json(json!({"counts": counts})).into_response()
+    counts_json(&app.counts)
 }
 
 async fn reset_request_counts(State(app): State<Arc<App>>) -> Response {
     lock(&app.counts).clear();
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// `{"counts": {...}}` of a request counter.
+pub(crate) fn counts_json(counts: &Mutex<BTreeMap<String, u64>>) -> Response {
+    let counts = lock(counts).clone();
+    axum::Json(json!({"counts": counts})).into_response()
 }
 
 async fn state(State(app): State<Arc<App>>) -> Response {
@@ -402,6 +424,7 @@ async fn state(State(app): State<Arc<App>>) -> Response {
         "actions": w.actions.values().map(render::action).collect::<Vec<_>>(),
         "running_actions": w.running_actions(),
         "action_delay_ms": w.action_delay.as_millis() as u64,
+        "robot_servers": crate::robot::admin::robot_state(&w.robot),
     });
     drop(w);
     axum::Json(dump).into_response()

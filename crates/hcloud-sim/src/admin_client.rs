@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::faults::Fault;
 use crate::limits::LimitsSeed;
 use crate::ratelimit::RateLimitConfig;
+use crate::robot::{RobotRateLimit, RobotServerSeed};
 use crate::seed::{
     CertificateSeed, LoadBalancerSeed, NetworkSeed, PrimaryIpSeed, SeedFile, ServerSeed,
 };
@@ -304,6 +305,115 @@ impl AdminClient {
         self.send(self.http.delete(format!("{}/request_counts", self.base)))
             .await
             .map(|_| ())
+    }
+
+    /// Adds a dedicated server to the Robot account; returns its number.
+    pub async fn add_robot_server(&self, seed: RobotServerSeed) -> Result<u64, Error> {
+        let v = self.post("/robot/servers", &seed).await?;
+        v["server"]["server_number"]
+            .as_u64()
+            .ok_or_else(|| Error::Api {
+                status: 500,
+                code: "server_error".into(),
+                message: "no server number in answer".into(),
+            })
+    }
+
+    /// Every dedicated server (the `GET /server` fields plus `operating_status`).
+    pub async fn robot_servers(&self) -> Result<Vec<Value>, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/robot/servers", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v["servers"].clone())?)
+    }
+
+    /// Removes a dedicated server from the Robot account (cancelled and gone).
+    pub async fn remove_robot_server(&self, number: u64) -> Result<(), Error> {
+        self.send(
+            self.http
+                .delete(format!("{}/robot/servers/{number}", self.base)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Renames a dedicated server in Robot.
+    pub async fn rename_robot_server(&self, number: u64, name: &str) -> Result<(), Error> {
+        self.robot_put(&format!("/servers/{number}/name"), &json!({"name": name}))
+            .await
+    }
+
+    /// Sets a dedicated server's `operating_status` (`running`, `shut off`, `shut down`,
+    /// `not supported`).
+    pub async fn set_robot_operating_status(&self, number: u64, status: &str) -> Result<(), Error> {
+        self.robot_put(
+            &format!("/servers/{number}/operating_status"),
+            &json!({"operating_status": status}),
+        )
+        .await
+    }
+
+    /// Powers a dedicated server off (`operating_status: shut off`).
+    pub async fn robot_power_off(&self, number: u64) -> Result<(), Error> {
+        self.set_robot_operating_status(number, "shut off").await
+    }
+
+    /// Powers a dedicated server on (`operating_status: running`).
+    pub async fn robot_power_on(&self, number: u64) -> Result<(), Error> {
+        self.set_robot_operating_status(number, "running").await
+    }
+
+    /// Adds a fault rule for the Robot webservice (paths below `/robot`, e.g. `/server`).
+    pub async fn inject_robot_fault(&self, fault: Fault) -> Result<(), Error> {
+        self.post("/robot/faults", &fault).await.map(|_| ())
+    }
+
+    /// Replaces every Robot fault rule in one step.
+    pub async fn replace_robot_faults(&self, faults: &[Fault]) -> Result<(), Error> {
+        self.robot_put("/faults", faults).await
+    }
+
+    /// Removes every Robot fault rule.
+    pub async fn clear_robot_faults(&self) -> Result<(), Error> {
+        self.send(self.http.delete(format!("{}/robot/faults", self.base)))
+            .await
+            .map(|_| ())
+    }
+
+    /// Replaces the Robot request limit (`None`: unlimited) and opens fresh windows.
+    pub async fn set_robot_rate_limit(&self, limit: Option<RobotRateLimit>) -> Result<(), Error> {
+        self.robot_put("/rate_limit", &json!({ "rate_limit": limit }))
+            .await
+    }
+
+    /// Robot requests per "METHOD /route/template" (paths below `/robot`).
+    pub async fn robot_request_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let v = self
+            .send(self.http.get(format!("{}/robot/request_counts", self.base)))
+            .await?
+            .unwrap_or(Value::Null);
+        Ok(serde_json::from_value(v["counts"].clone())?)
+    }
+
+    /// Resets the Robot request counters.
+    pub async fn reset_robot_request_counts(&self) -> Result<(), Error> {
+        self.send(
+            self.http
+                .delete(format!("{}/robot/request_counts", self.base)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn robot_put<T: Serialize + ?Sized>(&self, path: &str, body: &T) -> Result<(), Error> {
+        self.send(
+            self.http
+                .put(format!("{}/robot{path}", self.base))
+                .json(body),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// The whole state as JSON.

@@ -1,5 +1,6 @@
 //! The HTTP application: shared state, the request pipeline of `/v1` (counters, rate limit,
-//! auth, faults) and the glue between axum and the synchronous handlers.
+//! auth, faults) and the glue between axum and the synchronous handlers. The Robot
+//! webservice under `/robot` has its own pipeline (`crate::robot`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,6 +33,8 @@ pub struct App {
     pub counts: Mutex<BTreeMap<String, u64>>,
     /// Bearer token.
     pub token: String,
+    /// The Robot webservice: credentials, request limit, faults and counters.
+    pub robot: crate::robot::RobotSide,
 }
 
 /// Locks a mutex, recovering from poisoning.
@@ -48,6 +51,7 @@ impl App {
             faults: Mutex::new(FaultSet::default()),
             counts: Mutex::new(BTreeMap::new()),
             token,
+            robot: crate::robot::RobotSide::default(),
         }
     }
 
@@ -244,7 +248,7 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
 
 /// What a client sees from a proxy in front of the API (a lost answer is its 502): an HTML
 /// page, no error envelope.
-fn proxy_page(status: u16) -> Response {
+pub(crate) fn proxy_page(status: u16) -> Response {
     let status =
         axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
     let mut resp = (
@@ -289,9 +293,11 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(middleware::from_fn_with_state(app.clone(), api_pipeline))
         .with_state(app.clone());
     let admin = crate::admin::admin_routes().with_state(app.clone());
+    let robot = crate::robot::robot_routes(app.clone());
     let metadata = crate::metadata::metadata_routes().with_state(app);
     Router::new()
         .nest("/v1", api)
+        .nest(crate::robot::ROBOT_PREFIX, robot)
         .nest("/_admin", admin)
         .nest(crate::metadata::METADATA_PREFIX, metadata)
         .fallback(not_found_fallback)

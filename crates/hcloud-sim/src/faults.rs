@@ -162,6 +162,23 @@ impl FaultSet {
 
     /// Consumes the first matching rule.
     pub fn take(&mut self, method: &str, path: &str) -> Option<FaultHit> {
+        self.take_with(
+            method,
+            path,
+            crate::error::code_for_status,
+            crate::error::status_for_code,
+        )
+    }
+
+    /// Consumes the first matching rule, deriving a missing code or status with the given
+    /// tables (the Robot webservice has its own codes).
+    pub fn take_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        code_for_status: fn(u16) -> &'static str,
+        status_for_code: fn(&str) -> u16,
+    ) -> Option<FaultHit> {
         let idx = self.rules.iter().position(|f| f.matches(method, path))?;
         let rule = self.rules.get_mut(idx)?;
         rule.count = rule.count.saturating_sub(1);
@@ -174,8 +191,8 @@ impl FaultSet {
         } else {
             match (rule.status, rule.code.clone()) {
                 (None, None) => None,
-                (Some(s), None) => Some((s, crate::error::code_for_status(s).to_string())),
-                (None, Some(c)) => Some((crate::error::status_for_code(&c), c)),
+                (Some(s), None) => Some((s, code_for_status(s).to_string())),
+                (None, Some(c)) => Some((status_for_code(&c), c)),
                 (Some(s), Some(c)) => Some((s, c)),
             }
         };

@@ -2,7 +2,8 @@
 //!
 //! Public addresses come from documentation / benchmarking ranges so they can never collide
 //! with real hosts: servers get IPv4 from 192.0.2.0/24 and then 198.18.0.0/15, load balancers
-//! from 198.51.100.0/24 and then 198.19.128.0/17; 203.0.113.0/24 is left free for IP targets.
+//! from 198.51.100.0/24 and then 198.19.128.0/17; 203.0.113.0/24 is left for IP targets
+//! (.101 up are the Robot servers' main addresses, the rest stays free).
 //! IPv6 networks are /64s out of 2001:db8::/32.
 
 use std::collections::HashSet;
@@ -42,6 +43,19 @@ pub fn server_ipv6_net(n: u32) -> Ipv6Net {
     let hi = (0x2001_0db8u128 << 96) | (u128::from(n) << 64);
     // Prefix 64 is always valid.
     Ipv6Net::new(Ipv6Addr::from(hi), 64).unwrap_or_default()
+}
+
+/// The n-th (0-based) IPv4 address handed to a Robot dedicated server: 203.0.113.101 up to
+/// 203.0.113.254 (the lower part of that range stays free for hand-written IP targets).
+pub fn robot_ipv4(n: u32) -> Option<Ipv4Addr> {
+    (n < 154).then(|| Ipv4Addr::new(203, 0, 113, (n + 101) as u8))
+}
+
+/// The n-th (0-based) IPv6 network of a Robot dedicated server, written as Robot writes it:
+/// `2001:db8:ffee:<n+1>::`.
+pub fn robot_ipv6_net(n: u32) -> String {
+    let n = u128::from(n % 0xffff) + 1;
+    Ipv6Addr::from((0x2001_0db8_ffeeu128 << 80) | (n << 64)).to_string()
 }
 
 /// The n-th (0-based) IPv6 address of a load balancer: `2001:db8:ffff:<n+1>::1`.
@@ -107,6 +121,15 @@ mod tests {
 
     fn net(s: &str) -> Ipv4Net {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn robot_addresses() {
+        assert_eq!(robot_ipv4(0), Some(Ipv4Addr::new(203, 0, 113, 101)));
+        assert_eq!(robot_ipv4(153), Some(Ipv4Addr::new(203, 0, 113, 254)));
+        assert_eq!(robot_ipv4(154), None);
+        assert_eq!(robot_ipv6_net(0), "2001:db8:ffee:1::");
+        assert_eq!(robot_ipv6_net(9), "2001:db8:ffee:a::");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A local Hetzner Cloud API server with real semantics: in-memory servers, networks, load
-//! balancers, certificates and actions; rate limiting; fault injection; an admin API.
+//! balancers, certificates and actions; rate limiting; fault injection; an admin API. The
+//! same process serves the Robot webservice for dedicated servers under `/robot` (see
+//! [`robot`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hcloud_sim::Error> {
@@ -25,6 +27,7 @@ pub mod model;
 pub mod pagination;
 pub mod ratelimit;
 pub mod render;
+pub mod robot;
 pub mod routes;
 pub mod seed;
 pub mod world;
@@ -42,6 +45,7 @@ pub use error::{ApiError, Error};
 pub use faults::Fault;
 pub use limits::{LbTypeLimitsSeed, LimitsSeed};
 pub use ratelimit::RateLimitConfig;
+pub use robot::{RobotRateLimit, RobotServerSeed};
 pub use seed::{
     CertificateSeed, HealthCheckHttpSeed, HealthCheckSeed, HttpSeed, LbDnsPtrSeed, LbNetworkSeed,
     LoadBalancerSeed, NetworkRef, NetworkSeed, PrimaryIpSeed, ProtectionSeed, ResourceRef,
@@ -59,6 +63,12 @@ pub struct SimConfig {
     pub rate_limit: RateLimitConfig,
     /// Resources to create at start.
     pub seed: Option<SeedFile>,
+    /// The Robot webservice user.
+    pub robot_user: String,
+    /// The Robot webservice password.
+    pub robot_password: String,
+    /// The Robot request limit per endpoint (`None`: unlimited).
+    pub robot_rate_limit: Option<RobotRateLimit>,
 }
 
 impl Default for SimConfig {
@@ -68,6 +78,9 @@ impl Default for SimConfig {
             action_delay: Duration::from_millis(50),
             rate_limit: RateLimitConfig::default(),
             seed: None,
+            robot_user: "robot-user".to_string(),
+            robot_password: "robot-password".to_string(),
+            robot_rate_limit: Some(RobotRateLimit::default()),
         }
     }
 }
@@ -104,6 +117,21 @@ impl SimConfig {
         self.seed = Some(seed);
         self
     }
+    /// Sets the Robot webservice credentials (default `robot-user` / `robot-password`).
+    pub fn robot_credentials(
+        mut self,
+        user: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.robot_user = user.into();
+        self.robot_password = password.into();
+        self
+    }
+    /// Sets the Robot request limit per endpoint (`None`: unlimited; default 200 per hour).
+    pub fn robot_rate_limit(mut self, limit: Option<RobotRateLimit>) -> Self {
+        self.robot_rate_limit = limit;
+        self
+    }
 }
 
 /// A running simulator. Dropping it stops the server.
@@ -111,6 +139,8 @@ impl SimConfig {
 pub struct Simulator {
     addr: SocketAddr,
     token: String,
+    robot_user: String,
+    robot_password: String,
     shutdown: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     admin: AdminClient,
@@ -129,11 +159,13 @@ impl Simulator {
         if let Some(seed) = &config.seed {
             seed::apply(&mut world, seed).map_err(|e| Error::Seed(e.message))?;
         }
-        let app = Arc::new(app::App::new(
-            world,
-            config.token.clone(),
-            config.rate_limit,
-        ));
+        let mut app = app::App::new(world, config.token.clone(), config.rate_limit);
+        app.robot = robot::RobotSide::new(
+            config.robot_user.clone(),
+            config.robot_password.clone(),
+            config.robot_rate_limit,
+        );
+        let app = Arc::new(app);
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let router = app::router(app);
@@ -150,6 +182,8 @@ impl Simulator {
         Ok(Simulator {
             addr,
             token: config.token,
+            robot_user: config.robot_user,
+            robot_password: config.robot_password,
             shutdown: Some(tx),
             task,
             admin,
@@ -181,6 +215,22 @@ impl Simulator {
     /// The token the API accepts.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Base URL of the Robot webservice, `http://127.0.0.1:PORT/robot` (what `ROBOT_ENDPOINT`
+    /// is set to).
+    pub fn robot_url(&self) -> String {
+        format!("http://{}{}", self.addr, robot::ROBOT_PREFIX)
+    }
+
+    /// The Robot webservice user.
+    pub fn robot_user(&self) -> &str {
+        &self.robot_user
+    }
+
+    /// The Robot webservice password.
+    pub fn robot_password(&self) -> &str {
+        &self.robot_password
     }
 
     /// A client of the admin API.

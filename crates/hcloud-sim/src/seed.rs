@@ -647,7 +647,8 @@ impl LoadBalancerSeed {
     }
 }
 
-/// A seed file: limits, networks, servers, Primary IPs, certificates, then load balancers.
+/// A seed file: limits, networks, servers, Primary IPs, certificates, load balancers, then
+/// Robot dedicated servers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SeedFile {
@@ -667,6 +668,9 @@ pub struct SeedFile {
     /// Load balancers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub load_balancers: Vec<LoadBalancerSeed>,
+    /// Dedicated servers of the Robot account (served under `/robot`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub robot_servers: Vec<crate::robot::RobotServerSeed>,
 }
 
 fn id_or_name(s: &str) -> IdOrName {
@@ -1062,6 +1066,11 @@ pub fn apply(w: &mut World, seed: &SeedFile) -> ApiResult<()> {
     for lb in &seed.load_balancers {
         apply_load_balancer(w, lb)
             .map_err(|e| prefix(e, &format!("load balancer {:?}", lb.name)))?;
+    }
+    for r in &seed.robot_servers {
+        w.robot
+            .add(r)
+            .map_err(|e| prefix(e, &format!("robot server {:?}", r.name)))?;
     }
     Ok(())
 }

@@ -113,6 +113,8 @@ pub struct World {
     pub reserved_ips: HashSet<(i64, Ipv4Addr)>,
     /// Network and server limits (load balancer type caps live in the catalog).
     pub limits: NetworkLimits,
+    /// The dedicated servers of the Robot account.
+    pub robot: crate::robot::RobotWorld,
     next_server: i64,
     next_network: i64,
     next_lb: i64,
@@ -146,6 +148,7 @@ impl World {
             health: HashMap::new(),
             reserved_ips: HashSet::new(),
             limits: NetworkLimits::default(),
+            robot: crate::robot::RobotWorld::default(),
             next_server: 10_001,
             next_network: 2_001,
             next_lb: 3_001,

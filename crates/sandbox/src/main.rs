@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{NetworkSeed, RobotServerSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kube_harness::ControlPlane;
@@ -51,6 +51,10 @@ struct Args {
     /// How long to wait for the Nodes to be initialized.
     #[arg(long, default_value = "120")]
     timeout_seconds: u64,
+    /// Dedicated servers to put in the simulator's Robot account (`sandbox-dedicated-N`).
+    /// hcloud-ccm does not read Robot yet, so they get no Node.
+    #[arg(long, default_value = "0")]
+    dedicated_servers: u32,
 }
 
 #[tokio::main]
@@ -95,6 +99,14 @@ async fn main() -> anyhow::Result<()> {
             })
             .await
             .with_context(|| format!("seeding server {name}"))?;
+    }
+    for i in 1..=args.dedicated_servers {
+        let name = format!("sandbox-dedicated-{i}");
+        let number = admin
+            .add_robot_server(RobotServerSeed::new(&name).dc("HEL1-DC5"))
+            .await
+            .with_context(|| format!("seeding dedicated server {name}"))?;
+        step(&format!("dedicated server {name} is Robot server {number}"));
     }
 
     step("starting hcloud-ccm");
@@ -208,9 +220,16 @@ async fn main() -> anyhow::Result<()> {
          curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \
          curl -s -X DELETE {admin_url}/servers/ID                                       # Node is deleted\n  \
          curl -s -X POST {admin_url}/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-worker-4\",\"networks\":[\"{NETWORK}\"]}}'   # attached to the network, so its route can be made\n\n\
+         Dedicated servers live in the simulator's Robot webservice ({robot}; hcloud-ccm does not read it yet):\n  \
+         curl -s -u {robot_user}:{robot_password} {robot}/server | jq '.[].server | {{server_number, server_name, server_ip}}'\n  \
+         curl -s -X POST {admin_url}/robot/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-dedicated-9\"}}'   # adds one\n  \
+         curl -s -X PUT {admin_url}/robot/servers/NUMBER/operating_status -H 'content-type: application/json' -d '{{\"operating_status\":\"shut off\"}}'   # powers it off\n\n\
          hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
         kubeconfig = kubeconfig.display(),
         api = sim.base_url(),
+        robot = sim.robot_url(),
+        robot_user = sim.robot_user(),
+        robot_password = sim.robot_password(),
         log = log_path.display(),
     );
 

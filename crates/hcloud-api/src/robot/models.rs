@@ -55,6 +55,21 @@ string_enum! {
     }
 }
 
+/// `{"error": {"status", "code", "message", ...}}`; the status inside is ignored (the HTTP
+/// status is the one kept), as are extras such as `max_request` and `interval`.
+#[derive(Deserialize)]
+struct Envelope {
+    error: EnvelopeError,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeError {
+    #[serde(default, deserialize_with = "null_default")]
+    code: String,
+    #[serde(default, deserialize_with = "null_default")]
+    message: String,
+}
+
 /// An error answer of the Robot webservice plus the request it answered. Its text never
 /// holds the credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,6 +88,26 @@ pub struct RobotApiError {
 }
 
 impl RobotApiError {
+    /// Builds the error from an answer's status and body. A body that is not Robot's error
+    /// envelope (a proxy's page, an empty body) keeps the status, with code `Unknown("")`
+    /// and the start of the body as message.
+    pub(crate) fn from_response(status: u16, body: &[u8], method: &str, path: &str) -> Self {
+        let (code, message) = match serde_json::from_slice::<Envelope>(body) {
+            Ok(envelope) => (envelope.error.code, envelope.error.message),
+            Err(_) => {
+                let text = String::from_utf8_lossy(body);
+                (String::new(), text.trim().chars().take(200).collect())
+            }
+        };
+        RobotApiError {
+            status,
+            code: RobotErrorCode::from(code),
+            message,
+            method: method.to_owned(),
+            path: path.to_owned(),
+        }
+    }
+
     /// True for `SERVER_NOT_FOUND` (and a bare `NOT_FOUND`): Robot says the server is not there.
     pub fn is_not_found(&self) -> bool {
         matches!(
@@ -125,6 +160,23 @@ mod tests {
         for other in ["running", "shut down", "not supported", ""] {
             assert!(!reset(other).is_shut_off(), "{other}");
         }
+    }
+
+    #[test]
+    fn error_answers_decode_with_and_without_envelope() {
+        let body = br#"{"error":{"status":403,"code":"RATE_LIMIT_EXCEEDED","max_request":200,"interval":3600,"message":"rate limit exceeded"}}"#;
+        let e = RobotApiError::from_response(403, body, "GET", "/server");
+        assert_eq!(e.code, RobotErrorCode::RateLimitExceeded);
+        assert_eq!(e.message, "rate limit exceeded");
+        assert!(e.is_rate_limited());
+        assert_eq!(
+            e.to_string(),
+            "Robot GET /server: 403 RATE_LIMIT_EXCEEDED: rate limit exceeded"
+        );
+        let bare = RobotApiError::from_response(502, b"<html>Bad Gateway</html>", "GET", "/x");
+        assert_eq!(bare.status, 502);
+        assert_eq!(bare.code.as_str(), "");
+        assert!(bare.message.contains("Bad Gateway"));
     }
 
     #[test]

@@ -14,4 +14,5 @@ mod golden;
 mod load_balancers;
 mod networks;
 mod rate_limit;
+mod robot;
 mod servers;

@@ -1,19 +1,14 @@
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
-#[tokio::test]
-async fn binary_serves_the_seed_with_the_token() {
+/// Starts the binary with the example seed and `args`; returns it and its "listening" line.
+pub async fn start_binary(args: &[&str], env: &[(&str, &str)]) -> (Child, String) {
     hcloud_sim::install_crypto_provider();
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/seed.json");
     let mut child = Command::new(env!("CARGO_BIN_EXE_hcloud-sim"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--token",
-            "bin-token",
-            "--seed",
-            seed,
-        ])
+        .args(["--listen", "127.0.0.1:0", "--seed", seed])
+        .args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -29,7 +24,12 @@ async fn binary_serves_the_seed_with_the_token() {
     })
     .await
     .unwrap();
-    let line = line.expect("no listening line");
+    (child, line.expect("no listening line"))
+}
+
+#[tokio::test]
+async fn binary_serves_the_seed_with_the_token() {
+    let (mut child, line) = start_binary(&["--token", "bin-token"], &[]).await;
     let start = line.find("http://").unwrap();
     let endpoint: String = line[start..]
         .chars()

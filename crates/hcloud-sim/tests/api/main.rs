@@ -12,6 +12,7 @@ mod limits;
 mod load_balancers;
 mod metadata;
 mod networks;
+mod robot;
 mod seeding;
 mod semantics;
 mod servers;

@@ -1,0 +1,187 @@
+//! The Robot part of the admin API (`/_admin/robot`): dedicated servers (add, remove,
+//! rename, power), faults, the request limit and the request counters.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::http::RobotRateLimit;
+use super::model::{RobotServer, RobotServerSeed, RobotWorld, check_operating_status};
+use crate::admin::{counts_json, faults_add, faults_list, faults_replace, ok_json, parse, respond};
+use crate::app::{App, lock};
+use crate::error::{ApiError, ApiResult};
+
+/// Admin routes of the Robot side (mounted under `/_admin/robot`).
+pub fn robot_admin_routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/servers", get(list_servers).post(add_server))
+        .route("/servers/{number}", axum::routing::delete(remove_server))
+        .route("/servers/{number}/name", put(rename_server))
+        .route(
+            "/servers/{number}/operating_status",
+            put(set_operating_status),
+        )
+        .route(
+            "/faults",
+            get(list_faults)
+                .post(add_fault)
+                .put(replace_faults)
+                .delete(clear_faults),
+        )
+        .route("/rate_limit", get(get_rate_limit).put(set_rate_limit))
+        .route(
+            "/request_counts",
+            get(request_counts).delete(reset_request_counts),
+        )
+}
+
+/// A server as the admin API shows it: the `GET /server` fields plus `operating_status`.
+pub fn render_admin(s: &RobotServer) -> Value {
+    let mut v = super::model::render_server(s);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert(
+            "operating_status".to_string(),
+            Value::String(s.operating_status.clone()),
+        );
+    }
+    v
+}
+
+/// Every dedicated server, for `/_admin/state` and `GET /_admin/robot/servers`.
+pub fn robot_state(robot: &RobotWorld) -> Vec<Value> {
+    robot.servers.values().map(render_admin).collect()
+}
+
+async fn list_servers(State(app): State<Arc<App>>) -> Response {
+    let servers = robot_state(&app.world().robot);
+    axum::Json(json!({"servers": servers})).into_response()
+}
+
+async fn add_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let seed: RobotServerSeed = parse(&body)?;
+        let mut w = app.world();
+        let number = w.robot.add(&seed)?;
+        let s = w.robot.get_mut(number)?;
+        ok_json(StatusCode::CREATED, json!({"server": render_admin(s)}))
+    })())
+}
+
+async fn remove_server(State(app): State<Arc<App>>, Path(number): Path<u64>) -> Response {
+    respond((|| {
+        let mut w = app.world();
+        w.robot
+            .servers
+            .remove(&number)
+            .ok_or_else(|| ApiError::not_found("robot server"))?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+#[derive(Deserialize)]
+struct NameBody {
+    name: String,
+}
+
+async fn rename_server(
+    State(app): State<Arc<App>>,
+    Path(number): Path<u64>,
+    body: Bytes,
+) -> Response {
+    update_server(&app, number, &body, |s, b: NameBody| {
+        s.name = b.name;
+        Ok(())
+    })
+}
+
+#[derive(Deserialize)]
+struct OperatingStatusBody {
+    operating_status: String,
+}
+
+async fn set_operating_status(
+    State(app): State<Arc<App>>,
+    Path(number): Path<u64>,
+    body: Bytes,
+) -> Response {
+    update_server(&app, number, &body, |s, b: OperatingStatusBody| {
+        check_operating_status(&b.operating_status)?;
+        s.operating_status = b.operating_status;
+        Ok(())
+    })
+}
+
+/// Applies the request `body` to server `number` with `change`; answers the server.
+fn update_server<B: DeserializeOwned>(
+    app: &App,
+    number: u64,
+    body: &[u8],
+    change: impl FnOnce(&mut RobotServer, B) -> ApiResult<()>,
+) -> Response {
+    respond((|| {
+        let b: B = parse(body)?;
+        let mut w = app.world();
+        let s = w.robot.get_mut(number)?;
+        change(s, b)?;
+        ok_json(StatusCode::OK, json!({"server": render_admin(s)}))
+    })())
+}
+
+async fn list_faults(State(app): State<Arc<App>>) -> Response {
+    faults_list(&app.robot.faults)
+}
+
+async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    faults_add(&app.robot.faults, &body)
+}
+
+async fn replace_faults(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    faults_replace(&app.robot.faults, &body)
+}
+
+async fn clear_faults(State(app): State<Arc<App>>) -> Response {
+    lock(&app.robot.faults).clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+async fn get_rate_limit(State(app): State<Arc<App>>) -> Response {
+    let limit = lock(&app.robot.limiter).config();
+    axum::Json(json!({ "rate_limit": limit })).into_response()
+}
+
+#[derive(Deserialize)]
+struct RateLimitBody {
+    rate_limit: Option<RobotRateLimit>,
+}
+
+/// `PUT /_admin/robot/rate_limit {"rate_limit": {"max_request": 3, "interval": 3600} | null}`:
+/// replaces the limit and opens fresh windows.
+async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    respond((|| {
+        let b: RateLimitBody = parse(&body)?;
+        if let Some(limit) = b.rate_limit
+            && limit.interval == 0
+        {
+            return Err(ApiError::field("rate_limit.interval", "must be positive"));
+        }
+        *lock(&app.robot.limiter) = super::http::RobotLimiter::new(b.rate_limit);
+        Ok(StatusCode::NO_CONTENT.into_response())
+    })())
+}
+
+async fn request_counts(State(app): State<Arc<App>>) -> Response {
+    counts_json(&app.robot.counts)
+}
+
+async fn reset_request_counts(State(app): State<Arc<App>>) -> Response {
+    lock(&app.robot.counts).clear();
+    StatusCode::NO_CONTENT.into_response()
+}
