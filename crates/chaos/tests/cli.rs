@@ -33,7 +33,11 @@ fn lanes_out_of_range_are_refused_naming_the_flag() {
     for jobs in ["0", "9"] {
         let out = run(&["--print", "--jobs", jobs]);
         assert_eq!(out.status.code(), Some(2), "--jobs {jobs}");
-        assert!(text(&out.stderr).contains("--jobs"), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("--jobs"),
+            "{}",
+            text(&out.stderr)
+        );
     }
 }
 
@@ -41,7 +45,12 @@ fn lanes_out_of_range_are_refused_naming_the_flag() {
 fn a_missing_ccm_binary_is_an_error_that_says_how_to_build_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let missing = dir.path().join("hcloud-ccm");
-    let out = run(&["--seed", "1", "--ccm", missing.to_str().expect("utf-8 path")]);
+    let out = run(&[
+        "--seed",
+        "1",
+        "--ccm",
+        missing.to_str().expect("utf-8 path"),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let said = text(&out.stdout);
     assert!(

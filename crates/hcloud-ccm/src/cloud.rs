@@ -11,11 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hcloud_api::robot::{RobotClient, RobotConfig};
 use hcloud_api::{Client, ClientConfig, Token};
-use hcloud_provider::{CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings};
+use hcloud_provider::{
+    CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings, RobotApi,
+};
 
 use crate::config::{
-    AddressFamily, HcloudSettings, LoadBalancerAlgorithm, LoadBalancerSettings, ServerCacheMode,
+    AddressFamily, Config, HcloudSettings, LoadBalancerAlgorithm, LoadBalancerSettings,
+    RobotSettings, ServerCacheMode,
 };
 use crate::http::MetricsRegistry;
 use crate::metadata::{self, MetadataError};
@@ -26,6 +30,9 @@ pub enum CloudError {
     /// The API client could not be built.
     #[error("HCLOUD_ENDPOINT / HCLOUD_TOKEN: cannot build the Hetzner Cloud API client: {0}")]
     Client(#[source] hcloud_api::Error),
+    /// The Robot webservice client could not be built (its error names the variable).
+    #[error("cannot build the Robot webservice client: {0}")]
+    RobotClient(#[source] hcloud_api::Error),
     /// The API refused the token.
     #[error(
         "HCLOUD_TOKEN: the Hetzner Cloud API at {endpoint} rejected the token ({code}); create an API token with read & write permission in the project and pass it through HCLOUD_TOKEN or HCLOUD_TOKEN_FILE"
@@ -60,7 +67,7 @@ impl CloudError {
     /// pass by itself.
     pub fn is_definite(&self) -> bool {
         match self {
-            Self::Client(_) | Self::TokenRejected { .. } => true,
+            Self::Client(_) | Self::RobotClient(_) | Self::TokenRejected { .. } => true,
             Self::Unreachable { .. } => false,
             Self::Provider(hcloud_provider::Error::NetworkNotFound(_)) => true,
             Self::Provider(hcloud_provider::Error::Api { .. }) => false,
@@ -97,12 +104,38 @@ pub fn client(settings: &HcloudSettings, metrics: &MetricsRegistry) -> Result<Cl
     Ok(client)
 }
 
+/// The Robot webservice client, when Robot is enabled with both credentials (as the official
+/// CCM: enabled without credentials, Robot Nodes keep their providerIDs and load balancers use
+/// their InternalIPs). Its metrics go to `metrics`. Nothing is asked of Robot here: bad
+/// credentials show as errors of the first lookup, as upstream.
+pub fn robot_client(
+    robot: &RobotSettings,
+    metrics: &MetricsRegistry,
+) -> Result<Option<Arc<dyn RobotApi>>, CloudError> {
+    let (true, Some(user), Some(password)) = (robot.enabled, &robot.user, &robot.password) else {
+        if robot.enabled {
+            tracing::info!(
+                "Robot support enabled without credentials: Robot Nodes are not looked up; load \
+                 balancers target their InternalIPs with use-private-ip"
+            );
+        }
+        return Ok(None);
+    };
+    let mut config = RobotConfig::new(user.expose(), password.expose());
+    if let Some(endpoint) = &robot.endpoint {
+        config = config.endpoint(endpoint).map_err(CloudError::RobotClient)?;
+    }
+    let client = RobotClient::new(config).map_err(CloudError::RobotClient)?;
+    metrics.with(|registry| client.register_metrics(registry));
+    Ok(Some(Arc::new(client)))
+}
+
 /// Check the token with one cheap call (`GET /locations`, as the official CCM does) and build
-/// the provider (resolving `HCLOUD_NETWORK`).
+/// the provider (resolving `HCLOUD_NETWORK`), with Robot when `config` enables it.
 pub async fn connect(
     client: &Client,
-    settings: &HcloudSettings,
-    load_balancers: &LoadBalancerSettings,
+    config: &Config,
+    robot: Option<Arc<dyn RobotApi>>,
 ) -> Result<Arc<HcloudProvider>, CloudError> {
     if let Err(err) = client.locations().list().await {
         let endpoint = client.endpoint().to_owned();
@@ -117,8 +150,8 @@ pub async fn connect(
             },
         });
     }
-    let provider =
-        HcloudProvider::new(client.clone(), provider_settings(settings, load_balancers)).await?;
+    let settings = provider_settings(&config.hcloud, &config.load_balancers, &config.robot);
+    let provider = HcloudProvider::with_robot(client.clone(), settings, robot).await?;
     Ok(Arc::new(provider))
 }
 
@@ -126,10 +159,11 @@ pub async fn connect(
 /// start; `plan` skips the check).
 async fn connect_and_check(
     client: &Client,
-    settings: &HcloudSettings,
-    load_balancers: &LoadBalancerSettings,
+    config: &Config,
+    robot: Option<Arc<dyn RobotApi>>,
 ) -> Result<Arc<HcloudProvider>, CloudError> {
-    let provider = connect(client, settings, load_balancers).await?;
+    let settings = &config.hcloud;
+    let provider = connect(client, config, robot).await?;
     if let (Some(network), Some(network_id)) = (&settings.network, provider.network_id()) {
         if settings.network_attached_check {
             metadata::check_attached(&settings.metadata_endpoint, network, network_id).await?;
@@ -147,17 +181,17 @@ async fn connect_and_check(
 /// [`connect`] and the attached-network check until they pass, retrying what may pass by itself with growing delays (a log
 /// line per attempt). `Ok(None)` when `shutdown` fires first; `Err` on a definite answer.
 pub async fn connect_with_retries(
-    settings: &HcloudSettings,
-    load_balancers: &LoadBalancerSettings,
+    config: &Config,
     metrics: &MetricsRegistry,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<Option<Cloud>, CloudError> {
-    let client = client(settings, metrics)?;
+    let client = client(&config.hcloud, metrics)?;
+    let robot = robot_client(&config.robot, metrics)?;
     let mut failures = 0;
     loop {
         let attempt = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            attempt = connect_and_check(&client, settings, load_balancers) => attempt,
+            attempt = connect_and_check(&client, config, robot.clone()) => attempt,
         };
         match attempt {
             Ok(provider) => {
@@ -186,10 +220,11 @@ pub async fn connect_with_retries(
     }
 }
 
-/// Map the validated `HCLOUD_*` settings onto the provider's.
+/// Map the validated `HCLOUD_*` and `ROBOT_*` settings onto the provider's.
 pub fn provider_settings(
     settings: &HcloudSettings,
     load_balancers: &LoadBalancerSettings,
+    robot: &RobotSettings,
 ) -> ProviderSettings {
     ProviderSettings {
         load_balancers: load_balancers
@@ -206,9 +241,11 @@ pub fn provider_settings(
         // by the flags (--configure-cloud-routes, --controllers).
         routes_enabled: settings.routes_enabled,
         cluster_cidrs: settings.cluster_cidrs.clone(),
-        // ROBOT_ENABLED=true is refused by the configuration until the Robot client is wired
-        // in; then the Robot settings and client go to `HcloudProvider::with_robot`.
-        robot: hcloud_provider::RobotSettings::default(),
+        robot: hcloud_provider::RobotSettings {
+            enabled: robot.enabled,
+            forward_internal_ips: robot.forward_internal_ips,
+            rate_limit_wait_time: robot.rate_limit_wait_time,
+        },
         cache: CacheConfig {
             mode: match settings.server_cache_mode {
                 ServerCacheMode::All => CacheMode::All,
@@ -216,6 +253,7 @@ pub fn provider_settings(
                 ServerCacheMode::Off => CacheMode::Off,
             },
             max_age: settings.server_cache_max_age,
+            robot_max_age: robot.cache_timeout,
             ..CacheConfig::default()
         },
     }

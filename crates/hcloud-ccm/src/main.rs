@@ -125,14 +125,7 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         let client = clients.client("auth-delegator")?;
         servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
     }
-    let cloud = match cloud::connect_with_retries(
-        &config.hcloud,
-        &config.load_balancers,
-        &endpoints.metrics,
-        &shutdown,
-    )
-    .await?
-    {
+    let cloud = match cloud::connect_with_retries(&config, &endpoints.metrics, &shutdown).await? {
         Some(cloud) => cloud,
         None => return Ok(ExitCode::SUCCESS),
     };

@@ -107,8 +107,10 @@ pub async fn run(config: &Config) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let client = kube_client::build_client(&config.kube, SUBCOMMAND).await?;
-    let api = cloud::client(&config.hcloud, &MetricsRegistry::new())?;
-    let provider = cloud::connect(&api, &config.hcloud, &config.load_balancers).await?;
+    let metrics = MetricsRegistry::new();
+    let api = cloud::client(&config.hcloud, &metrics)?;
+    let robot = cloud::robot_client(&config.robot, &metrics)?;
+    let provider = cloud::connect(&api, config, robot).await?;
     let lbs = provider
         .hcloud_load_balancers()
         .context("load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false)")?;

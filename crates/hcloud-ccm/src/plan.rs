@@ -158,8 +158,10 @@ pub fn planned_controllers(
 pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
     let client = kube_client::build_client(&config.kube, "plan").await?;
     // Metrics are collected into a registry nobody serves.
-    let api = cloud::client(&config.hcloud, &MetricsRegistry::new())?;
-    let provider = cloud::connect(&api, &config.hcloud, &config.load_balancers).await?;
+    let metrics = MetricsRegistry::new();
+    let api = cloud::client(&config.hcloud, &metrics)?;
+    let robot = cloud::robot_client(&config.robot, &metrics)?;
+    let provider = cloud::connect(&api, config, robot).await?;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await

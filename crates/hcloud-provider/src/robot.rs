@@ -45,6 +45,18 @@ pub trait RobotApi: Send + Sync {
     async fn reset(&self, server_number: u64) -> Result<RobotReset, hcloud_api::Error>;
 }
 
+/// The webservice client itself, as the binary uses it.
+#[async_trait]
+impl RobotApi for hcloud_api::robot::RobotClient {
+    async fn servers(&self) -> Result<Vec<RobotServer>, hcloud_api::Error> {
+        hcloud_api::robot::RobotClient::servers(self).await
+    }
+
+    async fn reset(&self, server_number: u64) -> Result<RobotReset, hcloud_api::Error> {
+        hcloud_api::robot::RobotClient::reset(self, server_number).await
+    }
+}
+
 /// `ROBOT_*` settings besides the credentials (which belong to the client) and the cache age
 /// (in [`CacheConfig::robot_max_age`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

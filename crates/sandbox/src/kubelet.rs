@@ -42,21 +42,33 @@ pub async fn run(client: kube::Client, admin: AdminClient, names: Vec<String>) {
     }
 }
 
+/// Every server's state by name: the cloud servers' `status` and the dedicated servers' power
+/// state (`running` while powered on), so both kinds run a kubelet stand-in.
 async fn server_statuses(admin: &AdminClient) -> BTreeMap<String, String> {
-    let Ok(state) = admin.state().await else {
-        return BTreeMap::new();
-    };
-    state["servers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|s| {
+    let mut statuses = BTreeMap::new();
+    if let Ok(state) = admin.state().await {
+        statuses.extend(
+            state["servers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| {
+                    Some((
+                        s["name"].as_str()?.to_owned(),
+                        s["status"].as_str()?.to_owned(),
+                    ))
+                }),
+        );
+    }
+    if let Ok(dedicated) = admin.robot_servers().await {
+        statuses.extend(dedicated.iter().filter_map(|s| {
             Some((
-                s["name"].as_str()?.to_owned(),
-                s["status"].as_str()?.to_owned(),
+                s["server_name"].as_str()?.to_owned(),
+                s["operating_status"].as_str()?.to_owned(),
             ))
-        })
-        .collect()
+        }));
+    }
+    statuses
 }
 
 async fn sync(nodes: &Api<Node>, name: &str, running: bool) -> Result<(), kube::Error> {

@@ -70,7 +70,11 @@ pub async fn demo(
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|t| t["server"]["id"].as_i64().map(|id| format!("server {id}")))
+        .filter_map(|t| match t["type"].as_str() {
+            // Dedicated (Robot) servers are IP targets.
+            Some("ip") => t["ip"]["ip"].as_str().map(|ip| format!("ip {ip}")),
+            _ => t["server"]["id"].as_i64().map(|id| format!("server {id}")),
+        })
         .collect();
     let services_line: Vec<String> = lb["services"]
         .as_array()

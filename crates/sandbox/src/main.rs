@@ -51,8 +51,9 @@ struct Args {
     /// How long to wait for the Nodes to be initialized.
     #[arg(long, default_value = "120")]
     timeout_seconds: u64,
-    /// Dedicated servers to put in the simulator's Robot account (`sandbox-dedicated-N`).
-    /// hcloud-ccm does not read Robot yet, so they get no Node.
+    /// Dedicated servers to put in the simulator's Robot account (`sandbox-dedicated-N`); each
+    /// gets a Node, and hcloud-ccm runs with Robot on (and so without routes, which Robot rules
+    /// out).
     #[arg(long, default_value = "0")]
     dedicated_servers: u32,
 }
@@ -126,7 +127,17 @@ async fn main() -> anyhow::Result<()> {
     let metrics_port = free_port()?;
     let log_path = workdir.join("hcloud-ccm.log");
     let log = std::fs::File::create(&log_path)?;
-    let mut ccm = tokio::process::Command::new(&ccm_binary)
+    let robot = args.dedicated_servers > 0;
+    let mut command = tokio::process::Command::new(&ccm_binary);
+    if robot {
+        command
+            .env("ROBOT_ENABLED", "true")
+            .env("ROBOT_USER", sim.robot_user())
+            .env("ROBOT_PASSWORD", sim.robot_password())
+            .env("ROBOT_ENDPOINT", sim.robot_url())
+            .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false");
+    }
+    let mut ccm = command
         .args([
             "--cloud-provider=hcloud",
             "--allow-untagged-cloud",
@@ -152,8 +163,12 @@ async fn main() -> anyhow::Result<()> {
         .spawn()
         .with_context(|| format!("starting {}", ccm_binary.display()))?;
 
-    step("registering 3 Nodes like kubelets with --cloud-provider=external");
-    let names: Vec<String> = SERVERS.iter().map(|(n, _, _)| (*n).to_owned()).collect();
+    let mut names: Vec<String> = SERVERS.iter().map(|(n, _, _)| (*n).to_owned()).collect();
+    names.extend((1..=args.dedicated_servers).map(|i| format!("sandbox-dedicated-{i}")));
+    step(&format!(
+        "registering {} Nodes like kubelets with --cloud-provider=external",
+        names.len()
+    ));
     let kubelets = tokio::spawn(kubelet::run(client.clone(), admin.clone(), names.clone()));
 
     step("waiting for hcloud-ccm to initialize them");
@@ -191,8 +206,8 @@ async fn main() -> anyhow::Result<()> {
         "{}",
         table::render(&nodes.list(&ListParams::default()).await?.items)
     );
-    // Routes follow within a route reconciliation period.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Routes follow within a route reconciliation period (none with Robot).
+    let deadline = Instant::now() + Duration::from_secs(if robot { 0 } else { 30 });
     let routes = loop {
         let routes = table::network_routes(&admin.state().await?, NETWORK);
         if routes.len() >= SERVERS.len() || Instant::now() > deadline {
@@ -220,14 +235,14 @@ async fn main() -> anyhow::Result<()> {
          curl -s -X POST {admin_url}/servers/ID/status -H 'content-type: application/json' -d '{{\"status\":\"off\"}}'   # shutdown taint\n  \
          curl -s -X DELETE {admin_url}/servers/ID                                       # Node is deleted\n  \
          curl -s -X POST {admin_url}/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-worker-4\",\"networks\":[\"{NETWORK}\"]}}'   # attached to the network, so its route can be made\n\n\
-         Dedicated servers live in the simulator's Robot webservice ({robot}; hcloud-ccm does not read it yet):\n  \
-         curl -s -u {robot_user}:{robot_password} {robot}/server | jq '.[].server | {{server_number, server_name, server_ip}}'\n  \
+         Dedicated servers live in the simulator's Robot webservice ({robot_url}; with --dedicated-servers N, hcloud-ccm reads it):\n  \
+         curl -s -u {robot_user}:{robot_password} {robot_url}/server | jq '.[].server | {{server_number, server_name, server_ip}}'\n  \
          curl -s -X POST {admin_url}/robot/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-dedicated-9\"}}'   # adds one\n  \
-         curl -s -X PUT {admin_url}/robot/servers/NUMBER/operating_status -H 'content-type: application/json' -d '{{\"operating_status\":\"shut off\"}}'   # powers it off\n\n\
+         curl -s -X PUT {admin_url}/robot/servers/NUMBER/operating_status -H 'content-type: application/json' -d '{{\"operating_status\":\"shut off\"}}'   # powers it off: shutdown taint\n\n\
          hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
         kubeconfig = kubeconfig.display(),
         api = sim.base_url(),
-        robot = sim.robot_url(),
+        robot_url = sim.robot_url(),
         robot_user = sim.robot_user(),
         robot_password = sim.robot_password(),
         log = log_path.display(),

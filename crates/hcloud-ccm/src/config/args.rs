@@ -65,7 +65,7 @@ const COMPAT: &str = "Upstream compatibility";
 const NO_EFFECT: &str = "Accepted without effect (a startup line says so when one is given)";
 const HCLOUD: &str = "Hetzner Cloud (environment)";
 const LB: &str = "Load balancers (environment)";
-const ROBOT: &str = "Robot dedicated servers (environment; not implemented yet)";
+const ROBOT: &str = "Robot dedicated servers (environment)";
 
 const LONG_ABOUT: &str = "\
 Kubernetes cloud-controller-manager for Hetzner Cloud.
@@ -493,6 +493,11 @@ pub struct Args {
     #[arg(long, env = "ROBOT_RATE_LIMIT_WAIT_TIME", value_name = "DURATION",
         default_value = defaults::ROBOT_RATE_LIMIT_WAIT_TIME, help_heading = ROBOT)]
     pub robot_rate_limit_wait_time: String,
+
+    /// The Robot webservice (default: the real one). Beyond the official CCM: for a test
+    /// webservice or a proxy.
+    #[arg(long, env = "ROBOT_ENDPOINT", value_name = "URL", help_heading = ROBOT)]
+    pub robot_endpoint: Option<String>,
 
     /// Keep InternalIPs that the kubelet set (--node-ip) on Robot nodes.
     #[arg(long, env = "ROBOT_FORWARD_INTERNAL_IPS", value_name = "BOOL", default_value = defaults::ROBOT_FORWARD_INTERNAL_IPS,

@@ -6,11 +6,6 @@
 //!
 //! Every upstream cloud-controller-manager flag is accepted: the ones that mean something here
 //! are implemented, the others ([`NO_EFFECT_FLAGS`]) produce one startup warning each when given.
-//!
-//! # Features that are not implemented yet
-//! Robot dedicated servers are not implemented yet (see [`Capabilities::CURRENT`]); their
-//! variables are still parsed and validated, and `ROBOT_ENABLED=true` is an error. Without Robot
-//! support, dedicated-server Nodes (`hrobot://`) could be mistaken for deleted cloud servers.
 
 mod args;
 mod checker;
@@ -39,7 +34,7 @@ pub use error::{ConfigError, Problem};
 pub use feature_gates::{FeatureGates, WATCH_BASED_ROUTES_GATE, parse_feature_gates};
 pub use routes::parse_cluster_cidrs;
 pub use settings::{
-    Capabilities, Config, HcloudSettings, KubeRateLimit, KubeSettings, LeaderElectionSettings,
+    Config, HcloudSettings, KubeRateLimit, KubeSettings, LeaderElectionSettings,
     LoadBalancerSettings, LoggingSettings, RobotSettings, SecureServingSettings, TlsFiles,
 };
 pub use values::{

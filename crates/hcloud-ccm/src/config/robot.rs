@@ -2,16 +2,11 @@
 
 use std::time::Duration;
 
-use super::checker::{Checker, or_default};
-use super::{Args, Capabilities, RobotSettings, defaults};
+use super::checker::{Checker, check_url, non_empty, or_default};
+use super::{Args, RobotSettings, defaults};
 
 impl Args {
-    pub(super) fn check_robot(
-        &self,
-        c: &mut Checker,
-        routes_enabled: bool,
-        capabilities: Capabilities,
-    ) -> RobotSettings {
+    pub(super) fn check_robot(&self, c: &mut Checker, routes_enabled: bool) -> RobotSettings {
         let enabled = c.env_bool(
             "ROBOT_ENABLED",
             &self.robot_enabled,
@@ -27,12 +22,22 @@ impl Args {
             self.robot_password.as_ref(),
             self.robot_password_file.as_deref(),
         );
-        let mut cache_timeout = c.duration(
-            "ROBOT_CACHE_TIMEOUT",
-            or_default(&self.robot_cache_timeout, defaults::ROBOT_CACHE_TIMEOUT),
-        );
-        if cache_timeout.is_zero() {
-            cache_timeout = Duration::from_secs(300);
+        let cache_text = or_default(&self.robot_cache_timeout, defaults::ROBOT_CACHE_TIMEOUT);
+        // The official CCM accepts a negative timeout: the list is then stale at once and asked
+        // for on every lookup. Its zero means the default.
+        let cache_timeout = match cache_text.strip_prefix('-') {
+            Some(magnitude) if !magnitude.is_empty() => {
+                c.duration("ROBOT_CACHE_TIMEOUT", magnitude);
+                Duration::ZERO
+            }
+            _ => match c.duration("ROBOT_CACHE_TIMEOUT", cache_text) {
+                zero if zero.is_zero() => Duration::from_secs(300),
+                timeout => timeout,
+            },
+        };
+        let endpoint = non_empty(self.robot_endpoint.as_deref()).map(str::to_owned);
+        if let Some(url) = &endpoint {
+            check_url(c, "ROBOT_ENDPOINT", url);
         }
         let rate_limit_wait_time = c.duration(
             "ROBOT_RATE_LIMIT_WAIT_TIME",
@@ -47,13 +52,6 @@ impl Args {
             defaults::ROBOT_FORWARD_INTERNAL_IPS,
         );
         if enabled {
-            if !capabilities.robot {
-                c.problem(
-                    "ROBOT_ENABLED",
-                    "Robot dedicated servers are not implemented yet; unset ROBOT_ENABLED or set it \
-                     to false",
-                );
-            }
             if user.is_some() != password.is_some() {
                 c.problem(
                     "ROBOT_USER/ROBOT_PASSWORD",
@@ -74,6 +72,7 @@ impl Args {
             enabled,
             user,
             password,
+            endpoint,
             cache_timeout,
             rate_limit_wait_time,
             forward_internal_ips: enabled && forward_internal_ips,

@@ -11,22 +11,6 @@ use super::{
     LoadBalancerAlgorithm, LogFormat, Secret, ServerCacheMode,
 };
 
-/// Which optional features this build implements. Validation turns settings that need a missing
-/// feature into warnings or errors (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capabilities {
-    /// Robot dedicated servers.
-    pub robot: bool,
-}
-
-impl Capabilities {
-    /// What this build implements.
-    pub const CURRENT: Capabilities = Capabilities { robot: false };
-
-    /// Everything implemented (for tests of the remaining validation rules).
-    pub const ALL: Capabilities = Capabilities { robot: true };
-}
-
 /// Client-side limit of requests to the Kubernetes API (`--kube-api-qps`, `--kube-api-burst`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KubeRateLimit {
@@ -179,7 +163,10 @@ pub struct RobotSettings {
     pub user: Option<Secret>,
     /// `ROBOT_PASSWORD` or the content of `ROBOT_PASSWORD_FILE`.
     pub password: Option<Secret>,
-    /// `ROBOT_CACHE_TIMEOUT` (0 means the default, 5 minutes, as upstream).
+    /// `ROBOT_ENDPOINT`; `None` = the real webservice.
+    pub endpoint: Option<String>,
+    /// `ROBOT_CACHE_TIMEOUT` (0 means the default, 5 minutes, as upstream; a negative value
+    /// reads as zero: the list is asked for on every lookup).
     pub cache_timeout: Duration,
     /// `ROBOT_RATE_LIMIT_WAIT_TIME`.
     pub rate_limit_wait_time: Duration,

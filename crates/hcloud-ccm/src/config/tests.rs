@@ -404,11 +404,11 @@ fn routes_would_run_rules() {
 
 #[test]
 fn robot_rules_with_robot_implemented() {
-    let run = |extra: &[&str]| args(extra).validate_with(Capabilities::ALL);
+    let run = |extra: &[&str]| args(extra).validate();
     let cfg = run(&["--robot-enabled=true"]).unwrap();
     assert!(cfg.robot.enabled && cfg.robot.forward_internal_ips);
     let cfg = args_with_robot(&["--robot-enabled=true"], "u", "p")
-        .validate_with(Capabilities::ALL)
+        .validate()
         .unwrap();
     assert_eq!(cfg.robot.user.as_ref().map(Secret::expose), Some("u"));
     let err = parse_with_secrets(
@@ -419,7 +419,7 @@ fn robot_rules_with_robot_implemented() {
         ],
         &[("ROBOT_PASSWORD", "p")],
     )
-    .validate_with(Capabilities::ALL)
+    .validate()
     .unwrap_err();
     assert!(
         err.mentions("ROBOT_USER") && err.problems.len() == 1,
@@ -457,12 +457,40 @@ fn the_deletion_brake_is_a_percentage() {
 }
 
 #[test]
-fn robot_is_an_error_until_implemented() {
-    let err = args_with_robot(&["--robot-enabled=1"], "u", "p")
-        .validate()
-        .unwrap_err();
-    assert_eq!(err.problems.len(), 1, "{err}");
-    assert!(err.mentions("ROBOT_ENABLED"));
+fn robot_endpoint_and_cache_timeout() {
+    let cfg = args_with_robot(
+        &[
+            "--robot-enabled=1",
+            "--robot-endpoint=http://127.0.0.1:9/robot",
+            "--robot-cache-timeout=-1s",
+        ],
+        "u",
+        "p",
+    )
+    .validate()
+    .unwrap();
+    assert_eq!(
+        cfg.robot.endpoint.as_deref(),
+        Some("http://127.0.0.1:9/robot")
+    );
+    assert_eq!(
+        cfg.robot.cache_timeout,
+        Duration::ZERO,
+        "negative: ask every time"
+    );
+    let cfg = config(&["--robot-cache-timeout=0"]);
+    assert_eq!(
+        cfg.robot.cache_timeout,
+        Duration::from_secs(300),
+        "zero: the default"
+    );
+    let cfg = config(&["--robot-cache-timeout=90s"]);
+    assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(90));
+    let err = problems(&["--robot-endpoint=robot.example", "--robot-cache-timeout=-x"]);
+    assert!(
+        err.mentions("ROBOT_ENDPOINT") && err.mentions("ROBOT_CACHE_TIMEOUT"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -623,7 +651,7 @@ fn secrets_never_appear_in_debug_output() {
         !dbg.contains(TOKEN) && !dbg.contains("robot-pass-y"),
         "{dbg}"
     );
-    let cfg = a.validate_with(Capabilities::ALL).unwrap();
+    let cfg = a.validate().unwrap();
     let dbg = format!("{cfg:?}");
     assert!(
         !dbg.contains(TOKEN) && !dbg.contains("robot-pass-y"),

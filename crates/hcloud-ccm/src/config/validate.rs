@@ -5,20 +5,15 @@
 use super::checker::{Checker, check_url, non_empty, or_default};
 use super::routes::parse_cluster_cidrs;
 use super::{
-    Args, Capabilities, Config, ConfigError, Controller, EnabledControllers, FeatureGates,
-    FlagKind, KubeSettings, ListenAddress, LogFormat, LoggingSettings, WATCH_BASED_ROUTES_GATE,
-    defaults, parse_feature_gates, parse_go_duration,
+    Args, Config, ConfigError, Controller, EnabledControllers, FeatureGates, FlagKind,
+    KubeSettings, ListenAddress, LogFormat, LoggingSettings, WATCH_BASED_ROUTES_GATE, defaults,
+    parse_feature_gates, parse_go_duration,
 };
 
 impl Args {
-    /// Validates everything against what this build implements ([`Capabilities::CURRENT`]).
+    /// Validates everything and returns every problem at once. Reads the `*_FILE` secrets and
+    /// checks that TLS files exist.
     pub fn validate(&self) -> Result<Config, ConfigError> {
-        self.validate_with(Capabilities::CURRENT)
-    }
-
-    /// Validates everything; `capabilities` says which optional features exist. Returns every
-    /// problem at once. Reads the `*_FILE` secrets and checks that TLS files exist.
-    pub fn validate_with(&self, capabilities: Capabilities) -> Result<Config, ConfigError> {
         let mut c = Checker::default();
 
         // ---- Cloud provider and client ----
@@ -197,7 +192,7 @@ impl Args {
         let load_balancers = self.check_load_balancers(&mut c);
 
         // ---- Robot ----
-        let robot = self.check_robot(&mut c, hcloud.routes_enabled, capabilities);
+        let robot = self.check_robot(&mut c, hcloud.routes_enabled);
 
         // ---- Routes and --cluster-cidr ----
         let mut hcloud = hcloud;

@@ -39,7 +39,6 @@ fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
         "HCLOUD_LOAD_BALANCERS_LOCATION/HCLOUD_LOAD_BALANCERS_NETWORK_ZONE:",
         "HCLOUD_INSTANCES_ADDRESS_FAMILY:",
         "HCLOUD_METRICS_ENABLED:",
-        "ROBOT_ENABLED:",
         "ROBOT_USER/ROBOT_PASSWORD:",
         "ROBOT_CACHE_TIMEOUT:",
         "--leader-elect-retry-period:",
@@ -47,7 +46,7 @@ fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
         assert!(stderr.contains(setting), "{setting} missing:\n{stderr}");
     }
     assert!(
-        stderr.starts_with("invalid configuration (8 problems):"),
+        stderr.starts_with("invalid configuration (7 problems):"),
         "{stderr}"
     );
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use ccm::{BIN, TOKEN, free_port};
 use chart::{Chart, PROMETHEUS_OPERATOR, by_kind_and_name, documents};
-use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{NetworkSeed, RobotServerSeed, ServerSeed, SimConfig, Simulator};
 use kube_harness::{ControlPlane, UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::{Value, json};
 
@@ -487,18 +487,98 @@ fn a_single_replica_rollout_never_runs_two_writers() {
     assert!(!leader_elect_off(object(&objects, "DaemonSet")));
 }
 
-#[test]
-fn robot_values_render_and_the_notes_say_the_binary_refuses_them() {
+/// `robot.enabled` (`deploy/chart/ci/robot-values.yaml`, as the official chart's values use
+/// it): the rendered Deployment's own args and env, with the Robot credentials from the Secret
+/// `hcloud`, start the binary, which initialises a dedicated server's Node.
+#[tokio::test]
+async fn robot_values_start_the_binary_and_initialise_a_dedicated_node() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rendered = chart()
         .render_with("hccm", "kube-system", &ci_values("robot-values.yaml"), &[])
         .unwrap();
-    let d = object(&rendered.objects, "Deployment");
-    assert!(env_names(d).contains(&"ROBOT_ENABLED".to_owned()));
-    assert!(
-        rendered.notes.contains("refuses ROBOT_ENABLED=true"),
-        "{}",
-        rendered.notes
+    let deployment = object(&rendered.objects, "Deployment");
+    assert!(env_names(deployment).contains(&"ROBOT_ENABLED".to_owned()));
+    assert!(!rendered.notes.contains("Robot"), "{}", rendered.notes);
+
+    let scope = Scope::new("robot").await;
+    let access = scope.admin_access("ccm").await;
+    let node = scope.name("dedicated-1");
+    let sim = Simulator::start(
+        SimConfig::default()
+            .token(TOKEN)
+            .robot_credentials("robot-user-1", "robot-pass-1"),
+    )
+    .await
+    .unwrap();
+    let number = sim
+        .admin()
+        .add_robot_server(RobotServerSeed::new(&node))
+        .await
+        .unwrap();
+    let secret = BTreeMap::from([
+        ("token", TOKEN.to_owned()),
+        ("robot-user", "robot-user-1".to_owned()),
+        ("robot-password", "robot-pass-1".to_owned()),
+    ]);
+    let log = scope.dir.path().join("ccm.log");
+    let mut child = tokio::process::Command::new(BIN)
+        .env_clear()
+        .envs(container_env(deployment, &secret))
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("ROBOT_ENDPOINT", sim.robot_url())
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{}", free_port()),
+        )
+        .args(args(deployment))
+        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
+        .args([
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={}", free_port()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    let nodes = scope.nodes();
+    scope.register_node(&node, None).await;
+    let initialised = eventually(
+        "the dedicated Node initialised",
+        Duration::from_secs(30),
+        || async {
+            let node = nodes.get(&node).await.unwrap();
+            (!has_taint(&node, UNINITIALIZED_TAINT)).then_some(node)
+        },
+    )
+    .await;
+    let spec_id = initialised
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone());
+    assert_eq!(spec_id, Some(format!("hrobot://{number}")));
+    let labels = initialised.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("instance.hetzner.cloud/provided-by")
+            .map(String::as_str),
+        Some("robot"),
+        "{labels:?}"
     );
+    assert_eq!(
+        labels
+            .get("node.kubernetes.io/instance-type")
+            .map(String::as_str),
+        Some("EX44")
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("robot-pass-1"),
+        "the Robot password in the log"
+    );
+    assert!(child.try_wait().unwrap().is_none(), "exited:\n{text}");
+    child.kill().await.unwrap();
 }
 
 #[test]

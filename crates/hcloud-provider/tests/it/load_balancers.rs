@@ -1899,6 +1899,6 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
     assert!(made.contains(&"POST /certificates".to_owned()), "{made:?}");
 }
 
-mod cluster;
 /// Beyond the official CCM: `externalTrafficPolicy: Local`, user labels, delete protection.
 mod beyond_official;
+mod cluster;
