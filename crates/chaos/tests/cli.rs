@@ -2,6 +2,8 @@
 //! refused with their name, and a missing CCM binary is a clear error (exit 2), not a panic.
 //! (Building this test also builds the runner binary that `scripts/test.sh` runs.)
 
+#![allow(clippy::expect_used)]
+
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hcloud-ccm-chaos");
