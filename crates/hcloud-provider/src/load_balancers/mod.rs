@@ -49,6 +49,7 @@ pub mod desired;
 mod ensure;
 pub mod naming;
 mod ops;
+pub mod per_port;
 mod predict;
 pub mod selector;
 mod services;

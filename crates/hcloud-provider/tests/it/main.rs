@@ -11,4 +11,5 @@ mod controllers;
 mod instances;
 mod lb_type_cache;
 mod load_balancers;
+mod per_port;
 mod routes;
