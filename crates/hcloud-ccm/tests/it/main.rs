@@ -28,6 +28,7 @@ mod load_balancer_races;
 mod load_balancers;
 mod migration;
 mod node_burst;
+mod per_port;
 mod plan;
 mod rbac;
 mod routes;

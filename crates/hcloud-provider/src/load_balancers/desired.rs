@@ -108,7 +108,8 @@ impl StatusOptions {
             proxy_protocol: errors
                 .take(a.bool(keys::USES_PROXYPROTOCOL))
                 .or(settings.uses_proxyprotocol)
-                .unwrap_or(false),
+                .unwrap_or(false)
+                || super::per_port::some_port_uses_proxyprotocol(a),
         }
     }
 

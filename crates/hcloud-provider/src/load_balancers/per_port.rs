@@ -364,6 +364,18 @@ impl PerPort {
     }
 }
 
+/// Whether a per-port annotation turns PROXY protocol on for some port (the status then says
+/// `ipMode: Proxy`, so that in-cluster clients go through the load balancer too). Lenient: a
+/// bad value counts as off, the port is not checked.
+pub fn some_port_uses_proxyprotocol(a: &Annotations) -> bool {
+    let suffix = format!(".{}", keys::USES_PROXYPROTOCOL.trim_start_matches(PREFIX));
+    a.entries().any(|(key, value)| {
+        key.starts_with(PORT_PREFIX)
+            && key.ends_with(&suffix)
+            && super::annotations::parse_bool(value.trim()) == Some(true)
+    })
+}
+
 impl HcloudLoadBalancers {
     /// Resolve the uploaded certificates each https port names for itself
     /// ([`Desired::port_certificates`]) and put their IDs into those services; a name used by
@@ -624,6 +636,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("http-sticky-sessions: \"perhaps\""), "{err}");
+    }
+
+    #[test]
+    fn a_port_with_proxy_protocol_makes_the_status_say_proxy() {
+        let status = |pairs: &[(&str, &str)]| desired(WEB, pairs).status.proxy_protocol;
+        assert!(!status(&[]));
+        assert!(!status(&[("port-443.uses-proxyprotocol", "false")]));
+        assert!(status(&[("port-443.uses-proxyprotocol", "true")]));
+        assert!(status(&[("port-https.uses-proxyprotocol", "1")]));
+        assert!(status(&[("uses-proxyprotocol", "true")]));
     }
 
     #[test]

@@ -146,6 +146,13 @@ impl Env {
         )
     }
 
+    /// The ID of a new uploaded certificate named `name`.
+    pub(crate) async fn uploaded_certificate(&self, name: &str) -> i64 {
+        let seed = hcloud_sim::CertificateSeed::uploaded(name);
+        let cert = self.sim.admin().create_certificate(seed).await.unwrap();
+        cert["id"].as_i64().unwrap()
+    }
+
     async fn counts(&self) -> BTreeMap<String, u64> {
         self.sim.admin().request_counts().await.unwrap()
     }
@@ -1387,13 +1394,7 @@ async fn managed_certificates_are_created_issued_attached_and_deleted() {
 #[tokio::test]
 async fn switching_to_a_managed_certificate_replaces_the_uploaded_one() {
     let env = Env::start().await;
-    let uploaded = env
-        .sim
-        .admin()
-        .create_certificate(hcloud_sim::CertificateSeed::uploaded("shop-upload"))
-        .await
-        .unwrap();
-    let uploaded_id = uploaded["id"].as_i64().unwrap();
+    let uploaded_id = env.uploaded_certificate("shop-upload").await;
     let lbs = env.lbs().await;
     let https = |annotations: &[(&str, &str)]| service(&[(443, "TCP", 30443)], annotations);
     let with_upload = https(&[("protocol", "https"), ("http-certificates", "shop-upload")]);

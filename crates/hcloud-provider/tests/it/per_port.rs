@@ -18,13 +18,7 @@ fn port(lb: &hcloud_api::models::LoadBalancer, listen_port: u16) -> Option<&Load
 #[tokio::test]
 async fn ports_of_one_service_get_their_own_protocol_certificate_proxy_protocol_and_redirect() {
     let env = Env::start().await;
-    let cert = env
-        .sim
-        .admin()
-        .create_certificate(hcloud_sim::CertificateSeed::uploaded("shop-cert"))
-        .await
-        .unwrap();
-    let cert_id = cert["id"].as_i64().unwrap();
+    let cert_id = env.uploaded_certificate("shop-cert").await;
     let lbs = env.lbs_with(located(), false).await;
     let nodes = [env.node(0)];
     let ports = [(80, "TCP", 30080), (443, "TCP", 30443), (22, "TCP", 30022)];
