@@ -411,6 +411,10 @@ mod tests {
     /// A Service with ports `(name, port)` (NodePort = 30000 + port) and these annotations
     /// (keys without the prefix).
     fn desired(ports: &[(&str, i32)], pairs: &[(&str, &str)]) -> Desired {
+        read(ports, pairs).unwrap()
+    }
+
+    fn read(ports: &[(&str, i32)], pairs: &[(&str, &str)]) -> std::result::Result<Desired, String> {
         let mut svc = Service::default();
         svc.metadata.name = Some("web".into());
         svc.metadata.uid = Some("uid-1".into());
@@ -433,7 +437,7 @@ mod tests {
             .map(|(k, v)| (format!("{PREFIX}{k}"), (*v).to_owned()))
             .collect();
         let settings = LoadBalancerSettings::default();
-        Desired::new(&svc, &Annotations::new(&map), &settings, None, &[]).unwrap()
+        Desired::new(&svc, &Annotations::new(&map), &settings, None, &[])
     }
 
     const WEB: &[(&str, i32)] = &[("http", 80), ("https", 443)];
@@ -611,28 +615,12 @@ mod tests {
             );
         }
         // A bad Service-wide value a port uses stays an error of the Service.
-        let mut svc = Service::default();
-        svc.spec = Some(ServiceSpec {
-            ports: Some(vec![ServicePort {
-                port: 443,
-                node_port: Some(30443),
-                ..ServicePort::default()
-            }]),
-            ..ServiceSpec::default()
-        });
-        let map = BTreeMap::from([
-            (format!("{PREFIX}port-443.protocol"), "http".to_owned()),
-            (
-                format!("{PREFIX}http-sticky-sessions"),
-                "perhaps".to_owned(),
-            ),
-        ]);
-        let err = Desired::new(
-            &svc,
-            &Annotations::new(&map),
-            &LoadBalancerSettings::default(),
-            None,
-            &[],
+        let err = read(
+            &[("https", 443)],
+            &[
+                ("port-443.protocol", "http"),
+                ("http-sticky-sessions", "perhaps"),
+            ],
         )
         .unwrap_err();
         assert!(err.contains("http-sticky-sessions: \"perhaps\""), "{err}");
