@@ -141,3 +141,30 @@ async fn an_invalid_per_port_annotation_warns_by_name_and_the_other_ports_are_re
         (ServiceProtocol::Tcp, false)
     );
 }
+
+#[tokio::test]
+async fn a_certificate_named_by_several_ports_is_looked_up_once() {
+    let env = Env::start().await;
+    let cert_id = env.uploaded_certificate("shop-cert").await;
+    let lbs = env.lbs_with(located(), false).await;
+    let svc = service(
+        &[(443, "TCP", 30443), (8443, "TCP", 38443)],
+        &[
+            ("port-443.protocol", "https"),
+            ("port-8443.protocol", "https"),
+            ("port-443.http-certificates", "shop-cert"),
+            ("port-8443.http-certificates", "shop-cert"),
+        ],
+    );
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap();
+    let counts = env.sim.admin().request_counts().await.unwrap();
+    assert_eq!(counts.get("GET /certificates"), Some(&1), "{counts:?}");
+    let lb = env.only().await;
+    for listen_port in [443, 8443] {
+        let http = port(&lb, listen_port).unwrap().http.clone().unwrap();
+        assert_eq!(http.certificates, vec![cert_id], "{listen_port}");
+    }
+}
