@@ -108,6 +108,11 @@ fn near_list() -> BoxedStrategy<String> {
 /// Values shaped for `key`, sometimes anything at all.
 fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
     let suffix = key.trim_start_matches(annotations::PREFIX);
+    // A per-port key (`port-<port>.<setting>`) takes the values of its setting.
+    let suffix = match suffix.strip_prefix("port-").and_then(|s| s.split_once('.')) {
+        Some((_, setting)) => setting,
+        None => suffix,
+    };
     let shaped = match suffix {
         "disable-public-network"
         | "disable-private-ingress"
@@ -146,9 +151,28 @@ fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
     prop_oneof![4 => padded(shaped), 1 => soup()].boxed()
 }
 
-/// A Service's annotations: some of the real keys with shaped values, and foreign keys.
+/// Per-port keys: for ports and port names of the pool, a setting that is not per port, a port
+/// no Service has, a key without a setting.
+const PER_PORT_KEYS: &[&str] = &[
+    "load-balancer.hetzner.cloud/port-443.protocol",
+    "load-balancer.hetzner.cloud/port-443.http-certificates",
+    "load-balancer.hetzner.cloud/port-443.http-redirect-http",
+    "load-balancer.hetzner.cloud/port-80.uses-proxyprotocol",
+    "load-balancer.hetzner.cloud/port-80.protocol",
+    "load-balancer.hetzner.cloud/port-8080.health-check-interval",
+    "load-balancer.hetzner.cloud/port-8080.health-check-protocol",
+    "load-balancer.hetzner.cloud/port-web.certificate-type",
+    "load-balancer.hetzner.cloud/port-web.http-sticky-sessions",
+    "load-balancer.hetzner.cloud/port-443.name",
+    "load-balancer.hetzner.cloud/port-9.protocol",
+    "load-balancer.hetzner.cloud/port-443",
+];
+
+/// A Service's annotations: some of the real keys (Service-wide and per port) with shaped
+/// values, and foreign keys.
 fn annotation_map() -> BoxedStrategy<BTreeMap<String, String>> {
-    let chosen = proptest::sample::subsequence(keys::ALL.to_vec(), 0..=14);
+    let all: Vec<&'static str> = keys::ALL.iter().chain(PER_PORT_KEYS).copied().collect();
+    let chosen = proptest::sample::subsequence(all, 0..=14);
     (
         chosen.prop_flat_map(|keys| {
             keys.into_iter()

@@ -22,10 +22,10 @@ use crate::support::scope::{Access, Scope};
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
 const EXCLUDE_LABEL: &str = "node.kubernetes.io/exclude-from-external-load-balancers";
 
-struct Setup {
-    scope: Scope,
-    admin: kube::Client,
-    sim: Simulator,
+pub(crate) struct Setup {
+    pub(crate) scope: Scope,
+    pub(crate) admin: kube::Client,
+    pub(crate) sim: Simulator,
     servers: Vec<i64>,
     _access: Access,
     _ccm: tokio::process::Child,
@@ -34,7 +34,7 @@ struct Setup {
 impl Setup {
     /// A scope of the shared control plane, a simulator with `servers` servers and the binary
     /// running with `args` (load balancers in fsn1, no metrics port, no secure port).
-    async fn start(servers: usize, args: &[&str]) -> Setup {
+    pub(crate) async fn start(servers: usize, args: &[&str]) -> Setup {
         let scope = Scope::new("races").await;
         let admin = scope.admin.clone();
         let sim = Simulator::start(SimConfig::default().token(TOKEN))
@@ -90,7 +90,7 @@ impl Setup {
     }
 
     /// Node `<scope>-node-<i>` on server `i`.
-    async fn add_node(&self, i: usize) {
+    pub(crate) async fn add_node(&self, i: usize) {
         let node = Node {
             metadata: ObjectMeta {
                 name: Some(self.node(i)),
@@ -126,7 +126,7 @@ impl Setup {
         self.scope.create_service(service).await;
     }
 
-    async fn load_balancers(&self) -> Vec<Value> {
+    pub(crate) async fn load_balancers(&self) -> Vec<Value> {
         let state = self.sim.admin().state().await.unwrap();
         state["load_balancers"]
             .as_array()

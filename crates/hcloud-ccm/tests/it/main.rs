@@ -29,6 +29,7 @@ mod load_balancers;
 mod migration;
 mod node_burst;
 mod orphans;
+mod per_port;
 mod plan;
 mod rbac;
 mod routes;

@@ -269,6 +269,11 @@ impl Annotations {
         self.values.get(key).map(String::as_str)
     }
 
+    /// Every `load-balancer.hetzner.cloud/*` entry as `(key, raw value)`, sorted by key.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.values.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// Whether `key` is set (even to an empty value).
     pub fn is_set(&self, key: &str) -> bool {
         self.values.contains_key(key)

@@ -215,6 +215,7 @@ impl HcloudLoadBalancers {
         &self,
         desired: &mut Desired,
     ) -> Result<Option<PendingCertificate>> {
+        self.resolve_port_certificates(desired).await?;
         match desired.certificates.clone() {
             Certificates::Unset => Ok(None),
             Certificates::Uploaded(refs) => {

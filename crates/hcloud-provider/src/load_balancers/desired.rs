@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, 
 use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
 use super::cluster::CLUSTER_NAME_LABEL;
 use super::naming::{SERVICE_UID_LABEL, default_name};
+use super::per_port::{PerPort, PortSettings};
 pub use super::robot_targets::{IpTargetPlan, RobotNode, RobotView};
 pub use super::services::{
     DesiredHealthCheck, DesiredHealthCheckHttp, DesiredHttp, DesiredService,
@@ -110,7 +111,8 @@ impl StatusOptions {
             proxy_protocol: errors
                 .take(a.bool(keys::USES_PROXYPROTOCOL))
                 .or(settings.uses_proxyprotocol)
-                .unwrap_or(false),
+                .unwrap_or(false)
+                || super::per_port::some_port_uses_proxyprotocol(a),
         }
     }
 
@@ -142,8 +144,14 @@ pub struct Desired {
     pub algorithm: Option<AlgorithmType>,
     /// One service per TCP port, sorted by listen port.
     pub services: Vec<DesiredService>,
+    /// Service ports left as the load balancer has them: their per-port annotations are
+    /// invalid (a Warning says why). Never deleted, never added.
+    pub kept_ports: BTreeSet<u16>,
     /// Certificates of the https services; resolved to IDs before diffing.
     pub certificates: Certificates,
+    /// Uploaded certificates (IDs or names) of the https services that name their own, by
+    /// listen port (per-port annotations); [`Desired::certificates`] is for the others.
+    pub port_certificates: BTreeMap<u16, Vec<String>>,
     /// Target servers, sorted by server ID.
     pub targets: Vec<TargetPlan>,
     /// The selected Nodes with a Robot providerID, sorted by server number.
@@ -240,78 +248,11 @@ impl Desired {
         let disable_public = errors
             .take(a.bool(keys::DISABLE_PUBLIC_NETWORK))
             .or(settings.disable_public_network);
-        let proxyprotocol = errors
-            .take(a.bool(keys::USES_PROXYPROTOCOL))
-            .or(settings.uses_proxyprotocol);
-        let protocol = errors.take(a.protocol()).unwrap_or(ServiceProtocol::Tcp);
-
-        // HTTP settings and certificates: read only for http/https services.
-        let http = if protocol == ServiceProtocol::Tcp {
-            None
-        } else {
-            Some(DesiredHttp {
-                cookie_name: errors.take(a.string(keys::HTTP_COOKIE_NAME)),
-                cookie_lifetime: errors.take(a.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX)),
-                certificates: None,
-                redirect_http: errors.take(a.bool(keys::HTTP_REDIRECT_HTTP)),
-                sticky_sessions: errors.take(a.bool(keys::HTTP_STICKY_SESSIONS)),
-                timeout_idle: errors.take(a.seconds(keys::HTTP_TIMEOUT_IDLE, 30, 300)),
-            })
-        };
-        let certificates = if protocol == ServiceProtocol::Https {
-            Self::certificates(a, &uid, &mut errors)
-        } else {
-            Certificates::Unset
-        };
-
-        // Health check: any health-check setting (annotation or variable) makes it follow the
-        // service protocol; with none it is TCP on the NodePort.
-        let hc_protocol = errors.take(a.health_check_protocol());
-        let hc_port = errors.take(a.health_check_port());
-        let interval = errors
-            .take(a.seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60))
-            .or(settings.health_check_interval.map(seconds));
-        let timeout = errors
-            .take(a.seconds(keys::HEALTH_CHECK_TIMEOUT, 1, 60))
-            .or(settings.health_check_timeout.map(seconds));
-        let retries = errors
-            .take(a.number(keys::HEALTH_CHECK_RETRIES, 0, 5))
-            .or(settings.health_check_retries);
-        let configured = hc_protocol.is_some()
-            || hc_port.is_some()
-            || interval.is_some()
-            || timeout.is_some()
-            || retries.is_some();
-        let hc_protocol = match (configured, hc_protocol) {
-            (false, _) => HealthCheckProtocol::Tcp,
-            (true, Some(p)) => p,
-            (true, None) => match protocol {
-                ServiceProtocol::Http => HealthCheckProtocol::Http,
-                ServiceProtocol::Https => HealthCheckProtocol::Https,
-                _ => HealthCheckProtocol::Tcp,
-            },
-        };
-        // Beyond the official CCM: externalTrafficPolicy Local checks kube-proxy's answer.
-        let local_port = super::local_traffic::check_port(service, a, &mut errors);
-        let (hc_protocol, hc_http) = match local_port {
-            Some(_) => (
-                HealthCheckProtocol::Http,
-                Some(super::local_traffic::http()),
-            ),
-            None => {
-                let hc_http =
-                    (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
-                        domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
-                        path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
-                        status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
-                            .filter(|c| !c.is_empty()),
-                        tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
-                    });
-                (hc_protocol, hc_http)
-            }
-        };
+        let wide = Self::port_settings(service, a, settings, &uid, &mut errors);
+        let mut per_port = PerPort::read(service, a);
 
         let mut services: BTreeMap<u16, DesiredService> = BTreeMap::new();
+        let mut kept_ports = BTreeSet::new();
         let mut tcp_ports = 0usize;
         let ports = service
             .spec
@@ -345,29 +286,26 @@ impl Desired {
                 notices.push(Notice::log(format!("port {label}: no NodePort allocated")));
                 continue;
             };
-            services.insert(
-                listen_port,
-                DesiredService {
-                    listen_port,
-                    destination_port: node_port,
-                    protocol: protocol.clone(),
-                    proxyprotocol,
-                    http: http.clone(),
-                    health_check: DesiredHealthCheck {
-                        protocol: hc_protocol.clone(),
-                        port: local_port.or(hc_port).unwrap_or(node_port),
-                        interval,
-                        timeout,
-                        retries,
-                        http: hc_http.clone(),
-                    },
-                },
-            );
+            // Per-port annotations (beyond the official CCM): `None` leaves the port as the
+            // load balancer has it.
+            match per_port.settings(port, listen_port, &wide, &mut errors, |a, errors| {
+                Self::port_settings(service, a, settings, &uid, errors)
+            }) {
+                Some(wanted) => {
+                    services.insert(listen_port, wanted.service(listen_port, node_port));
+                }
+                None => {
+                    kept_ports.insert(listen_port);
+                }
+            }
         }
+        let (certificates, port_certificates) =
+            per_port.finish(&mut services, &mut kept_ports, wide.certificates);
+        notices.append(&mut per_port.notices);
 
         // TCP ports without NodePorts (e.g. allocateLoadBalancerNodePorts: false) would leave
         // the load balancer with no service: refuse instead of deleting every service it has.
-        if services.is_empty() && tcp_ports > 0 {
+        if services.is_empty() && kept_ports.is_empty() && tcp_ports > 0 {
             errors.0.push(AnnotationError {
                 annotation: "spec.ports[].nodePort".to_owned(),
                 value: String::new(),
@@ -463,7 +401,9 @@ impl Desired {
             lb_type,
             algorithm,
             services: services.into_values().collect(),
+            kept_ports,
             certificates,
+            port_certificates,
             targets: targets
                 .into_iter()
                 .map(|(server, node)| TargetPlan { server, node })
@@ -488,6 +428,104 @@ impl Desired {
             user_labels,
             delete_protection,
         })
+    }
+
+    /// What a Service port asks for, read from `a` (the Service's annotations, or a port's
+    /// view of them) over the settings.
+    pub(super) fn port_settings(
+        service: &Service,
+        a: &Annotations,
+        settings: &LoadBalancerSettings,
+        uid: &str,
+        errors: &mut Errors,
+    ) -> PortSettings {
+        let proxyprotocol = errors
+            .take(a.bool(keys::USES_PROXYPROTOCOL))
+            .or(settings.uses_proxyprotocol);
+        let protocol = errors.take(a.protocol()).unwrap_or(ServiceProtocol::Tcp);
+
+        // HTTP settings and certificates: read only for http/https services.
+        let http = if protocol == ServiceProtocol::Tcp {
+            None
+        } else {
+            Some(DesiredHttp {
+                cookie_name: errors.take(a.string(keys::HTTP_COOKIE_NAME)),
+                cookie_lifetime: errors.take(a.seconds(keys::HTTP_COOKIE_LIFETIME, 1, u32::MAX)),
+                certificates: None,
+                redirect_http: errors.take(a.bool(keys::HTTP_REDIRECT_HTTP)),
+                sticky_sessions: errors.take(a.bool(keys::HTTP_STICKY_SESSIONS)),
+                timeout_idle: errors.take(a.seconds(keys::HTTP_TIMEOUT_IDLE, 30, 300)),
+            })
+        };
+        let certificates = if protocol == ServiceProtocol::Https {
+            Self::certificates(a, uid, errors)
+        } else {
+            Certificates::Unset
+        };
+
+        // Health check: any health-check setting (annotation or variable) makes it follow the
+        // service protocol; with none it is TCP on the NodePort.
+        let hc_protocol = errors.take(a.health_check_protocol());
+        let hc_port = errors.take(a.health_check_port());
+        let interval = errors
+            .take(a.seconds(keys::HEALTH_CHECK_INTERVAL, 3, 60))
+            .or(settings.health_check_interval.map(seconds));
+        let timeout = errors
+            .take(a.seconds(keys::HEALTH_CHECK_TIMEOUT, 1, 60))
+            .or(settings.health_check_timeout.map(seconds));
+        let retries = errors
+            .take(a.number(keys::HEALTH_CHECK_RETRIES, 0, 5))
+            .or(settings.health_check_retries);
+        let configured = hc_protocol.is_some()
+            || hc_port.is_some()
+            || interval.is_some()
+            || timeout.is_some()
+            || retries.is_some();
+        let hc_protocol = match (configured, hc_protocol) {
+            (false, _) => HealthCheckProtocol::Tcp,
+            (true, Some(p)) => p,
+            (true, None) => match protocol {
+                ServiceProtocol::Http => HealthCheckProtocol::Http,
+                ServiceProtocol::Https => HealthCheckProtocol::Https,
+                _ => HealthCheckProtocol::Tcp,
+            },
+        };
+        // Beyond the official CCM: externalTrafficPolicy Local checks kube-proxy's answer on the
+        // Service's healthCheckNodePort (unless a health-check annotation says otherwise).
+        let (hc_protocol, hc_http, hc_port) =
+            match super::local_traffic::check_port(service, a, errors) {
+                Some(local_port) => (
+                    HealthCheckProtocol::Http,
+                    Some(super::local_traffic::http()),
+                    Some(local_port),
+                ),
+                None => {
+                    let hc_http =
+                        (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
+                            domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
+                            path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
+                            status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
+                                .filter(|c| !c.is_empty()),
+                            tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
+                        });
+                    (hc_protocol, hc_http, hc_port)
+                }
+            };
+        PortSettings {
+            protocol,
+            proxyprotocol,
+            http,
+            certificates,
+            health_check: DesiredHealthCheck {
+                protocol: hc_protocol,
+                port: hc_port.unwrap_or_default(),
+                interval,
+                timeout,
+                retries,
+                http: hc_http,
+            },
+            health_check_port: hc_port,
+        }
     }
 
     fn certificates(a: &Annotations, uid: &str, errors: &mut Errors) -> Certificates {
@@ -536,6 +574,7 @@ impl Desired {
     pub fn set_certificates(&mut self, ids: &[i64]) {
         for service in &mut self.services {
             if service.protocol == ServiceProtocol::Https
+                && !self.port_certificates.contains_key(&service.listen_port)
                 && let Some(http) = &mut service.http
             {
                 http.certificates = Some(ids.to_vec());
@@ -680,7 +719,9 @@ impl Desired {
         // Services to delete.
         let wanted_ports: BTreeSet<u16> = self.services.iter().map(|s| s.listen_port).collect();
         for current in &lb.services {
-            if !wanted_ports.contains(&current.listen_port) {
+            if !wanted_ports.contains(&current.listen_port)
+                && !self.kept_ports.contains(&current.listen_port)
+            {
                 steps.push(Step::DeleteService(current.listen_port));
             }
         }
@@ -703,13 +744,16 @@ impl Desired {
             });
         }
 
+        // New services after the updates: an update may free a port a new one listens on
+        // (turning a redirect off frees port 80).
+        let mut new_services = Vec::new();
         for wanted in &self.services {
             match lb
                 .services
                 .iter()
                 .find(|s| s.listen_port == wanted.listen_port)
             {
-                None => steps.push(Step::AddService(wanted.spec())),
+                None => new_services.push(Step::AddService(wanted.spec())),
                 Some(current) => {
                     let changes = wanted.changes(current);
                     if !changes.is_empty() {
@@ -722,6 +766,7 @@ impl Desired {
             }
         }
 
+        steps.extend(new_services);
         steps.extend(add);
 
         if let Some(want) = self.public_interface

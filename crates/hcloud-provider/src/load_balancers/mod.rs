@@ -58,6 +58,7 @@ mod local_traffic;
 pub mod naming;
 mod ops;
 mod orphans;
+pub mod per_port;
 mod predict;
 mod robot_targets;
 pub mod selector;

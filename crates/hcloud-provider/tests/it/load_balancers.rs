@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{
     LoadBalancerStatus, Node, NodeSpec, Service, ServicePort, ServiceSpec,
 };
 
-const CLUSTER: &str = "kubernetes";
+pub(crate) const CLUSTER: &str = "kubernetes";
 const UID: &str = "0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab";
 const DEFAULT_NAME: &str = "a0f2f6c0e1b2a4c3d9e8f0123456789a";
 const A: &str = "load-balancer.hetzner.cloud/";
@@ -38,7 +38,7 @@ fn fast(settings: LoadBalancerSettings) -> LoadBalancerSettings {
     }
 }
 
-fn located() -> LoadBalancerSettings {
+pub(crate) fn located() -> LoadBalancerSettings {
     fast(LoadBalancerSettings {
         location: Some("fsn1".into()),
         ..LoadBalancerSettings::default()
@@ -46,15 +46,15 @@ fn located() -> LoadBalancerSettings {
 }
 
 /// A simulator with network `k8s` and servers `worker-1..3` attached to it.
-struct Env {
-    sim: Simulator,
-    client: Client,
+pub(crate) struct Env {
+    pub(crate) sim: Simulator,
+    pub(crate) client: Client,
     /// Server IDs of worker-1..3.
     servers: Vec<i64>,
 }
 
 impl Env {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let sim = Simulator::start(SimConfig::default().action_delay(Duration::from_millis(20)))
             .await
             .unwrap();
@@ -85,7 +85,11 @@ impl Env {
     /// The load balancers through the provider, as the binary would wire them. These tests
     /// change load balancers behind the provider's back (as the console would) and expect the
     /// next call to see it: every lookup reads.
-    async fn lbs_with(&self, settings: LoadBalancerSettings, network: bool) -> HcloudLoadBalancers {
+    pub(crate) async fn lbs_with(
+        &self,
+        settings: LoadBalancerSettings,
+        network: bool,
+    ) -> HcloudLoadBalancers {
         self.lbs_keeping(settings, network, Duration::ZERO).await
     }
 
@@ -120,7 +124,7 @@ impl Env {
         self.lbs_with(located(), false).await
     }
 
-    async fn all(&self) -> Vec<models::LoadBalancer> {
+    pub(crate) async fn all(&self) -> Vec<models::LoadBalancer> {
         self.client
             .load_balancers()
             .list_all(&ListParams::default())
@@ -128,18 +132,25 @@ impl Env {
             .unwrap()
     }
 
-    async fn only(&self) -> models::LoadBalancer {
+    pub(crate) async fn only(&self) -> models::LoadBalancer {
         let all = self.all().await;
         assert_eq!(all.len(), 1, "{all:#?}");
         all.into_iter().next().unwrap()
     }
 
-    fn node(&self, i: usize) -> Arc<Node> {
+    pub(crate) fn node(&self, i: usize) -> Arc<Node> {
         node(
             &format!("worker-{}", i + 1),
             &format!("hcloud://{}", self.servers[i]),
             &[],
         )
+    }
+
+    /// The ID of a new uploaded certificate named `name`.
+    pub(crate) async fn uploaded_certificate(&self, name: &str) -> i64 {
+        let seed = hcloud_sim::CertificateSeed::uploaded(name);
+        let cert = self.sim.admin().create_certificate(seed).await.unwrap();
+        cert["id"].as_i64().unwrap()
     }
 
     async fn counts(&self) -> BTreeMap<String, u64> {
@@ -165,7 +176,7 @@ fn node(name: &str, provider_id: &str, labels: &[(&str, &str)]) -> Arc<Node> {
 
 /// A Service with `(port, protocol, nodePort)` ports and `load-balancer.hetzner.cloud/`
 /// annotations (keys without the prefix).
-fn service(ports: &[(i32, &str, i32)], annotations: &[(&str, &str)]) -> Service {
+pub(crate) fn service(ports: &[(i32, &str, i32)], annotations: &[(&str, &str)]) -> Service {
     let mut svc = Service::default();
     svc.metadata.name = Some("web".into());
     svc.metadata.namespace = Some("default".into());
@@ -1383,13 +1394,7 @@ async fn managed_certificates_are_created_issued_attached_and_deleted() {
 #[tokio::test]
 async fn switching_to_a_managed_certificate_replaces_the_uploaded_one() {
     let env = Env::start().await;
-    let uploaded = env
-        .sim
-        .admin()
-        .create_certificate(hcloud_sim::CertificateSeed::uploaded("shop-upload"))
-        .await
-        .unwrap();
-    let uploaded_id = uploaded["id"].as_i64().unwrap();
+    let uploaded_id = env.uploaded_certificate("shop-upload").await;
     let lbs = env.lbs().await;
     let https = |annotations: &[(&str, &str)]| service(&[(443, "TCP", 30443)], annotations);
     let with_upload = https(&[("protocol", "https"), ("http-certificates", "shop-upload")]);
@@ -1811,7 +1816,7 @@ async fn writes_counted(env: &Env) -> Vec<String> {
 }
 
 /// What `plan` names, sorted, then what one ensure does: the same requests.
-async fn plan_then_ensure(
+pub(crate) async fn plan_then_ensure(
     env: &Env,
     lbs: &HcloudLoadBalancers,
     svc: &Service,

@@ -11,5 +11,6 @@ mod controllers;
 mod instances;
 mod lb_type_cache;
 mod load_balancers;
+mod per_port;
 mod robot;
 mod routes;

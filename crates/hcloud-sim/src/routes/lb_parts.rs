@@ -207,6 +207,16 @@ pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
             ));
         }
     }
+    // An https service that redirects HTTP listens on port 80 as well.
+    let redirects = services
+        .iter()
+        .any(|s| s.protocol == "https" && s.http.as_ref().is_some_and(|h| h.redirect_http));
+    if redirects && services.iter().any(|s| s.listen_port == 80) {
+        return Err(ApiError::new(
+            "source_port_already_used",
+            "port 80 is busy, redirect_http is enabled on another service",
+        ));
+    }
     if services.len() > t.max_services {
         return Err(ApiError::new(
             "resource_limit_exceeded",

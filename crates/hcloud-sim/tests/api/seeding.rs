@@ -34,7 +34,8 @@ async fn the_example_seed_holds_what_the_official_ccm_leaves_behind() {
 
     let https = &lb["services"][1];
     assert_eq!(https["protocol"], "https");
-    assert_eq!(https["http"]["redirect_http"], true);
+    // Not redirecting: the load balancer has a service on port 80, which a redirect would take.
+    assert_eq!(https["http"]["redirect_http"], false);
     assert_eq!(https["http"]["sticky_sessions"], true);
     assert_eq!(https["http"]["cookie_name"], "SHOP");
     assert_eq!(https["http"]["cookie_lifetime"], 600);
