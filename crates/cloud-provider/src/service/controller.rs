@@ -17,6 +17,7 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::class::OwnedClass;
 use super::decisions::{
     needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
     should_enqueue_updated, wants_load_balancer,
@@ -66,6 +67,9 @@ pub struct ServiceControllerConfig {
     /// binary needs. A framework option for library users and tests, see [`WatchScope`]. The
     /// Nodes come from the [`NodeCache`] the controller is given, with its own scope.
     pub scope: WatchScope,
+    /// The `spec.loadBalancerClass` of the Services this controller owns (default: none, the
+    /// Services without a class, as upstream). Services of any other class are never touched.
+    pub class: OwnedClass,
 }
 
 impl Default for ServiceControllerConfig {
@@ -80,6 +84,7 @@ impl Default for ServiceControllerConfig {
             resync_period: SERVICE_RESYNC_PERIOD,
             node_sync_period: Duration::ZERO,
             scope: WatchScope::all(),
+            class: OwnedClass::default(),
         }
     }
 }
@@ -301,6 +306,10 @@ impl Inner {
         &self.config.cluster_name
     }
 
+    pub(super) fn class(&self) -> &OwnedClass {
+        &self.config.class
+    }
+
     pub(super) async fn event(
         &self,
         service: &Service,
@@ -350,7 +359,7 @@ impl Inner {
     fn enqueue_target_updates(&self, force: bool) {
         let keys: Vec<String> = lock(&self.remembered)
             .iter()
-            .filter(|(_, s)| wants_load_balancer(s))
+            .filter(|(_, s)| wants_load_balancer(s, self.class()))
             .map(|(k, _)| k.clone())
             .collect();
         if keys.len() > 1 {
@@ -366,8 +375,8 @@ impl Inner {
 
     fn on_service(&self, old: Option<&Service>, new: &Service) {
         let enqueue = match old {
-            None => should_enqueue_added(new),
-            Some(old) => should_enqueue_updated(old, new),
+            None => should_enqueue_added(new, self.class()),
+            Some(old) => should_enqueue_updated(old, new, self.class()),
         };
         if enqueue {
             self.enqueue(service_key(new), Work::Sync);
@@ -381,7 +390,7 @@ impl Inner {
         let key = service_key(service);
         let remembered = lock(&self.remembered)
             .get(&key)
-            .is_some_and(|s| wants_load_balancer(s));
+            .is_some_and(|s| wants_load_balancer(s, self.class()));
         if remembered {
             self.enqueue(key, Work::Sync);
         }
@@ -390,6 +399,13 @@ impl Inner {
     pub(super) fn cached_service(&self, key: &str) -> Option<Arc<Service>> {
         let (namespace, name) = key.split_once('/')?;
         self.services.get(Some(namespace), name)
+    }
+
+    /// The cached Service of `key` if this controller may write to it (events included); a
+    /// Service of another class gets nothing, not even the Warning of a failed cleanup.
+    fn touchable_service(&self, key: &str) -> Option<Arc<Service>> {
+        self.cached_service(key)
+            .filter(|s| self.class().may_touch(s))
     }
 
     pub(super) fn forget(&self, key: &str) {
@@ -414,7 +430,7 @@ async fn service_feed(
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "service change feed lagged; syncing every service");
                 for service in inner.services.list() {
-                    if should_enqueue_added(&service) {
+                    if should_enqueue_added(&service, inner.class()) {
                         inner.enqueue(service_key(&service), Work::Sync);
                     }
                 }
@@ -433,7 +449,7 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
         }
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
-            if needs_cleanup(&service) {
+            if needs_cleanup(&service, inner.class()) {
                 inner.enqueue(service_key(&service), Work::Sync);
             }
         }
@@ -529,7 +545,7 @@ impl Reconciler for Inner {
     }
 
     async fn user_error(&self, key: &str, reason: &str, err: &ServiceSyncError) {
-        if let Some(service) = self.cached_service(key) {
+        if let Some(service) = self.touchable_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             self.event(&service, EventType::Warning, reason, &message)
                 .await;
@@ -542,7 +558,7 @@ impl Reconciler for Inner {
         if matches!(err, ServiceSyncError::UpdateLoadBalancer(_)) {
             return;
         }
-        if let Some(service) = self.cached_service(key) {
+        if let Some(service) = self.touchable_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             // One Warning per distinct failure: a retry that fails the same way again (every
             // few minutes while a certificate is missing, say) adds nothing to it.
@@ -588,5 +604,6 @@ mod tests {
             Duration::ZERO,
             "no periodic full pass"
         );
+        assert_eq!(config.class.name(), None, "Services without a class");
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
+use super::class::OwnedClass;
 use crate::change::{Change, Verb, Write};
 
 /// The finalizer that keeps a Service until its load balancer is gone.
@@ -37,14 +38,10 @@ fn service_type(service: &Service) -> &str {
         .unwrap_or_default()
 }
 
-/// `spec.type == LoadBalancer` and no `spec.loadBalancerClass` (a class means another
-/// implementation owns the Service).
-pub fn wants_load_balancer(service: &Service) -> bool {
-    let class = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.load_balancer_class.as_ref());
-    class.is_none() && service_type(service) == SERVICE_TYPE_LOAD_BALANCER
+/// `spec.type == LoadBalancer` and the `spec.loadBalancerClass` this controller owns (upstream:
+/// no class; any other class means another implementation owns the Service).
+pub fn wants_load_balancer(service: &Service, class: &OwnedClass) -> bool {
+    class.owns(service) && service_type(service) == SERVICE_TYPE_LOAD_BALANCER
 }
 
 /// Whether the Service carries [`LOAD_BALANCER_CLEANUP_FINALIZER`].
@@ -56,21 +53,24 @@ pub fn has_finalizer(service: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER))
 }
 
-/// Has the finalizer and (is being deleted or is no longer of type LoadBalancer).
-pub fn needs_cleanup(service: &Service) -> bool {
+/// Has the finalizer and (is being deleted or is no longer of type LoadBalancer), and is not
+/// of a class another implementation owns ([`OwnedClass::may_touch`]: such a Service's
+/// finalizer is that implementation's).
+pub fn needs_cleanup(service: &Service, class: &OwnedClass) -> bool {
     has_finalizer(service)
+        && class.may_touch(service)
         && (service.metadata.deletion_timestamp.is_some()
             || service_type(service) != SERVICE_TYPE_LOAD_BALANCER)
 }
 
 /// Whether an Add of `service` is queued.
-pub fn should_enqueue_added(service: &Service) -> bool {
-    wants_load_balancer(service) || needs_cleanup(service)
+pub fn should_enqueue_added(service: &Service, class: &OwnedClass) -> bool {
+    wants_load_balancer(service, class) || needs_cleanup(service, class)
 }
 
 /// Whether an Update from `old` to `new` is queued.
-pub fn should_enqueue_updated(old: &Service, new: &Service) -> bool {
-    needs_update(old, new) || needs_cleanup(new)
+pub fn should_enqueue_updated(old: &Service, new: &Service, class: &OwnedClass) -> bool {
+    needs_update(old, new, class) || needs_cleanup(new, class)
 }
 
 /// Whether the two ports are the same for a load balancer: name, protocol, port, nodePort,
@@ -88,9 +88,13 @@ fn port_equal_for_lb(
 }
 
 /// `needsUpdate(old, new)` of the upstream controller: whether a Service change needs a new
-/// `EnsureLoadBalancer`. Labels, class, allocateLoadBalancerNodePorts and status never do.
-pub fn needs_update(old: &Service, new: &Service) -> bool {
-    let (old_wants, new_wants) = (wants_load_balancer(old), wants_load_balancer(new));
+/// `EnsureLoadBalancer`. Labels, class, allocateLoadBalancerNodePorts and status never do
+/// (the class only through "wants", which it decides with the type).
+pub fn needs_update(old: &Service, new: &Service, class: &OwnedClass) -> bool {
+    let (old_wants, new_wants) = (
+        wants_load_balancer(old, class),
+        wants_load_balancer(new, class),
+    );
     if !old_wants && !new_wants {
         return false;
     }
@@ -269,18 +273,22 @@ pub struct ServiceDecision {
 }
 
 impl ServiceDecision {
-    /// The decision for `service`.
-    pub fn of(service: &Service) -> Self {
-        let clean_up = !wants_load_balancer(service) || needs_cleanup(service);
+    /// The decision for `service`; `None` when the Service is of a class another
+    /// implementation owns ([`OwnedClass::may_touch`]): nothing of it is touched.
+    pub fn of(service: &Service, class: &OwnedClass) -> Option<Self> {
+        if !class.may_touch(service) {
+            return None;
+        }
+        let clean_up = !wants_load_balancer(service, class) || needs_cleanup(service, class);
         let finalizer = match (clean_up, has_finalizer(service)) {
             (false, false) => Some(Verb::Add),
             (true, true) => Some(Verb::Remove),
             _ => None,
         };
-        Self {
+        Some(Self {
             clean_up,
             finalizer,
-        }
+        })
     }
 
     /// The finalizer's change and its write, if any.
@@ -384,67 +392,231 @@ mod tests {
         s.spec.get_or_insert_default()
     }
 
+    /// The class the tests' second controller owns; `classed` gives Services another one.
+    const OURS: &str = "example.com/hcloud";
+
+    fn unset() -> OwnedClass {
+        OwnedClass::default()
+    }
+
+    fn set() -> OwnedClass {
+        OwnedClass::named(OURS)
+    }
+
+    fn ours(mut s: Service) -> Service {
+        s.spec.get_or_insert_default().load_balancer_class = Some(OURS.into());
+        s
+    }
+
     #[test]
     fn wants_load_balancer_table() {
+        // (case, service, wanted with the class unset, wanted with OURS)
         let cases = [
-            ("LoadBalancer", lb(), true),
-            ("ClusterIP", svc("ClusterIP"), false),
-            ("NodePort", svc("NodePort"), false),
-            ("no spec", Service::default(), false),
-            ("LoadBalancer with class", classed(lb()), false),
+            ("LoadBalancer", lb(), true, false),
+            ("ClusterIP", svc("ClusterIP"), false, false),
+            ("NodePort", svc("NodePort"), false, false),
+            ("no spec", Service::default(), false, false),
+            ("LoadBalancer of another class", classed(lb()), false, false),
+            ("LoadBalancer of our class", ours(lb()), false, true),
         ];
-        for (name, s, want) in cases {
-            assert_eq!(wants_load_balancer(&s), want, "{name}");
+        for (name, s, when_unset, when_set) in cases {
+            assert_eq!(wants_load_balancer(&s, &unset()), when_unset, "{name}");
+            assert_eq!(wants_load_balancer(&s, &set()), when_set, "{name}, set");
         }
     }
 
     #[test]
     fn needs_cleanup_table() {
+        // (case, service, cleanup with the class unset, cleanup with OURS)
         let cases = [
-            ("LB without finalizer", lb(), false),
-            ("LB with finalizer", with_finalizer(lb()), false),
+            ("LB without finalizer", lb(), false, false),
+            ("LB with finalizer", with_finalizer(lb()), false, false),
             (
                 "deleting LB with finalizer",
                 deleting(with_finalizer(lb())),
                 true,
-            ),
-            ("deleting LB without finalizer", deleting(lb()), false),
-            (
-                "ClusterIP with finalizer",
-                with_finalizer(svc("ClusterIP")),
-                true,
-            ),
-            (
-                "class LB with finalizer, not deleting",
-                with_finalizer(classed(lb())),
                 false,
             ),
             (
-                "class LB with finalizer, deleting",
-                deleting(with_finalizer(classed(lb()))),
+                "deleting LB without finalizer",
+                deleting(lb()),
+                false,
+                false,
+            ),
+            (
+                "ClusterIP with finalizer (the class left with the type)",
+                with_finalizer(svc("ClusterIP")),
+                true,
                 true,
             ),
             (
-                "class LB deleting, no finalizer",
+                "other class LB with finalizer, not deleting",
+                with_finalizer(classed(lb())),
+                false,
+                false,
+            ),
+            (
+                "other class LB with finalizer, deleting: its finalizer is not ours",
+                deleting(with_finalizer(classed(lb()))),
+                false,
+                false,
+            ),
+            (
+                "other class LB deleting, no finalizer",
                 deleting(classed(lb())),
+                false,
+                false,
+            ),
+            (
+                "our class LB with finalizer, deleting",
+                deleting(with_finalizer(ours(lb()))),
+                false,
+                true,
+            ),
+            (
+                "our class LB with finalizer, not deleting",
+                with_finalizer(ours(lb())),
+                false,
                 false,
             ),
         ];
-        for (name, s, want) in cases {
-            assert_eq!(needs_cleanup(&s), want, "{name}");
+        for (name, s, when_unset, when_set) in cases {
+            assert_eq!(needs_cleanup(&s, &unset()), when_unset, "{name}");
+            assert_eq!(needs_cleanup(&s, &set()), when_set, "{name}, set");
         }
     }
 
     #[test]
     fn enqueue_on_add_table() {
-        assert!(should_enqueue_added(&lb()));
-        assert!(!should_enqueue_added(&svc("ClusterIP")));
-        assert!(!should_enqueue_added(&classed(lb())));
-        assert!(!should_enqueue_added(&with_finalizer(classed(lb()))));
-        assert!(should_enqueue_added(&deleting(with_finalizer(classed(
-            lb()
-        )))));
-        assert!(should_enqueue_added(&with_finalizer(svc("NodePort"))));
+        let (u, c) = (&unset(), &set());
+        assert!(should_enqueue_added(&lb(), u));
+        assert!(!should_enqueue_added(&svc("ClusterIP"), u));
+        assert!(!should_enqueue_added(&classed(lb()), u));
+        assert!(!should_enqueue_added(&with_finalizer(classed(lb())), u));
+        assert!(!should_enqueue_added(
+            &deleting(with_finalizer(classed(lb()))),
+            u
+        ));
+        assert!(should_enqueue_added(&with_finalizer(svc("NodePort")), u));
+        // With a class: only that class, and Services that left type LoadBalancer.
+        assert!(should_enqueue_added(&ours(lb()), c));
+        assert!(!should_enqueue_added(&lb(), c));
+        assert!(!should_enqueue_added(&deleting(with_finalizer(lb())), c));
+        assert!(!should_enqueue_added(&classed(lb()), c));
+        assert!(should_enqueue_added(
+            &deleting(with_finalizer(ours(lb()))),
+            c
+        ));
+        assert!(should_enqueue_added(&with_finalizer(svc("NodePort")), c));
+    }
+
+    #[test]
+    fn service_decision_table() {
+        let decide = |s: &Service, class: &OwnedClass| {
+            ServiceDecision::of(s, class).map(|d| (d.clean_up, d.finalizer))
+        };
+        let ensure_add = Some((false, Some(Verb::Add)));
+        let ensure = Some((false, None));
+        let clean_remove = Some((true, Some(Verb::Remove)));
+        let clean = Some((true, None));
+        // (case, service, class, decision); `None`: the Service is not touched.
+        let cases = [
+            ("new LB, unset", lb(), unset(), ensure_add),
+            (
+                "LB with finalizer, unset",
+                with_finalizer(lb()),
+                unset(),
+                ensure,
+            ),
+            (
+                "deleting LB, unset",
+                deleting(with_finalizer(lb())),
+                unset(),
+                clean_remove,
+            ),
+            (
+                "left type LB",
+                with_finalizer(svc("ClusterIP")),
+                unset(),
+                clean_remove,
+            ),
+            (
+                "left type LB, no finalizer",
+                svc("ClusterIP"),
+                unset(),
+                clean,
+            ),
+            (
+                "other class, unset",
+                with_finalizer(classed(lb())),
+                unset(),
+                None,
+            ),
+            (
+                "other class deleting, unset",
+                deleting(with_finalizer(classed(lb()))),
+                unset(),
+                None,
+            ),
+            ("our class, unset", ours(lb()), unset(), None),
+            ("new LB of our class", ours(lb()), set(), ensure_add),
+            (
+                "deleting LB of our class",
+                deleting(with_finalizer(ours(lb()))),
+                set(),
+                clean_remove,
+            ),
+            ("LB without class, set", with_finalizer(lb()), set(), None),
+            (
+                "deleting LB without class, set",
+                deleting(with_finalizer(lb())),
+                set(),
+                None,
+            ),
+            (
+                "other class, set",
+                with_finalizer(classed(lb())),
+                set(),
+                None,
+            ),
+            (
+                "left type LB, set (its class went with the type)",
+                with_finalizer(svc("ClusterIP")),
+                set(),
+                clean_remove,
+            ),
+        ];
+        for (name, s, class, want) in cases {
+            assert_eq!(decide(&s, &class), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn needs_update_follows_the_owned_class() {
+        let c = &set();
+        // Our class: changes matter, as for class-less Services when unset.
+        let old = ours(lb());
+        let mut new = old.clone();
+        new.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("a".into(), "b".into());
+        assert!(needs_update(&old, &new, c));
+        assert!(!needs_update(&old, &new, &unset()));
+        // Class-less Services are not ours when a class is set.
+        let old = lb();
+        let mut new = old.clone();
+        new.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("a".into(), "b".into());
+        assert!(!needs_update(&old, &new, c));
+        // Leaving the type, or coming back with our class, flips "wants".
+        assert!(needs_update(&ours(lb()), &svc("ClusterIP"), c));
+        assert!(needs_update(&svc("ClusterIP"), &ours(lb()), c));
+        assert!(!needs_update(&svc("ClusterIP"), &classed(lb()), c));
+        // A class change the watch saw in one step (the type change between was missed).
+        assert!(needs_update(&ours(lb()), &classed(lb()), c));
     }
 
     #[test]
@@ -604,7 +776,7 @@ mod tests {
             let old = lb();
             let mut new = old.clone();
             mutate(&mut new);
-            assert_eq!(needs_update(&old, &new), want, "{name}");
+            assert_eq!(needs_update(&old, &new, &unset()), want, "{name}");
         }
     }
 
@@ -616,7 +788,7 @@ mod tests {
             .annotations
             .get_or_insert_default()
             .insert("a".into(), "b".into());
-        assert!(!needs_update(&old, &new));
+        assert!(!needs_update(&old, &new, &unset()));
         // A class-bearing LB is not wanted: its changes are ignored.
         let old = classed(lb());
         let mut new = old.clone();
@@ -624,8 +796,11 @@ mod tests {
             .annotations
             .get_or_insert_default()
             .insert("a".into(), "b".into());
-        assert!(!needs_update(&old, &new));
-        assert!(needs_update(&svc("ClusterIP"), &lb()), "type flips to LB");
+        assert!(!needs_update(&old, &new, &unset()));
+        assert!(
+            needs_update(&svc("ClusterIP"), &lb(), &unset()),
+            "type flips to LB"
+        );
     }
 
     #[test]
@@ -635,10 +810,13 @@ mod tests {
         spec(&mut old).ip_families = Some(vec!["IPv4".into()]);
         let mut new = old.clone();
         spec(&mut new).external_ips = Some(vec!["2.2.2.2".into(), "1.1.1.1".into()]);
-        assert!(needs_update(&old, &new));
+        assert!(needs_update(&old, &new, &unset()));
         let mut new = old.clone();
         spec(&mut new).ip_families = Some(vec!["IPv6".into()]);
-        assert!(!needs_update(&old, &new), "same count of ipFamilies");
+        assert!(
+            !needs_update(&old, &new, &unset()),
+            "same count of ipFamilies"
+        );
     }
 
     fn node(name: &str) -> Node {

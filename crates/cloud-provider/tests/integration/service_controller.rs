@@ -1052,3 +1052,6 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
         0
     );
 }
+
+/// `spec.loadBalancerClass`, with Services that carry it (the test apiserver drops the field).
+mod class;

@@ -452,6 +452,12 @@ pub struct Args {
         help_heading = LB)]
     pub hcloud_load_balancers_health_check_retries: Option<String>,
 
+    /// Handle only Services whose spec.loadBalancerClass is this class [default: unset, only
+    /// Services without a class] (this project's variable).
+    #[arg(long = "load-balancer-class", alias = "hcloud-load-balancer-class",
+        env = "HCLOUD_LOAD_BALANCER_CLASS", value_name = "CLASS", help_heading = LB)]
+    pub load_balancer_class: Option<String>,
+
     // ---- Robot ----
     /// Enable support for Robot dedicated servers.
     #[arg(long, env = "ROBOT_ENABLED", value_name = "BOOL", default_value = defaults::ROBOT_ENABLED,

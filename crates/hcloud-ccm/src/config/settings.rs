@@ -166,6 +166,9 @@ pub struct LoadBalancerSettings {
     pub health_check_timeout: Option<Duration>,
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`.
     pub health_check_retries: Option<u32>,
+    /// `--load-balancer-class` / `HCLOUD_LOAD_BALANCER_CLASS`: the `spec.loadBalancerClass`
+    /// of the Services handled; `None`: the Services without a class.
+    pub class: Option<String>,
 }
 
 /// Robot settings (`ROBOT_*`); not used until Robot support exists.
