@@ -28,7 +28,7 @@ use crate::route::decisions as route_decisions;
 use crate::service::OwnedClass;
 use crate::service::decisions::{
     ServiceDecision, current_status, ingress_text, select_nodes, service_key, should_enqueue_added,
-    status_change, status_write,
+    status_as_stored, status_change, status_write,
 };
 use crate::well_known::TAINT_SHUTDOWN;
 
@@ -180,6 +180,9 @@ pub struct PlannedControllers {
     pub service: bool,
     /// The `spec.loadBalancerClass` the service controller owns (default: none).
     pub load_balancer_class: OwnedClass,
+    /// Whether the apiserver keeps `ipMode` in a Service's ingress
+    /// ([`crate::service::decisions::keeps_ip_mode`]; default: it does).
+    pub keeps_ip_mode: bool,
     /// The route controller runs, with these cluster CIDRs.
     pub routes: Option<Vec<IpNet>>,
 }
@@ -193,6 +196,7 @@ impl Default for PlannedControllers {
             node_lifecycle_config: NodeLifecycleControllerConfig::default(),
             service: true,
             load_balancer_class: OwnedClass::default(),
+            keeps_ip_mode: true,
             routes: None,
         }
     }
@@ -257,14 +261,8 @@ pub async fn run(
                     let Some(decision) = ServiceDecision::of(service, class) else {
                         continue;
                     };
-                    let object = plan_service(
-                        lb.as_ref(),
-                        &options.cluster_name,
-                        service,
-                        decision,
-                        &targets,
-                    )
-                    .await;
+                    let object =
+                        plan_service(lb.as_ref(), options, service, decision, &targets).await;
                     out.push(object);
                 }
             }
@@ -414,12 +412,13 @@ async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut Obj
 /// the provider's plan for ensuring or deleting the load balancer.
 async fn plan_service(
     lb: &dyn LoadBalancer,
-    cluster_name: &str,
+    options: &PlannedControllers,
     service: &Service,
     decision: ServiceDecision,
     nodes: &[Arc<Node>],
 ) -> ObjectPlan {
     let mut object = ObjectPlan::new("Service", service_key(service));
+    let cluster_name = options.cluster_name.as_str();
     let finalizer = decision.finalizer_change(service);
     if decision.clean_up {
         match lb.plan_load_balancer_deleted(cluster_name, service).await {
@@ -448,7 +447,10 @@ async fn plan_service(
         Ok(planned) => {
             object.extend(planned.changes, planned.writes, planned.warnings);
             match planned.status {
-                Some(status) => object.extend_one(status_change(service, &status)),
+                Some(status) => {
+                    let status = status_as_stored(status, options.keeps_ip_mode);
+                    object.extend_one(status_change(service, &status));
+                }
                 None => {
                     object.changes.push(
                         Change::new(Verb::Change, "status.loadBalancer.ingress").values(

@@ -1,16 +1,19 @@
-//! `spec.loadBalancerClass` end to end: the controller against the real apiserver, but reading
-//! Services through a client that gives them the class a test annotation names.
+//! Fields the test apiserver (Kubernetes 1.20) does not have, end to end: the controller
+//! against the real apiserver, reading Services through a client that gives them
+//! `spec.loadBalancerClass`, and writing a status whose `ipMode` that apiserver drops.
 //!
 //! The test control plane (Kubernetes 1.20) drops `loadBalancerClass`, so a Service created with
 //! it would arrive without it. [`class_client`] wraps the test's client: every Service it reads
 //! (a get, a list, each watch event, the answer to a patch) carries in `spec.loadBalancerClass`
 //! the value of the annotation [`CLASS_ANNOTATION`], while it is of type LoadBalancer (as a
 //! newer apiserver drops the class with the type). The controller's writes go to the apiserver
-//! unchanged, so finalizers, status and events are the real ones.
+//! unchanged, so finalizers, status and events are the real ones; the wrapper records the
+//! status patches it passes on.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Mutex as StdMutex;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -27,20 +30,25 @@ const OURS: &str = "example.com/hcloud";
 /// A class another implementation owns.
 const OTHER: &str = "example.com/other";
 
-/// `client`, with every Service it reads carrying the class of its [`CLASS_ANNOTATION`].
-fn class_client(client: &Client) -> Client {
+/// `client`, with every Service it reads carrying the class of its [`CLASS_ANNOTATION`], and
+/// the bodies of the `services/status` patches it sends.
+fn class_client(client: &Client) -> (Client, Arc<StdMutex<Vec<String>>>) {
     let namespace = client.default_namespace().to_owned();
-    Client::new(
+    let patches = Arc::<StdMutex<Vec<String>>>::default();
+    let wrapped = Client::new(
         InjectClasses {
             client: client.clone(),
+            status_patches: patches.clone(),
         },
         namespace,
-    )
+    );
+    (wrapped, patches)
 }
 
 #[derive(Clone)]
 struct InjectClasses {
     client: Client,
+    status_patches: Arc<StdMutex<Vec<String>>>,
 }
 
 type Reply = http::Response<ClassBody>;
@@ -56,7 +64,21 @@ impl tower::Service<http::Request<kube::client::Body>> for InjectClasses {
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
         let client = self.client.clone();
+        let patches = self.status_patches.clone();
         Box::pin(async move {
+            let is_status_patch = request.method() == http::Method::PATCH
+                && request.uri().path().ends_with("/status");
+            let request = if is_status_patch {
+                let (parts, body) = request.into_parts();
+                let bytes = body.collect_bytes().await?;
+                patches
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&bytes).into_owned());
+                http::Request::from_parts(parts, kube::client::Body::from(bytes))
+            } else {
+                request
+            };
             let response = client.send(request).await?;
             Ok(response.map(ClassBody::new))
         })
@@ -185,9 +207,10 @@ async fn create_classed(env: &Env, name: &str, class: Option<&str>, finalizers: 
 
 /// The controller on `env`'s Services, owning `class`, reading through [`class_client`], one
 /// worker (so the queue is worked in order: a probe synced means everything before it was).
-fn start_owning(env: &Env, lb: &Arc<FakeLb>, class: OwnedClass) {
+fn start_owning(env: &Env, lb: &Arc<FakeLb>, class: OwnedClass) -> Arc<StdMutex<Vec<String>>> {
+    let (client, status_patches) = class_client(&env.client);
     let controller = ServiceController::new(
-        class_client(&env.client),
+        client,
         env.cache.clone(),
         lb.clone(),
         env.metrics.clone(),
@@ -199,6 +222,7 @@ fn start_owning(env: &Env, lb: &Arc<FakeLb>, class: OwnedClass) {
         },
     );
     tokio::spawn(controller.run(env.shutdown.clone()));
+    status_patches
 }
 
 /// Progress: a new Service of `class` is ensured and has its status. Everything the watch
@@ -270,7 +294,7 @@ async fn with_a_class_only_services_of_that_class_are_handled() {
             .unwrap();
     }
     let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::named(OURS));
+    let _ = start_owning(&env, &lb, OwnedClass::named(OURS));
 
     let ips = wait_ingress(&env, "ours").await;
     assert_eq!(ips, ["203.0.113.1"]);
@@ -329,7 +353,7 @@ async fn without_a_class_services_of_any_class_are_never_touched() {
         .await
         .unwrap();
     let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::default());
+    let _ = start_owning(&env, &lb, OwnedClass::default());
 
     probe(&env, "classless", None).await;
     assert!(has_finalizer(
@@ -347,7 +371,7 @@ async fn a_service_that_leaves_the_class_through_another_type_is_let_go() {
     env.wait_cached(&n1_node).await;
     create_classed(&env, "web", Some(OURS), &[]).await;
     let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::named(OURS));
+    let _ = start_owning(&env, &lb, OwnedClass::named(OURS));
     wait_ingress(&env, "web").await;
     assert!(has_finalizer(&get_service(&env, "web").await.unwrap()));
 
@@ -405,7 +429,7 @@ async fn a_class_change_seen_in_one_step_deletes_the_load_balancer_and_touches_n
     env.wait_cached(&n1_node).await;
     create_classed(&env, "web", Some(OURS), &[]).await;
     let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::named(OURS));
+    let _ = start_owning(&env, &lb, OwnedClass::named(OURS));
     let ips = wait_ingress(&env, "web").await;
     wait_reason(&env, "web", "EnsuredLoadBalancer").await;
     let events = service_event_reasons(&env.client, env.namespace(), "web").await;
@@ -437,5 +461,53 @@ async fn a_class_change_seen_in_one_step_deletes_the_load_balancer_and_touches_n
         service_event_reasons(&env.client, env.namespace(), "web").await,
         events,
         "no event on a Service of another class"
+    );
+}
+
+#[tokio::test]
+async fn a_proxy_status_is_written_once_where_the_apiserver_drops_ip_mode() {
+    let env = Env::start().await;
+    let n1_node = node(&env, &env.name("n1")).await;
+    env.wait_cached(&n1_node).await;
+    let lb = FakeLb::new(&env);
+    // A load balancer with the PROXY protocol on: its provider status says ipMode Proxy.
+    lb.state().ip_mode = Some("Proxy".into());
+    let status_patches = start_owning(&env, &lb, OwnedClass::default());
+    create_classed(&env, "web", None, &[]).await;
+    assert_eq!(wait_ingress(&env, "web").await, ["203.0.113.1"]);
+    let written = |patches: &StdMutex<Vec<String>>| -> Vec<String> {
+        patches
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.contains("loadBalancer"))
+            .cloned()
+            .collect()
+    };
+    let first = written(&status_patches);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(
+        !first[0].contains("ipMode"),
+        "no ipMode sent to an apiserver that drops it: {first:?}"
+    );
+
+    // Another ensure (an annotation changed): the stored status has no ipMode, as the
+    // apiserver keeps it; nothing to write.
+    patch_service(
+        &env,
+        "web",
+        json!({"metadata": {"annotations": {"example.com/touch": "1"}}}),
+    )
+    .await;
+    eventually("the second ensure", WAIT, || async {
+        (lb.ensures("web").len() == 2).then_some(())
+    })
+    .await;
+    probe(&env, "probe", None).await;
+    assert_eq!(written(&status_patches).len(), 2, "the probe's status only");
+    assert!(
+        written(&status_patches)[1].contains("203.0.113.2"),
+        "{:?}",
+        written(&status_patches)
     );
 }
