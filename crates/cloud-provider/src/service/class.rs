@@ -15,7 +15,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::decisions::SERVICE_TYPE_LOAD_BALANCER;
+use super::decisions::{SERVICE_TYPE_LOAD_BALANCER, service_type};
 
 /// The `spec.loadBalancerClass` this controller owns; the default is none (Services without a
 /// class, as upstream).
@@ -45,7 +45,7 @@ impl OwnedClass {
     /// cleans up its own load balancer after it). A Service of another class is never touched.
     pub fn may_touch(&self, service: &Service) -> bool {
         self.owns(service)
-            || (class_of(service).is_none() && type_of(service) != SERVICE_TYPE_LOAD_BALANCER)
+            || (class_of(service).is_none() && service_type(service) != SERVICE_TYPE_LOAD_BALANCER)
     }
 }
 
@@ -55,14 +55,6 @@ pub fn class_of(service: &Service) -> Option<&str> {
         .spec
         .as_ref()
         .and_then(|s| s.load_balancer_class.as_deref())
-}
-
-fn type_of(service: &Service) -> &str {
-    service
-        .spec
-        .as_ref()
-        .and_then(|s| s.type_.as_deref())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ pub fn service_key(service: &Service) -> String {
     )
 }
 
-fn service_type(service: &Service) -> &str {
+/// `spec.type` (empty when unset).
+pub(super) fn service_type(service: &Service) -> &str {
     service
         .spec
         .as_ref()

@@ -205,6 +205,11 @@ async fn create_classed(env: &Env, name: &str, class: Option<&str>, finalizers: 
         .unwrap();
 }
 
+/// [`create_classed`] with the cleanup finalizer (of whichever implementation added it).
+async fn create_finalized(env: &Env, name: &str, class: Option<&str>) {
+    create_classed(env, name, class, &[LOAD_BALANCER_CLEANUP_FINALIZER]).await;
+}
+
 /// The controller on `env`'s Services, owning `class`, reading through [`class_client`], one
 /// worker (so the queue is worked in order: a probe synced means everything before it was).
 fn start_owning(env: &Env, lb: &Arc<FakeLb>, class: OwnedClass) -> Arc<StdMutex<Vec<String>>> {
@@ -255,6 +260,14 @@ async fn assert_untouched(env: &Env, lb: &FakeLb, name: &str, finalizers: &[&str
     );
 }
 
+/// A test scope with one Node, cached.
+async fn env_with_node() -> Env {
+    let env = Env::start().await;
+    let n1_node = node(&env, &env.name("n1")).await;
+    env.wait_cached(&n1_node).await;
+    env
+}
+
 #[tokio::test]
 async fn with_a_class_only_services_of_that_class_are_handled() {
     let env = Env::start().await;
@@ -264,28 +277,10 @@ async fn with_a_class_only_services_of_that_class_are_handled() {
     create_classed(&env, "ours", Some(OURS), &[]).await;
     create_classed(&env, "classless", None, &[]).await;
     // Another implementation's Service, with the finalizer it added (the same name as ours).
-    create_classed(
-        &env,
-        "other",
-        Some(OTHER),
-        &[LOAD_BALANCER_CLEANUP_FINALIZER],
-    )
-    .await;
-    create_classed(
-        &env,
-        "other-gone",
-        Some(OTHER),
-        &[LOAD_BALANCER_CLEANUP_FINALIZER],
-    )
-    .await;
+    create_finalized(&env, "other", Some(OTHER)).await;
+    create_finalized(&env, "other-gone", Some(OTHER)).await;
     // A class-less Service being deleted, its finalizer the default implementation's.
-    create_classed(
-        &env,
-        "classless-gone",
-        None,
-        &[LOAD_BALANCER_CLEANUP_FINALIZER],
-    )
-    .await;
+    create_finalized(&env, "classless-gone", None).await;
     let services = Api::<Service>::namespaced(env.client.clone(), env.namespace());
     for name in ["other-gone", "classless-gone"] {
         services
@@ -328,26 +323,12 @@ async fn with_a_class_only_services_of_that_class_are_handled() {
 
 #[tokio::test]
 async fn without_a_class_services_of_any_class_are_never_touched() {
-    let env = Env::start().await;
-    let n1_node = node(&env, &env.name("n1")).await;
-    env.wait_cached(&n1_node).await;
-    create_classed(
-        &env,
-        "other",
-        Some(OTHER),
-        &[LOAD_BALANCER_CLEANUP_FINALIZER],
-    )
-    .await;
+    let env = env_with_node().await;
+    create_finalized(&env, "other", Some(OTHER)).await;
     create_classed(&env, "ours-elsewhere", Some(OURS), &[]).await;
     // Kubernetes' own controller would remove this finalizer (and delete "its" load balancer)
     // of a Service another implementation owns; this one leaves it to that implementation.
-    create_classed(
-        &env,
-        "other-gone",
-        Some(OTHER),
-        &[LOAD_BALANCER_CLEANUP_FINALIZER],
-    )
-    .await;
+    create_finalized(&env, "other-gone", Some(OTHER)).await;
     Api::<Service>::namespaced(env.client.clone(), env.namespace())
         .delete("other-gone", &DeleteParams::default())
         .await
@@ -366,9 +347,7 @@ async fn without_a_class_services_of_any_class_are_never_touched() {
 
 #[tokio::test]
 async fn a_service_that_leaves_the_class_through_another_type_is_let_go() {
-    let env = Env::start().await;
-    let n1_node = node(&env, &env.name("n1")).await;
-    env.wait_cached(&n1_node).await;
+    let env = env_with_node().await;
     create_classed(&env, "web", Some(OURS), &[]).await;
     let lb = FakeLb::new(&env);
     let _ = start_owning(&env, &lb, OwnedClass::named(OURS));
@@ -424,9 +403,7 @@ async fn a_service_that_leaves_the_class_through_another_type_is_let_go() {
 
 #[tokio::test]
 async fn a_class_change_seen_in_one_step_deletes_the_load_balancer_and_touches_nothing_else() {
-    let env = Env::start().await;
-    let n1_node = node(&env, &env.name("n1")).await;
-    env.wait_cached(&n1_node).await;
+    let env = env_with_node().await;
     create_classed(&env, "web", Some(OURS), &[]).await;
     let lb = FakeLb::new(&env);
     let _ = start_owning(&env, &lb, OwnedClass::named(OURS));
@@ -466,9 +443,7 @@ async fn a_class_change_seen_in_one_step_deletes_the_load_balancer_and_touches_n
 
 #[tokio::test]
 async fn a_proxy_status_is_written_once_where_the_apiserver_drops_ip_mode() {
-    let env = Env::start().await;
-    let n1_node = node(&env, &env.name("n1")).await;
-    env.wait_cached(&n1_node).await;
+    let env = env_with_node().await;
     let lb = FakeLb::new(&env);
     // A load balancer with the PROXY protocol on: its provider status says ipMode Proxy.
     lb.state().ip_mode = Some("Proxy".into());
