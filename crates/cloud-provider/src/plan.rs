@@ -25,9 +25,10 @@ use crate::nodelifecycle::{
 };
 use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
+use crate::service::OwnedClass;
 use crate::service::decisions::{
     ServiceDecision, current_status, ingress_text, select_nodes, service_key, should_enqueue_added,
-    status_change, status_write,
+    status_as_stored, status_change, status_write,
 };
 use crate::well_known::TAINT_SHUTDOWN;
 
@@ -177,6 +178,11 @@ pub struct PlannedControllers {
     pub node_lifecycle_config: NodeLifecycleControllerConfig,
     /// The service controller runs.
     pub service: bool,
+    /// The `spec.loadBalancerClass` the service controller owns (default: none).
+    pub load_balancer_class: OwnedClass,
+    /// Whether the apiserver keeps `ipMode` in a Service's ingress
+    /// ([`crate::service::decisions::keeps_ip_mode`]; default: it does).
+    pub keeps_ip_mode: bool,
     /// The route controller runs, with these cluster CIDRs.
     pub routes: Option<Vec<IpNet>>,
 }
@@ -189,6 +195,8 @@ impl Default for PlannedControllers {
             node_lifecycle: true,
             node_lifecycle_config: NodeLifecycleControllerConfig::default(),
             service: true,
+            load_balancer_class: OwnedClass::default(),
+            keeps_ip_mode: true,
             routes: None,
         }
     }
@@ -246,11 +254,15 @@ pub async fn run(
                 let mut services: Vec<&Arc<Service>> = services.iter().collect();
                 services.sort_by_key(|s| service_key(s));
                 for service in services {
-                    if !should_enqueue_added(service) {
+                    let class = &options.load_balancer_class;
+                    if !should_enqueue_added(service, class) {
                         continue;
                     }
+                    let Some(decision) = ServiceDecision::of(service, class) else {
+                        continue;
+                    };
                     let object =
-                        plan_service(lb.as_ref(), &options.cluster_name, service, &targets).await;
+                        plan_service(lb.as_ref(), options, service, decision, &targets).await;
                     out.push(object);
                 }
             }
@@ -400,12 +412,13 @@ async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut Obj
 /// the provider's plan for ensuring or deleting the load balancer.
 async fn plan_service(
     lb: &dyn LoadBalancer,
-    cluster_name: &str,
+    options: &PlannedControllers,
     service: &Service,
+    decision: ServiceDecision,
     nodes: &[Arc<Node>],
 ) -> ObjectPlan {
     let mut object = ObjectPlan::new("Service", service_key(service));
-    let decision = ServiceDecision::of(service);
+    let cluster_name = options.cluster_name.as_str();
     let finalizer = decision.finalizer_change(service);
     if decision.clean_up {
         match lb.plan_load_balancer_deleted(cluster_name, service).await {
@@ -434,7 +447,10 @@ async fn plan_service(
         Ok(planned) => {
             object.extend(planned.changes, planned.writes, planned.warnings);
             match planned.status {
-                Some(status) => object.extend_one(status_change(service, &status)),
+                Some(status) => {
+                    let status = status_as_stored(status, options.keeps_ip_mode);
+                    object.extend_one(status_change(service, &status));
+                }
                 None => {
                     object.changes.push(
                         Change::new(Verb::Change, "status.loadBalancer.ingress").values(
@@ -944,5 +960,46 @@ mod tests {
         let json = serde_json::to_value(&plan).unwrap_or_default();
         assert_eq!(json["objects"][0]["kind"], "Node");
         assert_eq!(json["objects"][1]["changes"][0]["action"], "delete");
+    }
+
+    #[tokio::test]
+    async fn only_services_of_the_owned_class_are_planned() {
+        let fake = Arc::new(Fake {
+            lb_plan: Some(LoadBalancerPlan {
+                status: Some(status("192.0.2.1")),
+                ..LoadBalancerPlan::default()
+            }),
+            ..Fake::default()
+        });
+        let provider = FakeProvider(fake.clone());
+        let classed = |name: &str, class: Option<&str>| {
+            let mut service = (*lb_service(None, false)).clone();
+            service.metadata.name = Some(name.to_owned());
+            if let Some(spec) = service.spec.as_mut() {
+                spec.load_balancer_class = class.map(str::to_owned);
+            }
+            Arc::new(service)
+        };
+        let services = [
+            classed("classless", None),
+            classed("ours", Some("example.com/hcloud")),
+            classed("other", Some("example.com/other")),
+        ];
+        let planned = |plan: &ClusterPlan| -> Vec<String> {
+            plan.objects
+                .iter()
+                .filter(|o| o.kind == "Service")
+                .map(|o| o.name.clone())
+                .collect()
+        };
+        let unset = run(&provider, &[], &services, &PlannedControllers::default()).await;
+        assert_eq!(planned(&unset), ["default/classless"]);
+        let owning = PlannedControllers {
+            load_balancer_class: OwnedClass::named("example.com/hcloud"),
+            ..PlannedControllers::default()
+        };
+        let set = run(&provider, &[], &services, &owning).await;
+        assert_eq!(planned(&set), ["default/ours"], "{}", set.render_text());
+        assert!(writes(&fake).is_empty());
     }
 }

@@ -282,6 +282,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         cluster_name: config.cluster_name.clone(),
                         workers: config.concurrent_service_syncs,
                         node_sync_period: config.node_sync_period,
+                        class: load_balancer_class(config),
                         ..ServiceControllerConfig::default()
                     },
                 )
@@ -320,6 +321,16 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
         }
     }
     Ok(running)
+}
+
+/// The load balancer class the service controller owns (also what `plan` filters by).
+pub fn load_balancer_class(config: &Config) -> cloud_provider::service::OwnedClass {
+    config
+        .load_balancers
+        .class
+        .as_deref()
+        .map(cloud_provider::service::OwnedClass::named)
+        .unwrap_or_default()
 }
 
 /// The lifecycle controller's settings (also what `plan` applies the deletion brake with).

@@ -17,6 +17,7 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use super::class::OwnedClass;
 use super::decisions::{
     needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
     should_enqueue_updated, wants_load_balancer,
@@ -66,6 +67,9 @@ pub struct ServiceControllerConfig {
     /// binary needs. A framework option for library users and tests, see [`WatchScope`]. The
     /// Nodes come from the [`NodeCache`] the controller is given, with its own scope.
     pub scope: WatchScope,
+    /// The `spec.loadBalancerClass` of the Services this controller owns (default: none, the
+    /// Services without a class, as upstream). Services of any other class are never touched.
+    pub class: OwnedClass,
 }
 
 impl Default for ServiceControllerConfig {
@@ -80,6 +84,7 @@ impl Default for ServiceControllerConfig {
             resync_period: SERVICE_RESYNC_PERIOD,
             node_sync_period: Duration::ZERO,
             scope: WatchScope::all(),
+            class: OwnedClass::default(),
         }
     }
 }
@@ -130,6 +135,9 @@ pub(super) struct Inner {
     /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
     /// a failure retried with the same message warns once, not once per retry.
     pub(super) last_warning: Mutex<HashMap<String, String>>,
+    /// Whether the apiserver keeps `ipMode` in a Service's ingress (asked once, on the first
+    /// status comparison; see [`super::decisions::keeps_ip_mode`]).
+    pub(super) ip_mode: tokio::sync::OnceCell<bool>,
 }
 
 /// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
@@ -234,6 +242,7 @@ impl ServiceController {
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
             last_warning: Mutex::default(),
+            ip_mode: tokio::sync::OnceCell::new(),
         });
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -301,6 +310,36 @@ impl Inner {
         &self.config.cluster_name
     }
 
+    pub(super) fn class(&self) -> &OwnedClass {
+        &self.config.class
+    }
+
+    /// Whether the apiserver keeps `ipMode` (its `/version`, asked once). While it cannot be
+    /// asked, the field counts as kept: at worst a status is written that the apiserver
+    /// shortens again.
+    pub(super) async fn keeps_ip_mode(&self) -> bool {
+        let asked = self
+            .ip_mode
+            .get_or_try_init(|| async {
+                let info = self.client.apiserver_version().await?;
+                let keeps = super::decisions::keeps_ip_mode(&info.major, &info.minor);
+                tracing::info!(
+                    version = info.git_version,
+                    keeps_ip_mode = keeps,
+                    "asked the apiserver's version for the load balancer status"
+                );
+                Ok::<bool, kube::Error>(keeps)
+            })
+            .await;
+        match asked {
+            Ok(keeps) => *keeps,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot ask the apiserver's version; writing ipMode");
+                true
+            }
+        }
+    }
+
     pub(super) async fn event(
         &self,
         service: &Service,
@@ -350,7 +389,7 @@ impl Inner {
     fn enqueue_target_updates(&self, force: bool) {
         let keys: Vec<String> = lock(&self.remembered)
             .iter()
-            .filter(|(_, s)| wants_load_balancer(s))
+            .filter(|(_, s)| wants_load_balancer(s, self.class()))
             .map(|(k, _)| k.clone())
             .collect();
         if keys.len() > 1 {
@@ -366,8 +405,8 @@ impl Inner {
 
     fn on_service(&self, old: Option<&Service>, new: &Service) {
         let enqueue = match old {
-            None => should_enqueue_added(new),
-            Some(old) => should_enqueue_updated(old, new),
+            None => should_enqueue_added(new, self.class()),
+            Some(old) => should_enqueue_updated(old, new, self.class()),
         };
         if enqueue {
             self.enqueue(service_key(new), Work::Sync);
@@ -381,7 +420,7 @@ impl Inner {
         let key = service_key(service);
         let remembered = lock(&self.remembered)
             .get(&key)
-            .is_some_and(|s| wants_load_balancer(s));
+            .is_some_and(|s| wants_load_balancer(s, self.class()));
         if remembered {
             self.enqueue(key, Work::Sync);
         }
@@ -390,6 +429,13 @@ impl Inner {
     pub(super) fn cached_service(&self, key: &str) -> Option<Arc<Service>> {
         let (namespace, name) = key.split_once('/')?;
         self.services.get(Some(namespace), name)
+    }
+
+    /// The cached Service of `key` if this controller may write to it (events included); a
+    /// Service of another class gets nothing, not even the Warning of a failed cleanup.
+    fn touchable_service(&self, key: &str) -> Option<Arc<Service>> {
+        self.cached_service(key)
+            .filter(|s| self.class().may_touch(s))
     }
 
     pub(super) fn forget(&self, key: &str) {
@@ -414,7 +460,7 @@ async fn service_feed(
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "service change feed lagged; syncing every service");
                 for service in inner.services.list() {
-                    if should_enqueue_added(&service) {
+                    if should_enqueue_added(&service, inner.class()) {
                         inner.enqueue(service_key(&service), Work::Sync);
                     }
                 }
@@ -433,7 +479,7 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
         }
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
-            if needs_cleanup(&service) {
+            if needs_cleanup(&service, inner.class()) {
                 inner.enqueue(service_key(&service), Work::Sync);
             }
         }
@@ -529,7 +575,7 @@ impl Reconciler for Inner {
     }
 
     async fn user_error(&self, key: &str, reason: &str, err: &ServiceSyncError) {
-        if let Some(service) = self.cached_service(key) {
+        if let Some(service) = self.touchable_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             self.event(&service, EventType::Warning, reason, &message)
                 .await;
@@ -542,7 +588,7 @@ impl Reconciler for Inner {
         if matches!(err, ServiceSyncError::UpdateLoadBalancer(_)) {
             return;
         }
-        if let Some(service) = self.cached_service(key) {
+        if let Some(service) = self.touchable_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             // One Warning per distinct failure: a retry that fails the same way again (every
             // few minutes while a certificate is missing, say) adds nothing to it.
@@ -588,5 +634,6 @@ mod tests {
             Duration::ZERO,
             "no periodic full pass"
         );
+        assert_eq!(config.class.name(), None, "Services without a class");
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
+use super::class::OwnedClass;
 use crate::change::{Change, Verb, Write};
 
 /// The finalizer that keeps a Service until its load balancer is gone.
@@ -29,7 +30,8 @@ pub fn service_key(service: &Service) -> String {
     )
 }
 
-fn service_type(service: &Service) -> &str {
+/// `spec.type` (empty when unset).
+pub(super) fn service_type(service: &Service) -> &str {
     service
         .spec
         .as_ref()
@@ -37,14 +39,10 @@ fn service_type(service: &Service) -> &str {
         .unwrap_or_default()
 }
 
-/// `spec.type == LoadBalancer` and no `spec.loadBalancerClass` (a class means another
-/// implementation owns the Service).
-pub fn wants_load_balancer(service: &Service) -> bool {
-    let class = service
-        .spec
-        .as_ref()
-        .and_then(|s| s.load_balancer_class.as_ref());
-    class.is_none() && service_type(service) == SERVICE_TYPE_LOAD_BALANCER
+/// `spec.type == LoadBalancer` and the `spec.loadBalancerClass` this controller owns (upstream:
+/// no class; any other class means another implementation owns the Service).
+pub fn wants_load_balancer(service: &Service, class: &OwnedClass) -> bool {
+    class.owns(service) && service_type(service) == SERVICE_TYPE_LOAD_BALANCER
 }
 
 /// Whether the Service carries [`LOAD_BALANCER_CLEANUP_FINALIZER`].
@@ -56,21 +54,24 @@ pub fn has_finalizer(service: &Service) -> bool {
         .is_some_and(|f| f.iter().any(|f| f == LOAD_BALANCER_CLEANUP_FINALIZER))
 }
 
-/// Has the finalizer and (is being deleted or is no longer of type LoadBalancer).
-pub fn needs_cleanup(service: &Service) -> bool {
+/// Has the finalizer and (is being deleted or is no longer of type LoadBalancer), and is not
+/// of a class another implementation owns ([`OwnedClass::may_touch`]: such a Service's
+/// finalizer is that implementation's).
+pub fn needs_cleanup(service: &Service, class: &OwnedClass) -> bool {
     has_finalizer(service)
+        && class.may_touch(service)
         && (service.metadata.deletion_timestamp.is_some()
             || service_type(service) != SERVICE_TYPE_LOAD_BALANCER)
 }
 
 /// Whether an Add of `service` is queued.
-pub fn should_enqueue_added(service: &Service) -> bool {
-    wants_load_balancer(service) || needs_cleanup(service)
+pub fn should_enqueue_added(service: &Service, class: &OwnedClass) -> bool {
+    wants_load_balancer(service, class) || needs_cleanup(service, class)
 }
 
 /// Whether an Update from `old` to `new` is queued.
-pub fn should_enqueue_updated(old: &Service, new: &Service) -> bool {
-    needs_update(old, new) || needs_cleanup(new)
+pub fn should_enqueue_updated(old: &Service, new: &Service, class: &OwnedClass) -> bool {
+    needs_update(old, new, class) || needs_cleanup(new, class)
 }
 
 /// Whether the two ports are the same for a load balancer: name, protocol, port, nodePort,
@@ -88,9 +89,13 @@ fn port_equal_for_lb(
 }
 
 /// `needsUpdate(old, new)` of the upstream controller: whether a Service change needs a new
-/// `EnsureLoadBalancer`. Labels, class, allocateLoadBalancerNodePorts and status never do.
-pub fn needs_update(old: &Service, new: &Service) -> bool {
-    let (old_wants, new_wants) = (wants_load_balancer(old), wants_load_balancer(new));
+/// `EnsureLoadBalancer`. Labels, class, allocateLoadBalancerNodePorts and status never do
+/// (the class only through "wants", which it decides with the type).
+pub fn needs_update(old: &Service, new: &Service, class: &OwnedClass) -> bool {
+    let (old_wants, new_wants) = (
+        wants_load_balancer(old, class),
+        wants_load_balancer(new, class),
+    );
     if !old_wants && !new_wants {
         return false;
     }
@@ -232,6 +237,35 @@ pub fn load_balancer_status_equal(
         })
 }
 
+/// Whether an apiserver of version `major`.`minor` (as `/version` reports them, e.g. `1`,
+/// `30+`) keeps `ipMode` in a Service's ingress: from 1.30, where the `LoadBalancerIPMode`
+/// feature is on by default (1.29 has the field behind an alpha gate, off by default). An
+/// apiserver without it drops the field from every status written; a version that does not
+/// parse counts as new.
+pub fn keeps_ip_mode(major: &str, minor: &str) -> bool {
+    let number = |v: &str| -> Option<u32> {
+        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    match (number(major), number(minor)) {
+        (Some(major), Some(minor)) => (major, minor) >= (1, 30),
+        _ => true,
+    }
+}
+
+/// `status` as an apiserver stores it: without `ipMode` when it does not keep the field
+/// ([`keeps_ip_mode`]). Comparing this, not the provider's status, with the Service's keeps a
+/// PROXY-protocol load balancer (`ipMode: Proxy`) from a status write on every sync that the
+/// apiserver drops again.
+pub fn status_as_stored(mut status: LoadBalancerStatus, keeps_ip_mode: bool) -> LoadBalancerStatus {
+    if !keeps_ip_mode {
+        for ingress in status.ingress.iter_mut().flatten() {
+            ingress.ip_mode = None;
+        }
+    }
+    status
+}
+
 /// Strategic-merge patch (for `services/status`) adding the cleanup finalizer.
 pub fn add_finalizer_patch() -> serde_json::Value {
     serde_json::json!({ "metadata": { "finalizers": [LOAD_BALANCER_CLEANUP_FINALIZER] } })
@@ -269,18 +303,22 @@ pub struct ServiceDecision {
 }
 
 impl ServiceDecision {
-    /// The decision for `service`.
-    pub fn of(service: &Service) -> Self {
-        let clean_up = !wants_load_balancer(service) || needs_cleanup(service);
+    /// The decision for `service`; `None` when the Service is of a class another
+    /// implementation owns ([`OwnedClass::may_touch`]): nothing of it is touched.
+    pub fn of(service: &Service, class: &OwnedClass) -> Option<Self> {
+        if !class.may_touch(service) {
+            return None;
+        }
+        let clean_up = !wants_load_balancer(service, class) || needs_cleanup(service, class);
         let finalizer = match (clean_up, has_finalizer(service)) {
             (false, false) => Some(Verb::Add),
             (true, true) => Some(Verb::Remove),
             _ => None,
         };
-        Self {
+        Some(Self {
             clean_up,
             finalizer,
-        }
+        })
     }
 
     /// The finalizer's change and its write, if any.
@@ -384,67 +422,231 @@ mod tests {
         s.spec.get_or_insert_default()
     }
 
+    /// The class the tests' second controller owns; `classed` gives Services another one.
+    const OURS: &str = "example.com/hcloud";
+
+    fn unset() -> OwnedClass {
+        OwnedClass::default()
+    }
+
+    fn set() -> OwnedClass {
+        OwnedClass::named(OURS)
+    }
+
+    fn ours(mut s: Service) -> Service {
+        s.spec.get_or_insert_default().load_balancer_class = Some(OURS.into());
+        s
+    }
+
     #[test]
     fn wants_load_balancer_table() {
+        // (case, service, wanted with the class unset, wanted with OURS)
         let cases = [
-            ("LoadBalancer", lb(), true),
-            ("ClusterIP", svc("ClusterIP"), false),
-            ("NodePort", svc("NodePort"), false),
-            ("no spec", Service::default(), false),
-            ("LoadBalancer with class", classed(lb()), false),
+            ("LoadBalancer", lb(), true, false),
+            ("ClusterIP", svc("ClusterIP"), false, false),
+            ("NodePort", svc("NodePort"), false, false),
+            ("no spec", Service::default(), false, false),
+            ("LoadBalancer of another class", classed(lb()), false, false),
+            ("LoadBalancer of our class", ours(lb()), false, true),
         ];
-        for (name, s, want) in cases {
-            assert_eq!(wants_load_balancer(&s), want, "{name}");
+        for (name, s, when_unset, when_set) in cases {
+            assert_eq!(wants_load_balancer(&s, &unset()), when_unset, "{name}");
+            assert_eq!(wants_load_balancer(&s, &set()), when_set, "{name}, set");
         }
     }
 
     #[test]
     fn needs_cleanup_table() {
+        // (case, service, cleanup with the class unset, cleanup with OURS)
         let cases = [
-            ("LB without finalizer", lb(), false),
-            ("LB with finalizer", with_finalizer(lb()), false),
+            ("LB without finalizer", lb(), false, false),
+            ("LB with finalizer", with_finalizer(lb()), false, false),
             (
                 "deleting LB with finalizer",
                 deleting(with_finalizer(lb())),
                 true,
-            ),
-            ("deleting LB without finalizer", deleting(lb()), false),
-            (
-                "ClusterIP with finalizer",
-                with_finalizer(svc("ClusterIP")),
-                true,
-            ),
-            (
-                "class LB with finalizer, not deleting",
-                with_finalizer(classed(lb())),
                 false,
             ),
             (
-                "class LB with finalizer, deleting",
-                deleting(with_finalizer(classed(lb()))),
+                "deleting LB without finalizer",
+                deleting(lb()),
+                false,
+                false,
+            ),
+            (
+                "ClusterIP with finalizer (the class left with the type)",
+                with_finalizer(svc("ClusterIP")),
+                true,
                 true,
             ),
             (
-                "class LB deleting, no finalizer",
+                "other class LB with finalizer, not deleting",
+                with_finalizer(classed(lb())),
+                false,
+                false,
+            ),
+            (
+                "other class LB with finalizer, deleting: its finalizer is not ours",
+                deleting(with_finalizer(classed(lb()))),
+                false,
+                false,
+            ),
+            (
+                "other class LB deleting, no finalizer",
                 deleting(classed(lb())),
+                false,
+                false,
+            ),
+            (
+                "our class LB with finalizer, deleting",
+                deleting(with_finalizer(ours(lb()))),
+                false,
+                true,
+            ),
+            (
+                "our class LB with finalizer, not deleting",
+                with_finalizer(ours(lb())),
+                false,
                 false,
             ),
         ];
-        for (name, s, want) in cases {
-            assert_eq!(needs_cleanup(&s), want, "{name}");
+        for (name, s, when_unset, when_set) in cases {
+            assert_eq!(needs_cleanup(&s, &unset()), when_unset, "{name}");
+            assert_eq!(needs_cleanup(&s, &set()), when_set, "{name}, set");
         }
     }
 
     #[test]
     fn enqueue_on_add_table() {
-        assert!(should_enqueue_added(&lb()));
-        assert!(!should_enqueue_added(&svc("ClusterIP")));
-        assert!(!should_enqueue_added(&classed(lb())));
-        assert!(!should_enqueue_added(&with_finalizer(classed(lb()))));
-        assert!(should_enqueue_added(&deleting(with_finalizer(classed(
-            lb()
-        )))));
-        assert!(should_enqueue_added(&with_finalizer(svc("NodePort"))));
+        let (u, c) = (&unset(), &set());
+        assert!(should_enqueue_added(&lb(), u));
+        assert!(!should_enqueue_added(&svc("ClusterIP"), u));
+        assert!(!should_enqueue_added(&classed(lb()), u));
+        assert!(!should_enqueue_added(&with_finalizer(classed(lb())), u));
+        assert!(!should_enqueue_added(
+            &deleting(with_finalizer(classed(lb()))),
+            u
+        ));
+        assert!(should_enqueue_added(&with_finalizer(svc("NodePort")), u));
+        // With a class: only that class, and Services that left type LoadBalancer.
+        assert!(should_enqueue_added(&ours(lb()), c));
+        assert!(!should_enqueue_added(&lb(), c));
+        assert!(!should_enqueue_added(&deleting(with_finalizer(lb())), c));
+        assert!(!should_enqueue_added(&classed(lb()), c));
+        assert!(should_enqueue_added(
+            &deleting(with_finalizer(ours(lb()))),
+            c
+        ));
+        assert!(should_enqueue_added(&with_finalizer(svc("NodePort")), c));
+    }
+
+    #[test]
+    fn service_decision_table() {
+        let decide = |s: &Service, class: &OwnedClass| {
+            ServiceDecision::of(s, class).map(|d| (d.clean_up, d.finalizer))
+        };
+        let ensure_add = Some((false, Some(Verb::Add)));
+        let ensure = Some((false, None));
+        let clean_remove = Some((true, Some(Verb::Remove)));
+        let clean = Some((true, None));
+        // (case, service, class, decision); `None`: the Service is not touched.
+        let cases = [
+            ("new LB, unset", lb(), unset(), ensure_add),
+            (
+                "LB with finalizer, unset",
+                with_finalizer(lb()),
+                unset(),
+                ensure,
+            ),
+            (
+                "deleting LB, unset",
+                deleting(with_finalizer(lb())),
+                unset(),
+                clean_remove,
+            ),
+            (
+                "left type LB",
+                with_finalizer(svc("ClusterIP")),
+                unset(),
+                clean_remove,
+            ),
+            (
+                "left type LB, no finalizer",
+                svc("ClusterIP"),
+                unset(),
+                clean,
+            ),
+            (
+                "other class, unset",
+                with_finalizer(classed(lb())),
+                unset(),
+                None,
+            ),
+            (
+                "other class deleting, unset",
+                deleting(with_finalizer(classed(lb()))),
+                unset(),
+                None,
+            ),
+            ("our class, unset", ours(lb()), unset(), None),
+            ("new LB of our class", ours(lb()), set(), ensure_add),
+            (
+                "deleting LB of our class",
+                deleting(with_finalizer(ours(lb()))),
+                set(),
+                clean_remove,
+            ),
+            ("LB without class, set", with_finalizer(lb()), set(), None),
+            (
+                "deleting LB without class, set",
+                deleting(with_finalizer(lb())),
+                set(),
+                None,
+            ),
+            (
+                "other class, set",
+                with_finalizer(classed(lb())),
+                set(),
+                None,
+            ),
+            (
+                "left type LB, set (its class went with the type)",
+                with_finalizer(svc("ClusterIP")),
+                set(),
+                clean_remove,
+            ),
+        ];
+        for (name, s, class, want) in cases {
+            assert_eq!(decide(&s, &class), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn needs_update_follows_the_owned_class() {
+        let c = &set();
+        // Our class: changes matter, as for class-less Services when unset.
+        let old = ours(lb());
+        let mut new = old.clone();
+        new.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("a".into(), "b".into());
+        assert!(needs_update(&old, &new, c));
+        assert!(!needs_update(&old, &new, &unset()));
+        // Class-less Services are not ours when a class is set.
+        let old = lb();
+        let mut new = old.clone();
+        new.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("a".into(), "b".into());
+        assert!(!needs_update(&old, &new, c));
+        // Leaving the type, or coming back with our class, flips "wants".
+        assert!(needs_update(&ours(lb()), &svc("ClusterIP"), c));
+        assert!(needs_update(&svc("ClusterIP"), &ours(lb()), c));
+        assert!(!needs_update(&svc("ClusterIP"), &classed(lb()), c));
+        // A class change the watch saw in one step (the type change between was missed).
+        assert!(needs_update(&ours(lb()), &classed(lb()), c));
     }
 
     #[test]
@@ -604,7 +806,7 @@ mod tests {
             let old = lb();
             let mut new = old.clone();
             mutate(&mut new);
-            assert_eq!(needs_update(&old, &new), want, "{name}");
+            assert_eq!(needs_update(&old, &new, &unset()), want, "{name}");
         }
     }
 
@@ -616,7 +818,7 @@ mod tests {
             .annotations
             .get_or_insert_default()
             .insert("a".into(), "b".into());
-        assert!(!needs_update(&old, &new));
+        assert!(!needs_update(&old, &new, &unset()));
         // A class-bearing LB is not wanted: its changes are ignored.
         let old = classed(lb());
         let mut new = old.clone();
@@ -624,8 +826,11 @@ mod tests {
             .annotations
             .get_or_insert_default()
             .insert("a".into(), "b".into());
-        assert!(!needs_update(&old, &new));
-        assert!(needs_update(&svc("ClusterIP"), &lb()), "type flips to LB");
+        assert!(!needs_update(&old, &new, &unset()));
+        assert!(
+            needs_update(&svc("ClusterIP"), &lb(), &unset()),
+            "type flips to LB"
+        );
     }
 
     #[test]
@@ -635,10 +840,13 @@ mod tests {
         spec(&mut old).ip_families = Some(vec!["IPv4".into()]);
         let mut new = old.clone();
         spec(&mut new).external_ips = Some(vec!["2.2.2.2".into(), "1.1.1.1".into()]);
-        assert!(needs_update(&old, &new));
+        assert!(needs_update(&old, &new, &unset()));
         let mut new = old.clone();
         spec(&mut new).ip_families = Some(vec!["IPv6".into()]);
-        assert!(!needs_update(&old, &new), "same count of ipFamilies");
+        assert!(
+            !needs_update(&old, &new, &unset()),
+            "same count of ipFamilies"
+        );
     }
 
     fn node(name: &str) -> Node {
@@ -900,6 +1108,60 @@ mod tests {
         for (name, old, new, want) in cases {
             assert_eq!(load_balancer_status_equal(old, new), want, "{name}");
         }
+    }
+
+    #[test]
+    fn ip_mode_is_kept_from_1_30() {
+        let cases = [
+            ("1", "20", false),
+            ("1", "29", false),
+            ("1", "29+", false),
+            ("1", "30", true),
+            ("1", "30+", true),
+            ("1", "35", true),
+            ("2", "0", true),
+            ("", "", true),
+            ("1", "x", true),
+        ];
+        for (major, minor, want) in cases {
+            assert_eq!(keeps_ip_mode(major, minor), want, "{major}.{minor}");
+        }
+    }
+
+    #[test]
+    fn a_proxy_status_is_not_rewritten_where_the_apiserver_drops_ip_mode() {
+        let ingress = |ip: &str, mode: Option<&str>| LoadBalancerIngress {
+            ip: Some(ip.into()),
+            ip_mode: mode.map(Into::into),
+            ..Default::default()
+        };
+        let proxy = LoadBalancerStatus {
+            ingress: Some(vec![
+                ingress("192.0.2.1", Some("Proxy")),
+                ingress("2001:db8::1", Some("Proxy")),
+            ]),
+        };
+        // What an apiserver before 1.30 stored from the last write.
+        let mut service = lb();
+        service.status.get_or_insert_default().load_balancer = Some(LoadBalancerStatus {
+            ingress: Some(vec![
+                ingress("192.0.2.1", None),
+                ingress("2001:db8::1", None),
+            ]),
+        });
+        assert!(status_change(&service, &status_as_stored(proxy.clone(), false)).is_none());
+        // Where the field is kept, the status written without it says VIP: it is rewritten.
+        assert!(status_change(&service, &status_as_stored(proxy.clone(), true)).is_some());
+        assert_eq!(status_as_stored(proxy.clone(), true), proxy);
+        let stripped = status_as_stored(proxy, false);
+        assert!(
+            stripped
+                .ingress
+                .iter()
+                .flatten()
+                .all(|i| i.ip_mode.is_none())
+        );
+        assert_eq!(ingress_text(Some(&stripped)), "192.0.2.1, 2001:db8::1");
     }
 
     #[test]

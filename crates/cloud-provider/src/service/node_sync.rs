@@ -28,7 +28,7 @@ impl Inner {
         key: &str,
         force: bool,
     ) -> Result<(), ServiceSyncError> {
-        if !wants_load_balancer(service) {
+        if !wants_load_balancer(service, self.class()) {
             return Ok(());
         }
         let started = Instant::now();
@@ -81,7 +81,7 @@ impl Inner {
                 lock(&self.last_synced_nodes).remove(key);
                 let still_wanted = self
                     .cached_service(key)
-                    .is_some_and(|current| wants_load_balancer(&current));
+                    .is_some_and(|current| wants_load_balancer(&current, self.class()));
                 if still_wanted {
                     tracing::info!(error = %error_chain(&err), "load balancer not found on a target update; queueing a full sync to create it");
                     self.enqueue(key.to_owned(), Work::Sync);

@@ -9,8 +9,8 @@ use kube::api::{Patch, PatchParams};
 
 use super::controller::{Inner, lock};
 use super::decisions::{
-    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_change,
-    status_patch, wants_load_balancer,
+    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_as_stored,
+    status_change, status_patch, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
@@ -44,7 +44,7 @@ impl Inner {
         &self,
         service: &Service,
     ) -> Result<(), ServiceSyncError> {
-        if !wants_load_balancer(service) {
+        if !wants_load_balancer(service, self.class()) {
             return Ok(());
         }
         self.event_deleting(service).await;
@@ -86,11 +86,39 @@ impl Inner {
             self.process_load_balancer_delete(&previous).await?;
             lock(&self.last_synced_nodes).remove(key);
         }
+        if ServiceDecision::of(&service, self.class()).is_none() {
+            return self.let_go(&service, key).await;
+        }
         lock(&self.remembered).insert(key.to_owned(), service.clone());
         match self.sync_load_balancer(&service, key).await? {
             Operation::Delete => self.forget(key),
             Operation::Ensure => {}
         }
+        Ok(())
+    }
+
+    /// `service` is of a class another implementation owns now. It is never touched (no
+    /// finalizer, status or event: they are the other implementation's). Only if it was ours
+    /// until now (the watch saw it change class in one step, missing the type change the
+    /// apiserver requires between) is its load balancer deleted, as Kubernetes' own controller
+    /// deletes the load balancer of a Service that stops wanting one.
+    async fn let_go(&self, service: &Service, key: &str) -> Result<(), ServiceSyncError> {
+        let previous = lock(&self.remembered).get(key).cloned();
+        if previous.is_some_and(|p| wants_load_balancer(&p, self.class())) {
+            tracing::info!(
+                class = super::class::class_of(service),
+                "the Service changed to another load balancer class; deleting its load balancer, leaving the Service to that class"
+            );
+            match self
+                .lb
+                .ensure_load_balancer_deleted(self.cluster(), service)
+                .await
+            {
+                Ok(_) => {}
+                Err(err) => return Err(ServiceSyncError::DeleteLoadBalancer(err)),
+            }
+        }
+        self.forget(key);
         Ok(())
     }
 
@@ -116,7 +144,10 @@ impl Inner {
         service: &Service,
         key: &str,
     ) -> Result<Operation, ServiceSyncError> {
-        let decision = ServiceDecision::of(service);
+        let Some(decision) = ServiceDecision::of(service, self.class()) else {
+            // Checked by the caller; a Service of another class is never touched.
+            return Ok(Operation::Delete);
+        };
         let (operation, new_status) = if decision.clean_up {
             let existing = self
                 .lb
@@ -187,6 +218,7 @@ impl Inner {
             .await;
             (Operation::Ensure, status)
         };
+        let new_status = status_as_stored(new_status, self.keeps_ip_mode().await);
         if status_change(service, &new_status).is_some() {
             match self.patch_status(service, &status_patch(&new_status)).await {
                 Ok(()) => {}

@@ -48,6 +48,8 @@ struct LbState {
     expected: Vec<(usize, usize)>,
     /// Whether the provider selects targets by Node labels.
     by_label: bool,
+    /// The `ipMode` of the ingress of new load balancers.
+    ip_mode: Option<String>,
 }
 
 /// An in-memory load balancer provider. Every LB gets ingress IP 203.0.113.<n>.
@@ -190,12 +192,14 @@ impl LoadBalancer for FakeLb {
             return Err(err);
         }
         let n = state.existing.len() + 1;
+        let ip_mode = state.ip_mode.clone();
         let status = state
             .existing
             .entry(key(service))
             .or_insert_with(|| LoadBalancerStatus {
                 ingress: Some(vec![LoadBalancerIngress {
                     ip: Some(format!("203.0.113.{n}")),
+                    ip_mode,
                     ..LoadBalancerIngress::default()
                 }]),
             });
@@ -1052,3 +1056,7 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
         0
     );
 }
+
+/// Fields the 1.20 test apiserver drops: `spec.loadBalancerClass` (through a client that adds
+/// it) and the ingress `ipMode`.
+mod newer_kubernetes;

@@ -459,6 +459,11 @@ pub struct Args {
     #[arg(long, env = "HCLOUD_LOAD_BALANCERS_CLUSTER_NAME", value_name = "NAME",
         help_heading = LB)]
     pub hcloud_load_balancers_cluster_name: Option<String>,
+    /// Handle only Services whose spec.loadBalancerClass is this class [default: unset, only
+    /// Services without a class] (this project's variable).
+    #[arg(long = "load-balancer-class", alias = "hcloud-load-balancer-class",
+        env = "HCLOUD_LOAD_BALANCER_CLASS", value_name = "CLASS", help_heading = LB)]
+    pub load_balancer_class: Option<String>,
 
     // ---- Robot ----
     /// Enable support for Robot dedicated servers.

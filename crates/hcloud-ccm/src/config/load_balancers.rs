@@ -82,6 +82,9 @@ impl Args {
             non_empty(self.hcloud_load_balancers_health_check_retries.as_deref())
                 .map(|v| c.number("HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", v, 0u32));
         let cluster_name = self.check_cluster_name(c);
+        let class = non_empty(self.load_balancer_class.as_deref())
+            .filter(|v| check_class(c, v))
+            .map(str::to_owned);
         LoadBalancerSettings {
             enabled,
             location,
@@ -97,6 +100,7 @@ impl Args {
             health_check_interval,
             health_check_timeout,
             health_check_retries,
+            class,
             cluster_name,
         }
     }
@@ -112,4 +116,48 @@ impl Args {
             }
         }
     }
+}
+
+/// The setting that names the class, for problems.
+const CLASS_SETTING: &str = "--load-balancer-class/HCLOUD_LOAD_BALANCER_CLASS";
+
+/// Whether `class` can be a `spec.loadBalancerClass` (what the apiserver accepts: a qualified
+/// name, an optional DNS subdomain prefix and a `/`, then a name of at most 63 characters);
+/// a class no Service can carry is a problem, not a controller that silently handles nothing.
+fn check_class(c: &mut Checker, class: &str) -> bool {
+    let (prefix, name) = match class.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, class),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|ch: char| ch.is_ascii_alphanumeric())
+        && name.ends_with(|ch: char| ch.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label.starts_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+                    && label.ends_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
+                    && label
+                        .chars()
+                        .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-')
+            })
+    });
+    if !(name_ok && prefix_ok) {
+        c.problem(
+            CLASS_SETTING,
+            format!(
+                "{class:?} is not a valid loadBalancerClass: an optional DNS subdomain prefix and \
+                 '/', then a name of at most 63 letters, digits, '-', '_' or '.' that starts and \
+                 ends with a letter or digit (e.g. example.com/hcloud)"
+            ),
+        );
+    }
+    name_ok && prefix_ok
 }

@@ -152,6 +152,9 @@ pub struct LoadBalancerSettings {
     pub health_check_retries: Option<u32>,
     /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME` (beyond the official CCM; `None` = unset).
     pub cluster_name: Option<String>,
+    /// `--load-balancer-class` / `HCLOUD_LOAD_BALANCER_CLASS`: the `spec.loadBalancerClass`
+    /// of the Services handled; `None`: the Services without a class.
+    pub class: Option<String>,
 }
 
 /// Robot settings (`ROBOT_*`); not used until Robot support exists.

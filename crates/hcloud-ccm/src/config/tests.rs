@@ -1041,6 +1041,8 @@ fn help_documents_every_flag_and_variable() {
         "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT",
         "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES",
         "HCLOUD_LOAD_BALANCERS_CLUSTER_NAME",
+        "--load-balancer-class",
+        "HCLOUD_LOAD_BALANCER_CLASS",
         "ROBOT_ENABLED",
         "ROBOT_USER",
         "ROBOT_USER_FILE",
@@ -1054,5 +1056,40 @@ fn help_documents_every_flag_and_variable() {
         "[default: :8233]",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}");
+    }
+}
+
+#[test]
+fn load_balancer_class() {
+    assert_eq!(config(&[]).load_balancers.class, None, "unset by default");
+    assert_eq!(
+        config(&["--load-balancer-class="]).load_balancers.class,
+        None,
+        "empty means unset"
+    );
+    for valid in [
+        "hcloud",
+        "example.com/hcloud",
+        "lb.example.com/hetzner_cloud.v1",
+    ] {
+        let cfg = config(&[&format!("--load-balancer-class={valid}")]);
+        assert_eq!(cfg.load_balancers.class.as_deref(), Some(valid));
+    }
+    // Like every variable, also a flag of its name in lower case.
+    let cfg = config(&["--hcloud-load-balancer-class=hcloud"]);
+    assert_eq!(cfg.load_balancers.class.as_deref(), Some("hcloud"));
+    for invalid in [
+        "Example.com/hcloud",
+        "example.com/",
+        "/hcloud",
+        "hcloud-",
+        "a/b/c",
+        "with space",
+        &"x".repeat(64),
+    ] {
+        let err = problems(&[&format!("--load-balancer-class={invalid}")]);
+        assert_eq!(err.problems.len(), 1, "{invalid}: {err}");
+        assert!(err.mentions("HCLOUD_LOAD_BALANCER_CLASS"), "{err}");
+        assert!(err.mentions("--load-balancer-class"), "{err}");
     }
 }

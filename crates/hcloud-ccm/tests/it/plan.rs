@@ -310,6 +310,26 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
         "{routes:?}"
     );
 
+    // With a load balancer class set, only Services of that class are planned: none here (the
+    // test apiserver drops the field), the Nodes as before.
+    let out = run_plan(
+        &sim,
+        kubeconfig,
+        &network,
+        &["-o", "json", "--load-balancer-class=example.com/hcloud"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let classed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let services: Vec<&Value> = classed["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "Service")
+        .collect();
+    assert!(services.is_empty(), "{services:?}");
+    object(&classed, "Node", &new);
+
     // The text form says the same for people.
     let out = run_plan(&sim, kubeconfig, &network, &[]).await;
     assert_eq!(out.status.code(), Some(0));
