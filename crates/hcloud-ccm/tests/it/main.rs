@@ -31,6 +31,7 @@ mod node_burst;
 mod orphans;
 mod plan;
 mod rbac;
+mod robot;
 mod routes;
 mod secure_port;
 mod upstream_metrics;
