@@ -13,12 +13,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ccm::{TOKEN, lb_service, spawn_ccm};
-use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::{Value, json};
 
+use crate::lifecycle::{seed, set_ready};
 use crate::support::scope::{Access, Scope};
 
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -74,32 +75,6 @@ async fn dedicated(sim: &Simulator, name: &str) -> (u64, String) {
     (number, server["server_ip"].as_str().unwrap().to_owned())
 }
 
-async fn cloud_server(sim: &Simulator, name: &str) -> i64 {
-    sim.admin()
-        .create_server(ServerSeed::new(name))
-        .await
-        .unwrap()["id"]
-        .as_i64()
-        .unwrap()
-}
-
-/// Set Node `name`'s Ready condition to `status` ("True" or "False").
-async fn set_ready(scope: &Scope, name: &str, status: &str) {
-    scope
-        .nodes()
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"conditions": [{
-                "type": "Ready", "status": status, "reason": "KubeletReady",
-                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }]}})),
-        )
-        .await
-        .unwrap();
-}
-
 /// A Node `name` with `provider_id` and `labels` in `scope`, already initialised (as after a
 /// first run of the CCM).
 async fn initialised_node(scope: &Scope, name: &str, provider_id: &str, labels: &[(&str, &str)]) {
@@ -139,6 +114,16 @@ async fn await_listings(sim: &Simulator, more: u64, what: &str) {
     .await;
 }
 
+/// Wait until Node `name` is deleted.
+async fn deleted(nodes: &Api<Node>, name: &str) {
+    eventually(
+        &format!("Node {name} deleted"),
+        Duration::from_secs(30),
+        || async { nodes.get_opt(name).await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+}
+
 fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata
         .labels
@@ -172,7 +157,7 @@ async fn a_hybrid_cluster_is_initialised_and_follows_robot_power_and_removal() {
         scope.name("dozing"),
         scope.name("leaving"),
     );
-    let cloud_id = cloud_server(&sim, &cloud).await;
+    let cloud_id = seed(&sim, &cloud).await;
     let (dozing_number, dozing_ip) = dedicated(&sim, &dozing).await;
     let (leaving_number, _) = dedicated(&sim, &leaving).await;
     let _ccm = start_ccm(&scope, &sim).await;
@@ -231,13 +216,13 @@ async fn a_hybrid_cluster_is_initialised_and_follows_robot_power_and_removal() {
 
     // Powered off while NotReady: the shutdown taint; Ready again: the taint goes.
     sim.admin().robot_power_off(dozing_number).await.unwrap();
-    set_ready(&scope, &dozing, "False").await;
+    set_ready(&scope, &dozing, false).await;
     eventually("the shutdown taint", Duration::from_secs(30), || async {
         has_taint(&nodes.get(&dozing).await.unwrap(), SHUTDOWN_TAINT).then_some(())
     })
     .await;
     sim.admin().robot_power_on(dozing_number).await.unwrap();
-    set_ready(&scope, &dozing, "True").await;
+    set_ready(&scope, &dozing, true).await;
     eventually(
         "the shutdown taint removed",
         Duration::from_secs(30),
@@ -250,20 +235,8 @@ async fn a_hybrid_cluster_is_initialised_and_follows_robot_power_and_removal() {
         .remove_robot_server(leaving_number)
         .await
         .unwrap();
-    set_ready(&scope, &leaving, "False").await;
-    eventually(
-        "the removed server's Node deleted",
-        Duration::from_secs(30),
-        || async {
-            nodes
-                .get_opt(&leaving)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    set_ready(&scope, &leaving, false).await;
+    deleted(&nodes, &leaving).await;
     assert!(nodes.get_opt(&dozing).await.unwrap().is_some());
     assert!(nodes.get_opt(&cloud).await.unwrap().is_some());
 }
@@ -278,7 +251,7 @@ async fn a_robot_outage_or_the_rate_limit_deletes_no_node() {
     let name = scope.name("dedicated");
     let (number, _) = dedicated(&sim, &name).await;
     initialised_node(&scope, &name, &format!("hrobot://{number}"), &[]).await;
-    set_ready(&scope, &name, "False").await;
+    set_ready(&scope, &name, false).await;
     // Every Robot request is over the limit from the start, then the server leaves Robot.
     sim.admin()
         .set_robot_rate_limit(Some(RobotRateLimit {
@@ -311,10 +284,7 @@ async fn a_robot_outage_or_the_rate_limit_deletes_no_node() {
 
     // Robot answers again: the Node goes (the situation above could delete it).
     sim.admin().clear_robot_faults().await.unwrap();
-    eventually("the Node deleted", Duration::from_secs(30), || async {
-        nodes.get_opt(&name).await.unwrap().is_none().then_some(())
-    })
-    .await;
+    deleted(&nodes, &name).await;
 }
 
 /// The targets of the load balancer labelled with Service `uid`, once it has `count` of them.
@@ -343,22 +313,14 @@ async fn load_balancers_target_dedicated_servers_by_ip() {
     let scope = Scope::new("robot-lb").await;
     let sim = simulator().await;
     let (cloud, dedicated_name) = (scope.name("cloud"), scope.name("dedicated"));
-    let cloud_id = cloud_server(&sim, &cloud).await;
+    let cloud_id = seed(&sim, &cloud).await;
     let (number, ip) = dedicated(&sim, &dedicated_name).await;
-    initialised_node(
-        &scope,
-        &cloud,
-        &format!("hcloud://{cloud_id}"),
-        &[(PROVIDED_BY, "cloud")],
-    )
-    .await;
-    initialised_node(
-        &scope,
-        &dedicated_name,
-        &format!("hrobot://{number}"),
-        &[(PROVIDED_BY, "robot")],
-    )
-    .await;
+    for (name, provider_id, provided_by) in [
+        (&cloud, format!("hcloud://{cloud_id}"), "cloud"),
+        (&dedicated_name, format!("hrobot://{number}"), "robot"),
+    ] {
+        initialised_node(&scope, name, &provider_id, &[(PROVIDED_BY, provided_by)]).await;
+    }
     let _ccm = start_ccm(&scope, &sim).await;
 
     let robot_only = scope
