@@ -46,13 +46,23 @@ async fn not_ready_node(scope: &Scope, name: &str, id: i64) {
         status: None,
     };
     scope.create_node(node).await;
+    set_ready(scope, name, false).await;
+}
+
+/// Set Node `name`'s Ready condition, as its kubelet would.
+pub(crate) async fn set_ready(scope: &Scope, name: &str, ready: bool) {
+    let (status, reason) = if ready {
+        ("True", "KubeletReady")
+    } else {
+        ("False", "KubeletNotReady")
+    };
     scope
         .nodes()
         .patch_status(
             name,
             &PatchParams::default(),
             &Patch::Merge(&json!({"status": {"conditions": [{
-                "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                "type": "Ready", "status": status, "reason": reason,
                 "lastHeartbeatTime": "2026-01-01T00:00:00Z",
                 "lastTransitionTime": "2026-01-01T00:00:00Z",
             }]}})),
@@ -72,7 +82,8 @@ async fn events(client: &kube::Client, namespace: &str, name: &str, reason: &str
         .collect()
 }
 
-async fn seed(sim: &Simulator, name: &str) -> i64 {
+/// Cloud server `name` in `sim`: its ID.
+pub(crate) async fn seed(sim: &Simulator, name: &str) -> i64 {
     sim.admin()
         .create_server(ServerSeed::new(name))
         .await

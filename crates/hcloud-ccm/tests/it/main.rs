@@ -32,6 +32,7 @@ mod orphans;
 mod per_port;
 mod plan;
 mod rbac;
+mod robot;
 mod routes;
 mod secure_port;
 mod upstream_metrics;

@@ -1,21 +1,23 @@
-//! Robot dedicated servers through the provider, with an in-memory Robot (counting its calls)
-//! beside the simulator: hybrid initialisation, the power state, deletion only on Robot's own
-//! word, outages and the rate limit, the request cost of a burst, load balancers with server
-//! and IP targets, and the controllers on the control plane.
+//! Robot dedicated servers through the provider and the real Robot client, against the
+//! simulator's Robot webservice (its servers, power states, faults and rate limit set through
+//! its admin API, its requests counted there): hybrid initialisation, the power state, deletion
+//! only on Robot's own word, outages and the rate limit, the request cost of a burst, load
+//! balancers with server and IP targets, and the controllers on the control plane.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::CloudProvider as _;
 use hcloud_api::models::TargetType;
-use hcloud_api::robot::{RobotApiError, RobotReset, RobotServer};
+use hcloud_api::robot::{RobotClient, RobotConfig};
 use hcloud_provider::{
     CacheConfig, HcloudProvider, LoadBalancerSettings, PROVIDED_BY_LABEL, ProviderSettings,
     RobotApi, RobotSettings,
 };
-use hcloud_sim::{ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{
+    AdminClient, Fault, RobotRateLimit, RobotServerSeed, ServerSeed, SimConfig, Simulator,
+};
 use k8s_openapi::api::core::v1::{Node, Service};
 use serde_json::json;
 
@@ -24,94 +26,89 @@ use crate::support::{
     has_taint, label, pairs, sim_client,
 };
 
-/// An in-memory Robot webservice: its servers, their power states, an optional failure of
-/// every call, and how often each call was made.
-#[derive(Default)]
-struct FakeRobot {
-    servers: Mutex<Vec<RobotServer>>,
-    power: Mutex<BTreeMap<u64, &'static str>>,
-    fail: Mutex<Option<(u16, &'static str)>>,
-    lists: AtomicUsize,
-    resets: AtomicUsize,
+/// The simulator's Robot account, changed through its admin API, and the Robot requests it
+/// counted.
+struct SimRobot {
+    admin: AdminClient,
 }
 
-impl FakeRobot {
-    fn with(servers: Vec<RobotServer>) -> Arc<Self> {
-        let fake = Self::default();
-        *fake.servers.lock().unwrap() = servers;
-        Arc::new(fake)
-    }
-
-    fn add(&self, server: RobotServer) {
-        self.servers.lock().unwrap().push(server);
-    }
-
-    fn remove(&self, number: u64) {
-        self.servers
-            .lock()
-            .unwrap()
-            .retain(|s| s.server_number != number);
-    }
-
-    fn power(&self, number: u64, status: &'static str) {
-        self.power.lock().unwrap().insert(number, status);
-    }
-
-    fn fail(&self, failure: Option<(u16, &'static str)>) {
-        *self.fail.lock().unwrap() = failure;
-    }
-
-    fn lists(&self) -> usize {
-        self.lists.load(Ordering::SeqCst)
-    }
-
-    fn resets(&self) -> usize {
-        self.resets.load(Ordering::SeqCst)
-    }
-
-    fn failure(&self, path: String) -> Result<(), hcloud_api::Error> {
-        match *self.fail.lock().unwrap() {
-            None => Ok(()),
-            Some((status, code)) => Err(hcloud_api::Error::Robot(Box::new(RobotApiError {
-                status,
-                code: code.into(),
-                message: "injected".into(),
-                method: "GET".into(),
-                path,
-            }))),
+impl SimRobot {
+    /// `servers` put into `sim`'s Robot account.
+    async fn with(sim: &Simulator, servers: Vec<RobotServerSeed>) -> SimRobot {
+        let robot = SimRobot { admin: sim.admin() };
+        for server in servers {
+            robot.add(server).await;
         }
+        robot
+    }
+
+    async fn add(&self, server: RobotServerSeed) {
+        self.admin.add_robot_server(server).await.unwrap();
+    }
+
+    async fn remove(&self, number: u64) {
+        self.admin.remove_robot_server(number).await.unwrap();
+    }
+
+    async fn rename(&self, number: u64, name: &str) {
+        self.admin.rename_robot_server(number, name).await.unwrap();
+    }
+
+    async fn power(&self, number: u64, status: &str) {
+        self.admin
+            .set_robot_operating_status(number, status)
+            .await
+            .unwrap();
+    }
+
+    /// Every listing and power-state read fails with `status` and Robot's error `code` (a
+    /// bare status when empty) until `fail(None)`.
+    async fn fail(&self, failure: Option<(u16, &str)>) {
+        let Some((status, code)) = failure else {
+            self.admin.clear_robot_faults().await.unwrap();
+            return;
+        };
+        let faults = ["/server", "/reset/{number}"].map(|path| Fault {
+            status: Some(status),
+            code: (!code.is_empty()).then(|| code.to_owned()),
+            count: u32::MAX,
+            ..Fault::new(path)
+        });
+        self.admin.replace_robot_faults(&faults).await.unwrap();
+    }
+
+    async fn requests(&self, endpoint: &str) -> u64 {
+        let counts = self.admin.robot_request_counts().await.unwrap();
+        counts.get(endpoint).copied().unwrap_or(0)
+    }
+
+    /// `GET /server` requests so far.
+    async fn lists(&self) -> u64 {
+        self.requests("GET /server").await
+    }
+
+    /// `GET /reset/N` requests so far.
+    async fn resets(&self) -> u64 {
+        self.requests("GET /reset/{id}").await
     }
 }
 
-#[async_trait::async_trait]
-impl RobotApi for FakeRobot {
-    async fn servers(&self) -> Result<Vec<RobotServer>, hcloud_api::Error> {
-        self.lists.fetch_add(1, Ordering::SeqCst);
-        // Long enough for concurrent lookups to meet in one listing.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        self.failure("/server".into())?;
-        Ok(self.servers.lock().unwrap().clone())
-    }
-
-    async fn reset(&self, server_number: u64) -> Result<RobotReset, hcloud_api::Error> {
-        self.resets.fetch_add(1, Ordering::SeqCst);
-        self.failure(format!("/reset/{server_number}"))?;
-        let status = self.power.lock().unwrap().get(&server_number).copied();
-        Ok(RobotReset {
-            operating_status: status.unwrap_or("running").into(),
-        })
-    }
+/// The real Robot client against `sim`'s Robot webservice.
+fn robot_client(sim: &Simulator) -> Arc<dyn RobotApi> {
+    let config = RobotConfig::new(sim.robot_user(), sim.robot_password())
+        .endpoint(&sim.robot_url())
+        .unwrap();
+    Arc::new(RobotClient::new(config).unwrap())
 }
 
-fn dedicated(number: u64, name: &str) -> RobotServer {
-    RobotServer {
-        server_number: number,
-        server_name: name.into(),
-        server_ip: format!("203.0.113.{}", number % 250),
-        server_ipv6_net: "2a01:4f8:111:4221::".into(),
-        product: "Server Auction".into(),
-        dc: "FSN1-DC14".into(),
-    }
+/// Dedicated server `number` named `name`, a `Server Auction` in FSN1-DC14 at
+/// `203.0.113.<number % 250>`.
+fn dedicated(number: u64, name: &str) -> RobotServerSeed {
+    RobotServerSeed::new(name)
+        .number(number)
+        .product("Server Auction")
+        .server_ip(format!("203.0.113.{}", number % 250))
+        .server_ipv6_net("2a01:4f8:111:4221::")
 }
 
 fn node(name: &str, provider_id: Option<&str>) -> Node {
@@ -137,26 +134,21 @@ fn robot_settings(max_age: Duration, rate_limit_wait: Duration) -> ProviderSetti
     }
 }
 
-async fn provider(
-    sim: &Simulator,
-    settings: ProviderSettings,
-    robot: &Arc<FakeRobot>,
-) -> HcloudProvider {
-    let robot: Arc<dyn RobotApi> = robot.clone();
-    HcloudProvider::with_robot(sim_client(sim), settings, Some(robot))
+async fn provider(sim: &Simulator, settings: ProviderSettings) -> HcloudProvider {
+    HcloudProvider::with_robot(sim_client(sim), settings, Some(robot_client(sim)))
         .await
         .unwrap()
 }
 
-/// A simulator, a fake Robot with `servers` and the provider over both.
+/// A simulator with `servers` in its Robot account and the provider over both.
 async fn started(
-    servers: Vec<RobotServer>,
+    servers: Vec<RobotServerSeed>,
     max_age: Duration,
     rate_limit_wait: Duration,
-) -> (Simulator, Arc<FakeRobot>, HcloudProvider) {
+) -> (Simulator, SimRobot, HcloudProvider) {
     let sim = sim().await;
-    let robot = FakeRobot::with(servers);
-    let p = provider(&sim, robot_settings(max_age, rate_limit_wait), &robot).await;
+    let robot = SimRobot::with(&sim, servers).await;
+    let p = provider(&sim, robot_settings(max_age, rate_limit_wait)).await;
     (sim, robot, p)
 }
 
@@ -178,15 +170,18 @@ async fn hybrid_nodes_are_told_apart_by_providerid_and_name() {
         .create_server(ServerSeed::new("both"))
         .await
         .unwrap();
-    let robot = FakeRobot::with(vec![
-        dedicated(101, "dedi-1"),
-        dedicated(102, "dedi-2"),
-        dedicated(103, "both"),
-    ]);
+    let robot = SimRobot::with(
+        &sim,
+        vec![
+            dedicated(101, "dedi-1"),
+            dedicated(102, "dedi-2"),
+            dedicated(103, "both"),
+        ],
+    )
+    .await;
     let p = provider(
         &sim,
         robot_settings(Duration::from_secs(300), Duration::ZERO),
-        &robot,
     )
     .await;
     let instances = p.instances().unwrap();
@@ -247,7 +242,7 @@ async fn hybrid_nodes_are_told_apart_by_providerid_and_name() {
         .await
         .unwrap_err();
     assert!(err.is_instance_not_found(), "{err}");
-    assert_eq!(robot.lists(), 1, "one listing answered every lookup");
+    assert_eq!(robot.lists().await, 1, "one listing answered every lookup");
 }
 
 #[tokio::test]
@@ -256,11 +251,10 @@ async fn a_burst_of_fifty_dedicated_nodes_costs_one_listing() {
     let servers: Vec<_> = (1..=50)
         .map(|n| dedicated(n, &format!("dedi-{n}")))
         .collect();
-    let robot = FakeRobot::with(servers);
+    let robot = SimRobot::with(&sim, servers).await;
     let p = provider(
         &sim,
         robot_settings(Duration::from_secs(300), Duration::ZERO),
-        &robot,
     )
     .await;
     let instances = p.instances().unwrap();
@@ -274,8 +268,8 @@ async fn a_burst_of_fifty_dedicated_nodes_costs_one_listing() {
         let m = answer.unwrap().unwrap();
         assert_eq!(m.provider_id, format!("hrobot://{}", n + 1));
     }
-    assert_eq!(robot.lists(), 1);
-    assert_eq!(robot.resets(), 0);
+    assert_eq!(robot.lists().await, 1);
+    assert_eq!(robot.resets().await, 0);
     assert!(
         sim.admin().request_counts().await.unwrap().is_empty(),
         "Robot Nodes with a providerID cost no cloud request"
@@ -285,7 +279,7 @@ async fn a_burst_of_fifty_dedicated_nodes_costs_one_listing() {
         assert!(instances.instance_exists(n).await.unwrap());
         assert!(!instances.instance_shutdown(n).await.unwrap());
     }
-    assert_eq!((robot.lists(), robot.resets()), (1, 5));
+    assert_eq!((robot.lists().await, robot.resets().await), (1, 5));
 }
 
 #[tokio::test]
@@ -305,16 +299,16 @@ async fn the_shutdown_answer_is_the_power_state_read_every_time() {
         ("not supported", false),
         ("shut off", true),
     ] {
-        robot.power(7, status);
+        robot.power(7, status).await;
         assert_eq!(
             instances.instance_shutdown(&n).await.unwrap(),
             off,
             "{status}"
         );
     }
-    assert_eq!(robot.resets(), 5);
+    assert_eq!(robot.resets().await, 5);
     // A power state Robot does not give is an error, never an answer.
-    robot.fail(Some((404, "RESET_NOT_AVAILABLE")));
+    robot.fail(Some((404, "RESET_NOT_AVAILABLE"))).await;
     assert!(instances.instance_shutdown(&n).await.is_err());
 }
 
@@ -332,39 +326,38 @@ async fn only_robot_itself_says_a_server_is_gone() {
 
     // A server added after the list was read: the cached list misses it, Robot is asked
     // again before anything is answered, and it exists.
-    robot.add(dedicated(2, "dedi-2"));
+    robot.add(dedicated(2, "dedi-2")).await;
     let second = node("dedi-2", Some("hrobot://2"));
     assert!(instances.instance_exists(&second).await.unwrap());
-    assert_eq!(robot.lists(), 2);
+    assert_eq!(robot.lists().await, 2);
 
     // An outage, a rate limit: errors, never "gone".
-    robot.remove(1);
+    robot.remove(1).await;
     tokio::time::sleep(Duration::from_millis(350)).await;
     for failure in [
         (500, "INTERNAL_ERROR"),
         (403, "RATE_LIMIT_EXCEEDED"),
         (401, "UNAUTHORIZED"),
     ] {
-        robot.fail(Some(failure));
+        robot.fail(Some(failure)).await;
         let answer = instances.instance_exists(&first).await;
         assert!(answer.is_err(), "{failure:?}: {answer:?}");
     }
 
     // Robot answers without the server: gone.
-    robot.fail(None);
+    robot.fail(None).await;
     assert!(!instances.instance_exists(&first).await.unwrap());
     assert!(instances.instance_exists(&second).await.unwrap());
 
     // Listed under another name (a re-used server): not the Node's, gone too.
-    robot.remove(2);
-    robot.add(dedicated(2, "someone-else"));
+    robot.rename(2, "someone-else").await;
     tokio::time::sleep(Duration::from_millis(350)).await;
     assert!(!instances.instance_exists(&second).await.unwrap());
 }
 
 #[tokio::test]
 async fn the_rate_limit_holds_robot_calls_back_for_the_wait_time() {
-    let (_sim, robot, p) = started(
+    let (sim, robot, p) = started(
         vec![dedicated(1, "dedi-1")],
         Duration::from_secs(300),
         Duration::from_secs(600),
@@ -372,10 +365,18 @@ async fn the_rate_limit_holds_robot_calls_back_for_the_wait_time() {
     .await;
     let instances = p.instances().unwrap();
     let n = node("dedi-1", Some("hrobot://1"));
-    robot.fail(Some((403, "RATE_LIMIT_EXCEEDED")));
+    // The simulator's own limit: every request over it, then none.
+    let over_it = RobotRateLimit {
+        max_request: 0,
+        interval: 3600,
+    };
+    sim.admin()
+        .set_robot_rate_limit(Some(over_it))
+        .await
+        .unwrap();
     assert!(instances.instance_shutdown(&n).await.is_err());
-    robot.fail(None);
-    let calls = (robot.lists(), robot.resets());
+    sim.admin().set_robot_rate_limit(None).await.unwrap();
+    let calls = (robot.lists().await, robot.resets().await);
     for _ in 0..3 {
         let err = instances.instance_exists(&n).await.unwrap_err();
         let chain = cloud_provider::events::error_chain(&err);
@@ -386,7 +387,7 @@ async fn the_rate_limit_holds_robot_calls_back_for_the_wait_time() {
         assert!(instances.instance_shutdown(&n).await.is_err());
     }
     assert_eq!(
-        (robot.lists(), robot.resets()),
+        (robot.lists().await, robot.resets().await),
         calls,
         "held back: nothing asked"
     );
@@ -469,8 +470,12 @@ async fn load_balancers_carry_server_and_ip_targets() {
         .await
         .unwrap();
     let cloud_id = cloud["id"].as_i64().unwrap();
-    let robot = FakeRobot::with(vec![dedicated(11, "dedi-11"), dedicated(12, "dedi-12")]);
-    let p = provider(&sim, lb_settings(Duration::ZERO), &robot).await;
+    let robot = SimRobot::with(
+        &sim,
+        vec![dedicated(11, "dedi-11"), dedicated(12, "dedi-12")],
+    )
+    .await;
+    let p = provider(&sim, lb_settings(Duration::ZERO)).await;
     let lbs = p.load_balancer().unwrap();
     let svc = lb_service(&[]);
     let all = vec![
@@ -494,7 +499,7 @@ async fn load_balancers_carry_server_and_ip_targets() {
     );
 
     // The Node goes: so does its IP target (and a Robot outage changes nothing first).
-    robot.fail(Some((500, "INTERNAL_ERROR")));
+    robot.fail(Some((500, "INTERNAL_ERROR"))).await;
     let err = lbs
         .update_load_balancer("k", &svc, &all[..2])
         .await
@@ -505,7 +510,7 @@ async fn load_balancers_carry_server_and_ip_targets() {
         3,
         "nothing changed on a Robot error"
     );
-    robot.fail(None);
+    robot.fail(None).await;
     lbs.update_load_balancer("k", &svc, &all[..2])
         .await
         .unwrap();
@@ -531,7 +536,7 @@ async fn load_balancers_carry_server_and_ip_targets() {
     assert!(plan.changes.is_empty(), "{plan:?}");
 
     // A Robot Node joins: plan names its IP target, and ensure makes exactly that request.
-    robot.add(dedicated(13, "dedi-13"));
+    robot.add(dedicated(13, "dedi-13")).await;
     let mut more = all.clone();
     more.push(lb_node(
         "dedi-13",
@@ -571,8 +576,8 @@ async fn load_balancers_carry_server_and_ip_targets() {
 #[tokio::test]
 async fn robot_support_off_removes_ip_targets_and_without_credentials_uses_internal_ips() {
     let sim = sim().await;
-    let robot = FakeRobot::with(vec![dedicated(11, "dedi-11")]);
-    let p = provider(&sim, lb_settings(Duration::ZERO), &robot).await;
+    let robot = SimRobot::with(&sim, vec![dedicated(11, "dedi-11")]).await;
+    let p = provider(&sim, lb_settings(Duration::ZERO)).await;
     let svc = lb_service(&[]);
     let nodes = vec![lb_node("dedi-11", "hrobot://11", &[], Some("10.1.0.11"))];
     p.load_balancer()
@@ -590,7 +595,7 @@ async fn robot_support_off_removes_ip_targets_and_without_credentials_uses_inter
         )
         .await
         .unwrap();
-    let lists = robot.lists();
+    let lists = robot.lists().await;
     let mut settings = lb_settings(Duration::ZERO);
     settings.network = Some(hcloud_provider::NetworkRef::Id(network));
     let without = HcloudProvider::with_robot(sim_client(&sim), settings.clone(), None)
@@ -604,7 +609,7 @@ async fn robot_support_off_removes_ip_targets_and_without_credentials_uses_inter
         .await
         .unwrap();
     assert_eq!(targets(&sim).await, vec!["ip 10.1.0.11".to_owned()]);
-    assert_eq!(robot.lists(), lists);
+    assert_eq!(robot.lists().await, lists);
 
     // Robot support off: every IP target goes.
     settings.robot.enabled = false;
@@ -628,7 +633,11 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     let dedi_name = env.name("dedi");
     env.server(ServerSeed::new(cloud_name.clone())).await;
     let reused_name = env.name("reused");
-    let robot = FakeRobot::with(vec![dedicated(42, &dedi_name), dedicated(43, &reused_name)]);
+    let robot = SimRobot::with(
+        &env.sim,
+        vec![dedicated(42, &dedi_name), dedicated(43, &reused_name)],
+    )
+    .await;
     let mut setup = Setup::default();
     setup.settings.robot = RobotSettings {
         enabled: true,
@@ -636,7 +645,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
         rate_limit_wait_time: Duration::ZERO,
     };
     setup.settings.cache.robot_max_age = Duration::from_millis(300);
-    let api: Arc<dyn RobotApi> = robot.clone();
+    let api = robot_client(&env.sim);
     let running = env.start_controllers_with_robot(setup, Some(api)).await;
     // The provider's own events (PossibleNodeDeletion) are written once it is initialised.
     running
@@ -679,7 +688,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
 
     // NotReady and powered off: the shutdown taint; powered on again: it goes.
     env.set_ready(&dedi_name, "False").await;
-    robot.power(42, "shut off");
+    robot.power(42, "shut off").await;
     eventually("shutdown taint", WAIT, || async {
         env.node(&dedi_name)
             .await
@@ -687,7 +696,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     })
     .await;
     // Powered on, the kubelet reports Ready again: the taint goes (as upstream).
-    robot.power(42, "running");
+    robot.power(42, "running").await;
     env.set_ready(&dedi_name, "True").await;
     eventually("shutdown taint removed", WAIT, || async {
         env.node(&dedi_name)
@@ -698,15 +707,15 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
 
     // NotReady again: a Robot outage deletes nothing; Robot saying the server is gone does.
     env.set_ready(&dedi_name, "False").await;
-    robot.fail(Some((503, "")));
-    let before = robot.lists();
+    robot.fail(Some((503, ""))).await;
+    let before = robot.lists().await;
     eventually("the outage seen", WAIT, || async {
-        (robot.lists() > before + 1).then_some(())
+        (robot.lists().await > before + 1).then_some(())
     })
     .await;
     assert!(env.node(&dedi_name).await.is_some());
-    robot.fail(None);
-    robot.remove(42);
+    robot.fail(None).await;
+    robot.remove(42).await;
     env.deleted(&dedi_name).await;
     assert!(env.node(&cloud_name).await.is_some());
 
@@ -715,8 +724,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     let reused = env.initialized(&reused_name).await;
     assert_eq!(support::provider_id(&reused), Some("hcloud://bm-43"));
     assert_eq!(label(&reused, PROVIDED_BY_LABEL), Some("robot"));
-    robot.remove(43);
-    robot.add(dedicated(43, "another-name"));
+    robot.rename(43, "another-name").await;
     env.set_ready(&reused_name, "False").await;
     env.wait_events(&reused_name, "PossibleNodeDeletion").await;
     env.deleted(&reused_name).await;
