@@ -15,7 +15,7 @@
 //!   (`ROBOT_RATE_LIMIT_WAIT_TIME`; zero, the default, never holds anything back), even
 //!   while the cached list is fresh.
 //! - Only Robot itself says a server is gone: an error, the rate limit or a list older than
-//!   the question never do ([`Robot::servers_after`] reads a list made after the question
+//!   the question never do (`Robot::servers_after` reads a list made after the question
 //!   before a Node may be deleted).
 
 use std::collections::BTreeMap;

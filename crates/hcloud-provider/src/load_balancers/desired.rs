@@ -150,7 +150,7 @@ pub struct Desired {
     /// Certificates of the https services; resolved to IDs before diffing.
     pub certificates: Certificates,
     /// Uploaded certificates (IDs or names) of the https services that name their own, by
-    /// listen port (per-port annotations); [`Desired::certificates`] is for the others.
+    /// listen port (per-port annotations); the `certificates` field is for the others.
     pub port_certificates: BTreeMap<u16, Vec<String>>,
     /// Target servers, sorted by server ID.
     pub targets: Vec<TargetPlan>,
