@@ -30,32 +30,41 @@ phase "Kubernetes client types for the oldest and newest claimed version"
 scripts/k8s-versions.sh
 phase "alert rules: promtool check rules, promtool test rules"
 scripts/alerts-test.sh
-phase "cargo test"
+phase "cargo test: build"
 results="$(mktemp)"
 chaos_log="$(mktemp)"
-trap 'rm -f "$results" "$chaos_log"' EXIT
-# The tests that drive a control plane mostly wait (for the apiserver, the simulator, a CCM
-# process): more of them at once than there are cores keeps both cores busy.
-RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}" cargo test --workspace --locked 2>&1 | tee "$results"
+bench_log="$(mktemp)"
+# On any exit: no runner left behind, no temporary file.
+trap 'kill $(jobs -p) 2>/dev/null; rm -f "$results" "$chaos_log" "$bench_log"' EXIT
+cargo test --workspace --locked --no-run
 # `cargo test` built the binaries below (the integration tests of their crates run them).
 bin="${CARGO_TARGET_DIR:-target}/debug"
-# The chaos runner and the benchmark both mostly wait, each on a control plane of its own:
-# they run side by side. Fixed seeds (see docs/reliability.md): the runner fails on a broken
-# invariant and on the API token or the Robot password in any log line, event, metric or
-# error of the run.
-phase "chaos runner, fixed seeds, in the background (fails on a broken invariant or a leaked secret)"
+# The chaos runner and the benchmark mostly wait, each on a control plane of its own: they run
+# beside the tests. Fixed seeds (see docs/reliability.md): the runner fails on a broken
+# invariant and on the API token or the Robot password in any log line, event, metric or error
+# of the run. The benchmark fails when a request count is over its bar.
+phase "chaos runner (fixed seeds) and benchmark runner (small scale), in the background"
 "$bin/hcloud-ccm-chaos" --jobs 2 --out "${CARGO_TARGET_DIR:-target}/chaos" \
     --seed 3 --seed 9 --seed 23 --seed 20 --seed 30 --seed 34 --seed 61 >"$chaos_log" 2>&1 &
 chaos_pid=$!
-phase "benchmark runner, small scale (fails when a request count is over its bar)"
+"$bin/hcloud-ccm-bench" --scale 0.02 --check >"$bench_log" 2>&1 &
+bench_pid=$!
+phase "cargo test"
+# The tests that drive a control plane mostly wait (for the apiserver, the simulator, a CCM
+# process): more of them at once than there are cores keeps both cores busy.
+test_status=0
+RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}" cargo test --workspace --locked 2>&1 | tee "$results" ||
+    test_status=$?
 bench_status=0
-"$bin/hcloud-ccm-bench" --scale 0.02 --check || bench_status=$?
+wait "$bench_pid" || bench_status=$?
+phase "benchmark runner's report"
+cat "$bench_log"
 chaos_status=0
 wait "$chaos_pid" || chaos_status=$?
 phase "chaos runner's report"
 cat "$chaos_log"
-if ((bench_status != 0 || chaos_status != 0)); then
-    phase "failed: benchmark exit $bench_status, chaos runner exit $chaos_status"
+if ((test_status != 0 || bench_status != 0 || chaos_status != 0)); then
+    phase "failed: cargo test exit $test_status, benchmark exit $bench_status, chaos runner exit $chaos_status"
     exit 1
 fi
 # One closing line for the whole run (the benchmark's table came after cargo's own).
