@@ -35,7 +35,7 @@ results="$(mktemp)"
 chaos_log="$(mktemp)"
 bench_log="$(mktemp)"
 # On any exit: no runner left behind, no temporary file.
-trap 'kill $(jobs -p) 2>/dev/null; rm -f "$results" "$chaos_log" "$bench_log"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -f "$results" "$chaos_log" "$bench_log"' EXIT
 cargo test --workspace --locked --no-run
 # `cargo test` built the binaries below (the integration tests of their crates run them).
 bin="${CARGO_TARGET_DIR:-target}/debug"
