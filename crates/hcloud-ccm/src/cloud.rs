@@ -155,6 +155,16 @@ pub async fn connect(
     Ok(Arc::new(provider))
 }
 
+/// [`connect`] for a one-shot command (`plan`, `delete-orphans`): its own API clients (Cloud and,
+/// when enabled, Robot) whose metrics go to a registry nobody serves, one attempt, no
+/// attached-network check.
+pub async fn connect_once(config: &Config) -> Result<Arc<HcloudProvider>, CloudError> {
+    let metrics = MetricsRegistry::new();
+    let api = client(&config.hcloud, &metrics)?;
+    let robot = robot_client(&config.robot, &metrics)?;
+    connect(&api, config, robot).await
+}
+
 /// [`connect`], then with a network the attached-network check (the controller manager's
 /// start; `plan` skips the check).
 async fn connect_and_check(

@@ -24,7 +24,6 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::config::Config;
-use crate::http::MetricsRegistry;
 use crate::{cloud, kube_client};
 
 /// The first argument that selects the command.
@@ -107,10 +106,7 @@ pub async fn run(config: &Config) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let client = kube_client::build_client(&config.kube, SUBCOMMAND).await?;
-    let metrics = MetricsRegistry::new();
-    let api = cloud::client(&config.hcloud, &metrics)?;
-    let robot = cloud::robot_client(&config.robot, &metrics)?;
-    let provider = cloud::connect(&api, config, robot).await?;
+    let provider = cloud::connect_once(config).await?;
     let lbs = provider
         .hcloud_load_balancers()
         .context("load balancers are disabled (HCLOUD_LOAD_BALANCERS_ENABLED=false)")?;

@@ -22,7 +22,6 @@ use kube::Api;
 use kube::api::ListParams;
 
 use crate::config::{Config, Controller};
-use crate::http::MetricsRegistry;
 use crate::{cloud, kube_client};
 
 /// The first argument that selects the plan command.
@@ -159,11 +158,7 @@ pub fn planned_controllers(
 /// Read the cluster and the cloud and compute the plan.
 pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
     let client = kube_client::build_client(&config.kube, "plan").await?;
-    // Metrics are collected into a registry nobody serves.
-    let metrics = MetricsRegistry::new();
-    let api = cloud::client(&config.hcloud, &metrics)?;
-    let robot = cloud::robot_client(&config.robot, &metrics)?;
-    let provider = cloud::connect(&api, config, robot).await?;
+    let provider = cloud::connect_once(config).await?;
     let nodes = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
