@@ -129,13 +129,7 @@ fn check_class(c: &mut Checker, class: &str) -> bool {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, class),
     };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|ch: char| ch.is_ascii_alphanumeric())
-        && name.ends_with(|ch: char| ch.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.'));
+    let name_ok = hcloud_provider::load_balancers::selector::valid_name(name);
     let prefix_ok = prefix.is_none_or(|p| {
         !p.is_empty()
             && p.len() <= 253
