@@ -521,26 +521,17 @@ async fn robot_values_start_the_binary_and_initialise_a_dedicated_node() {
         ("robot-password", "robot-pass-1".to_owned()),
     ]);
     let log = scope.dir.path().join("ccm.log");
-    let mut child = tokio::process::Command::new(BIN)
-        .env_clear()
-        .envs(container_env(deployment, &secret))
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("ROBOT_ENDPOINT", sim.robot_url())
-        .env(
-            "HCLOUD_METRICS_ADDRESS",
-            format!("127.0.0.1:{}", free_port()),
-        )
-        .args(args(deployment))
-        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
-        .args([
-            "--bind-address=127.0.0.1",
-            &format!("--secure-port={}", free_port()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = start_as_deployed(
+        deployment,
+        &secret,
+        &[
+            ("HCLOUD_ENDPOINT", sim.base_url()),
+            ("ROBOT_ENDPOINT", sim.robot_url()),
+        ],
+        &access.kubeconfig,
+        free_port(),
+        &log,
+    );
 
     let nodes = scope.nodes();
     scope.register_node(&node, None).await;
@@ -726,6 +717,38 @@ fn container_env(workload: &Value, secret: &BTreeMap<&str, String>) -> Vec<(Stri
     env
 }
 
+/// The binary with `workload`'s own args and env (`secret` as the Secret `hcloud`), plus only
+/// what differs between a pod and a test: `env` (where the APIs are), the kubeconfig, and free
+/// ports instead of 8233/10258. Its log goes to `log`.
+fn start_as_deployed(
+    workload: &Value,
+    secret: &BTreeMap<&str, String>,
+    env: &[(&str, String)],
+    kubeconfig: &Path,
+    secure_port: u16,
+    log: &Path,
+) -> tokio::process::Child {
+    tokio::process::Command::new(BIN)
+        .env_clear()
+        .envs(container_env(workload, secret))
+        .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
+        .env(
+            "HCLOUD_METRICS_ADDRESS",
+            format!("127.0.0.1:{}", free_port()),
+        )
+        .args(args(workload))
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args([
+            "--bind-address=127.0.0.1",
+            &format!("--secure-port={secure_port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn the_deployments_own_args_and_env_start_the_binary() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -759,31 +782,19 @@ async fn the_deployments_own_args_and_env_start_the_binary() {
         ("token", TOKEN.to_owned()),
         ("network", "deploy-test".to_owned()),
     ]);
-    let metrics_port = free_port();
     let secure_port = free_port();
     let log = scope.dir.path().join("ccm.log");
-    // Only what differs between a pod and this test is added: where the apiserver and the
-    // Hetzner API are, and free ports instead of 8233/10258.
-    let mut child = tokio::process::Command::new(BIN)
-        .env_clear()
-        .envs(container_env(deployment, &secret))
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
-        .env(
-            "HCLOUD_METRICS_ADDRESS",
-            format!("127.0.0.1:{metrics_port}"),
-        )
-        .args(args(deployment))
-        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
-        .args([
-            "--bind-address=127.0.0.1",
-            &format!("--secure-port={secure_port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = start_as_deployed(
+        deployment,
+        &secret,
+        &[
+            ("HCLOUD_ENDPOINT", sim.base_url()),
+            ("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true".to_owned()),
+        ],
+        &access.kubeconfig,
+        secure_port,
+        &log,
+    );
 
     let nodes = scope.nodes();
     scope.register_node(&node, Some("10.244.1.0/24")).await;
