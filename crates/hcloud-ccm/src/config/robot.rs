@@ -24,16 +24,15 @@ impl Args {
         );
         let cache_text = or_default(&self.robot_cache_timeout, defaults::ROBOT_CACHE_TIMEOUT);
         // The official CCM accepts a negative timeout: the list is then stale at once and asked
-        // for on every lookup. Its zero means the default.
-        let cache_timeout = match cache_text.strip_prefix('-') {
-            Some(magnitude) if !magnitude.is_empty() => {
-                c.duration("ROBOT_CACHE_TIMEOUT", magnitude);
-                Duration::ZERO
-            }
-            _ => match c.duration("ROBOT_CACHE_TIMEOUT", cache_text) {
-                zero if zero.is_zero() => Duration::from_secs(300),
-                timeout => timeout,
-            },
+        // for on every lookup. A zero (also `-0s`) means the default.
+        let magnitude_text = cache_text.strip_prefix('-').filter(|m| !m.is_empty());
+        let magnitude = c.duration("ROBOT_CACHE_TIMEOUT", magnitude_text.unwrap_or(cache_text));
+        let cache_timeout = if magnitude.is_zero() {
+            Duration::from_secs(300)
+        } else if magnitude_text.is_some() {
+            Duration::ZERO
+        } else {
+            magnitude
         };
         let endpoint = non_empty(self.robot_endpoint.as_deref()).map(str::to_owned);
         if let Some(url) = &endpoint {

@@ -478,12 +478,14 @@ fn robot_endpoint_and_cache_timeout() {
         Duration::ZERO,
         "negative: ask every time"
     );
-    let cfg = config(&["--robot-cache-timeout=0"]);
-    assert_eq!(
-        cfg.robot.cache_timeout,
-        Duration::from_secs(300),
-        "zero: the default"
-    );
+    for zero in ["0", "-0s"] {
+        let cfg = config(&[&format!("--robot-cache-timeout={zero}")]);
+        assert_eq!(
+            cfg.robot.cache_timeout,
+            Duration::from_secs(300),
+            "{zero}: the default"
+        );
+    }
     let cfg = config(&["--robot-cache-timeout=90s"]);
     assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(90));
     let err = problems(&["--robot-endpoint=robot.example", "--robot-cache-timeout=-x"]);
