@@ -42,7 +42,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::actions::ACTIONS_PER_REQUEST;
-use crate::error::{ActionError, DecodeError, Error};
+use crate::error::{ActionError, Error};
 use crate::models::{Action, ActionStatus};
 
 /// Shared poll state of one client and its clones.
@@ -445,12 +445,12 @@ pub(crate) fn duplicate(err: &Error, id: i64) -> Error {
     match err {
         Error::Api(e) => Error::Api(e.clone()),
         Error::Action(e) => Error::Action(e.clone()),
-        Error::Decode(e) => Error::Decode(DecodeError {
-            method: e.method.clone(),
-            path: e.path.clone(),
-            status: e.status,
-            source: serde_json::Error::custom(e.source.to_string()),
-        }),
+        Error::Decode(e) => Error::decode(
+            &e.method,
+            &e.path,
+            e.status,
+            serde_json::Error::custom(e.source.to_string()),
+        ),
         other => Error::Action(ActionError {
             id,
             command: String::new(),
@@ -832,12 +832,7 @@ mod tests {
         assert_eq!(copy.to_string(), api.to_string());
 
         let source = serde_json::from_slice::<Action>(b"{").expect_err("broken");
-        let decode = Error::Decode(DecodeError {
-            method: "GET".to_owned(),
-            path: "/actions".to_owned(),
-            status: 200,
-            source,
-        });
+        let decode = Error::decode("GET", "/actions", 200, source);
         let copy = duplicate(&decode, 3);
         assert_eq!(copy.kind(), "decode");
         assert_eq!(copy.to_string(), decode.to_string());
