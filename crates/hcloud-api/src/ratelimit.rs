@@ -362,11 +362,7 @@ mod tests {
 
     #[test]
     fn exhausted_bucket_paces_reservations() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 0 },
-        );
+        let bucket = test_bucket(0);
         assert!(bucket.reserve().is_none());
         bucket.observe(&RateLimitHeaders {
             remaining: Some(0),
@@ -382,6 +378,15 @@ mod tests {
         });
         assert!(bucket.reserve().is_none());
         assert_eq!(bucket.remaining(), Some(10));
+    }
+
+    /// A bucket refilling one request per 100 ms, waiting at most 5 s, keeping `per_hour`.
+    fn test_bucket(per_hour: u32) -> ServerBucket {
+        ServerBucket::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            Reserve { per_hour },
+        )
     }
 
     fn headers(limit: u64, remaining: u64, reset: u64) -> RateLimitHeaders {
@@ -457,11 +462,7 @@ mod tests {
 
     #[test]
     fn bucket_paces_at_the_reserve_and_stops_when_budget_returns() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 600 },
-        );
+        let bucket = test_bucket(600);
         bucket.observe(&headers(3600, 2000, 0));
         assert!(bucket.reserve().is_none(), "plenty left");
         assert!(!bucket.reserving());
@@ -480,11 +481,7 @@ mod tests {
 
     #[test]
     fn concurrent_requests_count_against_the_estimate() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 600 },
-        );
+        let bucket = test_bucket(600);
         bucket.observe(&headers(3600, 605, 0));
         // Five requests go before any answer; the sixth would reach the reserve.
         for _ in 0..4 {
