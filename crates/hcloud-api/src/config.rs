@@ -1,4 +1,4 @@
-//! Client configuration, from code or from the environment.
+//! Client configuration.
 
 use std::fmt;
 use std::time::Duration;
@@ -154,18 +154,6 @@ impl ClientConfig {
     /// Sets the longest wait for the API's bucket after `RateLimit-Remaining: 0`.
     pub fn with_max_rate_limit_wait(mut self, wait: Duration) -> Self {
         self.max_rate_limit_wait = wait;
-        self
-    }
-
-    /// Records into the given metrics (clones share their values).
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Sets the user agent.
-    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
         self
     }
 }

@@ -156,12 +156,6 @@ impl RobotConfig {
         self.metrics = Some(metrics);
         self
     }
-
-    /// Sets the user agent.
-    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
-        self
-    }
 }
 
 /// Validates a Robot base URL. A URL with credentials in it is refused without echoing it
