@@ -54,11 +54,7 @@ impl RateLimitHeaders {
         let Some(reset) = self.reset else {
             return refill;
         };
-        let now_secs = now
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_secs();
-        let until_reset = Duration::from_secs(reset.saturating_sub(now_secs).saturating_add(1));
+        let until_reset = Duration::from_secs(secs_until(reset, now).saturating_add(1));
         match self.limit {
             Some(limit) if limit > 0 => until_reset / u32::try_from(limit).unwrap_or(u32::MAX),
             _ => until_reset.min(refill),
@@ -137,15 +133,20 @@ pub fn refill_interval(
         return fallback;
     };
     let missing = limit.saturating_sub(remaining);
-    let now_secs = now
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    let until_full = reset.saturating_sub(now_secs);
+    let until_full = secs_until(reset, now);
     if missing == 0 || until_full == 0 {
         return fallback;
     }
     Duration::from_secs(until_full) / u32::try_from(missing).unwrap_or(u32::MAX)
+}
+
+/// Whole seconds from `now` until the unix time `reset` (`RateLimit-Reset`); 0 once passed.
+fn secs_until(reset: u64, now: SystemTime) -> u64 {
+    let now_secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    reset.saturating_sub(now_secs)
 }
 
 /// The API's bucket as seen through its answers. Shared by the clones of a client.
