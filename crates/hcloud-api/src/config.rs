@@ -1,4 +1,4 @@
-//! Client configuration, from code or from the environment.
+//! Client configuration.
 
 use std::fmt;
 use std::time::Duration;
@@ -120,6 +120,10 @@ impl ClientConfig {
         }
     }
 
+    // Deliberate repetition: one `with_*` setter per setting, each a plain assignment, so that
+    // a configuration reads as one chain; a macro writing them would hide each setter's
+    // signature and doc.
+
     /// Sets the endpoint.
     pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.endpoint = endpoint.into();
@@ -154,18 +158,6 @@ impl ClientConfig {
     /// Sets the longest wait for the API's bucket after `RateLimit-Remaining: 0`.
     pub fn with_max_rate_limit_wait(mut self, wait: Duration) -> Self {
         self.max_rate_limit_wait = wait;
-        self
-    }
-
-    /// Records into the given metrics (clones share their values).
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Sets the user agent.
-    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
         self
     }
 }

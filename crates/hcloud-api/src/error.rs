@@ -134,6 +134,22 @@ impl Error {
         }
     }
 
+    /// The error for an answer to `method path` (with `status`; 0 for a request body that
+    /// could not be encoded) that `source` could not decode.
+    pub(crate) fn decode(
+        method: &str,
+        path: &str,
+        status: u16,
+        source: serde_json::Error,
+    ) -> Error {
+        Error::Decode(DecodeError {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            status,
+            source,
+        })
+    }
+
     /// A short, bounded label for metrics and events (e.g. `api_not_found`, `transport`).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{DecodeError, Error};
+use crate::error::Error;
 use crate::transport::{Query, Transport};
 
 /// Page size used when fetching all pages (the API's maximum).
@@ -75,14 +75,7 @@ pub(crate) fn decode_page<T: DeserializeOwned>(
     status: u16,
     body: &[u8],
 ) -> Result<Page<T>, Error> {
-    let decode_err = |source: serde_json::Error| {
-        Error::Decode(DecodeError {
-            method: "GET".to_owned(),
-            path: path.to_owned(),
-            status,
-            source,
-        })
-    };
+    let decode_err = |source| Error::decode("GET", path, status, source);
     let mut json = serde_json::Deserializer::from_slice(body);
     let (items, meta) = PageSeed::<T> {
         key,

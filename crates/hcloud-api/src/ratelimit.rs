@@ -54,11 +54,7 @@ impl RateLimitHeaders {
         let Some(reset) = self.reset else {
             return refill;
         };
-        let now_secs = now
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-            .as_secs();
-        let until_reset = Duration::from_secs(reset.saturating_sub(now_secs).saturating_add(1));
+        let until_reset = Duration::from_secs(secs_until(reset, now).saturating_add(1));
         match self.limit {
             Some(limit) if limit > 0 => until_reset / u32::try_from(limit).unwrap_or(u32::MAX),
             _ => until_reset.min(refill),
@@ -137,15 +133,20 @@ pub fn refill_interval(
         return fallback;
     };
     let missing = limit.saturating_sub(remaining);
-    let now_secs = now
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    let until_full = reset.saturating_sub(now_secs);
+    let until_full = secs_until(reset, now);
     if missing == 0 || until_full == 0 {
         return fallback;
     }
     Duration::from_secs(until_full) / u32::try_from(missing).unwrap_or(u32::MAX)
+}
+
+/// Whole seconds from `now` until the unix time `reset` (`RateLimit-Reset`); 0 once passed.
+fn secs_until(reset: u64, now: SystemTime) -> u64 {
+    let now_secs = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    reset.saturating_sub(now_secs)
 }
 
 /// The API's bucket as seen through its answers. Shared by the clones of a client.
@@ -362,11 +363,7 @@ mod tests {
 
     #[test]
     fn exhausted_bucket_paces_reservations() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 0 },
-        );
+        let bucket = test_bucket(0);
         assert!(bucket.reserve().is_none());
         bucket.observe(&RateLimitHeaders {
             remaining: Some(0),
@@ -382,6 +379,15 @@ mod tests {
         });
         assert!(bucket.reserve().is_none());
         assert_eq!(bucket.remaining(), Some(10));
+    }
+
+    /// A bucket refilling one request per 100 ms, waiting at most 5 s, keeping `per_hour`.
+    fn test_bucket(per_hour: u32) -> ServerBucket {
+        ServerBucket::new(
+            Duration::from_millis(100),
+            Duration::from_secs(5),
+            Reserve { per_hour },
+        )
     }
 
     fn headers(limit: u64, remaining: u64, reset: u64) -> RateLimitHeaders {
@@ -457,11 +463,7 @@ mod tests {
 
     #[test]
     fn bucket_paces_at_the_reserve_and_stops_when_budget_returns() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 600 },
-        );
+        let bucket = test_bucket(600);
         bucket.observe(&headers(3600, 2000, 0));
         assert!(bucket.reserve().is_none(), "plenty left");
         assert!(!bucket.reserving());
@@ -480,11 +482,7 @@ mod tests {
 
     #[test]
     fn concurrent_requests_count_against_the_estimate() {
-        let bucket = ServerBucket::new(
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-            Reserve { per_hour: 600 },
-        );
+        let bucket = test_bucket(600);
         bucket.observe(&headers(3600, 605, 0));
         // Five requests go before any answer; the sixth would reach the reserve.
         for _ in 0..4 {

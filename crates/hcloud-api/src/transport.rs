@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
-use crate::error::{ApiError, ConfigError, DecodeError, Error, ErrorCode, TransportError};
+use crate::error::{ApiError, ConfigError, Error, ErrorCode, TransportError};
 use crate::metrics::Metrics;
 use crate::ratelimit::{RateLimitHeaders, Reserve, ServerBucket};
 use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport_error};
@@ -35,6 +35,8 @@ pub(crate) struct Transport {
     metrics: Metrics,
 }
 
+// Deliberate repetition: a `Debug` by hand, as other types holding credentials have one, to
+// show only what is safe to log (never the `Authorization` header).
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transport")
@@ -52,6 +54,21 @@ fn auth_header(token: &Token) -> Result<HeaderValue, ConfigError> {
     })?;
     value.set_sensitive(true);
     Ok(value)
+}
+
+/// The HTTP client of the Cloud and of the Robot client: their user agent, the timeout of a
+/// whole request and of its connect.
+pub(crate) fn http_client(
+    user_agent: &str,
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ConfigError> {
+    reqwest::Client::builder()
+        .user_agent(user_agent)
+        .timeout(timeout)
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| ConfigError::HttpClient(e.to_string()))
 }
 
 impl Transport {
@@ -74,12 +91,11 @@ impl Transport {
             .into());
         }
         let endpoint = normalize_endpoint(&config.endpoint, "HCLOUD_ENDPOINT")?;
-        let http = reqwest::Client::builder()
-            .user_agent(config.user_agent.clone())
-            .timeout(config.request_timeout)
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| ConfigError::HttpClient(e.to_string()))?;
+        let http = http_client(
+            &config.user_agent,
+            config.request_timeout,
+            config.connect_timeout,
+        )?;
         Ok(Transport {
             http,
             endpoint,
@@ -324,14 +340,10 @@ pub(crate) async fn exchange(
 
 /// The error for an answer longer than [`MAX_BODY_BYTES`] (not read into memory).
 pub(crate) fn too_long(method: &str, path: &str, status: u16) -> Error {
-    Error::Decode(DecodeError {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        status,
-        source: <serde_json::Error as serde::de::Error>::custom(format!(
-            "the answer is longer than {MAX_BODY_BYTES} bytes; not read"
-        )),
-    })
+    let source = <serde_json::Error as serde::de::Error>::custom(format!(
+        "the answer is longer than {MAX_BODY_BYTES} bytes; not read"
+    ));
+    Error::decode(method, path, status, source)
 }
 
 /// Reads the body of `response`; `None` once it is (or announces to be) longer than
@@ -394,14 +406,7 @@ impl std::fmt::Display for Failure {
 }
 
 fn encode<B: Serialize>(method: &str, path: &str, body: &B) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(body).map_err(|source| {
-        Error::Decode(DecodeError {
-            method: method.to_owned(),
-            path: path.to_owned(),
-            status: 0,
-            source,
-        })
-    })
+    serde_json::to_vec(body).map_err(|source| Error::decode(method, path, 0, source))
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(
@@ -410,14 +415,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
     status: u16,
     body: &[u8],
 ) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|source| {
-        Error::Decode(DecodeError {
-            method: method.to_owned(),
-            path: path.to_owned(),
-            status,
-            source,
-        })
-    })
+    serde_json::from_slice(body).map_err(|source| Error::decode(method, path, status, source))
 }
 /// A request as `HCLOUD_DEBUG` shows it (as the official client's debug writer): the request
 /// line, the headers but the token (`Authorization: REDACTED`), the body.

@@ -42,7 +42,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use super::actions::ACTIONS_PER_REQUEST;
-use crate::error::{ActionError, DecodeError, Error};
+use crate::error::{ActionError, Error};
 use crate::models::{Action, ActionStatus};
 
 /// Shared poll state of one client and its clones.
@@ -445,12 +445,12 @@ pub(crate) fn duplicate(err: &Error, id: i64) -> Error {
     match err {
         Error::Api(e) => Error::Api(e.clone()),
         Error::Action(e) => Error::Action(e.clone()),
-        Error::Decode(e) => Error::Decode(DecodeError {
-            method: e.method.clone(),
-            path: e.path.clone(),
-            status: e.status,
-            source: serde_json::Error::custom(e.source.to_string()),
-        }),
+        Error::Decode(e) => Error::decode(
+            &e.method,
+            &e.path,
+            e.status,
+            serde_json::Error::custom(e.source.to_string()),
+        ),
         other => Error::Action(ActionError {
             id,
             command: String::new(),
@@ -537,20 +537,31 @@ mod tests {
         }
     }
 
+    /// Waits for `ids` due at `due`, with `patience`, polling `fake`.
+    async fn wait_with(
+        batch: &ActionBatch,
+        fake: &Arc<Fake>,
+        ids: &[i64],
+        due: Instant,
+        patience: Duration,
+    ) -> Result<(), Error> {
+        let fake = Arc::clone(fake);
+        batch
+            .join(ids.iter().copied().collect(), due, patience)
+            .wait(move |ids| {
+                let fake = Arc::clone(&fake);
+                async move { fake.answer(ids).await }
+            })
+            .await
+    }
+
     async fn wait(
         batch: &ActionBatch,
         fake: &Arc<Fake>,
         ids: &[i64],
         due: Instant,
     ) -> Result<(), Error> {
-        let fake = Arc::clone(fake);
-        batch
-            .join(ids.iter().copied().collect(), due, Duration::ZERO)
-            .wait(move |ids| {
-                let fake = Arc::clone(&fake);
-                async move { fake.answer(ids).await }
-            })
-            .await
+        wait_with(batch, fake, ids, due, Duration::ZERO).await
     }
 
     #[tokio::test(start_paused = true)]
@@ -617,14 +628,24 @@ mod tests {
         id: i64,
         due: Instant,
     ) -> Result<(), Error> {
-        let fake = Arc::clone(fake);
-        batch
-            .join(BTreeSet::from([id]), due, INTERVAL * 3)
-            .wait(move |ids| {
-                let fake = Arc::clone(&fake);
-                async move { fake.answer(ids).await }
-            })
-            .await
+        wait_with(batch, fake, &[id], due, INTERVAL * 3).await
+    }
+
+    /// Two patient waiters for `ids`, due `dues` intervals from now, polling a fresh fake:
+    /// the start and the requests they took.
+    async fn two_patient_waiters(
+        batch: &ActionBatch,
+        ids: [i64; 2],
+        dues: [u32; 2],
+    ) -> (Instant, Vec<(Instant, Vec<i64>)>) {
+        let fake = Fake::new(1);
+        let start = Instant::now();
+        let (first, second) = tokio::join!(
+            wait_patiently(batch, &fake, ids[0], start + INTERVAL * dues[0]),
+            wait_patiently(batch, &fake, ids[1], start + INTERVAL * dues[1]),
+        );
+        first.and(second).expect("done");
+        (start, fake.requests())
     }
 
     /// 100 waiters join one after another, 4.8 ms apart (an `add_target` per load balancer
@@ -681,14 +702,7 @@ mod tests {
         assert_eq!(fake.requests(), vec![(start + INTERVAL, vec![1])]);
 
         // Another waiter due much later is not waited for beyond the deadline.
-        let fake = Fake::new(1);
-        let start = Instant::now();
-        let (early, late) = tokio::join!(
-            wait_patiently(&batch, &fake, 2, start + INTERVAL),
-            wait_patiently(&batch, &fake, 3, start + INTERVAL * 10),
-        );
-        early.and(late).expect("done");
-        let requests = fake.requests();
+        let (start, requests) = two_patient_waiters(&batch, [2, 3], [1, 10]).await;
         assert_eq!(requests[0], (start + INTERVAL * 4, vec![2]), "{requests:?}");
         assert_eq!(
             requests[1],
@@ -696,14 +710,8 @@ mod tests {
             "{requests:?}"
         );
         // And one due within its patience shares the round.
-        let fake = Fake::new(1);
-        let start = Instant::now();
-        let (early, later) = tokio::join!(
-            wait_patiently(&batch, &fake, 4, start + INTERVAL),
-            wait_patiently(&batch, &fake, 5, start + INTERVAL * 3),
-        );
-        early.and(later).expect("done");
-        assert_eq!(fake.requests(), vec![(start + INTERVAL * 3, vec![4, 5])]);
+        let (start, requests) = two_patient_waiters(&batch, [4, 5], [1, 3]).await;
+        assert_eq!(requests, vec![(start + INTERVAL * 3, vec![4, 5])]);
     }
 
     #[tokio::test(start_paused = true)]
@@ -832,12 +840,7 @@ mod tests {
         assert_eq!(copy.to_string(), api.to_string());
 
         let source = serde_json::from_slice::<Action>(b"{").expect_err("broken");
-        let decode = Error::Decode(DecodeError {
-            method: "GET".to_owned(),
-            path: "/actions".to_owned(),
-            status: 200,
-            source,
-        });
+        let decode = Error::decode("GET", "/actions", 200, source);
         let copy = duplicate(&decode, 3);
         assert_eq!(copy.kind(), "decode");
         assert_eq!(copy.to_string(), decode.to_string());

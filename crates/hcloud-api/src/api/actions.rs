@@ -34,11 +34,16 @@ use tokio::time::Instant;
 
 use super::action_batch::failure;
 use crate::Client;
-use crate::api::get_one;
+use crate::api::Collection;
 use crate::error::Error;
 use crate::models::{Action, ActionStatus};
-use crate::pagination::get_page;
-use crate::transport::{Query, Transport};
+use crate::transport::Query;
+
+const ACTIONS: Collection = Collection {
+    path: "/actions",
+    one: "action",
+    many: "actions",
+};
 
 /// Ids per `GET /actions?id=…` request: the API's largest page (`per_page` 50). The official
 /// client asks for 25 at a time; 50 halves the polls when many actions run at once (a Node
@@ -93,25 +98,23 @@ pub struct ActionsApi<'a> {
 }
 
 /// `GET /actions` for up to [`ACTIONS_PER_REQUEST`] ids.
-async fn fetch(transport: &Transport, ids: Vec<i64>) -> Result<Vec<Action>, Error> {
+async fn fetch(client: &Client, ids: Vec<i64>) -> Result<Vec<Action>, Error> {
     let mut query: Query = ids.iter().map(|id| ("id", id.to_string())).collect();
     query.push(("per_page", ACTIONS_PER_REQUEST.to_string()));
-    Ok(get_page::<Action>(transport, "/actions", "actions", &query)
-        .await?
-        .items)
+    Ok(ACTIONS.page(client, &query).await?.items)
 }
 
 impl ActionsApi<'_> {
     /// `GET /actions/{id}`.
     pub async fn get(&self, id: i64) -> Result<Action, Error> {
-        get_one(self.client.transport(), &format!("/actions/{id}"), "action").await
+        ACTIONS.get(self.client, id).await
     }
 
     /// Fetches the given actions, [`ACTIONS_PER_REQUEST`] ids per request.
     pub async fn list(&self, ids: &[i64]) -> Result<Vec<Action>, Error> {
         let mut all = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(ACTIONS_PER_REQUEST) {
-            all.extend(fetch(self.client.transport(), chunk.to_vec()).await?);
+            all.extend(fetch(self.client, chunk.to_vec()).await?);
         }
         Ok(all)
     }
@@ -174,11 +177,11 @@ impl ActionsApi<'_> {
             None => (now, std::time::Duration::ZERO),
         };
         tracing::trace!(pending = pending.len(), "waiting for hcloud actions");
-        let transport = self.client.transport();
-        self.client
+        let client = self.client;
+        client
             .action_batch()
             .join(pending, due, patience)
-            .wait(|ids| fetch(transport, ids))
+            .wait(|ids| fetch(client, ids))
             .await
     }
 }

@@ -1,13 +1,25 @@
 //! `/certificates`.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListCertificatesParams;
-use crate::api::{ActionAnswer, decode_member, get_one, named};
+use crate::api::{Collection, named};
 use crate::error::Error;
 use crate::models::{
     Action, Certificate, CreateCertificateRequest, CreateCertificateResponse, UpdateRequest,
 };
-use crate::pagination::{Page, get_all, get_page};
+use crate::pagination::Page;
+
+const CERTIFICATES: Collection = Collection {
+    path: "/certificates",
+    one: "certificate",
+    many: "certificates",
+};
 
 /// TLS certificates.
 #[derive(Debug, Clone, Copy)]
@@ -18,29 +30,18 @@ pub struct CertificatesApi<'a> {
 impl CertificatesApi<'_> {
     /// `GET /certificates/{id}`.
     pub async fn get(&self, id: i64) -> Result<Certificate, Error> {
-        get_one(
-            self.client.transport(),
-            &format!("/certificates/{id}"),
-            "certificate",
-        )
-        .await
+        CERTIFICATES.get(self.client, id).await
     }
 
     /// The certificate with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Certificate>, Error> {
-        let items = self.list(&ListCertificatesParams::name(name)).await?.items;
-        Ok(named(items, name, |c| &c.name))
+        let page = self.list(&ListCertificatesParams::name(name)).await?;
+        Ok(named(page.items, name, |c| &c.name))
     }
 
     /// One page of `GET /certificates`.
     pub async fn list(&self, params: &ListCertificatesParams) -> Result<Page<Certificate>, Error> {
-        get_page(
-            self.client.transport(),
-            "/certificates",
-            "certificates",
-            &params.to_query(),
-        )
-        .await
+        CERTIFICATES.page(self.client, &params.to_query()).await
     }
 
     /// All certificates matching `params`.
@@ -48,13 +49,7 @@ impl CertificatesApi<'_> {
         &self,
         params: &ListCertificatesParams,
     ) -> Result<Vec<Certificate>, Error> {
-        get_all(
-            self.client.transport(),
-            "/certificates",
-            "certificates",
-            &params.to_query(),
-        )
-        .await
+        CERTIFICATES.all(self.client, &params.to_query()).await
     }
 
     /// `POST /certificates` (uploaded: no action; managed: the issuance action).
@@ -62,29 +57,25 @@ impl CertificatesApi<'_> {
         &self,
         request: &CreateCertificateRequest,
     ) -> Result<CreateCertificateResponse, Error> {
-        self.client.transport().post("/certificates", request).await
+        self.client
+            .transport()
+            .post(CERTIFICATES.path, request)
+            .await
     }
 
     /// `PUT /certificates/{id}` (name and/or labels).
     pub async fn update(&self, id: i64, request: &UpdateRequest) -> Result<Certificate, Error> {
-        let path = format!("/certificates/{id}");
-        let (status, body) = self.client.transport().put_raw(&path, request).await?;
-        decode_member("PUT", &path, status, &body, "certificate")
+        CERTIFICATES.update(self.client, id, request).await
     }
 
     /// `DELETE /certificates/{id}`.
     pub async fn delete(&self, id: i64) -> Result<(), Error> {
-        self.client
-            .transport()
-            .delete(&format!("/certificates/{id}"))
-            .await
-            .map(|_| ())
+        let path = CERTIFICATES.item_path(id);
+        self.client.transport().delete(&path).await.map(|_| ())
     }
 
     /// `POST /certificates/{id}/actions/retry`: retries a failed managed issuance.
     pub async fn retry(&self, id: i64) -> Result<Action, Error> {
-        let path = format!("/certificates/{id}/actions/retry");
-        let answer: ActionAnswer = self.client.transport().post_empty(&path).await?;
-        Ok(answer.action)
+        CERTIFICATES.empty_action(self.client, id, "retry").await
     }
 }

@@ -1,11 +1,22 @@
 //! `/load_balancer_types`.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{get_one, named};
+use crate::api::{Collection, named};
 use crate::error::Error;
 use crate::models::LoadBalancerType;
-use crate::pagination::get_all;
+
+const LOAD_BALANCER_TYPES: Collection = Collection {
+    path: "/load_balancer_types",
+    one: "load_balancer_type",
+    many: "load_balancer_types",
+};
 
 /// Load balancer types.
 #[derive(Debug, Clone, Copy)]
@@ -16,31 +27,18 @@ pub struct LoadBalancerTypesApi<'a> {
 impl LoadBalancerTypesApi<'_> {
     /// `GET /load_balancer_types/{id}`.
     pub async fn get(&self, id: i64) -> Result<LoadBalancerType, Error> {
-        let path = format!("/load_balancer_types/{id}");
-        get_one(self.client.transport(), &path, "load_balancer_type").await
+        LOAD_BALANCER_TYPES.get(self.client, id).await
     }
 
     /// The type with exactly this name (e.g. `lb11`), if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<LoadBalancerType>, Error> {
         let query = ListParams::name(name).to_query();
-        let all = get_all(
-            self.client.transport(),
-            "/load_balancer_types",
-            "load_balancer_types",
-            &query,
-        )
-        .await?;
-        Ok(named(all, name, |i| &i.name))
+        let all = LOAD_BALANCER_TYPES.all(self.client, &query).await?;
+        Ok(named(all, name, |t| &t.name))
     }
 
     /// All load balancer types.
     pub async fn list(&self) -> Result<Vec<LoadBalancerType>, Error> {
-        get_all(
-            self.client.transport(),
-            "/load_balancer_types",
-            "load_balancer_types",
-            &Vec::new(),
-        )
-        .await
+        LOAD_BALANCER_TYPES.all(self.client, &Vec::new()).await
     }
 }

@@ -1,17 +1,30 @@
 //! `/load_balancers` and its actions.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions; here
+//! also one method per load balancer action, each naming its action and body. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use serde::Serialize;
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{ActionAnswer, decode_member, get_one, named, optional_action};
+use crate::api::{Collection, named, optional_action};
 use crate::error::Error;
 use crate::models::{
     Action, Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
     CreateLoadBalancerRequest, CreateLoadBalancerResponse, LoadBalancer, ServiceSpec,
     ServiceUpdate, TargetSpec, UpdateRequest,
 };
-use crate::pagination::{Page, get_all, get_page};
+use crate::pagination::Page;
+
+const LOAD_BALANCERS: Collection = Collection {
+    path: "/load_balancers",
+    one: "load_balancer",
+    many: "load_balancers",
+};
 
 /// Load balancers.
 #[derive(Debug, Clone, Copy)]
@@ -42,39 +55,23 @@ struct DeleteProtection {
 impl LoadBalancersApi<'_> {
     /// `GET /load_balancers/{id}`.
     pub async fn get(&self, id: i64) -> Result<LoadBalancer, Error> {
-        let path = format!("/load_balancers/{id}");
-        get_one(self.client.transport(), &path, "load_balancer").await
+        LOAD_BALANCERS.get(self.client, id).await
     }
 
     /// The load balancer with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<LoadBalancer>, Error> {
-        Ok(named(
-            self.list(&ListParams::name(name)).await?.items,
-            name,
-            |i| &i.name,
-        ))
+        let page = self.list(&ListParams::name(name)).await?;
+        Ok(named(page.items, name, |lb| &lb.name))
     }
 
     /// One page of `GET /load_balancers`.
     pub async fn list(&self, params: &ListParams) -> Result<Page<LoadBalancer>, Error> {
-        get_page(
-            self.client.transport(),
-            "/load_balancers",
-            "load_balancers",
-            &params.to_query(),
-        )
-        .await
+        LOAD_BALANCERS.page(self.client, &params.to_query()).await
     }
 
     /// All load balancers matching `params`.
     pub async fn list_all(&self, params: &ListParams) -> Result<Vec<LoadBalancer>, Error> {
-        get_all(
-            self.client.transport(),
-            "/load_balancers",
-            "load_balancers",
-            &params.to_query(),
-        )
-        .await
+        LOAD_BALANCERS.all(self.client, &params.to_query()).await
     }
 
     /// `POST /load_balancers`.
@@ -84,15 +81,13 @@ impl LoadBalancersApi<'_> {
     ) -> Result<CreateLoadBalancerResponse, Error> {
         self.client
             .transport()
-            .post("/load_balancers", request)
+            .post(LOAD_BALANCERS.path, request)
             .await
     }
 
     /// `PUT /load_balancers/{id}` (name and/or labels).
     pub async fn update(&self, id: i64, request: &UpdateRequest) -> Result<LoadBalancer, Error> {
-        let path = format!("/load_balancers/{id}");
-        let (status, body) = self.client.transport().put_raw(&path, request).await?;
-        decode_member("PUT", &path, status, &body, "load_balancer")
+        LOAD_BALANCERS.update(self.client, id, request).await
     }
 
     /// `DELETE /load_balancers/{id}`. Since October 2026 the API answers with the
@@ -101,7 +96,7 @@ impl LoadBalancersApi<'_> {
     /// [`LoadBalancersApi::delete_and_wait`]). An answer without an action (the older 204 No
     /// Content) gives `None`: the load balancer is gone already.
     pub async fn delete(&self, id: i64) -> Result<Option<Action>, Error> {
-        let path = format!("/load_balancers/{id}");
+        let path = LOAD_BALANCERS.item_path(id);
         let (status, body) = self.client.transport().delete(&path).await?;
         optional_action("DELETE", &path, status, &body)
     }
@@ -198,14 +193,10 @@ impl LoadBalancersApi<'_> {
     }
 
     async fn action<B: Serialize>(&self, id: i64, name: &str, body: &B) -> Result<Action, Error> {
-        let path = format!("/load_balancers/{id}/actions/{name}");
-        let answer: ActionAnswer = self.client.transport().post(&path, body).await?;
-        Ok(answer.action)
+        LOAD_BALANCERS.action(self.client, id, name, body).await
     }
 
     async fn empty_action(&self, id: i64, name: &str) -> Result<Action, Error> {
-        let path = format!("/load_balancers/{id}/actions/{name}");
-        let answer: ActionAnswer = self.client.transport().post_empty(&path).await?;
-        Ok(answer.action)
+        LOAD_BALANCERS.empty_action(self.client, id, name).await
     }
 }

@@ -1,11 +1,22 @@
 //! `/locations`.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{get_one, named};
+use crate::api::{Collection, named};
 use crate::error::Error;
 use crate::models::Location;
-use crate::pagination::get_all;
+
+const LOCATIONS: Collection = Collection {
+    path: "/locations",
+    one: "location",
+    many: "locations",
+};
 
 /// Locations. Listing them is a cheap way to check the token at start-up.
 #[derive(Debug, Clone, Copy)]
@@ -16,29 +27,18 @@ pub struct LocationsApi<'a> {
 impl LocationsApi<'_> {
     /// `GET /locations/{id}`.
     pub async fn get(&self, id: i64) -> Result<Location, Error> {
-        get_one(
-            self.client.transport(),
-            &format!("/locations/{id}"),
-            "location",
-        )
-        .await
+        LOCATIONS.get(self.client, id).await
     }
 
     /// The location with exactly this name (e.g. `fsn1`), if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Location>, Error> {
         let query = ListParams::name(name).to_query();
-        let all = get_all(self.client.transport(), "/locations", "locations", &query).await?;
-        Ok(named(all, name, |i| &i.name))
+        let all = LOCATIONS.all(self.client, &query).await?;
+        Ok(named(all, name, |l| &l.name))
     }
 
     /// All locations.
     pub async fn list(&self) -> Result<Vec<Location>, Error> {
-        get_all(
-            self.client.transport(),
-            "/locations",
-            "locations",
-            &Vec::new(),
-        )
-        .await
+        LOCATIONS.all(self.client, &Vec::new()).await
     }
 }

@@ -1,11 +1,23 @@
 //! `/networks` and its route actions.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListParams;
-use crate::api::{ActionAnswer, get_one, named};
+use crate::api::{Collection, named};
 use crate::error::Error;
 use crate::models::{Action, Network, Route};
-use crate::pagination::{Page, get_all, get_page};
+use crate::pagination::Page;
+
+const NETWORKS: Collection = Collection {
+    path: "/networks",
+    one: "network",
+    many: "networks",
+};
 
 /// Private networks.
 #[derive(Debug, Clone, Copy)]
@@ -16,58 +28,34 @@ pub struct NetworksApi<'a> {
 impl NetworksApi<'_> {
     /// `GET /networks/{id}`.
     pub async fn get(&self, id: i64) -> Result<Network, Error> {
-        get_one(
-            self.client.transport(),
-            &format!("/networks/{id}"),
-            "network",
-        )
-        .await
+        NETWORKS.get(self.client, id).await
     }
 
     /// The network with exactly this name, if any.
     pub async fn get_by_name(&self, name: &str) -> Result<Option<Network>, Error> {
-        Ok(named(
-            self.list(&ListParams::name(name)).await?.items,
-            name,
-            |i| &i.name,
-        ))
+        let page = self.list(&ListParams::name(name)).await?;
+        Ok(named(page.items, name, |n| &n.name))
     }
 
     /// One page of `GET /networks`.
     pub async fn list(&self, params: &ListParams) -> Result<Page<Network>, Error> {
-        get_page(
-            self.client.transport(),
-            "/networks",
-            "networks",
-            &params.to_query(),
-        )
-        .await
+        NETWORKS.page(self.client, &params.to_query()).await
     }
 
     /// All networks matching `params`.
     pub async fn list_all(&self, params: &ListParams) -> Result<Vec<Network>, Error> {
-        get_all(
-            self.client.transport(),
-            "/networks",
-            "networks",
-            &params.to_query(),
-        )
-        .await
+        NETWORKS.all(self.client, &params.to_query()).await
     }
 
     /// `POST /networks/{id}/actions/add_route`.
     pub async fn add_route(&self, id: i64, route: &Route) -> Result<Action, Error> {
-        self.route_action(id, "add_route", route).await
+        NETWORKS.action(self.client, id, "add_route", route).await
     }
 
     /// `POST /networks/{id}/actions/delete_route`.
     pub async fn delete_route(&self, id: i64, route: &Route) -> Result<Action, Error> {
-        self.route_action(id, "delete_route", route).await
-    }
-
-    async fn route_action(&self, id: i64, action: &str, route: &Route) -> Result<Action, Error> {
-        let path = format!("/networks/{id}/actions/{action}");
-        let answer: ActionAnswer = self.client.transport().post(&path, route).await?;
-        Ok(answer.action)
+        NETWORKS
+            .action(self.client, id, "delete_route", route)
+            .await
     }
 }

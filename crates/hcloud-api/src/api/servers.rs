@@ -1,11 +1,23 @@
 //! `/servers`.
+//!
+//! Deliberate repetition: the accessors of the resources (this one and its siblings in
+//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
+//! method is the typed public signature of one endpoint (its parameter and answer types)
+//! and a one-line call into the crate's shared request path for collections, where the
+//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListServersParams;
-use crate::api::{get_one, named};
+use crate::api::{Collection, named};
 use crate::error::Error;
 use crate::models::Server;
-use crate::pagination::{Page, get_all_map, get_page};
+use crate::pagination::Page;
+
+const SERVERS: Collection = Collection {
+    path: "/servers",
+    one: "server",
+    many: "servers",
+};
 
 /// Servers.
 #[derive(Debug, Clone, Copy)]
@@ -16,7 +28,7 @@ pub struct ServersApi<'a> {
 impl ServersApi<'_> {
     /// `GET /servers/{id}`; a missing server is an error with `is_not_found()`.
     pub async fn get(&self, id: i64) -> Result<Server, Error> {
-        get_one(self.client.transport(), &format!("/servers/{id}"), "server").await
+        SERVERS.get(self.client, id).await
     }
 
     /// The server with exactly this name, if any (one request).
@@ -27,13 +39,7 @@ impl ServersApi<'_> {
 
     /// One page of `GET /servers`.
     pub async fn list(&self, params: &ListServersParams) -> Result<Page<Server>, Error> {
-        get_page(
-            self.client.transport(),
-            "/servers",
-            "servers",
-            &params.to_query(),
-        )
-        .await
+        SERVERS.page(self.client, &params.to_query()).await
     }
 
     /// All servers matching `params`, 50 per request.
@@ -48,13 +54,6 @@ impl ServersApi<'_> {
         params: &ListServersParams,
         map: impl FnMut(Server) -> U + Send,
     ) -> Result<Vec<U>, Error> {
-        get_all_map(
-            self.client.transport(),
-            "/servers",
-            "servers",
-            &params.to_query(),
-            map,
-        )
-        .await
+        SERVERS.all_map(self.client, &params.to_query(), map).await
     }
 }

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::config::{RobotConfig, RobotMetrics, RobotPassword, robot_endpoint};
 use super::models::{RobotApiError, RobotErrorCode, RobotReset, RobotServer};
 use crate::error::{ConfigError, Error, TransportError};
-use crate::transport::{decode, dump_request, exchange, too_long};
+use crate::transport::{decode, dump_request, exchange, http_client, too_long};
 
 /// A client of the Robot webservice. Cloning is cheap; clones share the connection pool and
 /// the metrics. Its `Debug` output and its errors never contain the password.
@@ -68,12 +68,7 @@ impl RobotClient {
             .into());
         }
         let endpoint = robot_endpoint(&config.endpoint)?;
-        let http = reqwest::Client::builder()
-            .user_agent(config.user_agent.clone())
-            .timeout(config.timeout)
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(|e| ConfigError::HttpClient(e.to_string()))?;
+        let http = http_client(&config.user_agent, config.timeout, config.connect_timeout)?;
         Ok(RobotClient {
             inner: Arc::new(Inner {
                 http,

@@ -145,6 +145,9 @@ impl RobotConfig {
         Ok(self)
     }
 
+    // Deliberate repetition: `with_*` setters, each a plain assignment, as on the Cloud
+    // client's `ClientConfig`; a configuration reads as one chain.
+
     /// Sets the per-request timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -154,12 +157,6 @@ impl RobotConfig {
     /// Records into the given metrics (clones share their values).
     pub fn with_metrics(mut self, metrics: RobotMetrics) -> Self {
         self.metrics = Some(metrics);
-        self
-    }
-
-    /// Sets the user agent.
-    pub fn with_user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
         self
     }
 }
