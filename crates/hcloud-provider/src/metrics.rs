@@ -26,6 +26,8 @@ pub mod op {
         pub const SERVER_IS_ATTACHED_TO_NETWORK: &str = "serverIsAttachedToNetwork";
     }
 
+    // Deliberate repetition: a table of the official `op` label values, one documented constant
+    // each, spelled as upstream writes them.
     /// InstancesV2.
     pub mod instances {
         /// `InstanceExists`.
@@ -203,6 +205,7 @@ impl Operations {
     }
 }
 
+// Deliberate repetition: the usual opening of a test module.
 #[cfg(test)]
 mod tests {
     use super::*;

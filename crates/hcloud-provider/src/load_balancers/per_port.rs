@@ -414,6 +414,9 @@ mod tests {
         read(ports, pairs).unwrap()
     }
 
+    // Deliberate repetition: desired.rs's tests build their Service with protocols and NodePorts
+    // per port; this one with named ports and annotations, which is what per-port settings are
+    // about.
     fn read(ports: &[(&str, i32)], pairs: &[(&str, &str)]) -> std::result::Result<Desired, String> {
         let mut svc = Service::default();
         svc.metadata.name = Some("web".into());
@@ -483,6 +486,7 @@ mod tests {
         assert!(warnings(&d).is_empty());
     }
 
+    // Deliberate repetition: each test reads as its own scenario, ports and annotations in full.
     #[test]
     fn a_port_value_beats_the_service_wide_one() {
         let d = desired(

@@ -139,14 +139,8 @@ mod tests {
     use crate::load_balancers::naming::SERVICE_UID_LABEL;
     use crate::load_balancers::predict;
     use crate::load_balancers::settings::LoadBalancerSettings;
+    use crate::test_support::labels;
     use hcloud_api::models::LoadBalancerType;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     #[test]
     fn entries_set_and_remove_like_kubectl_label() {
@@ -219,13 +213,9 @@ mod tests {
             }]),
             ..Default::default()
         });
-        let map = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
         Desired::new(
             &svc,
-            &Annotations::new(&map),
+            &crate::test_support::annotations(pairs),
             &LoadBalancerSettings::default(),
             None,
             &[],
