@@ -3,7 +3,7 @@
 use hcloud_api::models::Labels;
 
 use crate::load_balancers::annotations::Annotations;
-use k8s_openapi::api::core::v1::NodeAddress;
+use k8s_openapi::api::core::v1::{NodeAddress, Service, ServicePort, ServiceSpec};
 
 /// A label map from `(key, value)` pairs.
 pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -16,6 +16,18 @@ pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
 /// A Service's annotations from `(key, value)` pairs (full keys).
 pub(crate) fn annotations(pairs: &[(&str, &str)]) -> Annotations {
     Annotations::new(&labels(pairs))
+}
+
+/// A Service named `web` with the UID `uid` and these ports.
+pub(crate) fn web_service(uid: &str, ports: impl IntoIterator<Item = ServicePort>) -> Service {
+    let mut svc = Service::default();
+    svc.metadata.name = Some("web".into());
+    svc.metadata.uid = Some(uid.into());
+    svc.spec = Some(ServiceSpec {
+        ports: Some(ports.into_iter().collect()),
+        ..ServiceSpec::default()
+    });
+    svc
 }
 
 /// Node addresses as `(type, address)` pairs, in their order, for comparing in asserts.

@@ -974,28 +974,19 @@ mod tests {
         Deprecation, LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet,
         LoadBalancerService, LoadBalancerTarget, LoadBalancerType, TargetIp,
     };
-    use k8s_openapi::api::core::v1::{NodeSpec, ServicePort, ServiceSpec as K8sServiceSpec};
+    use k8s_openapi::api::core::v1::{NodeSpec, ServicePort};
     use std::time::Duration;
 
     fn service(ports: &[(i32, &str, Option<i32>)]) -> Service {
-        let mut svc = Service::default();
-        svc.metadata.name = Some("web".into());
-        svc.metadata.uid = Some("0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab".into());
-        svc.spec = Some(K8sServiceSpec {
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(port, proto, node_port)| ServicePort {
-                        port: *port,
-                        protocol: Some((*proto).to_owned()),
-                        node_port: *node_port,
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..K8sServiceSpec::default()
-        });
-        svc
+        crate::test_support::web_service(
+            "0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab",
+            ports.iter().map(|(port, proto, node_port)| ServicePort {
+                port: *port,
+                protocol: Some((*proto).to_owned()),
+                node_port: *node_port,
+                ..ServicePort::default()
+            }),
+        )
     }
 
     fn node(name: &str, provider_id: &str, labels: &[(&str, &str)]) -> Arc<Node> {

@@ -202,17 +202,14 @@ mod tests {
     }
 
     fn desired(pairs: &[(&str, &str)]) -> Desired {
-        let mut svc = k8s_openapi::api::core::v1::Service::default();
-        svc.metadata.name = Some("web".into());
-        svc.metadata.uid = Some("u1".into());
-        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
-            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+        let svc = crate::test_support::web_service(
+            "u1",
+            [k8s_openapi::api::core::v1::ServicePort {
                 port: 80,
                 node_port: Some(30080),
                 ..Default::default()
-            }]),
-            ..Default::default()
-        });
+            }],
+        );
         Desired::new(
             &svc,
             &crate::test_support::annotations(pairs),
