@@ -86,8 +86,8 @@ pub struct Cluster {
     runner_deleted: Arc<Mutex<BTreeSet<String>>>,
 }
 
-// Deliberate repetition: a hand-written Debug that leaves out the clients and the log; its shape is
-// the standard one.
+// Deliberate repetition: a hand-written Debug that leaves out the clients, the log and the
+// bookkeeping; its shape is the standard one.
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
