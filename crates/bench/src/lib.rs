@@ -156,6 +156,9 @@ pub fn figures(table_text: &str) -> Vec<(String, String)> {
             out.push((name.to_owned(), value));
         }
     };
+    // The seconds written after `marker` in a row's latency text.
+    let secs =
+        |row: &TableRow, marker: &str| number_after(&row.latency, marker).map(|v| format!("{v} s"));
     let per = |row: &TableRow, prefix: &str| -> Option<String> {
         let count: f64 = number_after(&row.scenario, prefix)?.parse().ok()?;
         Some(format!("{:.2}", row.requests as f64 / count))
@@ -167,7 +170,7 @@ pub fn figures(table_text: &str) -> Vec<(String, String)> {
         );
         add(
             "all new routes in place after",
-            number_after(&r.latency, "all in place after").map(|v| format!("{v} s")),
+            secs(r, "all in place after"),
         );
     }
     let mut bursts = rows
@@ -178,14 +181,8 @@ pub fn figures(table_text: &str) -> Vec<(String, String)> {
             "requests per new load balancer (burst)",
             per(r, "").map(|v| format!("{v} requests")),
         );
-        add(
-            "burst ingress p50",
-            number_after(&r.latency, "p50").map(|v| format!("{v} s")),
-        );
-        add(
-            "burst ingress p99",
-            number_after(&r.latency, "p99").map(|v| format!("{v} s")),
-        );
+        add("burst ingress p50", secs(r, "p50"));
+        add("burst ingress p99", secs(r, "p99"));
     }
     if let Some(r) = bursts.next() {
         add(
@@ -219,27 +216,31 @@ pub fn figures(table_text: &str) -> Vec<(String, String)> {
             first_number(&r.latency).map(|v| format!("{v} MiB")),
         );
     }
-    if let Some(r) = find("a server powers off") {
-        add(
+    for (prefix, name, marker) in [
+        (
+            "a server powers off",
             "shutdown taint after the power-off",
-            number_after(&r.latency, "shutdown taint after").map(|v| format!("{v} s")),
-        );
-    }
-    if let Some(r) = find("a server is deleted") {
-        add(
+            "shutdown taint after",
+        ),
+        (
+            "a server is deleted",
             "deleted server's Node gone after",
-            number_after(&r.latency, "Node gone after").map(|v| format!("{v} s")),
-        );
-        add(
+            "Node gone after",
+        ),
+        (
+            "a server is deleted",
             "its route gone after the Node",
-            number_after(&r.latency, "its route gone").map(|v| format!("{v} s")),
-        );
-    }
-    if let Some(r) = find("deleting ") {
-        add(
+            "its route gone",
+        ),
+        (
+            "deleting ",
             "load balancers of deleted Services gone after",
-            number_after(&r.latency, "gone after").map(|v| format!("{v} s")),
-        );
+            "gone after",
+        ),
+    ] {
+        if let Some(r) = find(prefix) {
+            add(name, secs(r, marker));
+        }
     }
     out
 }

@@ -42,6 +42,8 @@ const LB_NODES: usize = 10;
 /// (initialisation, its route, the batched action polls).
 const JOIN_OVERHEAD: u64 = 10;
 
+// Deliberate repetition: clap arguments; the chaos tool has the same layout, but each tool has its
+// own flags and only `--ccm` means the same in both.
 #[derive(Debug, Parser)]
 #[command(
     name = "hcloud-ccm-bench",
@@ -155,18 +157,11 @@ fn node_json(
 
 /// The Ready condition of a kubelet that reports (`true`) or stopped reporting.
 fn ready_condition(ready: bool) -> serde_json::Value {
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let (status, reason) = if ready {
-        ("True", "KubeletReady")
+    if ready {
+        kube_harness::ready_condition("True", "KubeletReady")
     } else {
-        ("False", "KubeletNotReady")
-    };
-    json!({
-        "type": "Ready", "status": status, "reason": reason,
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    })
+        kube_harness::ready_condition("False", "KubeletNotReady")
+    }
 }
 
 fn service_json(name: &str, port_base: i32) -> Result<Service> {
@@ -471,14 +466,11 @@ impl Bench {
     }
 
     async fn wait_routes(&self, want: usize, limit: Duration) -> Result<Duration> {
-        let started = Instant::now();
-        while started.elapsed() < limit {
-            if self.network_routes().await?.len() >= want {
-                return Ok(started.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        bail!("{want} routes not in place within {limit:?}")
+        let took = poll(Instant::now(), limit, async || {
+            Ok(self.network_routes().await?.len() >= want)
+        })
+        .await?;
+        took.with_context(|| format!("{want} routes not in place within {limit:?}"))
     }
 
     fn push(
@@ -668,18 +660,15 @@ impl Bench {
                 .delete(&format!("svc-{i}"), &DeleteParams::default())
                 .await?;
         }
-        let limit = Duration::from_secs(300);
-        let mut took = None;
-        while started.elapsed() < limit {
+        let took = poll(started, Duration::from_secs(300), async || {
             let left = self.admin.state().await?["load_balancers"]
                 .as_array()
                 .map_or(0, Vec::len);
-            if left + count <= before {
-                took = Some(started.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            Ok(left + count <= before)
+        })
+        .await?;
+        // Deliberate repetition: every scenario ends so, waiting until the CCM is idle and
+        // pushing its row; what it reports is each scenario's own.
         let counts = self
             .until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;
@@ -791,19 +780,14 @@ impl Bench {
         self.fresh_start().await?;
         let started = Instant::now();
         self.admin.set_server_status(off_id, "off").await?;
-        let mut tainted = None;
-        while started.elapsed() < Duration::from_secs(120) {
+        let tainted = poll(started, Duration::from_secs(120), async || {
             let node = self.node(&off_name).await?;
-            let has = node
+            Ok(node
                 .and_then(|n| n.spec)
                 .and_then(|s| s.taints)
-                .is_some_and(|t| t.iter().any(|t| t.key == SHUTDOWN_TAINT));
-            if has {
-                tainted = Some(started.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+                .is_some_and(|t| t.iter().any(|t| t.key == SHUTDOWN_TAINT)))
+        })
+        .await?;
         let counts = self.counts().await?;
         self.push(
             "a server powers off".to_owned(),
@@ -819,23 +803,21 @@ impl Bench {
         self.fresh_start().await?;
         let started = Instant::now();
         self.admin.delete_server(gone_id).await?;
-        let mut gone = None;
-        while started.elapsed() < Duration::from_secs(120) {
-            if self.node(&gone_name).await?.is_none() {
-                gone = Some(started.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let limit = Duration::from_secs(120);
+        let gone = poll(started, limit, async || {
+            Ok(self.node(&gone_name).await?.is_none())
+        })
+        .await?;
         let node_gone = started.elapsed();
-        let mut route_gone = None;
-        while self.in_network && gone.is_some() && started.elapsed() < Duration::from_secs(120) {
-            if self.network_routes().await?.len() < routes_before {
-                route_gone = Some(started.elapsed() - node_gone);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let route_gone = if self.in_network && gone.is_some() {
+            poll(started, limit, async || {
+                Ok(self.network_routes().await?.len() < routes_before)
+            })
+            .await?
+            .map(|t| t - node_gone)
+        } else {
+            None
+        };
         let counts = self.counts().await?;
         self.push(
             "a server is deleted".to_owned(),
@@ -889,6 +871,22 @@ fn write_results(doc: &Path, run: &str, table: &str) -> Result<()> {
     std::fs::write(doc, updated).with_context(|| format!("writing {}", doc.display()))?;
     println!("results written to {}", doc.display());
     Ok(())
+}
+
+/// Asks `done` every 200 ms until it says yes or `limit` has passed since `started`: when
+/// (after `started`) it said yes, `None` when it never did.
+async fn poll(
+    started: Instant,
+    limit: Duration,
+    mut done: impl AsyncFnMut() -> Result<bool>,
+) -> Result<Option<Duration>> {
+    while started.elapsed() < limit {
+        if done().await? {
+            return Ok(Some(started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(None)
 }
 
 #[tokio::main]

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use kube_harness::UNINITIALIZED_TAINT as UNINITIALIZED;
 
-use crate::{Bench, LB_NODES, TOKEN, lb_labels, ms, percentile, ready_condition};
+use crate::{Bench, LB_NODES, TOKEN, lb_labels, ms, percentile, poll, ready_condition};
 /// Node creations in flight at once in a burst (kubelets registering together).
 const CREATE_CONCURRENCY: usize = 20;
 /// The bar of a burst: every Node initialised within this long of its creation (p99).
@@ -188,14 +188,10 @@ impl Bench {
             },
         }))?;
         nodes.create(&PostParams::default(), &node).await?;
-        let mut reported = None;
-        while started.elapsed() < Duration::from_secs(120) {
-            if !self.route_failures(&name).await?.is_empty() {
-                reported = Some(started.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let reported = poll(started, Duration::from_secs(120), async || {
+            Ok(!self.route_failures(&name).await?.is_empty())
+        })
+        .await?;
         let rest = window.saturating_sub(started.elapsed());
         tokio::time::sleep(rest).await;
         let observed = started.elapsed();
@@ -541,8 +537,7 @@ impl Bench {
     /// The time until every load balancer targets the server of `index`.
     pub async fn wait_targets(&self, index: usize, limit: Duration) -> Result<Duration> {
         let id = self.servers.get(index).context("server")?.1;
-        let started = Instant::now();
-        while started.elapsed() < limit {
+        let took = poll(Instant::now(), limit, async || {
             let state = self.admin.state().await?;
             let lbs = state["load_balancers"]
                 .as_array()
@@ -553,12 +548,12 @@ impl Bench {
                     .as_array()
                     .is_some_and(|t| t.iter().any(|t| t["server"]["id"] == id))
             });
-            if !lbs.is_empty() && all {
-                return Ok(started.elapsed());
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        bail!("server {id} not a target of every load balancer within {limit:?}")
+            Ok(!lbs.is_empty() && all)
+        })
+        .await?;
+        took.with_context(|| {
+            format!("server {id} not a target of every load balancer within {limit:?}")
+        })
     }
 
     /// The Nodes of the last `count` servers (a burst) and those servers go, while the CCM

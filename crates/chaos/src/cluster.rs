@@ -86,6 +86,8 @@ pub struct Cluster {
     runner_deleted: Arc<Mutex<BTreeSet<String>>>,
 }
 
+// Deliberate repetition: a hand-written Debug that leaves out the clients, the log and the
+// bookkeeping; its shape is the standard one.
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
@@ -261,11 +263,7 @@ impl Cluster {
         key: &str,
         value: Option<&str>,
     ) -> anyhow::Result<()> {
-        let patch = json!({"metadata": {"labels": {key: value}}});
-        self.nodes()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        set_metadata_entry(&self.nodes(), name, "labels", key, value).await
     }
 
     /// A LoadBalancer Service with two TCP ports.
@@ -299,6 +297,8 @@ impl Cluster {
         Ok(())
     }
 
+    // Deliberate repetition: label_node and annotate are two named actions of the runner over one
+    // helper, set_metadata_entry.
     /// Sets (`Some`) or removes a Service annotation.
     pub async fn annotate(
         &mut self,
@@ -306,11 +306,7 @@ impl Cluster {
         key: &str,
         value: Option<&str>,
     ) -> anyhow::Result<()> {
-        let patch = json!({"metadata": {"annotations": {key: value}}});
-        self.services()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        set_metadata_entry(&self.services(), name, "annotations", key, value).await
     }
 
     /// Everything the convergence checks look at.
@@ -322,6 +318,24 @@ impl Cluster {
             network: self.network,
         })
     }
+}
+
+/// Sets (`Some`) or removes (`None`: a merge patch's `null`) the entry `key` of the object's
+/// `metadata.<map>`, `map` being `labels` or `annotations`.
+async fn set_metadata_entry<K>(
+    api: &Api<K>,
+    name: &str,
+    map: &str,
+    key: &str,
+    value: Option<&str>,
+) -> anyhow::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {map: {key: value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
 }
 
 /// Removes what a schedule left in the cluster (its CCMs already stopped): the Services

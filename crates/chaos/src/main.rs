@@ -38,6 +38,8 @@ use kube_harness::ControlPlane;
 
 use crate::run::{Options, Outcome};
 
+// Deliberate repetition: clap arguments; the bench's tool has the same layout, but each tool has
+// its own flags and only `--ccm` means the same in both.
 #[derive(Debug, Parser)]
 #[command(
     name = "hcloud-ccm-chaos",
@@ -275,65 +277,66 @@ fn print_summary(outcomes: &[Outcome], took: Duration) {
         .filter(|o| !o.passed())
         .map(|o| o.seed.to_string())
         .collect();
+    // A total and its breakdown, e.g. `3 (reset: 2, timeout: 1)`.
+    let counted = |m: &BTreeMap<&str, u64>| format!("{} ({})", m.values().sum::<u64>(), list(m));
+    let rows = [
+        ("schedules", outcomes.len().to_string()),
+        (
+            "actions (changes, kills, fault rules)",
+            sum(|o| o.actions as u64).to_string(),
+        ),
+        (
+            "requests through the fault proxy",
+            sum(|o| o.requests).to_string(),
+        ),
+        ("HTTP faults injected", counted(&faults)),
+        (
+            "requests whose actions failed (simulator)",
+            sum(|o| o.cloud_faults).to_string(),
+        ),
+        (
+            "CCM replicas killed with SIGKILL",
+            sum(|o| o.kills).to_string(),
+        ),
+        ("CCM exits on their own (restarted)", counted(&exits)),
+        (
+            "invariant checks",
+            format!(
+                "{} continuous, {} convergence snapshots, {} MB searched for secrets",
+                sum(|o| o.continuous_checks),
+                sum(|o| o.convergence_checks),
+                sum(|o| o.scanned_bytes) / 1_000_000
+            ),
+        ),
+        (
+            "converged after the faults stopped",
+            format!(
+                "{}/{} (p50 {:.1} s, p90 {:.1} s, max {:.1} s)",
+                times.len(),
+                outcomes.len(),
+                percentile(&times, 50.0).as_secs_f64(),
+                percentile(&times, 90.0).as_secs_f64(),
+                times.last().copied().unwrap_or_default().as_secs_f64()
+            ),
+        ),
+        ("violations", counted(&violations)),
+        (
+            "failing seeds",
+            if failing.is_empty() {
+                "none".to_owned()
+            } else {
+                failing.join(", ")
+            },
+        ),
+        (
+            "runner actions not carried out (object gone, logged)",
+            sum(|o| o.runner_errors.len() as u64).to_string(),
+        ),
+        ("wall time", format!("{:.0} s", took.as_secs_f64())),
+    ];
     println!();
     println!("| what | result |\n|---|---|");
-    println!("| schedules | {} |", outcomes.len());
-    println!(
-        "| actions (changes, kills, fault rules) | {} |",
-        sum(|o| o.actions as u64)
-    );
-    println!(
-        "| requests through the fault proxy | {} |",
-        sum(|o| o.requests)
-    );
-    println!(
-        "| HTTP faults injected | {} ({}) |",
-        faults.values().sum::<u64>(),
-        list(&faults)
-    );
-    println!(
-        "| requests whose actions failed (simulator) | {} |",
-        sum(|o| o.cloud_faults)
-    );
-    println!(
-        "| CCM replicas killed with SIGKILL | {} |",
-        sum(|o| o.kills)
-    );
-    println!(
-        "| CCM exits on their own (restarted) | {} ({}) |",
-        exits.values().sum::<u64>(),
-        list(&exits)
-    );
-    println!(
-        "| invariant checks | {} continuous, {} convergence snapshots, {} MB searched for secrets |",
-        sum(|o| o.continuous_checks),
-        sum(|o| o.convergence_checks),
-        sum(|o| o.scanned_bytes) / 1_000_000
-    );
-    println!(
-        "| converged after the faults stopped | {}/{} (p50 {:.1} s, p90 {:.1} s, max {:.1} s) |",
-        times.len(),
-        outcomes.len(),
-        percentile(&times, 50.0).as_secs_f64(),
-        percentile(&times, 90.0).as_secs_f64(),
-        times.last().copied().unwrap_or_default().as_secs_f64()
-    );
-    println!(
-        "| violations | {} ({}) |",
-        violations.values().sum::<u64>(),
-        list(&violations)
-    );
-    println!(
-        "| failing seeds | {} |",
-        if failing.is_empty() {
-            "none".to_owned()
-        } else {
-            failing.join(", ")
-        }
-    );
-    println!(
-        "| runner actions not carried out (object gone, logged) | {} |",
-        sum(|o| o.runner_errors.len() as u64)
-    );
-    println!("| wall time | {:.0} s |", took.as_secs_f64());
+    for (what, result) in rows {
+        println!("| {what} | {result} |");
+    }
 }

@@ -287,6 +287,17 @@ impl Model {
         pick(rng, &candidates)
     }
 
+    /// `action` on a server picked as [`Model::pick_server`] does, as one step.
+    fn on_server(
+        &self,
+        rng: &mut StdRng,
+        keep: impl Fn(&ModelServer) -> bool,
+        action: fn(String) -> Action,
+    ) -> Option<Vec<Action>> {
+        self.pick_server(rng, keep)
+            .map(|i| vec![action(server_name(i))])
+    }
+
     fn pick_service(&self, rng: &mut StdRng) -> Option<usize> {
         let candidates: Vec<usize> = self.services.keys().copied().collect();
         pick(rng, &candidates)
@@ -448,6 +459,7 @@ fn service_annotations(rng: &mut StdRng) -> BTreeMap<String, String> {
     annotations
 }
 
+// Deliberate repetition: a data table of request patterns, one row each.
 /// Requests the CCM makes (method, path pattern), for fault rules; `None` is any method.
 const FAULT_TARGETS: &[(Option<&str>, &str)] = &[
     (None, "*"),
@@ -654,33 +666,17 @@ fn choose(
                     labels: node_labels(rng),
                 }])
             }
-            34..39 if model.servers.len() > 1 => model.pick_server(rng, |_| true).map(|i| {
-                vec![Action::DeleteServer {
-                    name: server_name(i),
-                }]
-            }),
-            39..46 => model.pick_server(rng, |s| s.running).map(|i| {
-                vec![Action::PowerOff {
-                    name: server_name(i),
-                }]
-            }),
-            46..53 => model.pick_server(rng, |s| !s.running).map(|i| {
-                vec![Action::PowerOn {
-                    name: server_name(i),
-                }]
-            }),
-            53..57 => model
-                .pick_server(rng, |s| s.running && s.kubelet && s.registered)
-                .map(|i| {
-                    vec![Action::KubeletStops {
-                        name: server_name(i),
-                    }]
-                }),
-            57..60 => model.pick_server(rng, |s| !s.kubelet).map(|i| {
-                vec![Action::KubeletStarts {
-                    name: server_name(i),
-                }]
-            }),
+            34..39 if model.servers.len() > 1 => {
+                model.on_server(rng, |_| true, |name| Action::DeleteServer { name })
+            }
+            39..46 => model.on_server(rng, |s| s.running, |name| Action::PowerOff { name }),
+            46..53 => model.on_server(rng, |s| !s.running, |name| Action::PowerOn { name }),
+            53..57 => model.on_server(
+                rng,
+                |s| s.running && s.kubelet && s.registered,
+                |name| Action::KubeletStops { name },
+            ),
+            57..60 => model.on_server(rng, |s| !s.kubelet, |name| Action::KubeletStarts { name }),
             60..62 => model
                 .pick_server(rng, |s| s.running && s.registered)
                 .map(|i| {

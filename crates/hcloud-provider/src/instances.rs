@@ -83,6 +83,8 @@ impl HcloudInstances {
         }
     }
 
+    // Deliberate repetition: one builder setter per handle the provider shares; each sets one field
+    // and its doc says what sharing that handle means here.
     /// Answer for Robot Nodes through `robot` (the provider's shared Robot).
     #[must_use]
     pub fn with_robot(mut self, robot: Robot) -> Self {
@@ -211,6 +213,7 @@ impl HcloudInstances {
         Ok(server_of(node, wanted, &newer.servers))
     }
 
+    // Deliberate repetition: builder setters, as above.
     /// Count operations into `operations` (the provider's shared handle).
     #[must_use]
     pub fn with_operations(mut self, operations: Operations) -> Self {

@@ -39,6 +39,8 @@ pub mod robot;
 mod routes;
 mod server_cache;
 mod snapshot_cache;
+#[cfg(test)]
+mod test_support;
 
 use std::sync::Arc;
 
@@ -82,6 +84,8 @@ pub enum Error {
     },
 }
 
+// Deliberate repetition: a plain settings struct (one documented field per variable); it shares
+// only the field layout with other structs.
 /// What the provider needs besides an API client.
 #[derive(Clone, Debug, Default)]
 pub struct ProviderSettings {

@@ -96,6 +96,7 @@ pub fn instance_metadata(server: &Server, config: &InstancesConfig) -> InstanceM
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::address_pairs;
     use serde_json::json;
 
     fn server() -> Server {
@@ -114,13 +115,6 @@ mod tests {
             ],
         }))
         .unwrap()
-    }
-
-    fn pairs(addresses: &[NodeAddress]) -> Vec<(&str, &str)> {
-        addresses
-            .iter()
-            .map(|a| (a.type_.as_str(), a.address.as_str()))
-            .collect()
     }
 
     #[test]
@@ -168,7 +162,7 @@ mod tests {
         ];
         for (family, network, expected) in cases {
             assert_eq!(
-                pairs(&node_addresses(&s, family, network)),
+                address_pairs(&node_addresses(&s, family, network)),
                 expected,
                 "{family:?} {network:?}"
             );
@@ -181,7 +175,7 @@ mod tests {
         s.public_net.ipv4 = None;
         s.public_net.ipv6 = None;
         assert_eq!(
-            pairs(&node_addresses(&s, AddressFamily::DualStack, Some(7))),
+            address_pairs(&node_addresses(&s, AddressFamily::DualStack, Some(7))),
             vec![("Hostname", "worker-1"), ("InternalIP", "10.0.0.2")]
         );
     }

@@ -93,6 +93,8 @@ pub struct Robot {
     held_until: Arc<Mutex<Option<Instant>>>,
 }
 
+// Deliberate repetition: a hand-written Debug that leaves out what cannot or should not be printed;
+// its shape is the standard one.
 impl std::fmt::Debug for Robot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Robot")
@@ -360,6 +362,7 @@ pub fn robot_instance_metadata(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::address_pairs;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use hcloud_api::robot::{RobotApiError, RobotErrorCode};
@@ -387,13 +390,6 @@ mod tests {
             "status": {"addresses": addresses},
         }))
         .unwrap()
-    }
-
-    fn pairs(addresses: &[NodeAddress]) -> Vec<(&str, &str)> {
-        addresses
-            .iter()
-            .map(|a| (a.type_.as_str(), a.address.as_str()))
-            .collect()
     }
 
     #[test]
@@ -488,7 +484,7 @@ mod tests {
         ];
         for (family, forward, internal, want, warnings) in cases {
             let (got, warned) = robot_node_addresses(&server(), family, forward, &node(internal));
-            assert_eq!(pairs(&got), want, "{family:?} {internal:?}");
+            assert_eq!(address_pairs(&got), want, "{family:?} {internal:?}");
             assert_eq!(
                 warned.len(),
                 warnings,
@@ -502,7 +498,7 @@ mod tests {
         };
         let (got, _) = robot_node_addresses(&bare, AddressFamily::DualStack, false, &node(&[]));
         assert_eq!(
-            pairs(&got),
+            address_pairs(&got),
             vec![("Hostname", ""), ("ExternalIP", "1"), ("ExternalIP", "")]
         );
     }
@@ -597,11 +593,17 @@ mod tests {
         Robot::new(settings, Some(fake.clone()), &cache)
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_burst_costs_one_listing_and_a_miss_does_not_refresh() {
+    /// A Robot (rate-limit wait `wait`) whose fake account has [`server`].
+    fn with_one_server(wait: Duration) -> (Arc<Fake>, Robot) {
         let fake = Arc::new(Fake::default());
         fake.servers.lock().unwrap().push(server());
-        let robot = robot(&fake, Duration::ZERO);
+        let robot = robot(&fake, wait);
+        (fake, robot)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_costs_one_listing_and_a_miss_does_not_refresh() {
+        let (fake, robot) = with_one_server(Duration::ZERO);
         let lookups = (0..50).map(|i| {
             let robot = robot.clone();
             async move { robot.by_number(if i == 0 { 999 } else { 321 }).await }
@@ -620,9 +622,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_failed_refresh_serves_no_stale_list() {
-        let fake = Arc::new(Fake::default());
-        fake.servers.lock().unwrap().push(server());
-        let robot = robot(&fake, Duration::ZERO);
+        let (fake, robot) = with_one_server(Duration::ZERO);
         assert!(robot.by_number(321).await.unwrap().is_some());
         tokio::time::advance(Duration::from_secs(60)).await;
         *fake.fail.lock().unwrap() = Some((500, "INTERNAL_ERROR"));
@@ -635,9 +635,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_rate_limit_holds_every_call_back_for_the_wait_time() {
-        let fake = Arc::new(Fake::default());
-        fake.servers.lock().unwrap().push(server());
-        let robot = robot(&fake, Duration::from_secs(300));
+        let (fake, robot) = with_one_server(Duration::from_secs(300));
         tokio::time::advance(Duration::from_secs(1)).await;
         *fake.fail.lock().unwrap() = Some((403, "RATE_LIMIT_EXCEEDED"));
         assert!(robot.servers().await.is_err());
@@ -665,9 +663,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_confirmation_reads_a_list_made_after_the_question() {
-        let fake = Arc::new(Fake::default());
-        fake.servers.lock().unwrap().push(server());
-        let robot = robot(&fake, Duration::ZERO);
+        let (fake, robot) = with_one_server(Duration::ZERO);
         assert!(robot.by_number(321).await.unwrap().is_some());
         fake.servers.lock().unwrap().clear();
         let since = robot.moment();

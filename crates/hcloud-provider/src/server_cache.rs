@@ -114,6 +114,8 @@ impl std::fmt::Display for ServerKey {
     }
 }
 
+// Deliberate repetition: the label values of the cache metric, one documented constant each,
+// spelled as upstream does.
 /// `subsystem` label of lookups made by the instances capability (official value).
 pub const SUBSYSTEM_INSTANCES: &str = "instances_v2";
 /// `subsystem` label of lookups made by the routes capability (official value).

@@ -79,19 +79,16 @@ async fn sync(nodes: &Api<Node>, name: &str, running: bool) -> Result<(), kube::
         }
         register(nodes, name).await?;
     }
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    let (status, reason) = if running {
-        ("True", "KubeletReady")
+    let mut condition = if running {
+        kube_harness::ready_condition("True", "KubeletReady")
     } else {
-        ("Unknown", "NodeStatusUnknown")
+        kube_harness::ready_condition("Unknown", "NodeStatusUnknown")
     };
-    let mut patch = json!({"status": {"conditions": [{
-        "type": "Ready", "status": status, "reason": reason,
-        "message": format!("sandbox kubelet stand-in: server {}", if running { "running" } else { "not running" }),
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
+    condition["message"] = json!(format!(
+        "sandbox kubelet stand-in: server {}",
+        if running { "running" } else { "not running" }
+    ));
+    let mut patch = json!({"status": {"conditions": [condition]}});
     if !exists {
         patch["status"]["addresses"] = json!([{"type": "Hostname", "address": name}]);
     }

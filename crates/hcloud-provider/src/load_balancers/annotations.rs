@@ -339,36 +339,31 @@ impl Annotations {
         self.raw(key).map(comma_list).unwrap_or_default()
     }
 
+    /// The value of `key` among `choices` (see [`one_of`]).
+    fn choice<T: Clone>(&self, key: &str, choices: &[(&str, T)]) -> Parsed<T> {
+        self.raw(key)
+            .map(|raw| one_of(key, raw, choices))
+            .transpose()
+    }
+
     /// `protocol`: tcp / http / https, any case.
     pub fn protocol(&self) -> Parsed<ServiceProtocol> {
-        match self.raw(keys::PROTOCOL) {
-            None => Ok(None),
-            Some(raw) => one_of(keys::PROTOCOL, raw, &PROTOCOLS).map(Some),
-        }
+        self.choice(keys::PROTOCOL, &PROTOCOLS)
     }
 
     /// `health-check-protocol`: tcp / http / https, any case.
     pub fn health_check_protocol(&self) -> Parsed<HealthCheckProtocol> {
-        match self.raw(keys::HEALTH_CHECK_PROTOCOL) {
-            None => Ok(None),
-            Some(raw) => one_of(keys::HEALTH_CHECK_PROTOCOL, raw, &HC_PROTOCOLS).map(Some),
-        }
+        self.choice(keys::HEALTH_CHECK_PROTOCOL, &HC_PROTOCOLS)
     }
 
     /// `algorithm-type`: round_robin / least_connections, any case.
     pub fn algorithm(&self) -> Parsed<AlgorithmType> {
-        match self.raw(keys::ALGORITHM_TYPE) {
-            None => Ok(None),
-            Some(raw) => one_of(keys::ALGORITHM_TYPE, raw, &ALGORITHMS).map(Some),
-        }
+        self.choice(keys::ALGORITHM_TYPE, &ALGORITHMS)
     }
 
     /// `certificate-type`: uploaded / managed, any case.
     pub fn certificate_type(&self) -> Parsed<CertificateType> {
-        match self.raw(keys::CERTIFICATE_TYPE) {
-            None => Ok(None),
-            Some(raw) => one_of(keys::CERTIFICATE_TYPE, raw, &CERTIFICATE_TYPES).map(Some),
-        }
+        self.choice(keys::CERTIFICATE_TYPE, &CERTIFICATE_TYPES)
     }
 
     /// `node-selector`.
@@ -443,13 +438,7 @@ impl Errors {
 mod tests {
     use super::*;
 
-    fn ann(pairs: &[(&str, &str)]) -> Annotations {
-        let map = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        Annotations::new(&map)
-    }
+    use crate::test_support::annotations as ann;
 
     #[test]
     fn go_durations() {
@@ -476,16 +465,16 @@ mod tests {
         }
     }
 
+    /// Go's spellings (the parser is `cloud_provider::go::parse_bool`, tested there) reach a
+    /// boolean annotation, after the annotation's surrounding blanks are trimmed.
     #[test]
-    fn go_booleans() {
-        for t in ["1", "t", "T", "true", "TRUE", "True"] {
-            assert_eq!(parse_bool(t), Some(true), "{t}");
-        }
-        for f in ["0", "f", "F", "false", "FALSE", "False"] {
-            assert_eq!(parse_bool(f), Some(false), "{f}");
+    fn boolean_annotations_take_go_spellings() {
+        let read = |v: &str| ann(&[(keys::USE_PRIVATE_IP, v)]).bool(keys::USE_PRIVATE_IP);
+        for (value, want) in [("1", true), (" TRUE ", true), ("t", true), ("F", false)] {
+            assert_eq!(read(value), Ok(Some(want)), "{value:?}");
         }
         for bad in ["yes", "", "on", "tRuE"] {
-            assert_eq!(parse_bool(bad), None, "{bad}");
+            assert!(read(bad).is_err(), "{bad:?}");
         }
     }
 
@@ -556,6 +545,8 @@ mod tests {
                     .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-interval: \"2s\" must be whole seconds between 3s and 60s",
             ),
+            // Deliberate repetition: table rows, each one reader given one bad value, with the
+            // message it must give.
             (
                 ann(&[(keys::HEALTH_CHECK_RETRIES, "many")])
                     .number(keys::HEALTH_CHECK_RETRIES, 0, 5)

@@ -22,6 +22,7 @@ use std::collections::HashSet;
 use hcloud_api::models::{Labels, LoadBalancer};
 
 use super::naming::SERVICE_UID_LABEL;
+use super::selector::valid_name;
 
 /// Label on every load balancer and managed certificate of a cluster with a cluster name.
 pub const CLUSTER_NAME_LABEL: &str = "hcloud-ccm/cluster-name";
@@ -63,10 +64,15 @@ pub fn selector(cluster: Option<&str>) -> Option<String> {
     cluster.map(|c| format!("{CLUSTER_NAME_LABEL}={c}"))
 }
 
-/// Check `name` as a cluster name: it becomes a label value, so the API's label rules apply
-/// (at most 63 characters, letters, digits, `-`, `_` and `.`, starting and ending with a
-/// letter or digit). The error says what is wrong; the caller names the variable.
+/// Check `name` as a cluster name: it becomes a label value, so the label rule of
+/// [`super::selector::valid_name`] applies (at most 63 characters, letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit). The error says what is wrong; the
+/// caller names the variable.
 pub fn check_name(name: &str) -> Result<(), String> {
+    // The rule is `valid_name`'s; what follows only says which part of it `name` breaks.
+    if valid_name(name) {
+        return Ok(());
+    }
     if name.is_empty() {
         return Err("must not be empty".to_owned());
     }
@@ -84,13 +90,11 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "{name:?} contains {bad:?}; a label value has only letters, digits, '-', '_' and '.'"
         ));
     }
-    let edge_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if !edge_ok(name.chars().next()) || !edge_ok(name.chars().last()) {
-        return Err(format!(
-            "{name:?} must start and end with a letter or digit (it becomes a label value)"
-        ));
-    }
-    Ok(())
+    // Not empty, short enough and made of allowed characters: only the first or last one can
+    // be wrong.
+    Err(format!(
+        "{name:?} must start and end with a letter or digit (it becomes a label value)"
+    ))
 }
 
 /// A load balancer of this cluster that no Service owns any more.
@@ -146,13 +150,7 @@ pub fn orphans(lbs: &[LoadBalancer], cluster: &str, services: &HashSet<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::test_support::labels;
 
     fn lb(id: i64, pairs: &[(&str, &str)]) -> LoadBalancer {
         LoadBalancer {

@@ -122,6 +122,8 @@ impl StatusOptions {
     }
 }
 
+// Deliberate repetition: Desired is the one record of what a Service asks for; its fields are plain
+// data, each documented, and only share the doc-and-field layout with other structs.
 /// Everything the Service asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
@@ -149,6 +151,7 @@ pub struct Desired {
     pub kept_ports: BTreeSet<u16>,
     /// Certificates of the https services; resolved to IDs before diffing.
     pub certificates: Certificates,
+    // Deliberate repetition: (see above) fields of one record.
     /// Uploaded certificates (IDs or names) of the https services that name their own, by
     /// listen port (per-port annotations); the `certificates` field is for the others.
     pub port_certificates: BTreeMap<u16, Vec<String>>,
@@ -971,39 +974,25 @@ mod tests {
         Deprecation, LoadBalancerIp, LoadBalancerPrivateNet, LoadBalancerPublicNet,
         LoadBalancerService, LoadBalancerTarget, LoadBalancerType, TargetIp,
     };
-    use k8s_openapi::api::core::v1::{NodeSpec, ServicePort, ServiceSpec as K8sServiceSpec};
+    use k8s_openapi::api::core::v1::{NodeSpec, ServicePort};
     use std::time::Duration;
 
     fn service(ports: &[(i32, &str, Option<i32>)]) -> Service {
-        let mut svc = Service::default();
-        svc.metadata.name = Some("web".into());
-        svc.metadata.uid = Some("0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab".into());
-        svc.spec = Some(K8sServiceSpec {
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(port, proto, node_port)| ServicePort {
-                        port: *port,
-                        protocol: Some((*proto).to_owned()),
-                        node_port: *node_port,
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..K8sServiceSpec::default()
-        });
-        svc
+        crate::test_support::web_service(
+            "0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab",
+            ports.iter().map(|(port, proto, node_port)| ServicePort {
+                port: *port,
+                protocol: Some((*proto).to_owned()),
+                node_port: *node_port,
+                ..ServicePort::default()
+            }),
+        )
     }
 
     fn node(name: &str, provider_id: &str, labels: &[(&str, &str)]) -> Arc<Node> {
         let mut node = Node::default();
         node.metadata.name = Some(name.to_owned());
-        node.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
+        node.metadata.labels = Some(crate::test_support::labels(labels));
         node.spec = Some(NodeSpec {
             provider_id: Some(provider_id.to_owned()).filter(|p| !p.is_empty()),
             ..NodeSpec::default()
@@ -1011,13 +1000,7 @@ mod tests {
         Arc::new(node)
     }
 
-    fn ann(pairs: &[(&str, &str)]) -> Annotations {
-        let map: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        Annotations::new(&map)
-    }
+    use crate::test_support::annotations as ann;
 
     fn tcp80() -> Service {
         service(&[(80, "TCP", Some(30080))])
@@ -1519,12 +1502,7 @@ mod tests {
             ..LoadBalancerSettings::default()
         };
         let named = plan_with(&svc, &[], &named_settings, None, &[]);
-        let with = |pairs: &[(&str, &str)]| -> Labels {
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        };
+        let with = crate::test_support::labels;
         let uid = named.uid.clone();
         let create = named.create_request(&Placement::Location("fsn1".into()), usize::MAX);
         assert_eq!(

@@ -78,19 +78,17 @@ mod tests {
         }
     }
 
-    fn ann(pairs: &[(&str, &str)]) -> Annotations {
-        Annotations::new(
-            &pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        )
-    }
+    use crate::test_support::annotations as ann;
 
     #[test]
     fn only_the_local_policy_without_an_override_checks_the_node_port_of_kube_proxy() {
         let local = service(Some("Local"), Some(32000));
         type Case<'a> = (Service, Vec<(&'a str, &'a str)>, Option<u16>);
+        // The Local Service with one annotation.
+        let local_with = |key: &'static str,
+                          value: &'static str,
+                          want: Option<u16>|
+         -> Case<'static> { (local.clone(), vec![(key, value)], want) };
         let cases: Vec<Case<'_>> = vec![
             (local.clone(), vec![], Some(32000)),
             (service(Some("Cluster"), None), vec![], None),
@@ -98,36 +96,12 @@ mod tests {
             (service(Some("Local"), None), vec![], None),
             (service(Some("Local"), Some(0)), vec![], None),
             // Timings tune the local check; the opt-out is explicit.
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_INTERVAL, "5s")],
-                Some(32000),
-            ),
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "true")],
-                Some(32000),
-            ),
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "false")],
-                None,
-            ),
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_PROTOCOL, "tcp")],
-                None,
-            ),
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_PORT, "10254")],
-                None,
-            ),
-            (
-                local.clone(),
-                vec![(keys::HEALTH_CHECK_HTTP_PATH, "/ready")],
-                None,
-            ),
+            local_with(keys::HEALTH_CHECK_INTERVAL, "5s", Some(32000)),
+            local_with(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "true", Some(32000)),
+            local_with(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "false", None),
+            local_with(keys::HEALTH_CHECK_PROTOCOL, "tcp", None),
+            local_with(keys::HEALTH_CHECK_PORT, "10254", None),
+            local_with(keys::HEALTH_CHECK_HTTP_PATH, "/ready", None),
         ];
         for (svc, pairs, want) in cases {
             let mut errors = Errors::default();

@@ -137,6 +137,8 @@ impl HcloudLoadBalancers {
         }
     }
 
+    // Deliberate repetition: one builder setter per handle the provider shares; each sets one field
+    // and its doc says what sharing that handle means here.
     /// Make Robot Nodes IP targets through `robot` (the provider's shared Robot).
     #[must_use]
     pub fn with_robot(mut self, robot: crate::robot::Robot) -> Self {
@@ -198,6 +200,7 @@ impl HcloudLoadBalancers {
         self.lb_types.as_ref()
     }
 
+    // Deliberate repetition: builder setters, as above.
     /// Write events through `events` (the provider's shared handle).
     #[must_use]
     pub fn with_events(mut self, events: crate::events::Events) -> Self {
@@ -440,6 +443,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         Ok(Outcome::Done(()))
     }
 
+    // Deliberate repetition: the signatures of these methods are the `LoadBalancer` trait's.
     async fn ensure_load_balancer_deleted(
         &self,
         _cluster_name: &str,
@@ -480,6 +484,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         Ok(self.decide_deletion(uid).await?.to_plan())
     }
 
+    // Deliberate repetition: the signature is the `LoadBalancer` trait's.
     async fn plan_load_balancer(
         &self,
         _cluster_name: &str,

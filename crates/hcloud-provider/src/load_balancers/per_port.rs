@@ -406,7 +406,6 @@ mod tests {
     use crate::load_balancers::LoadBalancerSettings;
     use crate::load_balancers::desired::Step;
     use hcloud_api::models::{HealthCheckProtocol, LoadBalancer, LoadBalancerService};
-    use k8s_openapi::api::core::v1::ServiceSpec;
 
     /// A Service with ports `(name, port)` (NodePort = 30000 + port) and these annotations
     /// (keys without the prefix).
@@ -415,23 +414,15 @@ mod tests {
     }
 
     fn read(ports: &[(&str, i32)], pairs: &[(&str, &str)]) -> std::result::Result<Desired, String> {
-        let mut svc = Service::default();
-        svc.metadata.name = Some("web".into());
-        svc.metadata.uid = Some("uid-1".into());
-        svc.spec = Some(ServiceSpec {
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|(name, port)| ServicePort {
-                        name: Some((*name).to_owned()),
-                        port: *port,
-                        node_port: Some(30_000 + port),
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..ServiceSpec::default()
-        });
+        let svc = crate::test_support::web_service(
+            "uid-1",
+            ports.iter().map(|(name, port)| ServicePort {
+                name: Some((*name).to_owned()),
+                port: *port,
+                node_port: Some(30_000 + port),
+                ..ServicePort::default()
+            }),
+        );
         let map = pairs
             .iter()
             .map(|(k, v)| (format!("{PREFIX}{k}"), (*v).to_owned()))
@@ -483,6 +474,7 @@ mod tests {
         assert!(warnings(&d).is_empty());
     }
 
+    // Deliberate repetition: each test reads as its own scenario, ports and annotations in full.
     #[test]
     fn a_port_value_beats_the_service_wide_one() {
         let d = desired(

@@ -104,7 +104,8 @@ pub fn after(step: &Step, lb: &mut LoadBalancer, new_type: Option<&LoadBalancerT
     }
 }
 
-fn service(spec: &ServiceSpec) -> LoadBalancerService {
+/// The service as the load balancer holds it once `spec` was sent.
+pub(super) fn service(spec: &ServiceSpec) -> LoadBalancerService {
     LoadBalancerService {
         protocol: spec.protocol.clone(),
         listen_port: spec.listen_port,

@@ -88,6 +88,8 @@ fn split_top_level(s: &str) -> Result<Vec<&str>, String> {
     let mut parts = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
+    // Deliberate repetition: the simulator's label-selector parser splits the same way, but the
+    // simulator is the API's independent model and shares no code with the client side.
     for (i, c) in s.char_indices() {
         match c {
             '(' => depth += 1,
@@ -120,27 +122,23 @@ fn set_operator(part: &str) -> Option<(&str, bool, &str)> {
     rest.strip_prefix("in").map(|values| (key, true, values))
 }
 
+/// `s` trimmed, when `valid` accepts it; else an error naming the label `what` (key or value).
+fn checked(s: &str, valid: fn(&str) -> bool, what: &str) -> Result<String, String> {
+    let s = s.trim();
+    if valid(s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!("invalid label {what} {s:?}"))
+    }
+}
+
 fn parse_requirement(part: &str) -> Result<Requirement, String> {
     let part = part.trim();
     if part.is_empty() {
         return Err("empty requirement".to_owned());
     }
-    let key_checked = |key: &str| -> Result<String, String> {
-        let key = key.trim();
-        if valid_key(key) {
-            Ok(key.to_owned())
-        } else {
-            Err(format!("invalid label key {key:?}"))
-        }
-    };
-    let value_checked = |value: &str| -> Result<String, String> {
-        let value = value.trim();
-        if valid_value(value) {
-            Ok(value.to_owned())
-        } else {
-            Err(format!("invalid label value {value:?}"))
-        }
-    };
+    let key_checked = |key: &str| checked(key, valid_key, "key");
+    let value_checked = |value: &str| checked(value, valid_value, "value");
     if let Some((key, positive, values)) = set_operator(part) {
         let values = values.trim();
         let inner = values
@@ -217,13 +215,7 @@ impl NodeSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::test_support::labels;
 
     #[test]
     fn matches_every_operator() {

@@ -6,6 +6,11 @@
 //! value of every unset field, and a new service sends the API's defaults (interval 15 s,
 //! timeout 10 s, 3 retries, path `/`, status codes `2??,3??`, no PROXY protocol, no sticky
 //! sessions or redirect), which is what the API would pick if the field were left out.
+//!
+//! Deliberate repetition: the `Desired*` structs follow the API's service models field by
+//! field (each one an `Option`), and merging and comparing walk those same fields one line
+//! each; the fields differ in type and default, so a shared walker would only hide which field
+//! gets which rule.
 
 use hcloud_api::models::{
     HealthCheck, HealthCheckHttp, HealthCheckProtocol, LoadBalancerService, ServiceHttp,
@@ -301,6 +306,8 @@ pub const NEW_CERTIFICATE: i64 = 0;
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The service as the load balancer has it after its spec was sent.
+    use crate::load_balancers::predict::service as current;
 
     fn tcp(port: u16, node_port: u16) -> DesiredService {
         DesiredService {
@@ -317,17 +324,6 @@ mod tests {
                 retries: None,
                 http: None,
             },
-        }
-    }
-
-    fn current(spec: &ServiceSpec) -> LoadBalancerService {
-        LoadBalancerService {
-            protocol: spec.protocol.clone(),
-            listen_port: spec.listen_port,
-            destination_port: spec.destination_port,
-            proxyprotocol: spec.proxyprotocol,
-            http: spec.http.clone(),
-            health_check: spec.health_check.clone(),
         }
     }
 

@@ -4,6 +4,11 @@
 //! them here. A field that is `None` was not set: the load balancer keeps what it has (and on
 //! creation the field is not sent, so the API's default applies), exactly as the official CCM
 //! treats an unset variable.
+//!
+//! Deliberate repetition: [`LoadBalancerSettings`] lists the variables one field each, as the
+//! binary's own settings struct does; that one mirrors the environment as read (an `enabled`
+//! switch, the class, inverted flags, a range of either family), this one is what the provider
+//! needs after the binary has checked it, so the two change separately.
 
 use std::time::Duration;
 

@@ -139,14 +139,8 @@ mod tests {
     use crate::load_balancers::naming::SERVICE_UID_LABEL;
     use crate::load_balancers::predict;
     use crate::load_balancers::settings::LoadBalancerSettings;
+    use crate::test_support::labels;
     use hcloud_api::models::LoadBalancerType;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
 
     #[test]
     fn entries_set_and_remove_like_kubectl_label() {
@@ -208,24 +202,17 @@ mod tests {
     }
 
     fn desired(pairs: &[(&str, &str)]) -> Desired {
-        let mut svc = k8s_openapi::api::core::v1::Service::default();
-        svc.metadata.name = Some("web".into());
-        svc.metadata.uid = Some("u1".into());
-        svc.spec = Some(k8s_openapi::api::core::v1::ServiceSpec {
-            ports: Some(vec![k8s_openapi::api::core::v1::ServicePort {
+        let svc = crate::test_support::web_service(
+            "u1",
+            [k8s_openapi::api::core::v1::ServicePort {
                 port: 80,
                 node_port: Some(30080),
                 ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        let map = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+            }],
+        );
         Desired::new(
             &svc,
-            &Annotations::new(&map),
+            &crate::test_support::annotations(pairs),
             &LoadBalancerSettings::default(),
             None,
             &[],
