@@ -146,6 +146,27 @@ impl std::fmt::Debug for EventRecorder {
     }
 }
 
+/// The message of the last Warning written per object (a Node's name, a Service's key): a
+/// failure that comes back with the same message writes no new event, so each distinct
+/// failure is reported once while it lasts.
+#[derive(Debug, Default)]
+pub(crate) struct LastWarnings(Mutex<HashMap<String, String>>);
+
+impl LastWarnings {
+    /// Remember `message` as the last Warning of `key`; whether it is news (differs from the
+    /// one remembered before), that is whether to write it.
+    pub(crate) fn is_news(&self, key: &str, message: &str) -> bool {
+        crate::lock(&self.0)
+            .insert(key.to_owned(), message.to_owned())
+            .is_none_or(|last| last != message)
+    }
+
+    /// `key` is fine again (or gone): its next failure is news.
+    pub(crate) fn forget(&self, key: &str) {
+        crate::lock(&self.0).remove(key);
+    }
+}
+
 /// Cut `message` to at most [`MAX_MESSAGE_BYTES`] bytes on a character boundary.
 pub fn truncate_message(message: &str) -> &str {
     if message.len() <= MAX_MESSAGE_BYTES {
@@ -409,6 +430,18 @@ impl EventRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warning_is_news_once_per_distinct_message() {
+        let last = LastWarnings::default();
+        assert!(last.is_news("n1", "cloud down"));
+        assert!(!last.is_news("n1", "cloud down"), "the same failure again");
+        assert!(last.is_news("n2", "cloud down"), "another object");
+        assert!(last.is_news("n1", "not found"), "another failure");
+        assert!(last.is_news("n1", "cloud down"), "back to the first one");
+        last.forget("n1");
+        assert!(last.is_news("n1", "cloud down"), "after a success");
+    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -1,7 +1,6 @@
 //! I/O of the lifecycle controller; decisions live in [`super::decisions`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,12 +16,15 @@ use super::decisions::{
     shutdown_verdict,
 };
 use crate::cache::{NodeCache, NodeChange};
-use crate::events::{EventRecorder, EventType, error_chain};
+use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::next_change;
-use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
+use crate::runtime::reconcile::{
+    self, ReconcileError, Reconciler, is_conflict, is_not_found, kube_category,
+};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
@@ -177,7 +179,7 @@ struct Inner {
     brake: Mutex<DeletionBrake>,
     /// Per Node, the message of the last Warning while its checks keep failing (or while its
     /// deletion is held): the same failure again adds no event.
-    last_warning: Mutex<HashMap<String, String>>,
+    last_warning: LastWarnings,
 }
 
 /// The cloud node lifecycle controller.
@@ -192,18 +194,6 @@ impl std::fmt::Debug for NodeLifecycleController {
             .field("config", &self.inner.config)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_conflict())
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
 }
 
 impl NodeLifecycleController {
@@ -249,7 +239,7 @@ impl NodeLifecycleController {
                 config,
                 queue,
                 brake: Mutex::new(brake),
-                last_warning: Mutex::default(),
+                last_warning: LastWarnings::default(),
             }),
             heartbeat: Heartbeat::new(CONTROLLER),
         }
@@ -389,7 +379,7 @@ impl Inner {
     /// A Warning on the Node, unless the last one of its failing checks said the same.
     async fn warn_once(&self, name: &str, reason: &str, message: &str) {
         let said = format!("{reason}: {message}");
-        if lock(&self.last_warning).insert(name.to_owned(), said.clone()) == Some(said) {
+        if !self.last_warning.is_news(name, &said) {
             return;
         }
         if let Some(node) = self.cache.get(name) {
@@ -401,7 +391,7 @@ impl Inner {
 
     /// The Node is fine (or gone from the cluster): no failure and no report of it stays.
     fn forget(&self, name: &str) {
-        lock(&self.last_warning).remove(name);
+        self.last_warning.forget(name);
         if lock(&self.brake).forget(name) {
             let nodes = self.cloud_nodes();
             let held = lock(&self.brake).held(tokio::time::Instant::now(), nodes);

@@ -13,7 +13,6 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
-use rand::Rng;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,7 @@ use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::reconcile::{self, Reconciler};
+use crate::runtime::reconcile::{self, Reconciler, is_conflict, is_not_found};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
@@ -270,14 +269,6 @@ impl std::fmt::Debug for RouteController {
     }
 }
 
-fn is_kube_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_conflict())
-}
-
-fn is_kube_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
-}
-
 /// The delay before retrying a failed creation within the cycle, or `None` when it must wait
 /// for the next cycle.
 ///
@@ -287,9 +278,11 @@ fn is_kube_not_found(err: &kube::Error) -> bool {
 /// `cap`. Every other error is final for this cycle.
 pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Duration> {
     match (err.category(), err.retry_after()) {
-        (Category::Conflict, after) => {
-            Some(after.unwrap_or_else(|| jittered(RETRY_DELAY)).min(cap))
-        }
+        (Category::Conflict, after) => Some(
+            after
+                .unwrap_or_else(|| crate::jittered(RETRY_DELAY))
+                .min(cap),
+        ),
         (Category::Transient, Some(after)) => Some(after.min(cap)),
         _ => None,
     }
@@ -301,15 +294,11 @@ pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Durati
 fn next_pass(config: &RouteControllerConfig, retry_in: Option<Duration>) -> Duration {
     let period = crate::period(config.reconciliation_period);
     let next = if config.watch_nodes {
-        jittered(crate::period(config.resync_period))
+        crate::jittered(crate::period(config.resync_period))
     } else {
         period
     };
     retry_in.map_or(next, |retry| next.min(retry.max(period)))
-}
-
-fn jittered(base: Duration) -> Duration {
-    base + base.mul_f64(rand::rng().random_range(0.0..1.0))
 }
 
 /// The strategic-merge status patch carrying only the `NetworkUnavailable` condition.
@@ -689,10 +678,10 @@ impl RouteController {
                     );
                     return true;
                 }
-                Err(err) if is_kube_conflict(&err) && attempt < CONDITION_ATTEMPTS => {
-                    tokio::time::sleep(jittered(RETRY_DELAY)).await;
+                Err(err) if is_conflict(&err) && attempt < CONDITION_ATTEMPTS => {
+                    tokio::time::sleep(crate::jittered(RETRY_DELAY)).await;
                 }
-                Err(err) if is_kube_not_found(&err) => {
+                Err(err) if is_not_found(&err) => {
                     tracing::debug!(
                         node = name,
                         "node vanished before its condition was written"

@@ -74,11 +74,23 @@ impl ReconcileError for provider::Error {
 /// The category of a Kubernetes API error: 409 is a conflict, 404 not found, anything else
 /// transient.
 pub fn kube_category(err: &kube::Error) -> Category {
-    match err {
-        kube::Error::Api(status) if status.is_conflict() => Category::Conflict,
-        kube::Error::Api(status) if status.is_not_found() => Category::NotFound,
-        _ => Category::Transient,
+    if is_conflict(err) {
+        Category::Conflict
+    } else if is_not_found(err) {
+        Category::NotFound
+    } else {
+        Category::Transient
     }
+}
+
+/// Whether the apiserver answered 409 Conflict (a stale `resourceVersion`).
+pub(crate) fn is_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_conflict())
+}
+
+/// Whether the apiserver answered 404 Not Found.
+pub(crate) fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found())
 }
 
 /// What the pool did after a failed reconcile.

@@ -8,7 +8,7 @@
 //! runs, not when the Node changed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,7 +25,8 @@ use super::decisions::{
 use super::errors::ServiceSyncError;
 use super::metrics::ServiceMetrics;
 use crate::cache::{NodeCache, NodeChange};
-use crate::events::{EventRecorder, EventType, error_chain};
+use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::LoadBalancer;
 use crate::runtime::health::{Heartbeat, Tasks};
@@ -111,10 +112,6 @@ impl Work {
     }
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) services: Informer<Service>,
@@ -134,7 +131,7 @@ pub(super) struct Inner {
     pub(super) last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
     /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
     /// a failure retried with the same message warns once, not once per retry.
-    pub(super) last_warning: Mutex<HashMap<String, String>>,
+    pub(super) last_warning: LastWarnings,
     /// Whether the apiserver keeps `ipMode` in a Service's ingress (asked once, on the first
     /// status comparison; see [`super::decisions::keeps_ip_mode`]).
     pub(super) ip_mode: tokio::sync::OnceCell<bool>,
@@ -241,7 +238,7 @@ impl ServiceController {
             pending: Mutex::default(),
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
-            last_warning: Mutex::default(),
+            last_warning: LastWarnings::default(),
             ip_mode: tokio::sync::OnceCell::new(),
         });
         tokio::select! {
@@ -441,7 +438,7 @@ impl Inner {
     pub(super) fn forget(&self, key: &str) {
         lock(&self.remembered).remove(key);
         lock(&self.last_synced_nodes).remove(key);
-        lock(&self.last_warning).remove(key);
+        self.last_warning.forget(key);
     }
 }
 
@@ -562,7 +559,7 @@ impl Reconciler for Inner {
             }
         };
         if result.is_ok() {
-            lock(&self.last_warning).remove(key);
+            self.last_warning.forget(key);
         }
         if result.is_err() {
             // The retry repeats a full sync: it also sets the targets, and it repairs what a
@@ -592,9 +589,7 @@ impl Reconciler for Inner {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             // One Warning per distinct failure: a retry that fails the same way again (every
             // few minutes while a certificate is missing, say) adds nothing to it.
-            let repeated = lock(&self.last_warning).insert(key.to_owned(), message.clone())
-                == Some(message.clone());
-            if repeated {
+            if !self.last_warning.is_news(key, &message) {
                 return;
             }
             self.event(
