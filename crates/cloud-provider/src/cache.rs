@@ -17,6 +17,7 @@ use kube::{Api, Client};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::runtime::health::Heartbeat;
 use crate::runtime::informer::{Change, Informer, InformerDriver, WatchProgress};
 use crate::runtime::scope::WatchScope;
 
@@ -126,6 +127,32 @@ impl NodeCache {
     /// The Node watch's progress, for health checks.
     pub fn progress(&self) -> &WatchProgress {
         self.informer.progress()
+    }
+
+    /// The names of every cached Node.
+    pub(crate) fn names(&self) -> impl Iterator<Item = String> {
+        self.list()
+            .into_iter()
+            .filter_map(|node| node.metadata.name.clone())
+    }
+
+    /// The start of a controller keyed by Node: report the Node watch into `heartbeat` (stuck
+    /// after `stuck_after`), wait for the first list, mark the controller synced and subscribe
+    /// to the changes, before the controller lists the Nodes so that it misses none. `None`
+    /// when `shutdown` comes first.
+    pub(crate) async fn subscribe_when_ready(
+        &self,
+        heartbeat: &Heartbeat,
+        stuck_after: Duration,
+        shutdown: &CancellationToken,
+    ) -> Option<broadcast::Receiver<NodeChange>> {
+        heartbeat.watch(self.progress().clone(), stuck_after);
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = self.wait_until_ready() => {}
+        }
+        heartbeat.set_synced();
+        Some(self.subscribe())
     }
 }
 

@@ -235,24 +235,32 @@ impl Drop for ReconcileTimer {
     }
 }
 
+/// The text exposition of a fresh registry after `register` filled it: what a scrape of the
+/// metrics it registers reads.
+#[cfg(test)]
+pub(crate) fn exposition(register: impl FnOnce(&mut Registry)) -> String {
+    let mut registry = Registry::default();
+    register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)
+        .expect("writing to a String cannot fail");
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
 
     #[test]
     fn registered_metrics_are_exposed_with_upstream_names() {
         let metrics = Metrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         drop(metrics.reconcile_timer("cloud-node"));
         metrics.record_error("cloud-node", "transient");
         metrics.record_retry("cloud-node", crate::provider::Category::Transient);
         metrics.observe_taint_removal_delay(1.5);
         metrics.observe_initial_sync_delay(2.5);
 
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
+        let text = exposition(|registry| metrics.register(registry));
         for needle in [
             "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
             "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",

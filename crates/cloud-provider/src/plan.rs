@@ -777,6 +777,17 @@ mod tests {
         }
     }
 
+    /// A fake whose load balancer plan changes nothing and reports ingress 192.0.2.1.
+    fn answering_load_balancer() -> Arc<Fake> {
+        Arc::new(Fake {
+            lb_plan: Some(LoadBalancerPlan {
+                status: Some(status("192.0.2.1")),
+                ..LoadBalancerPlan::default()
+            }),
+            ..Fake::default()
+        })
+    }
+
     fn options() -> PlannedControllers {
         PlannedControllers {
             routes: Some(vec!["10.244.0.0/16".parse().unwrap_or_default()]),
@@ -932,13 +943,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_errors_and_a_removed_load_balancer_is_a_delete() {
-        let fake = Arc::new(Fake {
-            lb_plan: Some(LoadBalancerPlan {
-                status: Some(status("192.0.2.1")),
-                ..LoadBalancerPlan::default()
-            }),
-            ..Fake::default()
-        });
+        let fake = answering_load_balancer();
         // Tainted Node whose server the fake does not know: metadata fails.
         let nodes = vec![node("lost", "True", vec![uninitialized()], None)];
         let mut cluster_ip = (*lb_service(Some("192.0.2.1"), true)).clone();
@@ -964,13 +969,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_services_of_the_owned_class_are_planned() {
-        let fake = Arc::new(Fake {
-            lb_plan: Some(LoadBalancerPlan {
-                status: Some(status("192.0.2.1")),
-                ..LoadBalancerPlan::default()
-            }),
-            ..Fake::default()
-        });
+        let fake = answering_load_balancer();
         let provider = FakeProvider(fake.clone());
         let classed = |name: &str, class: Option<&str>| {
             let mut service = (*lb_service(None, false)).clone();

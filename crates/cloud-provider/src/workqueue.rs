@@ -640,17 +640,20 @@ mod tests {
     }
 
     fn scrape(metrics: &WorkQueueMetrics) -> String {
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();
-        text
+        crate::metrics::exposition(|registry| metrics.register(registry))
     }
 
     /// The value of the series `line_start` (name and labels) in `text`.
     fn value(text: &str, line_start: &str) -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+    }
+
+    /// Assert that each series (name and labels) of `want` has its value in `text`.
+    fn expect_series(text: &str, want: &[(&str, f64)]) {
+        for (series, expected) in want {
+            assert_eq!(value(text, series), Some(*expected), "{series} in\n{text}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -663,99 +666,57 @@ mod tests {
         q.add("a");
         q.add("b");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_adds_total{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"route\"}"),
-            Some(1.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_adds_total{name=\"service\"}", 2.0),
+                ("workqueue_depth{name=\"service\"}", 2.0),
+                ("workqueue_depth{name=\"route\"}", 1.0),
+            ],
         );
 
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(q.get().await, Some("a"));
         tokio::time::advance(Duration::from_secs(3)).await;
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(1.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_queue_duration_seconds_sum{name=\"service\"}"
-            ),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_longest_running_processor_seconds{name=\"service\"}"
-            ),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"route\"}"),
-            Some(0.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_depth{name=\"service\"}", 1.0),
+                (
+                    "workqueue_queue_duration_seconds_sum{name=\"service\"}",
+                    2.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"service\"}", 3.0),
+                (
+                    "workqueue_longest_running_processor_seconds{name=\"service\"}",
+                    3.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"route\"}", 0.0),
+            ],
         );
         // Added again while processed: one more add, processed again after done.
         q.add("a");
         q.done(&"a");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_work_duration_seconds_sum{name=\"service\"}"
-            ),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_work_duration_seconds_count{name=\"service\"}"
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
-            Some(0.0)
-        );
-        assert_eq!(
-            value(&text, "workqueue_adds_total{name=\"service\"}"),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_work_duration_seconds_sum{name=\"service\"}", 3.0),
+                (
+                    "workqueue_work_duration_seconds_count{name=\"service\"}",
+                    1.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"service\"}", 0.0),
+                ("workqueue_adds_total{name=\"service\"}", 3.0),
+                ("workqueue_depth{name=\"service\"}", 2.0),
+            ],
         );
 
         q.add_rate_limited("b");
         q.add_rate_limited("c");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_retries_total{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
+        expect_series(&text, &[("workqueue_retries_total{name=\"service\"}", 2.0)]);
         for (name, kind) in [
             ("workqueue_depth", "gauge"),
             ("workqueue_adds", "counter"),

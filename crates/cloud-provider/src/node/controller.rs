@@ -240,21 +240,15 @@ impl NodeController {
     /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { inner, heartbeat } = self;
-        heartbeat.watch(
-            inner.cache.progress().clone(),
-            crate::cache::NODE_WATCH_STUCK_AFTER,
-        );
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.cache.wait_until_ready() => {}
-        }
-        heartbeat.set_synced();
-        let changes = inner.cache.subscribe();
-        for node in inner.cache.list() {
-            if let Some(name) = node.metadata.name.clone() {
-                inner.queue.add(name);
-            }
-        }
+        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
+        let Some(changes) = inner
+            .cache
+            .subscribe_when_ready(&heartbeat, stuck_after, &shutdown)
+            .await
+        else {
+            return;
+        };
+        inner.enqueue_all();
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
@@ -300,11 +294,7 @@ async fn feed(
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
-                for node in inner.cache.list() {
-                    if let Some(name) = node.metadata.name.clone() {
-                        inner.queue.add(name);
-                    }
-                }
+                inner.enqueue_all();
             }
             Err(RecvError::Closed) => return,
         }
@@ -358,6 +348,12 @@ impl Reconciler for Inner {
 }
 
 impl Inner {
+    fn enqueue_all(&self) {
+        for name in self.cache.names() {
+            self.queue.add(name);
+        }
+    }
+
     /// Read (the cached Node; the cloud's metadata only for a tainted one), decide
     /// ([`decide`]), apply.
     async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {

@@ -264,16 +264,14 @@ impl NodeLifecycleController {
         let Self { inner, heartbeat } = self;
         tracing::info!(controller = CONTROLLER, "starting");
         let period = crate::period(inner.config.node_monitor_period);
-        heartbeat.watch(
-            inner.cache.progress().clone(),
-            crate::cache::NODE_WATCH_STUCK_AFTER.max(period),
-        );
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.cache.wait_until_ready() => {}
-        }
-        heartbeat.set_synced();
-        let changes = inner.cache.subscribe();
+        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER.max(period);
+        let Some(changes) = inner
+            .cache
+            .subscribe_when_ready(&heartbeat, stuck_after, &shutdown)
+            .await
+        else {
+            return;
+        };
         inner.enqueue_all();
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
@@ -365,10 +363,8 @@ impl Reconciler for Inner {
 
 impl Inner {
     fn enqueue_all(&self) {
-        for node in self.cache.list() {
-            if let Some(name) = node.metadata.name.clone() {
-                self.queue.add(name);
-            }
+        for name in self.cache.names() {
+            self.queue.add(name);
         }
     }
 

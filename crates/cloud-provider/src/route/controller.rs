@@ -776,7 +776,6 @@ mod tests {
             );
         }
     }
-    use prometheus_client::encoding::text::encode;
 
     #[test]
     fn only_conflict_like_errors_are_retried_within_the_cycle() {
@@ -849,11 +848,8 @@ mod tests {
     #[test]
     fn route_sync_metric_has_the_upstream_name() {
         let metrics = RouteMetrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         metrics.route_syncs.inc();
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
+        let text = crate::metrics::exposition(|registry| metrics.register(registry));
         assert!(
             text.contains("route_controller_route_sync_total 1"),
             "{text}"

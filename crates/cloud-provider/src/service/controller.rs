@@ -369,6 +369,17 @@ impl Inner {
         .await;
     }
 
+    /// The upstream Normal event once a load balancer is deleted.
+    pub(super) async fn event_deleted(&self, service: &Service) {
+        self.event(
+            service,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+        )
+        .await;
+    }
+
     /// Queue `action` for `key` (merged with one already waiting).
     pub(super) fn enqueue(&self, key: String, action: Work) {
         {
@@ -467,33 +478,37 @@ async fn service_feed(
     }
 }
 
-async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
-    let period = crate::period(inner.config.resync_period);
+/// Run `pass` once a `period` (the first after one period) until `shutdown`.
+async fn every(period: Duration, shutdown: CancellationToken, mut pass: impl FnMut()) {
+    let period = crate::period(period);
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
+        pass();
+    }
+}
+
+async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
+    every(inner.config.resync_period, shutdown, || {
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
             if needs_cleanup(&service, inner.class()) {
                 inner.enqueue(service_key(&service), Work::Sync);
             }
         }
-    }
+    })
+    .await;
 }
 
 /// Every `node_sync_period`: a forced target update for every load balancer.
 async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
-    let period = crate::period(inner.config.node_sync_period);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
+    every(inner.config.node_sync_period, shutdown, || {
         tracing::debug!("periodic node sync of every load balancer");
         inner.enqueue_target_updates(true);
-    }
+    })
+    .await;
 }
 
 async fn node_feed(

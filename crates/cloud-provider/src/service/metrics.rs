@@ -75,19 +75,16 @@ impl ServiceMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
+    use crate::metrics::exposition;
 
     #[test]
     fn metrics_have_upstream_names() {
         let metrics = ServiceMetrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         metrics.loadbalancer_syncs.inc();
         metrics.nodesync_errors.inc();
         metrics.nodesync_latency.observe(0.5);
         metrics.update_host_latency.observe(0.5);
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
+        let text = exposition(|registry| metrics.register(registry));
         for needle in [
             "service_controller_loadbalancer_sync_total 1",
             "service_controller_nodesync_error_total 1",

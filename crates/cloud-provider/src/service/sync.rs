@@ -61,13 +61,7 @@ impl Inner {
             .await;
             return Err(ServiceSyncError::DeleteLoadBalancer(err));
         }
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletedLoadBalancer",
-            "Deleted load balancer",
-        )
-        .await;
+        self.event_deleted(service).await;
         Ok(())
     }
 
@@ -176,13 +170,7 @@ impl Inner {
                     .await
                     .map_err(ServiceSyncError::RemoveFinalizer)?;
             }
-            self.event(
-                service,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-            )
-            .await;
+            self.event_deleted(service).await;
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!("ensuring load balancer");
