@@ -253,21 +253,13 @@ impl NodeController {
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
         tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(inner.config.workers),
-            ),
-        );
-        tasks.spawn(
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),
         );
+        let workers = reconcile::Workers::new(inner.config.workers);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }

@@ -275,18 +275,10 @@ impl NodeLifecycleController {
         inner.enqueue_all();
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(1),
-            ),
-        );
+        let workers = reconcile::Workers::new(1);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }

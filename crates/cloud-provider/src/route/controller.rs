@@ -419,17 +419,11 @@ impl RouteController {
                 ),
             );
         }
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                this.clone(),
-                queue.clone(),
-                this.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(1),
-            ),
-        );
-        tasks.run_until_stopped(&shutdown, &queue, CONTROLLER).await;
+        let metrics = this.metrics.clone();
+        let workers = reconcile::Workers::new(1);
+        tasks
+            .run_pool_until_stopped(this, queue, metrics, workers, &shutdown)
+            .await;
     }
 
     /// One reconcile pass. A failing `list_routes` aborts it before any change (no deletions,

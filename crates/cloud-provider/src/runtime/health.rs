@@ -12,6 +12,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::informer::WatchProgress;
+use super::reconcile::{self, Reconciler, Workers};
+use crate::metrics::Metrics;
+use crate::workqueue::WorkQueue;
 
 #[derive(Debug, Default)]
 struct State {
@@ -121,6 +124,28 @@ impl Tasks {
             task.await;
             name
         });
+    }
+
+    /// Spawn the worker pool of `reconciler` over `queue` ([`reconcile::pool`], `workers` at a
+    /// time) as the task `workers`, then run the controller as [`Tasks::run_until_stopped`].
+    pub async fn run_pool_until_stopped<R: Reconciler + ?Sized>(
+        mut self,
+        reconciler: Arc<R>,
+        queue: Arc<WorkQueue<String>>,
+        metrics: Metrics,
+        workers: Workers,
+        shutdown: &CancellationToken,
+    ) {
+        let controller = reconciler.controller();
+        let pool = reconcile::pool(
+            reconciler,
+            queue.clone(),
+            metrics,
+            shutdown.clone(),
+            workers,
+        );
+        self.spawn("workers", pool);
+        self.run_until_stopped(shutdown, &queue, controller).await;
     }
 
     /// Run the controller `controller` until `shutdown` or until a task ends early

@@ -268,16 +268,6 @@ impl ServiceController {
                 periodic_node_sync(inner.clone(), shutdown.clone()),
             );
         }
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                workers,
-            ),
-        );
         let synced = {
             let inner = inner.clone();
             let heartbeat = heartbeat.clone();
@@ -292,8 +282,9 @@ impl ServiceController {
             }
         };
         tasks.spawn("sync-marker", synced);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }
