@@ -137,6 +137,8 @@ struct Pending {
     message: String,
 }
 
+// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
+// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventRecorder")

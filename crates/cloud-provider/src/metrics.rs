@@ -44,6 +44,8 @@ fn delay_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 15))
 }
 
+// Deliberate repetition: a struct of Prometheus families, one field per series, as the
+// work-queue metrics; the series are this crate's own.
 /// All metrics of this crate. Cheap to clone (handles share their values).
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -247,6 +249,14 @@ pub(crate) fn exposition(register: impl FnOnce(&mut Registry)) -> String {
     text
 }
 
+/// Assert that the exposition `text` holds each of `lines` (a series and its value).
+#[cfg(test)]
+pub(crate) fn assert_exposes(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,17 +271,18 @@ mod tests {
         metrics.observe_initial_sync_delay(2.5);
 
         let text = exposition(|registry| metrics.register(registry));
-        for needle in [
-            "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
-            "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",
-            "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
-            "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
-            "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
-            "node_controller_initial_node_sync_delay_seconds_sum 2.5",
-            "cloud_node_lifecycle_controller_deleted_nodes_total 0",
-        ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
-        }
+        assert_exposes(
+            &text,
+            &[
+                "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
+                "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",
+                "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
+                "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
+                "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
+                "node_controller_initial_node_sync_delay_seconds_sum 2.5",
+                "cloud_node_lifecycle_controller_deleted_nodes_total 0",
+            ],
+        );
         assert_eq!(metrics.reconcile_count("cloud-node"), 1);
         assert_eq!(metrics.error_count("cloud-node", "transient"), 1);
     }

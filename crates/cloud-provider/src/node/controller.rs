@@ -264,6 +264,8 @@ impl NodeController {
     }
 }
 
+// Deliberate repetition: `run` and `feed` have the outline of the lifecycle controller's; why
+// the two controllers stay apart is said at `NodeLifecycleController`'s constructors.
 async fn feed(
     inner: Arc<Inner>,
     mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
@@ -584,6 +586,8 @@ mod tests {
     use crate::node::test_support::{addr, taint};
     use std::collections::BTreeMap;
 
+    // Deliberate repetition: the plans below are written out field by field so that each
+    // patch can be read against the plan it comes from.
     #[test]
     fn initialization_patch_shapes() {
         let plan = Initialization {

@@ -37,6 +37,8 @@ const TAINT_RETRIES: u32 = 5;
 /// The reason of the Warning on a Node whose deletion the brake holds.
 pub const REASON_DELETION_HELD: &str = "NodeDeletionHeld";
 
+// Deliberate repetition: a settings struct and its `Default`, field by field, as every config of
+// the workspace; the fields and defaults are the lifecycle controller's own flags.
 /// Settings of the lifecycle controller.
 #[derive(Clone, Debug)]
 pub struct NodeLifecycleControllerConfig {
@@ -61,6 +63,8 @@ impl Default for NodeLifecycleControllerConfig {
     }
 }
 
+// Deliberate repetition: one variant per failing step, each with its own message and source,
+// written out as every thiserror enum of the workspace; the steps are the lifecycle check's own.
 /// Why a lifecycle check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -196,6 +200,13 @@ impl std::fmt::Debug for NodeLifecycleController {
     }
 }
 
+// Deliberate repetition: this controller and the node controller (`node/controller.rs`) are
+// two upstream controllers that are built and run alike on purpose: the same public inputs and
+// builder methods (`lib.rs` wires them side by side), the same start on the Node cache
+// (`NodeCache::subscribe_when_ready`) and the same pool (`Tasks::run_pool_until_stopped`). What
+// is left alike is their signatures and the outline of `run` and `feed`; their state, queue
+// backoff, reactions to Node changes and extra tasks differ, and one generic type for both would
+// tie together two controllers that change separately.
 impl NodeLifecycleController {
     /// A controller writing through `client` and reading `cache`.
     pub fn new(

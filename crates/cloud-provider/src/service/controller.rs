@@ -149,6 +149,8 @@ pub struct ServiceController {
     heartbeat: Heartbeat,
 }
 
+// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
+// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for ServiceController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceController")
@@ -179,6 +181,10 @@ impl ServiceController {
             heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
+
+    // Deliberate repetition: like the route controller's, each builder method below sets one
+    // field of the public API (a heartbeat, a recorder, metrics registered early); a shared
+    // trait would only add a name for three assignments.
 
     /// Use `service_metrics` (e.g. one registered before leader election) instead of a private
     /// one.
@@ -543,6 +549,10 @@ async fn node_feed(
     }
 }
 
+// Deliberate repetition: the head of each controller's `Reconciler` impl (error type,
+// controller label, span) has the trait's shape; the span's field (`service = key` here,
+// `node = key` for the Node controllers) must be a literal name for `tracing`, so each impl
+// spells its own.
 #[async_trait]
 impl Reconciler for Inner {
     type Error = ServiceSyncError;

@@ -75,7 +75,7 @@ impl ServiceMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::exposition;
+    use crate::metrics::{assert_exposes, exposition};
 
     #[test]
     fn metrics_have_upstream_names() {
@@ -85,14 +85,15 @@ mod tests {
         metrics.nodesync_latency.observe(0.5);
         metrics.update_host_latency.observe(0.5);
         let text = exposition(|registry| metrics.register(registry));
-        for needle in [
-            "service_controller_loadbalancer_sync_total 1",
-            "service_controller_nodesync_error_total 1",
-            "service_controller_nodesync_latency_seconds_count 1",
-            "service_controller_update_loadbalancer_host_latency_seconds_count 1",
-        ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
-        }
+        assert_exposes(
+            &text,
+            &[
+                "service_controller_loadbalancer_sync_total 1",
+                "service_controller_nodesync_error_total 1",
+                "service_controller_nodesync_latency_seconds_count 1",
+                "service_controller_update_loadbalancer_host_latency_seconds_count 1",
+            ],
+        );
         assert_eq!(metrics.loadbalancer_sync_count(), 1);
         assert_eq!(metrics.nodesync_error_count(), 1);
     }
