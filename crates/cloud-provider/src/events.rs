@@ -50,8 +50,9 @@ impl SpamFilter {
                 .retain(|_, (_, at)| now.saturating_duration_since(*at) < refilled);
         }
         let (tokens, at) = self.buckets.entry(key).or_insert((SPAM_BURST, now));
-        let elapsed = now.saturating_duration_since(*at).as_secs_f64();
-        *tokens = (*tokens + elapsed / SPAM_REFILL.as_secs_f64()).min(SPAM_BURST);
+        let elapsed = now.saturating_duration_since(*at);
+        let per_second = SPAM_REFILL.as_secs_f64().recip();
+        *tokens = crate::refilled(*tokens, elapsed, per_second, SPAM_BURST);
         *at = now;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
@@ -339,19 +340,15 @@ impl EventRecorder {
             reason: reason.to_owned(),
             message: message.to_owned(),
         };
-        let allowed = self
-            .spam
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .allow(
-                (
-                    key.namespace.clone(),
-                    key.kind.clone(),
-                    key.name.clone(),
-                    key.uid.clone(),
-                ),
-                Instant::now(),
-            );
+        let allowed = crate::lock(&self.spam).allow(
+            (
+                key.namespace.clone(),
+                key.kind.clone(),
+                key.name.clone(),
+                key.uid.clone(),
+            ),
+            Instant::now(),
+        );
         if !allowed {
             tracing::debug!(reason, object = %key.name, "event dropped: too many events about this object");
             return Ok(());
@@ -423,9 +420,7 @@ impl EventRecorder {
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, DedupCache> {
         // A poisoned cache only loses aggregation; keep using it.
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock(&self.cache)
     }
 }
 

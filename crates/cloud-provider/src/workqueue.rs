@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -78,8 +78,8 @@ impl Bucket {
 
     /// Take a token (possibly one not yet refilled) and return how long to wait for it.
     fn reserve(&mut self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * BUCKET_PER_SECOND).min(BUCKET_BURST);
+        let elapsed = now.saturating_duration_since(self.at);
+        self.tokens = crate::refilled(self.tokens, elapsed, BUCKET_PER_SECOND, BUCKET_BURST);
         self.at = now;
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
@@ -167,9 +167,7 @@ impl WorkQueueMetrics {
         let labels = QueueLabels {
             name: name.to_owned(),
         };
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.running)
             .entry(labels.clone())
             .or_default();
         Instruments {
@@ -191,7 +189,7 @@ struct RunningCollector(Running);
 impl Collector for RunningCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let now = Instant::now();
-        let running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = crate::lock(&self.0);
         let series: Vec<(&QueueLabels, f64, f64)> = running
             .iter()
             .map(|(labels, starts)| {
@@ -240,12 +238,7 @@ struct Instruments {
 
 impl Instruments {
     fn started(&self, at: Instant) {
-        if let Some(starts) = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(&self.labels)
-        {
+        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels) {
             starts.push(at);
         }
     }
@@ -253,11 +246,7 @@ impl Instruments {
     fn finished(&self, started: Instant, now: Instant) {
         self.work_duration
             .observe(now.saturating_duration_since(started).as_secs_f64());
-        if let Some(starts) = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(&self.labels)
+        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels)
             && let Some(i) = starts.iter().position(|at| *at == started)
         {
             starts.swap_remove(i);
@@ -316,7 +305,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.state)
     }
 
     fn add_locked(&self, state: &mut State<K>, key: K) -> bool {

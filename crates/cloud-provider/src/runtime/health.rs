@@ -5,7 +5,7 @@
 //! ([`Heartbeat::liveness`]) and a `/readyz` check ([`Heartbeat::readiness`]); a controller
 //! whose task died also returns from `run` early, so the process can exit non-zero.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -40,7 +40,7 @@ impl Heartbeat {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.state)
     }
 
     /// The controller's name.
