@@ -123,7 +123,6 @@ impl DedupCache {
 pub struct EventRecorder {
     client: Client,
     component: String,
-    host: Option<String>,
     cache: Arc<Mutex<DedupCache>>,
     spam: Arc<Mutex<SpamFilter>>,
     /// The queue of the writer task, started by the first event published in a runtime.
@@ -144,7 +143,6 @@ impl std::fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventRecorder")
             .field("component", &self.component)
-            .field("host", &self.host)
             .finish_non_exhaustive()
     }
 }
@@ -220,18 +218,10 @@ impl EventRecorder {
         Self {
             client,
             component: component.into(),
-            host: None,
             cache: Arc::default(),
             spam: Arc::default(),
             queue: Arc::default(),
         }
-    }
-
-    /// Also set `source.host`.
-    #[must_use]
-    pub fn with_host(mut self, host: impl Into<String>) -> Self {
-        self.host = Some(host.into());
-        self
     }
 
     /// The component written into `source.component`.
@@ -398,13 +388,12 @@ impl EventRecorder {
             type_: Some(type_.as_str().to_owned()),
             source: Some(EventSource {
                 component: Some(self.component.clone()),
-                host: self.host.clone(),
+                host: None,
             }),
             count: Some(1),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
             reporting_component: Some(self.component.clone()),
-            reporting_instance: self.host.clone(),
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;

@@ -33,10 +33,4 @@ pub mod address_type {
     pub const HOSTNAME: &str = "Hostname";
     /// `InternalIP`
     pub const INTERNAL_IP: &str = "InternalIP";
-    /// `ExternalIP`
-    pub const EXTERNAL_IP: &str = "ExternalIP";
-    /// `InternalDNS`
-    pub const INTERNAL_DNS: &str = "InternalDNS";
-    /// `ExternalDNS`
-    pub const EXTERNAL_DNS: &str = "ExternalDNS";
 }
