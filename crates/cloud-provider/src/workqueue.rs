@@ -47,6 +47,15 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// The same `delay` before every retry (a periodic controller's: a failure is retried
+    /// one period later, as its loop would have come back to it).
+    pub fn fixed(delay: Duration) -> Self {
+        Self {
+            base: delay,
+            max: delay,
+        }
+    }
+
     /// Delay before retry number `failures` (0-based).
     pub fn delay(&self, failures: u32) -> Duration {
         let factor = 2u32.checked_pow(failures).unwrap_or(u32::MAX);
@@ -530,6 +539,9 @@ mod tests {
         assert_eq!(b.delay(3), Duration::from_millis(40));
         assert_eq!(b.delay(20), Duration::from_secs(1));
         assert_eq!(b.delay(200), Duration::from_secs(1));
+        let fixed = Backoff::fixed(Duration::from_secs(5));
+        assert_eq!(fixed.delay(0), Duration::from_secs(5));
+        assert_eq!(fixed.delay(7), Duration::from_secs(5));
     }
 
     #[tokio::test]

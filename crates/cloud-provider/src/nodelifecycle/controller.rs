@@ -233,11 +233,7 @@ impl NodeLifecycleController {
         // as the periodic loop did; the queue's bucket still caps a mass failure.
         let period = crate::period(config.node_monitor_period);
         let queue = Arc::new(
-            WorkQueue::new(Backoff {
-                base: period,
-                max: period,
-            })
-            .with_metrics(CONTROLLER, metrics.workqueues()),
+            WorkQueue::new(Backoff::fixed(period)).with_metrics(CONTROLLER, metrics.workqueues()),
         );
         let brake = DeletionBrake::new(config.deletion_max_share, period);
         Self {

@@ -123,11 +123,7 @@ async fn route_feed(
 /// The per-pass backoff: a failed pass is retried after one period (or the provider's longer
 /// retry-after), as the periodic loop did; the queue's bucket still applies.
 fn pass_backoff(config: &RouteControllerConfig) -> Backoff {
-    let period = crate::period(config.reconciliation_period);
-    Backoff {
-        base: period,
-        max: period,
-    }
+    Backoff::fixed(crate::period(config.reconciliation_period))
 }
 
 /// Settings of the route controller.
