@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::health::Heartbeat;
 use crate::runtime::informer::{Change, Informer, InformerDriver, WatchProgress};
 use crate::runtime::scope::WatchScope;
+use crate::workqueue::WorkQueue;
 
 pub use crate::runtime::informer::CHANGE_FEED_CAPACITY;
 
@@ -129,19 +130,22 @@ impl NodeCache {
         self.informer.progress()
     }
 
-    /// The names of every cached Node.
-    pub(crate) fn names(&self) -> impl Iterator<Item = String> {
-        self.list()
-            .into_iter()
-            .filter_map(|node| node.metadata.name.clone())
+    /// Queue the name of every cached Node.
+    pub(crate) fn queue_all(&self, queue: &WorkQueue<String>) {
+        for node in self.list() {
+            if let Some(name) = node.metadata.name.clone() {
+                queue.add(name);
+            }
+        }
     }
 
-    /// The start of a controller keyed by Node: report the Node watch into `heartbeat` (stuck
-    /// after `stuck_after`), wait for the first list, mark the controller synced and subscribe
-    /// to the changes, before the controller lists the Nodes so that it misses none. `None`
-    /// when `shutdown` comes first.
-    pub(crate) async fn subscribe_when_ready(
+    /// The start of a controller keyed by Node name: report the Node watch into `heartbeat`
+    /// (stuck after `stuck_after`), wait for the first list, mark the controller synced,
+    /// subscribe to the changes and only then queue every cached Node into `queue`, so that no
+    /// change falls between the two. `None` when `shutdown` comes first.
+    pub(crate) async fn start_keyed(
         &self,
+        queue: &WorkQueue<String>,
         heartbeat: &Heartbeat,
         stuck_after: Duration,
         shutdown: &CancellationToken,
@@ -152,7 +156,9 @@ impl NodeCache {
             () = self.wait_until_ready() => {}
         }
         heartbeat.set_synced();
-        Some(self.subscribe())
+        let changes = self.subscribe();
+        self.queue_all(queue);
+        Some(changes)
     }
 }
 

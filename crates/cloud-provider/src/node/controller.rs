@@ -241,14 +241,10 @@ impl NodeController {
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { inner, heartbeat } = self;
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
-        let Some(changes) = inner
+        let start = inner
             .cache
-            .subscribe_when_ready(&heartbeat, stuck_after, &shutdown)
-            .await
-        else {
-            return;
-        };
-        inner.enqueue_all();
+            .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);
+        let Some(changes) = start.await else { return };
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
@@ -288,7 +284,7 @@ async fn feed(
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
-                inner.enqueue_all();
+                inner.cache.queue_all(&inner.queue);
             }
             Err(RecvError::Closed) => return,
         }
@@ -342,12 +338,6 @@ impl Reconciler for Inner {
 }
 
 impl Inner {
-    fn enqueue_all(&self) {
-        for name in self.cache.names() {
-            self.queue.add(name);
-        }
-    }
-
     /// Read (the cached Node; the cloud's metadata only for a tainted one), decide
     /// ([`decide`]), apply.
     async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {

@@ -203,7 +203,7 @@ impl std::fmt::Debug for NodeLifecycleController {
 // Deliberate repetition: this controller and the node controller (`node/controller.rs`) are
 // two upstream controllers that are built and run alike on purpose: the same public inputs and
 // builder methods (`lib.rs` wires them side by side), the same start on the Node cache
-// (`NodeCache::subscribe_when_ready`) and the same pool (`Tasks::run_pool_until_stopped`). What
+// (`NodeCache::start_keyed`) and the same pool (`Tasks::run_pool_until_stopped`). What
 // is left alike is their signatures and the outline of `run` and `feed`; their state, queue
 // backoff, reactions to Node changes and extra tasks differ, and one generic type for both would
 // tie together two controllers that change separately.
@@ -272,14 +272,10 @@ impl NodeLifecycleController {
         tracing::info!(controller = CONTROLLER, "starting");
         let period = crate::period(inner.config.node_monitor_period);
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER.max(period);
-        let Some(changes) = inner
+        let start = inner
             .cache
-            .subscribe_when_ready(&heartbeat, stuck_after, &shutdown)
-            .await
-        else {
-            return;
-        };
-        inner.enqueue_all();
+            .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);
+        let Some(changes) = start.await else { return };
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
         let workers = reconcile::Workers::new(1);
@@ -309,7 +305,7 @@ async fn feed(
             Ok(_) => {}
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; checking every node");
-                inner.enqueue_all();
+                inner.cache.queue_all(&inner.queue);
             }
             Err(RecvError::Closed) => {
                 tracing::warn!("node change feed closed; known nodes are still checked");
@@ -361,12 +357,6 @@ impl Reconciler for Inner {
 }
 
 impl Inner {
-    fn enqueue_all(&self) {
-        for name in self.cache.names() {
-            self.queue.add(name);
-        }
-    }
-
     async fn warn(&self, name: &str, reason: &str, err: &LifecycleError) {
         self.warn_once(name, reason, &error_chain(err)).await;
     }
