@@ -17,8 +17,10 @@ use kube::{Api, Client};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::runtime::health::Heartbeat;
 use crate::runtime::informer::{Change, Informer, InformerDriver, WatchProgress};
 use crate::runtime::scope::WatchScope;
+use crate::workqueue::WorkQueue;
 
 pub use crate::runtime::informer::CHANGE_FEED_CAPACITY;
 
@@ -126,6 +128,37 @@ impl NodeCache {
     /// The Node watch's progress, for health checks.
     pub fn progress(&self) -> &WatchProgress {
         self.informer.progress()
+    }
+
+    /// Queue the name of every cached Node.
+    pub(crate) fn queue_all(&self, queue: &WorkQueue<String>) {
+        for node in self.list() {
+            if let Some(name) = node.metadata.name.clone() {
+                queue.add(name);
+            }
+        }
+    }
+
+    /// The start of a controller keyed by Node name: report the Node watch into `heartbeat`
+    /// (stuck after `stuck_after`), wait for the first list, mark the controller synced,
+    /// subscribe to the changes and only then queue every cached Node into `queue`, so that no
+    /// change falls between the two. `None` when `shutdown` comes first.
+    pub(crate) async fn start_keyed(
+        &self,
+        queue: &WorkQueue<String>,
+        heartbeat: &Heartbeat,
+        stuck_after: Duration,
+        shutdown: &CancellationToken,
+    ) -> Option<broadcast::Receiver<NodeChange>> {
+        heartbeat.watch(self.progress().clone(), stuck_after);
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = self.wait_until_ready() => {}
+        }
+        heartbeat.set_synced();
+        let changes = self.subscribe();
+        self.queue_all(queue);
+        Some(changes)
     }
 }
 

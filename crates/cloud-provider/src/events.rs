@@ -50,8 +50,9 @@ impl SpamFilter {
                 .retain(|_, (_, at)| now.saturating_duration_since(*at) < refilled);
         }
         let (tokens, at) = self.buckets.entry(key).or_insert((SPAM_BURST, now));
-        let elapsed = now.saturating_duration_since(*at).as_secs_f64();
-        *tokens = (*tokens + elapsed / SPAM_REFILL.as_secs_f64()).min(SPAM_BURST);
+        let elapsed = now.saturating_duration_since(*at);
+        let per_second = SPAM_REFILL.as_secs_f64().recip();
+        *tokens = crate::refilled(*tokens, elapsed, per_second, SPAM_BURST);
         *at = now;
         if *tokens >= 1.0 {
             *tokens -= 1.0;
@@ -122,7 +123,6 @@ impl DedupCache {
 pub struct EventRecorder {
     client: Client,
     component: String,
-    host: Option<String>,
     cache: Arc<Mutex<DedupCache>>,
     spam: Arc<Mutex<SpamFilter>>,
     /// The queue of the writer task, started by the first event published in a runtime.
@@ -137,12 +137,34 @@ struct Pending {
     message: String,
 }
 
+// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
+// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventRecorder")
             .field("component", &self.component)
-            .field("host", &self.host)
             .finish_non_exhaustive()
+    }
+}
+
+/// The message of the last Warning written per object (a Node's name, a Service's key): a
+/// failure that comes back with the same message writes no new event, so each distinct
+/// failure is reported once while it lasts.
+#[derive(Debug, Default)]
+pub(crate) struct LastWarnings(Mutex<HashMap<String, String>>);
+
+impl LastWarnings {
+    /// Remember `message` as the last Warning of `key`; whether it is news (differs from the
+    /// one remembered before), that is whether to write it.
+    pub(crate) fn is_news(&self, key: &str, message: &str) -> bool {
+        crate::lock(&self.0)
+            .insert(key.to_owned(), message.to_owned())
+            .is_none_or(|last| last != message)
+    }
+
+    /// `key` is fine again (or gone): its next failure is news.
+    pub(crate) fn forget(&self, key: &str) {
+        crate::lock(&self.0).remove(key);
     }
 }
 
@@ -196,18 +218,10 @@ impl EventRecorder {
         Self {
             client,
             component: component.into(),
-            host: None,
             cache: Arc::default(),
             spam: Arc::default(),
             queue: Arc::default(),
         }
-    }
-
-    /// Also set `source.host`.
-    #[must_use]
-    pub fn with_host(mut self, host: impl Into<String>) -> Self {
-        self.host = Some(host.into());
-        self
     }
 
     /// The component written into `source.component`.
@@ -316,19 +330,15 @@ impl EventRecorder {
             reason: reason.to_owned(),
             message: message.to_owned(),
         };
-        let allowed = self
-            .spam
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .allow(
-                (
-                    key.namespace.clone(),
-                    key.kind.clone(),
-                    key.name.clone(),
-                    key.uid.clone(),
-                ),
-                Instant::now(),
-            );
+        let allowed = crate::lock(&self.spam).allow(
+            (
+                key.namespace.clone(),
+                key.kind.clone(),
+                key.name.clone(),
+                key.uid.clone(),
+            ),
+            Instant::now(),
+        );
         if !allowed {
             tracing::debug!(reason, object = %key.name, "event dropped: too many events about this object");
             return Ok(());
@@ -378,13 +388,12 @@ impl EventRecorder {
             type_: Some(type_.as_str().to_owned()),
             source: Some(EventSource {
                 component: Some(self.component.clone()),
-                host: self.host.clone(),
+                host: None,
             }),
             count: Some(1),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
             reporting_component: Some(self.component.clone()),
-            reporting_instance: self.host.clone(),
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;
@@ -400,15 +409,25 @@ impl EventRecorder {
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, DedupCache> {
         // A poisoned cache only loses aggregation; keep using it.
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::lock(&self.cache)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_warning_is_news_once_per_distinct_message() {
+        let last = LastWarnings::default();
+        assert!(last.is_news("n1", "cloud down"));
+        assert!(!last.is_news("n1", "cloud down"), "the same failure again");
+        assert!(last.is_news("n2", "cloud down"), "another object");
+        assert!(last.is_news("n1", "not found"), "another failure");
+        assert!(last.is_news("n1", "cloud down"), "back to the first one");
+        last.forget("n1");
+        assert!(last.is_news("n1", "cloud down"), "after a success");
+    }
 
     #[test]
     fn truncation_respects_char_boundaries() {

@@ -72,6 +72,33 @@ pub use cache::{NodeCache, NodeChange, NodeReflector};
 pub(crate) fn period(configured: std::time::Duration) -> std::time::Duration {
     configured.max(std::time::Duration::from_millis(10))
 }
+
+/// `base` plus a random share of it below 100 % (client-go's `wait.Jitter` with factor 1.0):
+/// the one pacing of retries within a reconcile.
+pub(crate) fn jittered(base: std::time::Duration) -> std::time::Duration {
+    use rand::Rng;
+    base + base.mul_f64(rand::rng().random_range(0.0..1.0))
+}
+
+/// A token bucket's level `elapsed` after it held `tokens`: refilled at `per_second`, at most
+/// `burst` (client-go's `rate.Limiter`, which the work queue's retry bucket and the event spam
+/// filter both follow).
+pub(crate) fn refilled(
+    tokens: f64,
+    elapsed: std::time::Duration,
+    per_second: f64,
+    burst: f64,
+) -> f64 {
+    (tokens + elapsed.as_secs_f64() * per_second).min(burst)
+}
+
+/// Lock `mutex`, also when a panic poisoned it: every lock of this crate guards plain
+/// bookkeeping that stays consistent between statements.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 pub use events::{EventRecorder, EventType};
 pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};

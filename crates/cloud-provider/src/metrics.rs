@@ -44,6 +44,8 @@ fn delay_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 15))
 }
 
+// Deliberate repetition: a struct of Prometheus families, one field per series, as the
+// work-queue metrics; the series are this crate's own.
 /// All metrics of this crate. Cheap to clone (handles share their values).
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -235,35 +237,52 @@ impl Drop for ReconcileTimer {
     }
 }
 
+/// The text exposition of a fresh registry after `register` filled it: what a scrape of the
+/// metrics it registers reads.
+#[cfg(test)]
+pub(crate) fn exposition(register: impl FnOnce(&mut Registry)) -> String {
+    let mut registry = Registry::default();
+    register(&mut registry);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry)
+        .expect("writing to a String cannot fail");
+    text
+}
+
+/// Assert that the exposition `text` holds each of `lines` (a series and its value).
+#[cfg(test)]
+pub(crate) fn assert_exposes(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
 
     #[test]
     fn registered_metrics_are_exposed_with_upstream_names() {
         let metrics = Metrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         drop(metrics.reconcile_timer("cloud-node"));
         metrics.record_error("cloud-node", "transient");
         metrics.record_retry("cloud-node", crate::provider::Category::Transient);
         metrics.observe_taint_removal_delay(1.5);
         metrics.observe_initial_sync_delay(2.5);
 
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
-        for needle in [
-            "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
-            "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",
-            "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
-            "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
-            "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
-            "node_controller_initial_node_sync_delay_seconds_sum 2.5",
-            "cloud_node_lifecycle_controller_deleted_nodes_total 0",
-        ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
-        }
+        let text = exposition(|registry| metrics.register(registry));
+        assert_exposes(
+            &text,
+            &[
+                "cloud_controller_reconcile_total{controller=\"cloud-node\"} 1",
+                "cloud_controller_reconcile_errors_total{controller=\"cloud-node\",error=\"transient\"} 1",
+                "cloud_controller_reconcile_duration_seconds_count{controller=\"cloud-node\"} 1",
+                "cloud_controller_retries_total{controller=\"cloud-node\",category=\"transient\"} 1",
+                "node_controller_cloud_provider_taint_removal_delay_seconds_count 1",
+                "node_controller_initial_node_sync_delay_seconds_sum 2.5",
+                "cloud_node_lifecycle_controller_deleted_nodes_total 0",
+            ],
+        );
         assert_eq!(metrics.reconcile_count("cloud-node"), 1);
         assert_eq!(metrics.error_count("cloud-node", "transient"), 1);
     }

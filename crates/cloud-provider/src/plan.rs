@@ -41,6 +41,8 @@ pub struct ObjectPlan {
     pub name: String,
     /// What would change, in order.
     pub changes: Vec<Change>,
+    // Deliberate repetition: a serde model struct, field by field with its attributes, as
+    // every serialized type of the workspace; these fields are the plan output's own.
     /// The writes that carry the changes out (one Kubernetes patch may carry several).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<Write>,
@@ -631,6 +633,8 @@ mod tests {
             self.call("WRITE ensure");
             Ok(Outcome::Done(LoadBalancerStatus::default()))
         }
+        // Deliberate repetition: the fake implements the provider trait, so each method repeats
+        // the trait's signature; its body records the call and gives the fake's answer.
         async fn update_load_balancer(
             &self,
             _cluster_name: &str,
@@ -775,6 +779,17 @@ mod tests {
             enable_node_addresses: false,
             target_node_addresses: Vec::new(),
         }
+    }
+
+    /// A fake whose load balancer plan changes nothing and reports ingress 192.0.2.1.
+    fn answering_load_balancer() -> Arc<Fake> {
+        Arc::new(Fake {
+            lb_plan: Some(LoadBalancerPlan {
+                status: Some(status("192.0.2.1")),
+                ..LoadBalancerPlan::default()
+            }),
+            ..Fake::default()
+        })
     }
 
     fn options() -> PlannedControllers {
@@ -932,13 +947,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_errors_and_a_removed_load_balancer_is_a_delete() {
-        let fake = Arc::new(Fake {
-            lb_plan: Some(LoadBalancerPlan {
-                status: Some(status("192.0.2.1")),
-                ..LoadBalancerPlan::default()
-            }),
-            ..Fake::default()
-        });
+        let fake = answering_load_balancer();
         // Tainted Node whose server the fake does not know: metadata fails.
         let nodes = vec![node("lost", "True", vec![uninitialized()], None)];
         let mut cluster_ip = (*lb_service(Some("192.0.2.1"), true)).clone();
@@ -964,13 +973,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_services_of_the_owned_class_are_planned() {
-        let fake = Arc::new(Fake {
-            lb_plan: Some(LoadBalancerPlan {
-                status: Some(status("192.0.2.1")),
-                ..LoadBalancerPlan::default()
-            }),
-            ..Fake::default()
-        });
+        let fake = answering_load_balancer();
         let provider = FakeProvider(fake.clone());
         let classed = |name: &str, class: Option<&str>| {
             let mut service = (*lb_service(None, false)).clone();

@@ -391,6 +391,9 @@ pub trait LoadBalancer: Send + Sync {
     /// wait for this one's actions.
     fn use_workers(&self, _workers: Workers) {}
 
+    // Deliberate repetition: implementations of this trait repeat each method's signature, as
+    // Rust requires; the trait is where it is defined.
+
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by `plan` ([`crate::plan`]); it must never write to the cloud. Providers that

@@ -1,4 +1,7 @@
 //! Well-known label, taint and annotation names shared with Kubernetes.
+//!
+//! Deliberate repetition: this file is a list of documented string constants, one per name
+//! Kubernetes defines; other lists of constants look alike but name other things.
 
 /// Taint the kubelet (`--cloud-provider=external`) puts on a new Node until the cloud node
 /// controller has initialized it.
@@ -30,10 +33,4 @@ pub mod address_type {
     pub const HOSTNAME: &str = "Hostname";
     /// `InternalIP`
     pub const INTERNAL_IP: &str = "InternalIP";
-    /// `ExternalIP`
-    pub const EXTERNAL_IP: &str = "ExternalIP";
-    /// `InternalDNS`
-    pub const INTERNAL_DNS: &str = "InternalDNS";
-    /// `ExternalDNS`
-    pub const EXTERNAL_DNS: &str = "ExternalDNS";
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -47,6 +47,15 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// The same `delay` before every retry (a periodic controller's: a failure is retried
+    /// one period later, as its loop would have come back to it).
+    pub fn fixed(delay: Duration) -> Self {
+        Self {
+            base: delay,
+            max: delay,
+        }
+    }
+
     /// Delay before retry number `failures` (0-based).
     pub fn delay(&self, failures: u32) -> Duration {
         let factor = 2u32.checked_pow(failures).unwrap_or(u32::MAX);
@@ -78,8 +87,8 @@ impl Bucket {
 
     /// Take a token (possibly one not yet refilled) and return how long to wait for it.
     fn reserve(&mut self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * BUCKET_PER_SECOND).min(BUCKET_BURST);
+        let elapsed = now.saturating_duration_since(self.at);
+        self.tokens = crate::refilled(self.tokens, elapsed, BUCKET_PER_SECOND, BUCKET_BURST);
         self.at = now;
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
@@ -167,9 +176,7 @@ impl WorkQueueMetrics {
         let labels = QueueLabels {
             name: name.to_owned(),
         };
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.running)
             .entry(labels.clone())
             .or_default();
         Instruments {
@@ -191,7 +198,7 @@ struct RunningCollector(Running);
 impl Collector for RunningCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let now = Instant::now();
-        let running = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let running = crate::lock(&self.0);
         let series: Vec<(&QueueLabels, f64, f64)> = running
             .iter()
             .map(|(labels, starts)| {
@@ -240,12 +247,7 @@ struct Instruments {
 
 impl Instruments {
     fn started(&self, at: Instant) {
-        if let Some(starts) = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(&self.labels)
-        {
+        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels) {
             starts.push(at);
         }
     }
@@ -253,11 +255,7 @@ impl Instruments {
     fn finished(&self, started: Instant, now: Instant) {
         self.work_duration
             .observe(now.saturating_duration_since(started).as_secs_f64());
-        if let Some(starts) = self
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(&self.labels)
+        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels)
             && let Some(i) = starts.iter().position(|at| *at == started)
         {
             starts.swap_remove(i);
@@ -316,7 +314,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.state)
     }
 
     fn add_locked(&self, state: &mut State<K>, key: K) -> bool {
@@ -541,6 +539,9 @@ mod tests {
         assert_eq!(b.delay(3), Duration::from_millis(40));
         assert_eq!(b.delay(20), Duration::from_secs(1));
         assert_eq!(b.delay(200), Duration::from_secs(1));
+        let fixed = Backoff::fixed(Duration::from_secs(5));
+        assert_eq!(fixed.delay(0), Duration::from_secs(5));
+        assert_eq!(fixed.delay(7), Duration::from_secs(5));
     }
 
     #[tokio::test]
@@ -640,17 +641,20 @@ mod tests {
     }
 
     fn scrape(metrics: &WorkQueueMetrics) -> String {
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap_or_default();
-        text
+        crate::metrics::exposition(|registry| metrics.register(registry))
     }
 
     /// The value of the series `line_start` (name and labels) in `text`.
     fn value(text: &str, line_start: &str) -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+    }
+
+    /// Assert that each series (name and labels) of `want` has its value in `text`.
+    fn expect_series(text: &str, want: &[(&str, f64)]) {
+        for (series, expected) in want {
+            assert_eq!(value(text, series), Some(*expected), "{series} in\n{text}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -663,99 +667,57 @@ mod tests {
         q.add("a");
         q.add("b");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_adds_total{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"route\"}"),
-            Some(1.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_adds_total{name=\"service\"}", 2.0),
+                ("workqueue_depth{name=\"service\"}", 2.0),
+                ("workqueue_depth{name=\"route\"}", 1.0),
+            ],
         );
 
         tokio::time::advance(Duration::from_secs(2)).await;
         assert_eq!(q.get().await, Some("a"));
         tokio::time::advance(Duration::from_secs(3)).await;
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(1.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_queue_duration_seconds_sum{name=\"service\"}"
-            ),
-            Some(2.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_longest_running_processor_seconds{name=\"service\"}"
-            ),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"route\"}"),
-            Some(0.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_depth{name=\"service\"}", 1.0),
+                (
+                    "workqueue_queue_duration_seconds_sum{name=\"service\"}",
+                    2.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"service\"}", 3.0),
+                (
+                    "workqueue_longest_running_processor_seconds{name=\"service\"}",
+                    3.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"route\"}", 0.0),
+            ],
         );
         // Added again while processed: one more add, processed again after done.
         q.add("a");
         q.done(&"a");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_work_duration_seconds_sum{name=\"service\"}"
-            ),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(
-                &text,
-                "workqueue_work_duration_seconds_count{name=\"service\"}"
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&text, "workqueue_unfinished_work_seconds{name=\"service\"}"),
-            Some(0.0)
-        );
-        assert_eq!(
-            value(&text, "workqueue_adds_total{name=\"service\"}"),
-            Some(3.0),
-            "{text}"
-        );
-        assert_eq!(
-            value(&text, "workqueue_depth{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
+        expect_series(
+            &text,
+            &[
+                ("workqueue_work_duration_seconds_sum{name=\"service\"}", 3.0),
+                (
+                    "workqueue_work_duration_seconds_count{name=\"service\"}",
+                    1.0,
+                ),
+                ("workqueue_unfinished_work_seconds{name=\"service\"}", 0.0),
+                ("workqueue_adds_total{name=\"service\"}", 3.0),
+                ("workqueue_depth{name=\"service\"}", 2.0),
+            ],
         );
 
         q.add_rate_limited("b");
         q.add_rate_limited("c");
         let text = scrape(&metrics);
-        assert_eq!(
-            value(&text, "workqueue_retries_total{name=\"service\"}"),
-            Some(2.0),
-            "{text}"
-        );
+        expect_series(&text, &[("workqueue_retries_total{name=\"service\"}", 2.0)]);
         for (name, kind) in [
             ("workqueue_depth", "gauge"),
             ("workqueue_adds", "counter"),

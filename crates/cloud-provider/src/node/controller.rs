@@ -19,12 +19,12 @@ use super::decisions::{
     InitError, Initialization, NodeDecision, SkippedLabel, decide, is_uninitialized,
 };
 use crate::cache::{NodeCache, NodeChange};
-use crate::events::{EventRecorder, EventType, error_chain};
+use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, InstanceMetadata, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::next_change;
-use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
+use crate::runtime::reconcile::{self, ReconcileError, Reconciler, is_conflict, kube_category};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
@@ -163,10 +163,6 @@ fn seconds_since_creation(node: &Node) -> Option<f64> {
     Some(elapsed.max(0.0))
 }
 
-fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_conflict())
-}
-
 struct Inner {
     nodes: Api<Node>,
     cache: NodeCache,
@@ -177,7 +173,7 @@ struct Inner {
     queue: Arc<WorkQueue<String>>,
     /// The user-error Warning last written per Node, so a Node that keeps changing (kubelet
     /// status updates) with the same problem is not warned about again.
-    warned: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    warned: LastWarnings,
 }
 
 /// The cloud node controller. Build it when leadership is won, then [`NodeController::run`] it.
@@ -227,7 +223,7 @@ impl NodeController {
                 metrics,
                 config,
                 queue,
-                warned: std::sync::Mutex::default(),
+                warned: LastWarnings::default(),
             }),
             heartbeat: Heartbeat::new(CONTROLLER),
         }
@@ -244,44 +240,28 @@ impl NodeController {
     /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { inner, heartbeat } = self;
-        heartbeat.watch(
-            inner.cache.progress().clone(),
-            crate::cache::NODE_WATCH_STUCK_AFTER,
-        );
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.cache.wait_until_ready() => {}
-        }
-        heartbeat.set_synced();
-        let changes = inner.cache.subscribe();
-        for node in inner.cache.list() {
-            if let Some(name) = node.metadata.name.clone() {
-                inner.queue.add(name);
-            }
-        }
+        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
+        let start = inner
+            .cache
+            .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);
+        let Some(changes) = start.await else { return };
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
         tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(inner.config.workers),
-            ),
-        );
-        tasks.spawn(
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),
         );
+        let workers = reconcile::Workers::new(inner.config.workers);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }
 
+// Deliberate repetition: `run` and `feed` have the outline of the lifecycle controller's; why
+// the two controllers stay apart is said at `NodeLifecycleController`'s constructors.
 async fn feed(
     inner: Arc<Inner>,
     mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
@@ -299,20 +279,12 @@ async fn feed(
             }
             Ok(NodeChange::Deleted(gone)) => {
                 if let Some(name) = gone.metadata.name.as_deref() {
-                    inner
-                        .warned
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .remove(name);
+                    inner.warned.forget(name);
                 }
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
-                for node in inner.cache.list() {
-                    if let Some(name) = node.metadata.name.clone() {
-                        inner.queue.add(name);
-                    }
-                }
+                inner.cache.queue_all(&inner.queue);
             }
             Err(RecvError::Closed) => return,
         }
@@ -334,23 +306,14 @@ impl Reconciler for Inner {
     async fn reconcile(&self, name: &str) -> Result<(), NodeSyncError> {
         let result = self.sync_node(name).await;
         if result.is_ok() {
-            self.warned
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(name);
+            self.warned.forget(name);
         }
         result
     }
 
     async fn user_error(&self, name: &str, reason: &str, err: &NodeSyncError) {
         let chain = error_chain(err);
-        let repeated = self
-            .warned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name.to_owned(), chain.clone())
-            .is_some_and(|last| last == chain);
-        if repeated {
+        if !self.warned.is_news(name, &chain) {
             return;
         }
         if let Some(node) = self.cache.get(name) {
@@ -449,8 +412,7 @@ impl Inner {
                 Ok(updated) => return Ok(Some(updated)),
                 Err(err) if is_conflict(&err) && attempt < UPDATE_RETRIES => {
                     attempt += 1;
-                    let jitter = rand::random_range(0..=UPDATE_RETRY_DELAY.as_millis() as u64);
-                    tokio::time::sleep(UPDATE_RETRY_DELAY + Duration::from_millis(jitter)).await;
+                    tokio::time::sleep(crate::jittered(UPDATE_RETRY_DELAY)).await;
                     current = self.nodes.get(name).await.map_err(NodeSyncError::Kube)?;
                     match decide(&current, Some(metadata))
                         .map_err(NodeSyncError::Init)?
@@ -614,6 +576,8 @@ mod tests {
     use crate::node::test_support::{addr, taint};
     use std::collections::BTreeMap;
 
+    // Deliberate repetition: the plans below are written out field by field so that each
+    // patch can be read against the plan it comes from.
     #[test]
     fn initialization_patch_shapes() {
         let plan = Initialization {

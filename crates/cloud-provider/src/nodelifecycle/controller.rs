@@ -1,7 +1,6 @@
 //! I/O of the lifecycle controller; decisions live in [`super::decisions`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,12 +16,15 @@ use super::decisions::{
     shutdown_verdict,
 };
 use crate::cache::{NodeCache, NodeChange};
-use crate::events::{EventRecorder, EventType, error_chain};
+use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::next_change;
-use crate::runtime::reconcile::{self, ReconcileError, Reconciler, kube_category};
+use crate::runtime::reconcile::{
+    self, ReconcileError, Reconciler, is_conflict, is_not_found, kube_category,
+};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
@@ -35,6 +37,8 @@ const TAINT_RETRIES: u32 = 5;
 /// The reason of the Warning on a Node whose deletion the brake holds.
 pub const REASON_DELETION_HELD: &str = "NodeDeletionHeld";
 
+// Deliberate repetition: a settings struct and its `Default`, field by field, as every config of
+// the workspace; the fields and defaults are the lifecycle controller's own flags.
 /// Settings of the lifecycle controller.
 #[derive(Clone, Debug)]
 pub struct NodeLifecycleControllerConfig {
@@ -59,6 +63,8 @@ impl Default for NodeLifecycleControllerConfig {
     }
 }
 
+// Deliberate repetition: one variant per failing step, each with its own message and source,
+// written out as every thiserror enum of the workspace; the steps are the lifecycle check's own.
 /// Why a lifecycle check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -177,7 +183,7 @@ struct Inner {
     brake: Mutex<DeletionBrake>,
     /// Per Node, the message of the last Warning while its checks keep failing (or while its
     /// deletion is held): the same failure again adds no event.
-    last_warning: Mutex<HashMap<String, String>>,
+    last_warning: LastWarnings,
 }
 
 /// The cloud node lifecycle controller.
@@ -194,18 +200,13 @@ impl std::fmt::Debug for NodeLifecycleController {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn is_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_conflict())
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
-}
-
+// Deliberate repetition: this controller and the node controller (`node/controller.rs`) are
+// two upstream controllers that are built and run alike on purpose: the same public inputs and
+// builder methods (`lib.rs` wires them side by side), the same start on the Node cache
+// (`NodeCache::start_keyed`) and the same pool (`Tasks::run_pool_until_stopped`). What
+// is left alike is their signatures and the outline of `run` and `feed`; their state, queue
+// backoff, reactions to Node changes and extra tasks differ, and one generic type for both would
+// tie together two controllers that change separately.
 impl NodeLifecycleController {
     /// A controller writing through `client` and reading `cache`.
     pub fn new(
@@ -232,11 +233,7 @@ impl NodeLifecycleController {
         // as the periodic loop did; the queue's bucket still caps a mass failure.
         let period = crate::period(config.node_monitor_period);
         let queue = Arc::new(
-            WorkQueue::new(Backoff {
-                base: period,
-                max: period,
-            })
-            .with_metrics(CONTROLLER, metrics.workqueues()),
+            WorkQueue::new(Backoff::fixed(period)).with_metrics(CONTROLLER, metrics.workqueues()),
         );
         let brake = DeletionBrake::new(config.deletion_max_share, period);
         Self {
@@ -249,7 +246,7 @@ impl NodeLifecycleController {
                 config,
                 queue,
                 brake: Mutex::new(brake),
-                last_warning: Mutex::default(),
+                last_warning: LastWarnings::default(),
             }),
             heartbeat: Heartbeat::new(CONTROLLER),
         }
@@ -274,31 +271,17 @@ impl NodeLifecycleController {
         let Self { inner, heartbeat } = self;
         tracing::info!(controller = CONTROLLER, "starting");
         let period = crate::period(inner.config.node_monitor_period);
-        heartbeat.watch(
-            inner.cache.progress().clone(),
-            crate::cache::NODE_WATCH_STUCK_AFTER.max(period),
-        );
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = inner.cache.wait_until_ready() => {}
-        }
-        heartbeat.set_synced();
-        let changes = inner.cache.subscribe();
-        inner.enqueue_all();
+        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER.max(period);
+        let start = inner
+            .cache
+            .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);
+        let Some(changes) = start.await else { return };
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(1),
-            ),
-        );
+        let workers = reconcile::Workers::new(1);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }
@@ -322,7 +305,7 @@ async fn feed(
             Ok(_) => {}
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "node change feed lagged; checking every node");
-                inner.enqueue_all();
+                inner.cache.queue_all(&inner.queue);
             }
             Err(RecvError::Closed) => {
                 tracing::warn!("node change feed closed; known nodes are still checked");
@@ -374,14 +357,6 @@ impl Reconciler for Inner {
 }
 
 impl Inner {
-    fn enqueue_all(&self) {
-        for node in self.cache.list() {
-            if let Some(name) = node.metadata.name.clone() {
-                self.queue.add(name);
-            }
-        }
-    }
-
     async fn warn(&self, name: &str, reason: &str, err: &LifecycleError) {
         self.warn_once(name, reason, &error_chain(err)).await;
     }
@@ -389,7 +364,7 @@ impl Inner {
     /// A Warning on the Node, unless the last one of its failing checks said the same.
     async fn warn_once(&self, name: &str, reason: &str, message: &str) {
         let said = format!("{reason}: {message}");
-        if lock(&self.last_warning).insert(name.to_owned(), said.clone()) == Some(said) {
+        if !self.last_warning.is_news(name, &said) {
             return;
         }
         if let Some(node) = self.cache.get(name) {
@@ -401,7 +376,7 @@ impl Inner {
 
     /// The Node is fine (or gone from the cluster): no failure and no report of it stays.
     fn forget(&self, name: &str) {
-        lock(&self.last_warning).remove(name);
+        self.last_warning.forget(name);
         if lock(&self.brake).forget(name) {
             let nodes = self.cloud_nodes();
             let held = lock(&self.brake).held(tokio::time::Instant::now(), nodes);

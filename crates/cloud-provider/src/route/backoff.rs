@@ -9,7 +9,7 @@
 //! tried at once.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use ipnet::IpNet;
 use tokio::time::Instant;
@@ -60,7 +60,7 @@ fn same_request(a: &RouteCreation, b: &RouteCreation) -> bool {
 
 impl FailedCreations {
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(String, IpNet), Failure>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.entries)
     }
 
     /// Whether `creation` may be tried at `now`: it never failed, its delay is over, or it asks
@@ -248,6 +248,9 @@ mod tests {
         assert!(failed.due(&moved, t + Duration::from_secs(80)));
     }
 
+    // Deliberate repetition: this test and the ones before it are each one sequence of
+    // failures and checks of when the creation is due; the lines alike are the calls of
+    // `FailedCreations`.
     #[test]
     fn only_wanted_creations_are_remembered() {
         let failed = FailedCreations::default();

@@ -13,7 +13,6 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
-use rand::Rng;
 use tokio::sync::{Semaphore, broadcast};
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,7 @@ use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::reconcile::{self, Reconciler};
+use crate::runtime::reconcile::{self, Reconciler, is_conflict, is_not_found};
 use crate::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
@@ -124,11 +123,7 @@ async fn route_feed(
 /// The per-pass backoff: a failed pass is retried after one period (or the provider's longer
 /// retry-after), as the periodic loop did; the queue's bucket still applies.
 fn pass_backoff(config: &RouteControllerConfig) -> Backoff {
-    let period = crate::period(config.reconciliation_period);
-    Backoff {
-        base: period,
-        max: period,
-    }
+    Backoff::fixed(crate::period(config.reconciliation_period))
 }
 
 /// Settings of the route controller.
@@ -270,14 +265,6 @@ impl std::fmt::Debug for RouteController {
     }
 }
 
-fn is_kube_conflict(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_conflict())
-}
-
-fn is_kube_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
-}
-
 /// The delay before retrying a failed creation within the cycle, or `None` when it must wait
 /// for the next cycle.
 ///
@@ -287,9 +274,11 @@ fn is_kube_not_found(err: &kube::Error) -> bool {
 /// `cap`. Every other error is final for this cycle.
 pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Duration> {
     match (err.category(), err.retry_after()) {
-        (Category::Conflict, after) => {
-            Some(after.unwrap_or_else(|| jittered(RETRY_DELAY)).min(cap))
-        }
+        (Category::Conflict, after) => Some(
+            after
+                .unwrap_or_else(|| crate::jittered(RETRY_DELAY))
+                .min(cap),
+        ),
         (Category::Transient, Some(after)) => Some(after.min(cap)),
         _ => None,
     }
@@ -301,15 +290,11 @@ pub fn create_retry_delay(err: &provider::Error, cap: Duration) -> Option<Durati
 fn next_pass(config: &RouteControllerConfig, retry_in: Option<Duration>) -> Duration {
     let period = crate::period(config.reconciliation_period);
     let next = if config.watch_nodes {
-        jittered(crate::period(config.resync_period))
+        crate::jittered(crate::period(config.resync_period))
     } else {
         period
     };
     retry_in.map_or(next, |retry| next.min(retry.max(period)))
-}
-
-fn jittered(base: Duration) -> Duration {
-    base + base.mul_f64(rand::rng().random_range(0.0..1.0))
 }
 
 /// The strategic-merge status patch carrying only the `NetworkUnavailable` condition.
@@ -329,6 +314,9 @@ pub fn condition_patch(condition: &NetworkCondition, now: &Time) -> serde_json::
     })
 }
 
+// Deliberate repetition: every controller's `new` takes the client, the Node cache, its part of
+// the provider, the metrics and its config, in the same order on purpose so that the binary
+// wires them alike; the bodies build different controllers.
 impl RouteController {
     /// A controller writing through `client`, reading `cache` and programming `routes`.
     pub fn new(
@@ -355,6 +343,10 @@ impl RouteController {
             failed: FailedCreations::default(),
         }
     }
+
+    // Deliberate repetition: like the service controller's, each builder method below sets one
+    // field of the public API (a heartbeat, a recorder, metrics registered early); a shared
+    // trait would only add a name for three assignments.
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
     #[must_use]
@@ -430,17 +422,11 @@ impl RouteController {
                 ),
             );
         }
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                this.clone(),
-                queue.clone(),
-                this.metrics.clone(),
-                shutdown.clone(),
-                reconcile::Workers::new(1),
-            ),
-        );
-        tasks.run_until_stopped(&shutdown, &queue, CONTROLLER).await;
+        let metrics = this.metrics.clone();
+        let workers = reconcile::Workers::new(1);
+        tasks
+            .run_pool_until_stopped(this, queue, metrics, workers, &shutdown)
+            .await;
     }
 
     /// One reconcile pass. A failing `list_routes` aborts it before any change (no deletions,
@@ -689,10 +675,10 @@ impl RouteController {
                     );
                     return true;
                 }
-                Err(err) if is_kube_conflict(&err) && attempt < CONDITION_ATTEMPTS => {
-                    tokio::time::sleep(jittered(RETRY_DELAY)).await;
+                Err(err) if is_conflict(&err) && attempt < CONDITION_ATTEMPTS => {
+                    tokio::time::sleep(crate::jittered(RETRY_DELAY)).await;
                 }
-                Err(err) if is_kube_not_found(&err) => {
+                Err(err) if is_not_found(&err) => {
                     tracing::debug!(
                         node = name,
                         "node vanished before its condition was written"
@@ -787,7 +773,6 @@ mod tests {
             );
         }
     }
-    use prometheus_client::encoding::text::encode;
 
     #[test]
     fn only_conflict_like_errors_are_retried_within_the_cycle() {
@@ -860,15 +845,9 @@ mod tests {
     #[test]
     fn route_sync_metric_has_the_upstream_name() {
         let metrics = RouteMetrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         metrics.route_syncs.inc();
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
-        assert!(
-            text.contains("route_controller_route_sync_total 1"),
-            "{text}"
-        );
+        let text = crate::metrics::exposition(|registry| metrics.register(registry));
+        crate::metrics::assert_exposes(&text, &["route_controller_route_sync_total 1"]);
         assert_eq!(metrics.route_sync_count(), 1);
     }
 

@@ -887,8 +887,9 @@ mod tests {
         assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
     }
 
-    #[test]
-    fn working_map_holds_nodes_with_cidrs_or_routes() {
+    /// A Node with a pod CIDR, one with neither CIDR nor route, one with only a route, and a
+    /// route of a Node that does not exist.
+    fn mixed_nodes_and_routes() -> (Vec<Arc<Node>>, Vec<Route>) {
         let nodes = vec![
             node("a", &["10.244.1.0/24"], vec![]),
             node("bare", &[], vec![]),
@@ -898,6 +899,12 @@ mod tests {
             route("routed", "10.244.3.0/24"),
             route("ghost", "10.244.9.0/24"),
         ];
+        (nodes, routes)
+    }
+
+    #[test]
+    fn working_map_holds_nodes_with_cidrs_or_routes() {
+        let (nodes, routes) = mixed_nodes_and_routes();
         let plan = decide(&nodes, &routes, &cluster());
         let names: Vec<&str> = plan.nodes.keys().map(String::as_str).collect();
         assert_eq!(names, vec!["a", "ghost", "routed"]);
@@ -1063,15 +1070,7 @@ mod tests {
 
     #[test]
     fn condition_writes_cover_only_listed_nodes_in_the_working_map() {
-        let nodes = vec![
-            node("a", &["10.244.1.0/24"], vec![]),
-            node("bare", &[], vec![]),
-            node("routed", &[], vec![]),
-        ];
-        let routes = vec![
-            route("routed", "10.244.3.0/24"),
-            route("ghost", "10.244.9.0/24"),
-        ];
+        let (nodes, routes) = mixed_nodes_and_routes();
         let plan = decide(&nodes, &routes, &cluster());
         let writes = condition_writes(&nodes, &plan);
         assert_eq!(

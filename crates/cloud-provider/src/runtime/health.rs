@@ -5,13 +5,16 @@
 //! ([`Heartbeat::liveness`]) and a `/readyz` check ([`Heartbeat::readiness`]); a controller
 //! whose task died also returns from `run` early, so the process can exit non-zero.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::informer::WatchProgress;
+use super::reconcile::{self, Reconciler, Workers};
+use crate::metrics::Metrics;
+use crate::workqueue::WorkQueue;
 
 #[derive(Debug, Default)]
 struct State {
@@ -37,7 +40,7 @@ impl Heartbeat {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.state)
     }
 
     /// The controller's name.
@@ -123,6 +126,28 @@ impl Tasks {
         });
     }
 
+    /// Spawn the worker pool of `reconciler` over `queue` ([`reconcile::pool`], `workers` at a
+    /// time) as the task `workers`, then run the controller as [`Tasks::run_until_stopped`].
+    pub async fn run_pool_until_stopped<R: Reconciler + ?Sized>(
+        mut self,
+        reconciler: Arc<R>,
+        queue: Arc<WorkQueue<String>>,
+        metrics: Metrics,
+        workers: Workers,
+        shutdown: &CancellationToken,
+    ) {
+        let controller = reconciler.controller();
+        let pool = reconcile::pool(
+            reconciler,
+            queue.clone(),
+            metrics,
+            shutdown.clone(),
+            workers,
+        );
+        self.spawn("workers", pool);
+        self.run_until_stopped(shutdown, &queue, controller).await;
+    }
+
     /// Run the controller `controller` until `shutdown` or until a task ends early
     /// ([`Tasks::supervise`]), then shut its `queue` down; a clean stop is logged.
     pub async fn run_until_stopped(
@@ -197,6 +222,8 @@ mod tests {
         assert!(err.contains("watch of services"), "{err}");
     }
 
+    // Deliberate repetition: this test and the ones around it each build one heartbeat and
+    // check one way it turns unhealthy (or does not); the lines alike are its calls.
     #[tokio::test]
     async fn a_panicking_task_is_reported_and_ends_the_rest() {
         let beat = Heartbeat::new("node");

@@ -122,22 +122,19 @@ impl WatchProgress {
 
     /// A copy of the current status.
     pub fn status(&self) -> WatchStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        crate::lock(&self.status).clone()
     }
 
     /// Record progress (clears a failure).
     pub fn progressed(&self) {
-        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut status = crate::lock(&self.status);
         status.last_progress = Instant::now();
         status.failing = None;
     }
 
     /// Record a failed attempt.
     pub fn failed(&self, error: String, apiserver_answered: bool) {
-        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut status = crate::lock(&self.status);
         let since = status
             .failing
             .as_ref()

@@ -74,11 +74,23 @@ impl ReconcileError for provider::Error {
 /// The category of a Kubernetes API error: 409 is a conflict, 404 not found, anything else
 /// transient.
 pub fn kube_category(err: &kube::Error) -> Category {
-    match err {
-        kube::Error::Api(status) if status.is_conflict() => Category::Conflict,
-        kube::Error::Api(status) if status.is_not_found() => Category::NotFound,
-        _ => Category::Transient,
+    if is_conflict(err) {
+        Category::Conflict
+    } else if is_not_found(err) {
+        Category::NotFound
+    } else {
+        Category::Transient
     }
+}
+
+/// Whether the apiserver answered 409 Conflict (a stale `resourceVersion`).
+pub(crate) fn is_conflict(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_conflict())
+}
+
+/// Whether the apiserver answered 404 Not Found.
+pub(crate) fn is_not_found(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.is_not_found())
 }
 
 /// What the pool did after a failed reconcile.
@@ -473,19 +485,26 @@ mod tests {
         }
     }
 
+    /// A running pool: its queue, its shutdown and its task.
+    struct Running {
+        queue: Arc<WorkQueue<String>>,
+        shutdown: CancellationToken,
+        handle: tokio::task::JoinHandle<()>,
+    }
+
+    impl Running {
+        /// Shut the pool down and wait for it to return.
+        async fn stop(self) {
+            self.shutdown.cancel();
+            self.handle.await.unwrap();
+        }
+    }
+
     /// A pool of `workers` over a fresh queue holding `keys`.
-    fn start(
-        reconciler: &Arc<Timed>,
-        workers: usize,
-        keys: &[&str],
-    ) -> (
-        Arc<WorkQueue<String>>,
-        CancellationToken,
-        tokio::task::JoinHandle<()>,
-    ) {
+    fn start(reconciler: &Arc<Timed>, workers: usize, keys: &[impl AsRef<str>]) -> Running {
         let q = Arc::new(queue());
         for key in keys {
-            q.add((*key).to_owned());
+            q.add(key.as_ref().to_owned());
         }
         let shutdown = CancellationToken::new();
         let workers = Workers::new(workers);
@@ -497,7 +516,11 @@ mod tests {
             shutdown.clone(),
             workers,
         ));
-        (q, shutdown, handle)
+        Running {
+            queue: q,
+            shutdown,
+            handle,
+        }
     }
 
     fn keys(n: usize) -> Vec<String> {
@@ -519,10 +542,8 @@ mod tests {
             wait: Some(Duration::from_secs(1)),
             ..Timed::default()
         });
-        let keys = keys(20);
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let t0 = Instant::now();
-        let (_q, shutdown, handle) = start(&r, 1, &refs);
+        let pool = start(&r, 1, &keys(20));
         until(&r.finished, 20).await;
         let took = t0.elapsed();
         assert!(
@@ -531,8 +552,7 @@ mod tests {
         );
         assert_eq!(r.max_working.load(Ordering::SeqCst), 1);
         assert_eq!(r.overlaps.load(Ordering::SeqCst), 0);
-        shutdown.cancel();
-        handle.await.unwrap();
+        pool.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -542,12 +562,11 @@ mod tests {
             ..Timed::default()
         });
         let t0 = Instant::now();
-        let (_q, shutdown, handle) = start(&r, 1, &["a", "b", "c", "d", "e"]);
+        let pool = start(&r, 1, &["a", "b", "c", "d", "e"]);
         until(&r.finished, 5).await;
         assert_eq!(r.max_working.load(Ordering::SeqCst), 1);
         assert!(t0.elapsed() >= Duration::from_millis(500));
-        shutdown.cancel();
-        handle.await.unwrap();
+        pool.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -558,10 +577,8 @@ mod tests {
             after: Duration::from_millis(10),
             ..Timed::default()
         });
-        let keys = keys(10);
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
         let t0 = Instant::now();
-        let (_q, shutdown, handle) = start(&r, 2, &refs);
+        let pool = start(&r, 2, &keys(10));
         until(&r.finished, 10).await;
         let took = t0.elapsed();
         assert_eq!(r.max_working.load(Ordering::SeqCst), 2);
@@ -569,10 +586,12 @@ mod tests {
             took < Duration::from_millis(1500),
             "10 reconciles waiting 1 s each took {took:?} with two workers"
         );
-        shutdown.cancel();
-        handle.await.unwrap();
+        pool.stop().await;
     }
 
+    // Deliberate repetition: each pool test here is a scenario of its own (start a pool, wait
+    // for a count, check timing and overlaps, stop it); the set-up they share is in `start`,
+    // `until` and `Running::stop`, and what is left alike is the scenario's outline.
     #[tokio::test(start_paused = true)]
     async fn a_key_queued_during_its_reconcile_runs_again_only_after_it() {
         let r = Arc::new(Timed {
@@ -580,12 +599,12 @@ mod tests {
             ..Timed::default()
         });
         let t0 = Instant::now();
-        let (q, shutdown, handle) = start(&r, 2, &["a"]);
+        let pool = start(&r, 2, &["a"]);
         until(&r.started, 1).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        q.add("a".to_owned());
-        q.add("b".to_owned());
-        q.add("a".to_owned());
+        for key in ["a", "b", "a"] {
+            pool.queue.add(key.to_owned());
+        }
         until(&r.finished, 3).await;
         assert_eq!(r.overlaps.load(Ordering::SeqCst), 0);
         assert_eq!((r.runs("a"), r.runs("b")), (2, 1));
@@ -593,8 +612,7 @@ mod tests {
             t0.elapsed() >= Duration::from_secs(2),
             "the second reconcile of a started before the first ended"
         );
-        shutdown.cancel();
-        handle.await.unwrap();
+        pool.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -638,10 +656,10 @@ mod tests {
             wait: Some(Duration::from_secs(1)),
             ..Timed::default()
         });
-        let (q, _shutdown, handle) = start(&r, 1, &["a"]);
+        let pool = start(&r, 1, &["a"]);
         until(&r.started, 1).await;
-        q.shut_down();
-        tokio::time::timeout(Duration::from_secs(5), handle)
+        pool.queue.shut_down();
+        tokio::time::timeout(Duration::from_secs(5), pool.handle)
             .await
             .expect("the pool ends once the queue shut down")
             .unwrap();
@@ -654,9 +672,9 @@ mod tests {
             panic_on: Some("boom"),
             ..Timed::default()
         });
-        let (q, shutdown, handle) = start(&r, 1, &["boom", "ok"]);
+        let pool = start(&r, 1, &["boom", "ok"]);
         until(&r.finished, 1).await;
-        q.add("boom".to_owned());
+        pool.queue.add("boom".to_owned());
         until(&r.started, 3).await;
         assert_eq!(
             r.runs("boom"),
@@ -664,9 +682,8 @@ mod tests {
             "the key was not marked done after the panic"
         );
         assert_eq!(r.runs("ok"), 1);
-        assert!(!handle.is_finished());
-        shutdown.cancel();
-        handle.await.unwrap();
+        assert!(!pool.handle.is_finished());
+        pool.stop().await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -8,7 +8,7 @@
 //! runs, not when the Node changed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,7 +25,8 @@ use super::decisions::{
 use super::errors::ServiceSyncError;
 use super::metrics::ServiceMetrics;
 use crate::cache::{NodeCache, NodeChange};
-use crate::events::{EventRecorder, EventType, error_chain};
+use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::LoadBalancer;
 use crate::runtime::health::{Heartbeat, Tasks};
@@ -111,10 +112,6 @@ impl Work {
     }
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 pub(super) struct Inner {
     pub(super) client: Client,
     pub(super) services: Informer<Service>,
@@ -134,7 +131,7 @@ pub(super) struct Inner {
     pub(super) last_synced_nodes: Mutex<HashMap<String, Vec<Arc<Node>>>>,
     /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
     /// a failure retried with the same message warns once, not once per retry.
-    pub(super) last_warning: Mutex<HashMap<String, String>>,
+    pub(super) last_warning: LastWarnings,
     /// Whether the apiserver keeps `ipMode` in a Service's ingress (asked once, on the first
     /// status comparison; see [`super::decisions::keeps_ip_mode`]).
     pub(super) ip_mode: tokio::sync::OnceCell<bool>,
@@ -152,6 +149,8 @@ pub struct ServiceController {
     heartbeat: Heartbeat,
 }
 
+// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
+// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for ServiceController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceController")
@@ -182,6 +181,10 @@ impl ServiceController {
             heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
+
+    // Deliberate repetition: like the route controller's, each builder method below sets one
+    // field of the public API (a heartbeat, a recorder, metrics registered early); a shared
+    // trait would only add a name for three assignments.
 
     /// Use `service_metrics` (e.g. one registered before leader election) instead of a private
     /// one.
@@ -241,7 +244,7 @@ impl ServiceController {
             pending: Mutex::default(),
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
-            last_warning: Mutex::default(),
+            last_warning: LastWarnings::default(),
             ip_mode: tokio::sync::OnceCell::new(),
         });
         tokio::select! {
@@ -271,16 +274,6 @@ impl ServiceController {
                 periodic_node_sync(inner.clone(), shutdown.clone()),
             );
         }
-        tasks.spawn(
-            "workers",
-            reconcile::pool(
-                inner.clone(),
-                inner.queue.clone(),
-                inner.metrics.clone(),
-                shutdown.clone(),
-                workers,
-            ),
-        );
         let synced = {
             let inner = inner.clone();
             let heartbeat = heartbeat.clone();
@@ -295,8 +288,9 @@ impl ServiceController {
             }
         };
         tasks.spawn("sync-marker", synced);
+        let (queue, metrics) = (inner.queue.clone(), inner.metrics.clone());
         tasks
-            .run_until_stopped(&shutdown, &inner.queue, CONTROLLER)
+            .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
     }
 }
@@ -372,6 +366,17 @@ impl Inner {
         .await;
     }
 
+    /// The upstream Normal event once a load balancer is deleted.
+    pub(super) async fn event_deleted(&self, service: &Service) {
+        self.event(
+            service,
+            EventType::Normal,
+            "DeletedLoadBalancer",
+            "Deleted load balancer",
+        )
+        .await;
+    }
+
     /// Queue `action` for `key` (merged with one already waiting).
     pub(super) fn enqueue(&self, key: String, action: Work) {
         {
@@ -441,7 +446,7 @@ impl Inner {
     pub(super) fn forget(&self, key: &str) {
         lock(&self.remembered).remove(key);
         lock(&self.last_synced_nodes).remove(key);
-        lock(&self.last_warning).remove(key);
+        self.last_warning.forget(key);
     }
 }
 
@@ -470,33 +475,37 @@ async fn service_feed(
     }
 }
 
-async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
-    let period = crate::period(inner.config.resync_period);
+/// Run `pass` once a `period` (the first after one period) until `shutdown`.
+async fn every(period: Duration, shutdown: CancellationToken, mut pass: impl FnMut()) {
+    let period = crate::period(period);
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
+        pass();
+    }
+}
+
+async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
+    every(inner.config.resync_period, shutdown, || {
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
             if needs_cleanup(&service, inner.class()) {
                 inner.enqueue(service_key(&service), Work::Sync);
             }
         }
-    }
+    })
+    .await;
 }
 
 /// Every `node_sync_period`: a forced target update for every load balancer.
 async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
-    let period = crate::period(inner.config.node_sync_period);
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
+    every(inner.config.node_sync_period, shutdown, || {
         tracing::debug!("periodic node sync of every load balancer");
         inner.enqueue_target_updates(true);
-    }
+    })
+    .await;
 }
 
 async fn node_feed(
@@ -540,6 +549,10 @@ async fn node_feed(
     }
 }
 
+// Deliberate repetition: the head of each controller's `Reconciler` impl (error type,
+// controller label, span) has the trait's shape; the span's field (`service = key` here,
+// `node = key` for the Node controllers) must be a literal name for `tracing`, so each impl
+// spells its own.
 #[async_trait]
 impl Reconciler for Inner {
     type Error = ServiceSyncError;
@@ -562,7 +575,7 @@ impl Reconciler for Inner {
             }
         };
         if result.is_ok() {
-            lock(&self.last_warning).remove(key);
+            self.last_warning.forget(key);
         }
         if result.is_err() {
             // The retry repeats a full sync: it also sets the targets, and it repairs what a
@@ -592,9 +605,7 @@ impl Reconciler for Inner {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
             // One Warning per distinct failure: a retry that fails the same way again (every
             // few minutes while a certificate is missing, say) adds nothing to it.
-            let repeated = lock(&self.last_warning).insert(key.to_owned(), message.clone())
-                == Some(message.clone());
-            if repeated {
+            if !self.last_warning.is_news(key, &message) {
                 return;
             }
             self.event(

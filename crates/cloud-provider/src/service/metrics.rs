@@ -75,27 +75,25 @@ impl ServiceMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use prometheus_client::encoding::text::encode;
+    use crate::metrics::{assert_exposes, exposition};
 
     #[test]
     fn metrics_have_upstream_names() {
         let metrics = ServiceMetrics::new();
-        let mut registry = Registry::default();
-        metrics.register(&mut registry);
         metrics.loadbalancer_syncs.inc();
         metrics.nodesync_errors.inc();
         metrics.nodesync_latency.observe(0.5);
         metrics.update_host_latency.observe(0.5);
-        let mut text = String::new();
-        encode(&mut text, &registry).unwrap();
-        for needle in [
-            "service_controller_loadbalancer_sync_total 1",
-            "service_controller_nodesync_error_total 1",
-            "service_controller_nodesync_latency_seconds_count 1",
-            "service_controller_update_loadbalancer_host_latency_seconds_count 1",
-        ] {
-            assert!(text.contains(needle), "missing {needle} in\n{text}");
-        }
+        let text = exposition(|registry| metrics.register(registry));
+        assert_exposes(
+            &text,
+            &[
+                "service_controller_loadbalancer_sync_total 1",
+                "service_controller_nodesync_error_total 1",
+                "service_controller_nodesync_latency_seconds_count 1",
+                "service_controller_update_loadbalancer_host_latency_seconds_count 1",
+            ],
+        );
         assert_eq!(metrics.loadbalancer_sync_count(), 1);
         assert_eq!(metrics.nodesync_error_count(), 1);
     }

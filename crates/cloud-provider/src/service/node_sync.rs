@@ -8,12 +8,13 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::controller::{Inner, NODE_SYNC_CONTROLLER, Work, lock};
+use super::controller::{Inner, NODE_SYNC_CONTROLLER, Work};
 use super::decisions::{
     node_names_for_log, nodes_sufficiently_equal, select_nodes, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
+use crate::lock;
 use crate::provider::{Category, Outcome};
 use crate::runtime::reconcile::ReconcileError;
 

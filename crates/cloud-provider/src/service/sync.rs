@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use super::controller::{Inner, lock};
+use super::controller::Inner;
 use super::decisions::{
     ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_as_stored,
     status_change, status_patch, wants_load_balancer,
@@ -15,16 +15,14 @@ use super::decisions::{
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
 use crate::events::{EventType, error_chain};
+use crate::lock;
 use crate::provider::{self, Outcome};
+use crate::runtime::reconcile::is_not_found;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operation {
     Ensure,
     Delete,
-}
-
-fn is_not_found(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.is_not_found())
 }
 
 impl Inner {
@@ -63,13 +61,7 @@ impl Inner {
             .await;
             return Err(ServiceSyncError::DeleteLoadBalancer(err));
         }
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletedLoadBalancer",
-            "Deleted load balancer",
-        )
-        .await;
+        self.event_deleted(service).await;
         Ok(())
     }
 
@@ -178,13 +170,7 @@ impl Inner {
                     .await
                     .map_err(ServiceSyncError::RemoveFinalizer)?;
             }
-            self.event(
-                service,
-                EventType::Normal,
-                "DeletedLoadBalancer",
-                "Deleted load balancer",
-            )
-            .await;
+            self.event_deleted(service).await;
             (Operation::Delete, LoadBalancerStatus::default())
         } else {
             tracing::info!("ensuring load balancer");
