@@ -869,9 +869,4 @@ impl Args {
         args.robot_password = secret("ROBOT_PASSWORD").map(Secret::new);
         Ok(args)
     }
-
-    /// [`Args::try_parse_command_line`] on the process's own arguments.
-    pub fn parse_command_line() -> Result<Self, CommandLineError> {
-        Self::try_parse_command_line(std::env::args_os())
-    }
 }

@@ -1,6 +1,6 @@
 //! Hetzner Cloud: `HCLOUD_TOKEN`, endpoint, network, instances and the server cache.
 //!
-//! Deliberate repetition: `check_hcloud` reads each `HCLOUD_*` variable with one [`Checker`]
+//! Deliberate repetition: `check_hcloud` reads each `HCLOUD_*` variable with one `Checker`
 //! call of the same form (the variable's name, its raw value, its default). Every call names a
 //! different variable with its own result type and default, so each stays a statement of its
 //! own rather than a row of a table that would have to erase those types.
