@@ -24,6 +24,9 @@ use crate::config::{
 use crate::http::MetricsRegistry;
 use crate::metadata::{self, MetadataError};
 
+// Deliberate repetition: an error enum has the same form as the other crates' (thiserror
+// variants with a message each); what is particular to this one is its messages, which name the
+// variable to fix, and `is_definite`.
 /// Why the Hetzner side could not be set up (fatal; each message names the variable to fix).
 #[derive(Debug, thiserror::Error)]
 pub enum CloudError {

@@ -12,6 +12,7 @@ use cloud_provider::{
     NodeLifecycleController, NodeLifecycleControllerConfig, RouteController, RouteControllerConfig,
     RouteMetrics, ServiceController, ServiceControllerConfig, ServiceMetrics,
 };
+use futures::FutureExt;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -50,6 +51,8 @@ pub struct ControllerContext {
     pub service_metrics: ServiceMetrics,
 }
 
+// Deliberate repetition: the usual hand-written Debug of a struct whose fields are not all
+// Debug (the provider and the client factory); it shows the configuration and the endpoints.
 impl std::fmt::Debug for ControllerContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControllerContext")
@@ -214,7 +217,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     events.unwrap_or_else(|| client.clone()),
                     cloud_provider::node::COMPONENT,
                 );
-                let node = NodeController::with_recorder(
+                NodeController::with_recorder(
                     client,
                     ctx.nodes.clone(),
                     instances.clone(),
@@ -227,30 +230,27 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         ..NodeControllerConfig::default()
                     },
                 )
-                .with_heartbeat(heartbeat.clone());
-                let stop = ctx.stop.clone();
-                running.spawn(
-                    controller,
-                    supervised(heartbeat.clone(), stop.clone(), node.run(stop)),
-                );
+                .with_heartbeat(heartbeat.clone())
+                .run(ctx.stop.clone())
+                .boxed()
             }),
             Controller::CloudNodeLifecycle => instances.as_ref().map(|instances| {
-                let lifecycle = NodeLifecycleController::new(
+                NodeLifecycleController::new(
                     client,
                     ctx.nodes.clone(),
                     instances.clone(),
                     ctx.metrics.clone(),
                     lifecycle_config(config),
                 )
-                .with_heartbeat(heartbeat.clone());
-                let stop = ctx.stop.clone();
-                running.spawn(
-                    controller,
-                    supervised(heartbeat.clone(), stop.clone(), lifecycle.run(stop)),
-                );
+                .with_heartbeat(heartbeat.clone())
+                .run(ctx.stop.clone())
+                .boxed()
             }),
+            // Deliberate repetition: each arm builds one controller type with its own
+            // constructor and settings (the four types share no trait); what every controller
+            // needs after that (supervision, the stop token, health checks) is done once below.
             Controller::NodeRoute => ctx.provider.routes().map(|routes| {
-                let route = RouteController::new(
+                RouteController::new(
                     client,
                     ctx.nodes.clone(),
                     routes,
@@ -265,15 +265,12 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     },
                 )
                 .with_route_metrics(ctx.route_metrics.clone())
-                .with_heartbeat(heartbeat.clone());
-                let stop = ctx.stop.clone();
-                running.spawn(
-                    controller,
-                    supervised(heartbeat.clone(), stop.clone(), route.run(stop)),
-                );
+                .with_heartbeat(heartbeat.clone())
+                .run(ctx.stop.clone())
+                .boxed()
             }),
             Controller::ServiceLb => ctx.provider.load_balancer().map(|lb| {
-                let service = ServiceController::new(
+                ServiceController::new(
                     client,
                     ctx.nodes.clone(),
                     lb,
@@ -287,15 +284,16 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     },
                 )
                 .with_service_metrics(ctx.service_metrics.clone())
-                .with_heartbeat(heartbeat.clone());
-                let stop = ctx.stop.clone();
-                running.spawn(
-                    controller,
-                    supervised(heartbeat.clone(), stop.clone(), service.run(stop)),
-                );
+                .with_heartbeat(heartbeat.clone())
+                .run(ctx.stop.clone())
+                .boxed()
             }),
         };
-        if started.is_some() {
+        if let Some(run) = started {
+            running.spawn(
+                controller,
+                supervised(heartbeat.clone(), ctx.stop.clone(), run),
+            );
             tracing::info!(%controller, "controller started");
             // /healthz fails once a task of the controller died or its watch is stuck while
             // the apiserver answers; /readyz once its caches synced.

@@ -156,19 +156,12 @@ struct Observation {
 
 /// Runs the election for one candidate. Create with [`LeaderElector::new`], start with
 /// [`LeaderElector::spawn`].
+#[derive(Debug)]
 pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderElectionConfig,
     observed: Option<Observation>,
     status_gauge: Option<Gauge>,
-}
-
-impl std::fmt::Debug for LeaderElector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElector")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
 }
 
 impl LeaderElector {

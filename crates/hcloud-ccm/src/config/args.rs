@@ -3,6 +3,12 @@
 //! Values that can be wrong are kept as text here and parsed by
 //! [`Args::validate`](crate::config::Args::validate), so that one run reports every problem at
 //! once instead of stopping at the first.
+//!
+//! Deliberate repetition: the `defaults` constants, the fields of [`Args`] and the rows of
+//! [`NO_EFFECT_FLAGS`] are each one entry of the official CCM's command line and environment
+//! (a flag or variable with its name, value type, default and help text). They are written out
+//! one by one because that list is the contract users read and compare with upstream; folding
+//! them into a generator would hide exactly the names and defaults a reader looks for.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -862,10 +868,5 @@ impl Args {
         args.robot_user = secret("ROBOT_USER").map(Secret::new);
         args.robot_password = secret("ROBOT_PASSWORD").map(Secret::new);
         Ok(args)
-    }
-
-    /// [`Args::try_parse_command_line`] on the process's own arguments.
-    pub fn parse_command_line() -> Result<Self, CommandLineError> {
-        Self::try_parse_command_line(std::env::args_os())
     }
 }

@@ -42,6 +42,21 @@ impl Checker {
         self.bool(setting, or_default(value, default))
     }
 
+    /// An environment-backed value of a [`FromStr`] type: empty means the default.
+    pub(super) fn env_parsed<T: FromStr<Err = String> + Default>(
+        &mut self,
+        setting: &str,
+        value: &str,
+        default: &str,
+    ) -> T {
+        self.parsed(setting, or_default(value, default))
+    }
+
+    /// An environment-backed Go duration: empty means the default.
+    pub(super) fn env_duration(&mut self, setting: &str, value: &str, default: &str) -> Duration {
+        self.duration(setting, or_default(value, default))
+    }
+
     pub(super) fn opt_bool(&mut self, setting: &str, value: Option<&str>) -> Option<bool> {
         non_empty(value).map(|v| self.bool(setting, v))
     }

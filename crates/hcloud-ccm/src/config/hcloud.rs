@@ -1,4 +1,9 @@
 //! Hetzner Cloud: `HCLOUD_TOKEN`, endpoint, network, instances and the server cache.
+//!
+//! Deliberate repetition: `check_hcloud` reads each `HCLOUD_*` variable with one `Checker`
+//! call of the same form (the variable's name, its raw value, its default). Every call names a
+//! different variable with its own result type and default, so each stays a statement of its
+//! own rather than a row of a table that would have to erase those types.
 
 use super::checker::{Checker, check_url, non_empty, or_default};
 use super::{AddressFamily, Args, HcloudSettings, Secret, ServerCacheMode, defaults};
@@ -55,31 +60,25 @@ impl Args {
             &self.hcloud_network_routes_enabled,
             defaults::HCLOUD_NETWORK_ROUTES_ENABLED,
         );
-        let address_family: AddressFamily = c.parsed(
+        let address_family: AddressFamily = c.env_parsed(
             "HCLOUD_INSTANCES_ADDRESS_FAMILY",
-            or_default(
-                &self.hcloud_instances_address_family,
-                defaults::HCLOUD_INSTANCES_ADDRESS_FAMILY,
-            ),
+            &self.hcloud_instances_address_family,
+            defaults::HCLOUD_INSTANCES_ADDRESS_FAMILY,
         );
         let zone_label_enabled = c.env_bool(
             "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED",
             &self.hcloud_instances_zone_label_enabled,
             defaults::HCLOUD_INSTANCES_ZONE_LABEL_ENABLED,
         );
-        let server_cache_mode: ServerCacheMode = c.parsed(
+        let server_cache_mode: ServerCacheMode = c.env_parsed(
             "HCLOUD_SERVER_CACHE_MODE",
-            or_default(
-                &self.hcloud_server_cache_mode,
-                defaults::HCLOUD_SERVER_CACHE_MODE,
-            ),
+            &self.hcloud_server_cache_mode,
+            defaults::HCLOUD_SERVER_CACHE_MODE,
         );
-        let server_cache_max_age = c.duration(
+        let server_cache_max_age = c.env_duration(
             "HCLOUD_SERVER_CACHE_MAX_AGE",
-            or_default(
-                &self.hcloud_server_cache_max_age,
-                defaults::HCLOUD_SERVER_CACHE_MAX_AGE,
-            ),
+            &self.hcloud_server_cache_max_age,
+            defaults::HCLOUD_SERVER_CACHE_MAX_AGE,
         );
         let reserve = or_default(
             &self.hcloud_rate_limit_reserve,

@@ -8,6 +8,8 @@ const LEADER_ELECTION_JITTER: f64 = 1.2;
 
 impl Args {
     pub(super) fn check_leader_election(&self, c: &mut Checker) -> LeaderElectionSettings {
+        // Deliberate repetition: one Checker call per `--leader-elect-*` flag, in the form
+        // every area uses; each names its own flag.
         let enabled = c.bool("--leader-elect", &self.leader_elect);
         let lease_duration = c.positive_duration(
             "--leader-elect-lease-duration",

@@ -25,6 +25,8 @@ impl Args {
         }
         let algorithm = non_empty(self.hcloud_load_balancers_algorithm_type.as_deref())
             .map(|v| c.parsed("HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", v));
+        // Deliberate repetition: one Checker call per `HCLOUD_LOAD_BALANCERS_*` variable, each
+        // with its own name, default and result type (the same form as in the other areas).
         let disable_private_ingress = c.env_bool(
             "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS",
             &self.hcloud_load_balancers_disable_private_ingress,

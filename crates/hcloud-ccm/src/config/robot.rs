@@ -7,6 +7,8 @@ use super::{Args, RobotSettings, defaults};
 
 impl Args {
     pub(super) fn check_robot(&self, c: &mut Checker, routes_enabled: bool) -> RobotSettings {
+        // Deliberate repetition: one Checker call per `ROBOT_*` variable, as in the other
+        // areas; each names its own variable, default and result type.
         let enabled = c.env_bool(
             "ROBOT_ENABLED",
             &self.robot_enabled,
@@ -38,12 +40,10 @@ impl Args {
         if let Some(url) = &endpoint {
             check_url(c, "ROBOT_ENDPOINT", url);
         }
-        let rate_limit_wait_time = c.duration(
+        let rate_limit_wait_time = c.env_duration(
             "ROBOT_RATE_LIMIT_WAIT_TIME",
-            or_default(
-                &self.robot_rate_limit_wait_time,
-                defaults::ROBOT_RATE_LIMIT_WAIT_TIME,
-            ),
+            &self.robot_rate_limit_wait_time,
+            defaults::ROBOT_RATE_LIMIT_WAIT_TIME,
         );
         let forward_internal_ips = c.env_bool(
             "ROBOT_FORWARD_INTERNAL_IPS",

@@ -1,4 +1,8 @@
 //! The validated settings: [`Config`] and the settings of each area.
+//!
+//! Deliberate repetition: every struct here is a plain record of validated values, one field per
+//! flag or variable with a doc line naming it. They look alike because they are data, not
+//! logic; each area's struct changes with its own flags.
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -25,26 +25,28 @@ fn parse_with_secrets(argv: &[&str], secrets: &[(&str, &str)]) -> Args {
     .unwrap()
 }
 
-/// [`args`] with Robot credentials in the environment.
-fn args_with_robot(extra: &[&str], user: &str, password: &str) -> Args {
+/// `--cloud-provider=hcloud --allow-untagged-cloud` (as the official manifests) plus `extra`.
+fn argv<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     let mut argv = vec![
         "hcloud-ccm",
         "--cloud-provider=hcloud",
         "--allow-untagged-cloud",
     ];
     argv.extend_from_slice(extra);
-    parse_with_secrets(&argv, &[("ROBOT_USER", user), ("ROBOT_PASSWORD", password)])
+    argv
 }
 
-/// `--cloud-provider=hcloud --allow-untagged-cloud` (as the official manifests) plus `extra`.
+/// [`args`] with Robot credentials in the environment.
+fn args_with_robot(extra: &[&str], user: &str, password: &str) -> Args {
+    parse_with_secrets(
+        &argv(extra),
+        &[("ROBOT_USER", user), ("ROBOT_PASSWORD", password)],
+    )
+}
+
+/// The command line of [`argv`], parsed.
 fn args(extra: &[&str]) -> Args {
-    let mut argv = vec![
-        "hcloud-ccm",
-        "--cloud-provider=hcloud",
-        "--allow-untagged-cloud",
-    ];
-    argv.extend_from_slice(extra);
-    parse(&argv)
+    parse(&argv(extra))
 }
 
 fn config(extra: &[&str]) -> Config {
@@ -53,6 +55,19 @@ fn config(extra: &[&str]) -> Config {
 
 fn problems(extra: &[&str]) -> ConfigError {
     args(extra).validate().unwrap_err()
+}
+
+/// Asserts that some problem of `err` names each of `settings`.
+fn assert_mentions(err: &ConfigError, settings: &[&str]) {
+    for setting in settings {
+        assert!(err.mentions(setting), "{setting} missing from:\n{err}");
+    }
+}
+
+/// Asserts that [`args`] with `extra` does not validate, with problems naming each of
+/// `settings`.
+fn assert_refused(extra: &[&str], settings: &[&str]) {
+    assert_mentions(&problems(extra), settings);
 }
 
 #[test]
@@ -239,8 +254,7 @@ fn verbosity_and_log_format() {
         config(&["--logging-format=json"]).logging.format,
         LogFormat::Json
     );
-    let err = problems(&["--log-format=xml", "--v=loud"]);
-    assert!(err.mentions("--log-format") && err.mentions("-v"), "{err}");
+    assert_refused(&["--log-format=xml", "--v=loud"], &["--log-format", "-v"]);
 }
 
 #[test]
@@ -293,32 +307,33 @@ fn every_problem_is_reported_at_once() {
     .unwrap()
     .validate()
     .unwrap_err();
+    assert_mentions(
+        &err,
+        &[
+            "--cloud-provider",
+            "--controllers",
+            "--leader-elect-lease-duration",
+            "--leader-elect-retry-period",
+            "--leader-elect-resource-lock",
+            "--node-monitor-period",
+            "--concurrent-service-syncs",
+            "--secure-port",
+            "--bind-address",
+            "--tls-private-key-file",
+            "HCLOUD_TOKEN",
+            "HCLOUD_INSTANCES_ADDRESS_FAMILY",
+            "HCLOUD_LOAD_BALANCERS_LOCATION",
+            "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+            "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
+            "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
+            "HCLOUD_METRICS_ADDRESS",
+            "HCLOUD_NETWORK_ROUTES_ENABLED",
+            "ROBOT_ENABLED",
+            "ROBOT_USER",
+            "ROBOT_PASSWORD",
+        ],
+    );
     let text = err.to_string();
-    for setting in [
-        "--cloud-provider",
-        "--controllers",
-        "--leader-elect-lease-duration",
-        "--leader-elect-retry-period",
-        "--leader-elect-resource-lock",
-        "--node-monitor-period",
-        "--concurrent-service-syncs",
-        "--secure-port",
-        "--bind-address",
-        "--tls-private-key-file",
-        "HCLOUD_TOKEN",
-        "HCLOUD_INSTANCES_ADDRESS_FAMILY",
-        "HCLOUD_LOAD_BALANCERS_LOCATION",
-        "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
-        "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
-        "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
-        "HCLOUD_METRICS_ADDRESS",
-        "HCLOUD_NETWORK_ROUTES_ENABLED",
-        "ROBOT_ENABLED",
-        "ROBOT_USER",
-        "ROBOT_PASSWORD",
-    ] {
-        assert!(err.mentions(setting), "{setting} missing from:\n{text}");
-    }
     assert!(text.starts_with(&format!(
         "invalid configuration ({} problems):",
         err.problems.len()
@@ -431,10 +446,7 @@ fn robot_rules_with_robot_implemented() {
         "--cluster-cidr=10.244.0.0/16",
     ])
     .unwrap_err();
-    assert!(
-        err.mentions("HCLOUD_NETWORK_ROUTES_ENABLED") && err.mentions("ROBOT_ENABLED"),
-        "{err}"
-    );
+    assert_mentions(&err, &["HCLOUD_NETWORK_ROUTES_ENABLED", "ROBOT_ENABLED"]);
     // Upstream reads a zero cache timeout as the default.
     let cfg = run(&["--robot-cache-timeout=0"]).unwrap();
     assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(300));
@@ -488,10 +500,9 @@ fn robot_endpoint_and_cache_timeout() {
     }
     let cfg = config(&["--robot-cache-timeout=90s"]);
     assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(90));
-    let err = problems(&["--robot-endpoint=robot.example", "--robot-cache-timeout=-x"]);
-    assert!(
-        err.mentions("ROBOT_ENDPOINT") && err.mentions("ROBOT_CACHE_TIMEOUT"),
-        "{err}"
+    assert_refused(
+        &["--robot-endpoint=robot.example", "--robot-cache-timeout=-x"],
+        &["ROBOT_ENDPOINT", "ROBOT_CACHE_TIMEOUT"],
     );
 }
 
@@ -698,8 +709,10 @@ fn serving_settings() {
         config(&["--hcloud-metrics-address=127.0.0.1:9100"]).metrics_address,
         Some("127.0.0.1:9100".parse().unwrap())
     );
-    let err = problems(&["--hcloud-metrics-address=:10258"]);
-    assert!(err.mentions("HCLOUD_METRICS_ADDRESS") && err.mentions("--secure-port"));
+    assert_refused(
+        &["--hcloud-metrics-address=:10258"],
+        &["HCLOUD_METRICS_ADDRESS", "--secure-port"],
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let cert = dir.path().join("c.pem");
@@ -791,10 +804,7 @@ fn every_flag_without_effect_is_accepted_with_one_line_each() {
     let err = args(&["--profiling=maybe", "--log-flush-frequency=5"])
         .validate()
         .unwrap_err();
-    assert!(
-        err.mentions("--profiling") && err.mentions("--log-flush-frequency"),
-        "{err}"
-    );
+    assert_mentions(&err, &["--profiling", "--log-flush-frequency"]);
     // Not given: not mentioned.
     assert!(config(&[]).warnings.is_empty());
 }
@@ -937,10 +947,9 @@ fn kube_api_rate_limit_follows_client_go() {
         })
     );
     assert_eq!(limit(&["--kube-api-qps=-1"]), None, "negative: unlimited");
-    let err = problems(&["--kube-api-qps=fast", "--kube-api-burst=-3"]);
-    assert!(
-        err.mentions("--kube-api-qps") && err.mentions("--kube-api-burst"),
-        "{err}"
+    assert_refused(
+        &["--kube-api-qps=fast", "--kube-api-burst=-3"],
+        &["--kube-api-qps", "--kube-api-burst"],
     );
 }
 
@@ -1091,7 +1100,9 @@ fn load_balancer_class() {
     ] {
         let err = problems(&[&format!("--load-balancer-class={invalid}")]);
         assert_eq!(err.problems.len(), 1, "{invalid}: {err}");
-        assert!(err.mentions("HCLOUD_LOAD_BALANCER_CLASS"), "{err}");
-        assert!(err.mentions("--load-balancer-class"), "{err}");
+        assert_mentions(
+            &err,
+            &["HCLOUD_LOAD_BALANCER_CLASS", "--load-balancer-class"],
+        );
     }
 }

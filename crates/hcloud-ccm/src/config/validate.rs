@@ -2,7 +2,7 @@
 //! areas with settings of their own are checked in their own files (kube, leader, serving,
 //! hcloud, load_balancers, robot).
 
-use super::checker::{Checker, check_url, non_empty, or_default};
+use super::checker::{Checker, check_url, non_empty};
 use super::routes::parse_cluster_cidrs;
 use super::{
     Args, Config, ConfigError, Controller, EnabledControllers, FeatureGates, FlagKind,
@@ -170,12 +170,10 @@ impl Args {
             &self.hcloud_metrics_enabled,
             defaults::HCLOUD_METRICS_ENABLED,
         );
-        let metrics_address: ListenAddress = c.parsed(
+        let metrics_address: ListenAddress = c.env_parsed(
             "HCLOUD_METRICS_ADDRESS",
-            or_default(
-                &self.hcloud_metrics_address,
-                defaults::HCLOUD_METRICS_ADDRESS,
-            ),
+            &self.hcloud_metrics_address,
+            defaults::HCLOUD_METRICS_ADDRESS,
         );
         if let Some(secure) = &secure_serving
             && metrics_enabled

@@ -101,6 +101,10 @@ impl fmt::Display for ListenAddress {
     }
 }
 
+// Deliberate repetition: each enumeration below is the value set of one setting, with a
+// `FromStr` that spells out the exact words that setting accepts (some case-sensitive as
+// upstream, the algorithm not) and an error listing them.
+
 /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AddressFamily {

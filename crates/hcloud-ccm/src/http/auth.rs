@@ -12,6 +12,8 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, PostParams};
 
 /// The group that is allowed everything without asking the apiserver.
@@ -120,13 +122,7 @@ impl Authorizer {
             },
             ..TokenReview::default()
         };
-        let review = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|source| AuthError::Review {
-                review: "TokenReview",
-                source,
-            })?;
+        let review = self.create(&review).await?;
         let status = review.status.unwrap_or_default();
         let user = match (status.authenticated, status.user) {
             (Some(true), Some(user)) => user,
@@ -151,13 +147,7 @@ impl Authorizer {
             },
             ..SubjectAccessReview::default()
         };
-        let access = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &access)
-            .await
-            .map_err(|source| AuthError::Review {
-                review: "SubjectAccessReview",
-                source,
-            })?;
+        let access = self.create(&access).await?;
         let status = access.status.unwrap_or_default();
         if status.allowed && !status.denied.unwrap_or(false) {
             Ok(Decision::Allowed { user: username })
@@ -167,6 +157,21 @@ impl Authorizer {
                 reason: status.reason.unwrap_or_default(),
             })
         }
+    }
+
+    /// Posts a review and returns it with the apiserver's status filled in.
+    async fn create<K>(&self, review: &K) -> Result<K, AuthError>
+    where
+        K: k8s_openapi::Resource + kube::Resource<DynamicType = ()>,
+        K: Clone + std::fmt::Debug + DeserializeOwned + Serialize,
+    {
+        Api::<K>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|source| AuthError::Review {
+                review: K::KIND,
+                source,
+            })
     }
 }
 

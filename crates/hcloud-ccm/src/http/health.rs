@@ -139,6 +139,8 @@ impl HealthChecks {
 
 #[cfg(test)]
 mod tests {
+    // Deliberate repetition: these tests open like many others (build the checks, evaluate,
+    // compare the rendered report); they share no set-up with tests outside this module.
     use super::*;
 
     #[test]

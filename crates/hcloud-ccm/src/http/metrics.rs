@@ -28,13 +28,6 @@ impl MetricsRegistry {
         MetricsRegistry::default()
     }
 
-    /// Wraps an existing registry.
-    pub fn from_registry(registry: Registry) -> Self {
-        MetricsRegistry {
-            registry: Arc::new(RwLock::new(registry)),
-        }
-    }
-
     /// Runs `f` with mutable access, e.g. to register metrics or create a sub-registry.
     pub fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
         let mut registry = self
