@@ -13,6 +13,7 @@ use crate::input::{IdOrName, Input};
 use crate::label_selector::Selector;
 use crate::limits::LimitsSeed;
 use crate::model::{CertStatus, Certificate, LoadBalancer, Route, Service, Target, TargetKind};
+use crate::pagination::Sortable;
 use crate::routes::certificates::{fake_pem, fingerprint};
 use crate::routes::lb_parts::{
     check_service, check_services, check_target, check_target_limit, read_service,
@@ -673,13 +674,6 @@ pub struct SeedFile {
     pub robot_servers: Vec<crate::robot::RobotServerSeed>,
 }
 
-fn id_or_name(s: &str) -> IdOrName {
-    match s.parse::<i64>() {
-        Ok(id) => IdOrName::Id(id),
-        Err(_) => IdOrName::Name(s.to_string()),
-    }
-}
-
 /// Creates a seeded network; returns its ID.
 pub fn apply_network(w: &mut World, seed: &NetworkSeed) -> ApiResult<i64> {
     if seed.name.trim().is_empty() {
@@ -733,30 +727,19 @@ pub fn apply_network(w: &mut World, seed: &NetworkSeed) -> ApiResult<i64> {
 
 /// Creates a seeded server; returns its ID.
 pub fn apply_server(w: &mut World, seed: &ServerSeed) -> ApiResult<i64> {
-    for (k, v) in &seed.labels {
-        if !crate::label_selector::is_label_key(k) || !crate::label_selector::is_label_value(v) {
-            return Err(ApiError::field("labels", format!("invalid label {k}={v}")));
-        }
-    }
+    check_labels(&seed.labels)?;
     create_server(
         w,
         ServerSpec {
             name: seed.name.clone(),
-            server_type: id_or_name(&seed.server_type),
-            location: Some(id_or_name(&seed.location)),
-            image: Some(id_or_name(&seed.image)),
+            server_type: IdOrName::parse(&seed.server_type),
+            location: Some(IdOrName::parse(&seed.location)),
+            image: Some(IdOrName::parse(&seed.image)),
             labels: seed.labels.clone(),
             status: seed.status.clone(),
             ipv4: seed.public_ipv4,
             ipv6: seed.public_ipv6,
-            networks: seed
-                .networks
-                .iter()
-                .map(|n| match n {
-                    NetworkRef::Id(id) => IdOrName::Id(*id),
-                    NetworkRef::Name(name) => IdOrName::Name(name.clone()),
-                })
-                .collect(),
+            networks: seed.networks.iter().map(to_id_or_name).collect(),
         },
     )
 }
@@ -766,6 +749,25 @@ fn check_labels(labels: &BTreeMap<String, String>) -> ApiResult<()> {
         if !crate::label_selector::is_label_key(k) || !crate::label_selector::is_label_value(v) {
             return Err(ApiError::field("labels", format!("invalid label {k}={v}")));
         }
+    }
+    Ok(())
+}
+
+/// The name (1 to 128 characters), the labels, then that the name is not one of `taken`.
+fn check_name_and_labels<'a>(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    mut taken: impl Iterator<Item = &'a str>,
+) -> ApiResult<()> {
+    if name.trim().is_empty() || name.len() > 128 {
+        return Err(ApiError::field(
+            "name",
+            "Must be between 1 and 128 characters.",
+        ));
+    }
+    check_labels(labels)?;
+    if taken.any(|t| t == name) {
+        return Err(crate::routes::not_unique("name"));
     }
     Ok(())
 }
@@ -784,7 +786,7 @@ pub fn apply_primary_ip(w: &mut World, seed: &PrimaryIpSeed) -> ApiResult<i64> {
         w,
         seed.name.clone(),
         &seed.kind,
-        &id_or_name(&seed.location),
+        &IdOrName::parse(&seed.location),
         seed.auto_delete,
         seed.labels.clone(),
     )
@@ -792,16 +794,8 @@ pub fn apply_primary_ip(w: &mut World, seed: &PrimaryIpSeed) -> ApiResult<i64> {
 
 /// Creates a seeded certificate (issued, pending or failed as the seed says); returns its ID.
 pub fn apply_certificate(w: &mut World, seed: &CertificateSeed) -> ApiResult<i64> {
-    if seed.name.trim().is_empty() || seed.name.len() > 128 {
-        return Err(ApiError::field(
-            "name",
-            "Must be between 1 and 128 characters.",
-        ));
-    }
-    check_labels(&seed.labels)?;
-    if w.certificates.values().any(|c| c.name == seed.name) {
-        return Err(crate::routes::not_unique("name"));
-    }
+    let taken = w.certificates.values().map(|c| c.name.as_str());
+    check_name_and_labels(&seed.name, &seed.labels, taken)?;
     let now = Utc::now();
     let (pem, status) = match seed.kind.as_str() {
         "uploaded" => (
@@ -875,21 +869,18 @@ pub fn apply_certificate(w: &mut World, seed: &CertificateSeed) -> ApiResult<i64
     Ok(id)
 }
 
-fn certificate_id(w: &World, r: &ResourceRef) -> ApiResult<i64> {
+/// The ID of the resource of `items` that `r` names; an error on `field` when there is none.
+fn resource_id<T: Sortable>(
+    items: &BTreeMap<i64, T>,
+    r: &ResourceRef,
+    field: &str,
+    what: &str,
+) -> ApiResult<i64> {
     let found = match r {
-        NetworkRef::Id(id) => w.certificates.contains_key(id).then_some(*id),
-        NetworkRef::Name(n) => w.certificates.values().find(|c| &c.name == n).map(|c| c.id),
+        NetworkRef::Id(id) => items.contains_key(id).then_some(*id),
+        NetworkRef::Name(n) => items.values().find(|x| x.sort_name() == n).map(T::sort_id),
     };
-    found
-        .ok_or_else(|| ApiError::field("http.certificates", format!("certificate {r:?} not found")))
-}
-
-fn server_id(w: &World, r: &ResourceRef) -> ApiResult<i64> {
-    let found = match r {
-        NetworkRef::Id(id) => w.servers.contains_key(id).then_some(*id),
-        NetworkRef::Name(n) => w.servers.values().find(|s| &s.name == n).map(|s| s.id),
-    };
-    found.ok_or_else(|| ApiError::field("targets.server", format!("server {r:?} not found")))
+    found.ok_or_else(|| ApiError::field(field, format!("{what} {r:?} not found")))
 }
 
 /// A seeded service, read like an `add_service` body (same defaults and checks).
@@ -900,7 +891,7 @@ fn service_of(w: &World, i: usize, seed: &ServiceSeed) -> ApiResult<Service> {
         let ids = http
             .certificates
             .iter()
-            .map(|c| certificate_id(w, c))
+            .map(|c| resource_id(&w.certificates, c, "http.certificates", "certificate"))
             .collect::<ApiResult<Vec<i64>>>()?;
         value["http"]["certificates"] = serde_json::json!(ids);
     }
@@ -916,7 +907,10 @@ fn target_of(w: &World, seed: &TargetSeed) -> ApiResult<Target> {
         TargetSeed::Server {
             server,
             use_private_ip,
-        } => (TargetKind::Server(server_id(w, server)?), *use_private_ip),
+        } => {
+            let id = resource_id(&w.servers, server, "targets.server", "server")?;
+            (TargetKind::Server(id), *use_private_ip)
+        }
         TargetSeed::LabelSelector {
             label_selector,
             use_private_ip,
@@ -943,19 +937,11 @@ fn target_of(w: &World, seed: &TargetSeed) -> ApiResult<Target> {
 /// Creates a seeded load balancer, complete at once (public IPs, network, services,
 /// targets); returns its ID.
 pub fn apply_load_balancer(w: &mut World, seed: &LoadBalancerSeed) -> ApiResult<i64> {
-    if seed.name.trim().is_empty() || seed.name.len() > 128 {
-        return Err(ApiError::field(
-            "name",
-            "Must be between 1 and 128 characters.",
-        ));
-    }
-    check_labels(&seed.labels)?;
-    if w.load_balancers.values().any(|lb| lb.name == seed.name) {
-        return Err(crate::routes::not_unique("name"));
-    }
+    let taken = w.load_balancers.values().map(|lb| lb.name.as_str());
+    check_name_and_labels(&seed.name, &seed.labels, taken)?;
     let lb_type = w
         .catalog
-        .lb_type(&id_or_name(&seed.load_balancer_type))
+        .lb_type(&IdOrName::parse(&seed.load_balancer_type))
         .ok_or_else(|| ApiError::field("load_balancer_type", "load balancer type not found"))?
         .clone();
     let location = match (&seed.location, &seed.network_zone) {
@@ -965,7 +951,7 @@ pub fn apply_load_balancer(w: &mut World, seed: &LoadBalancerSeed) -> ApiResult<
                 "Only one of location and network_zone may be given.",
             ));
         }
-        (Some(l), None) => w.catalog.location(&id_or_name(l)),
+        (Some(l), None) => w.catalog.location(&IdOrName::parse(l)),
         (None, Some(z)) => w.catalog.locations.iter().find(|l| l.network_zone == z),
         (None, None) => w.catalog.location(&IdOrName::Name("fsn1".to_string())),
     }

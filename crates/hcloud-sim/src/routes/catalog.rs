@@ -12,11 +12,7 @@ use crate::render;
 use crate::world::World;
 
 fn by_id_or_name(req: &Req) -> IdOrName {
-    let raw = req.params.first().cloned().unwrap_or_default();
-    match raw.parse::<i64>() {
-        Ok(id) => IdOrName::Id(id),
-        Err(_) => IdOrName::Name(raw),
-    }
+    IdOrName::parse(req.params.first().map_or("", String::as_str))
 }
 
 /// `GET /locations`.
