@@ -5,7 +5,7 @@ use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
 use super::servers::is_hostname;
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{parse_body, parse_body_or_empty};
@@ -48,14 +48,14 @@ pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
             format!("invalid certificate type {bad:?}"),
         ));
     }
-    let items: Vec<&Certificate> = w
-        .certificates
-        .values()
-        .filter(|c| passes(&c.name, &c.labels, req, sel.as_ref()))
-        .filter(|c| types.is_empty() || types.contains(&c.kind.as_str()))
-        .collect();
-    let (items, info) = page_of(req, items, |c| render::certificate(w, c))?;
-    Ok(req.list("certificates", items, info))
+    list_reply(
+        req,
+        "certificates",
+        sel.as_ref(),
+        w.certificates.values(),
+        |c| types.is_empty() || types.contains(&c.kind.as_str()),
+        |c| render::certificate(w, c),
+    )
 }
 
 fn cert(w: &World, id: i64) -> ApiResult<&Certificate> {
@@ -214,19 +214,7 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     check_name(&mut input, &name);
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.certificates.values().any(|c| &c.name == n && c.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(c) = w.certificates.get_mut(&id) {
-        if let Some(n) = name {
-            c.name = n;
-        }
-        if let Some(l) = labels {
-            c.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.certificates, id, name, labels)?;
     let c = cert(w, id)?;
     reply(200, json!({"certificate": render::certificate(w, c)}))
 }

@@ -14,7 +14,7 @@ use super::lb_parts::{
 };
 use super::networks::pick_private_ip;
 use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{parse_body, parse_body_or_empty};
@@ -28,13 +28,14 @@ const ALGORITHMS: &[&str] = &["round_robin", "least_connections"];
 /// `GET /load_balancers`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
-    let items: Vec<&LoadBalancer> = w
-        .load_balancers
-        .values()
-        .filter(|lb| passes(&lb.name, &lb.labels, req, sel.as_ref()))
-        .collect();
-    let (items, info) = page_of(req, items, |lb| render::load_balancer(w, lb))?;
-    Ok(req.list("load_balancers", items, info))
+    list_reply(
+        req,
+        "load_balancers",
+        sel.as_ref(),
+        w.load_balancers.values(),
+        |_| true,
+        |lb| render::load_balancer(w, lb),
+    )
 }
 
 /// `GET /load_balancers/{id}`.
@@ -329,21 +330,7 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     check_name(&mut input, &name);
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.load_balancers
-            .values()
-            .any(|o| &o.name == n && o.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(lb) = w.load_balancers.get_mut(&id) {
-        if let Some(n) = name {
-            lb.name = n;
-        }
-        if let Some(l) = labels {
-            lb.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.load_balancers, id, name, labels)?;
     let lb = w.load_balancer(id)?;
     reply(200, json!({"load_balancer": render::load_balancer(w, lb)}))
 }

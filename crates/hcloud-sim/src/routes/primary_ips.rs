@@ -5,7 +5,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{IdOrName, parse_body};
@@ -114,14 +114,14 @@ pub fn create_unassigned(
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
     let ip = req.query.get("ip");
-    let items: Vec<&PrimaryIp> = w
-        .primary_ips
-        .values()
-        .filter(|p| passes(&p.name, &p.labels, req, sel.as_ref()))
-        .filter(|p| ip.is_none_or(|ip| render::primary_address(p.ip) == ip))
-        .collect();
-    let (items, info) = page_of(req, items, |p| render::primary_ip(w, p))?;
-    Ok(req.list("primary_ips", items, info))
+    list_reply(
+        req,
+        "primary_ips",
+        sel.as_ref(),
+        w.primary_ips.values(),
+        |p| ip.is_none_or(|ip| render::primary_address(p.ip) == ip),
+        |p| render::primary_ip(w, p),
+    )
 }
 
 /// `GET /primary_ips/{id}`.

@@ -10,10 +10,10 @@ use serde_json::json;
 
 use super::networks::pick_private_ip;
 use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
-use super::{not_unique, page_of, passes, selector_param};
+use super::{list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{IdOrName, parse_body, parse_body_or_empty};
+use crate::input::{IdOrName, Input, parse_body, parse_body_or_empty};
 use crate::ipalloc::{server_ipv4, server_ipv6_net};
 use crate::limits;
 use crate::model::{Assignee, Labels, PrimaryAddr, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
@@ -232,14 +232,14 @@ pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(s)) {
         return Err(ApiError::field("status", format!("invalid status {bad:?}")));
     }
-    let items: Vec<&Server> = w
-        .servers
-        .values()
-        .filter(|s| passes(&s.name, &s.labels, req, sel.as_ref()))
-        .filter(|s| statuses.is_empty() || statuses.contains(&s.status.as_str()))
-        .collect();
-    let (items, info) = page_of(req, items, |s| render::server(w, s))?;
-    Ok(req.list("servers", items, info))
+    list_reply(
+        req,
+        "servers",
+        sel.as_ref(),
+        w.servers.values(),
+        |s| statuses.is_empty() || statuses.contains(&s.status.as_str()),
+        |s| render::server(w, s),
+    )
 }
 
 /// `GET /servers/{id}`.
@@ -348,19 +348,7 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     }
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.servers.values().any(|s| &s.name == n && s.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(s) = w.servers.get_mut(&id) {
-        if let Some(n) = name {
-            s.name = n;
-        }
-        if let Some(l) = labels {
-            s.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.servers, id, name, labels)?;
     let s = w.server(id)?;
     reply(200, json!({"server": render::server(w, s)}))
 }
@@ -389,6 +377,17 @@ fn set_status(id: i64, status: &'static str) -> crate::world::Effect {
             s.status = status.to_string();
         }
     })
+}
+
+/// The `network` of an attach or detach body, once the whole body is read: it must be given
+/// and exist, and the server (`me`) must not be locked.
+fn body_network(w: &World, input: &Input, network: Option<i64>, me: Res) -> ApiResult<i64> {
+    input.finish()?;
+    let network =
+        network.ok_or_else(|| ApiError::field("network", "Missing data for required field."))?;
+    w.network(network)?;
+    w.ensure_unlocked(me)?;
+    Ok(network)
 }
 
 /// `POST /servers/{id}/actions/{action}`.
@@ -455,15 +454,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     Err(_) => input.error("alias_ips", format!("{a} is not a valid IPv4 address")),
                 }
             }
-            input.finish()?;
-            let Some(network) = network else {
-                return Err(ApiError::field(
-                    "network",
-                    "Missing data for required field.",
-                ));
-            };
-            w.network(network)?;
-            w.ensure_unlocked(me)?;
+            let network = body_network(w, &input, network, me)?;
             if server.private_net.iter().any(|pn| pn.network == network) {
                 return Err(ApiError::new(
                     "server_already_attached",
@@ -520,15 +511,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
         }
         "detach_from_network" => {
             let network = input.req_i64("network");
-            input.finish()?;
-            let Some(network) = network else {
-                return Err(ApiError::field(
-                    "network",
-                    "Missing data for required field.",
-                ));
-            };
-            w.network(network)?;
-            w.ensure_unlocked(me)?;
+            let network = body_network(w, &input, network, me)?;
             if !server.private_net.iter().any(|pn| pn.network == network) {
                 return Err(ApiError::new(
                     "server_not_attached_to_network",
