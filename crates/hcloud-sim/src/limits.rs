@@ -99,28 +99,23 @@ impl LimitsSeed {
         self.networks_per_server = Some(n);
         self
     }
+    /// The caps of load balancer type `name`, to set.
+    fn lb_type(&mut self, name: impl Into<String>) -> &mut LbTypeLimitsSeed {
+        self.load_balancer_types.entry(name.into()).or_default()
+    }
     /// Sets the target cap of load balancer type `name` (e.g. `lb11`).
     pub fn max_targets(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_targets = Some(n);
+        self.lb_type(name).max_targets = Some(n);
         self
     }
     /// Sets the service cap of load balancer type `name`.
     pub fn max_services(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_services = Some(n);
+        self.lb_type(name).max_services = Some(n);
         self
     }
     /// Sets the certificate cap of load balancer type `name`.
     pub fn max_assigned_certificates(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_assigned_certificates = Some(n);
+        self.lb_type(name).max_assigned_certificates = Some(n);
         self
     }
 }

@@ -849,7 +849,7 @@ pub fn apply_certificate(w: &mut World, seed: &CertificateSeed) -> ApiResult<i64
             ));
         }
     };
-    let id = w.new_cert_id();
+    let id = w.cert_ids.take();
     w.certificates.insert(
         id,
         Certificate {
@@ -1016,7 +1016,7 @@ pub fn apply_load_balancer(w: &mut World, seed: &LoadBalancerSeed) -> ApiResult<
         lb.targets.push(target);
     }
     check_target_limit(w, &lb.targets, &lb_type)?;
-    let id = w.new_lb_id();
+    let id = w.lb_ids.take();
     lb.id = id;
     w.load_balancers.insert(id, lb);
     assign_public_ips(w, id);

@@ -171,7 +171,7 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     if w.certificates.values().any(|c| c.name == name) {
         return Err(not_unique("name"));
     }
-    let id = w.new_cert_id();
+    let id = w.cert_ids.take();
     let now = Utc::now();
     let managed = kind == "managed";
     let c = Certificate {

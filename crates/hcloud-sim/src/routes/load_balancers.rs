@@ -266,7 +266,7 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
         Some(n) => Some((n, pick_private_ip(w, n, loc.network_zone, None, None)?)),
         None => None,
     };
-    let id = w.new_lb_id();
+    let id = w.lb_ids.take();
     lb.id = id;
     w.load_balancers.insert(id, lb);
     if let Some(res) = private_ip {

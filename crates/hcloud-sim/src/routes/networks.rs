@@ -271,7 +271,7 @@ pub fn create_network(w: &mut World, spec: NetworkSpec) -> ApiResult<i64> {
         limits::check_routes(w, net.routes.len())?;
         net.routes.push(route);
     }
-    net.id = w.new_network_id();
+    net.id = w.network_ids.take();
     let id = net.id;
     w.networks.insert(id, net);
     Ok(id)

@@ -33,7 +33,7 @@ pub struct PrimaryIpSpec {
 
 /// Records a Primary IP; returns its ID. `id` is used when the caller already reserved one.
 pub fn insert_primary_ip(w: &mut World, id: Option<i64>, spec: PrimaryIpSpec) -> i64 {
-    let id = id.unwrap_or_else(|| w.new_primary_ip_id());
+    let id = id.unwrap_or_else(|| w.primary_ip_ids.take());
     w.primary_ips.insert(
         id,
         PrimaryIp {

@@ -162,7 +162,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
             .ok_or_else(|| ApiError::new("resource_unavailable", "no public IPv4 left"))?;
         w.server_ipv4_seq += 1;
         Some(PublicIpv4 {
-            id: w.new_primary_ip_id(),
+            id: w.primary_ip_ids.take(),
             ip,
             dns_ptr: format!("static.{}.clients.example.com", reverse(ip)),
         })
@@ -173,7 +173,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
         let net = server_ipv6_net(w.server_ipv6_seq);
         w.server_ipv6_seq += 1;
         Some(PublicIpv6 {
-            id: w.new_primary_ip_id(),
+            id: w.primary_ip_ids.take(),
             net,
         })
     } else {
@@ -184,7 +184,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
         .map(|v4| (v4.id, PrimaryAddr::V4(v4.ip)))
         .chain(ipv6.iter().map(|v6| (v6.id, PrimaryAddr::V6(v6.net))))
         .collect();
-    let id = w.new_server_id();
+    let id = w.server_ids.take();
     for (ip_id, ip) in addresses {
         insert_primary_ip(
             w,
