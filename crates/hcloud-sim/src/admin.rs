@@ -1,5 +1,11 @@
 //! The admin API (`/_admin`, no authentication): seeding, status changes, health, faults,
 //! delays, counters and a state dump. Not rate limited and not counted.
+//!
+//! Deliberate repetition: every handler here is one admin route with its own small request
+//! body and answer, written in the same frame (parse the body, lock the world, check, change,
+//! answer through `respond`). The steps that were the same across routes live in `seed_one`,
+//! `faults_route` and `counts_route`; what is left differs in the fields each route takes and
+//! the checks it makes, which a further helper would hide.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -29,6 +29,13 @@ impl IdOrName {
     }
 }
 
+/// Sets `field` to `value` when one was given (a field a request or seed may leave out).
+pub fn overwrite<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
 /// A JSON object being read; errors accumulate in a shared list.
 #[derive(Debug)]
 pub struct Input {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ApiResult};
-use crate::input::IdOrName;
+use crate::input::{IdOrName, overwrite};
 use crate::world::World;
 
 /// The API's code for a limit that is reached (HTTP 403).
@@ -160,20 +160,15 @@ pub fn apply(w: &mut World, seed: &LimitsSeed) -> ApiResult<()> {
         return Err(err);
     }
     let l = &mut w.limits;
-    let set = |field: &mut usize, value: Option<usize>| {
-        if let Some(v) = value {
-            *field = v;
-        }
-    };
-    set(&mut l.servers_per_network, seed.servers_per_network);
-    set(&mut l.routes_per_network, seed.routes_per_network);
-    set(&mut l.subnets_per_network, seed.subnets_per_network);
-    set(&mut l.networks_per_server, seed.networks_per_server);
+    overwrite(&mut l.servers_per_network, seed.servers_per_network);
+    overwrite(&mut l.routes_per_network, seed.routes_per_network);
+    overwrite(&mut l.subnets_per_network, seed.subnets_per_network);
+    overwrite(&mut l.networks_per_server, seed.networks_per_server);
     for t in &mut w.catalog.lb_types {
         if let Some(caps) = seed.load_balancer_types.get(t.name) {
-            set(&mut t.max_targets, caps.max_targets);
-            set(&mut t.max_services, caps.max_services);
-            set(
+            overwrite(&mut t.max_targets, caps.max_targets);
+            overwrite(&mut t.max_services, caps.max_services);
+            overwrite(
                 &mut t.max_assigned_certificates,
                 caps.max_assigned_certificates,
             );

@@ -1,5 +1,10 @@
 //! The Robot part of the admin API (`/_admin/robot`): dedicated servers (add, remove,
 //! rename, power), faults, the request limit and the request counters.
+//!
+//! Deliberate repetition: these handlers have the same frame as the Cloud admin routes (parse
+//! the body, lock the world, change, answer), each with its own body and checks; the Robot
+//! side is kept apart from the Cloud side on purpose, and the shared steps (faults, counters,
+//! seeding one resource) already come from the Cloud admin module.
 
 use std::sync::Arc;
 

@@ -17,7 +17,7 @@ use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
 use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{parse_body, parse_body_or_empty};
+use crate::input::{overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{load_balancer_ipv4, load_balancer_ipv6};
 use crate::model::{Assignee, Labels, LoadBalancer, PrimaryAddr, Res};
 use crate::render;
@@ -632,9 +632,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     "change_protection",
                     vec![me],
                     mutate(id, move |lb| {
-                        if let Some(d) = delete {
-                            lb.protect_delete = d;
-                        }
+                        overwrite(&mut lb.protect_delete, delete);
                     }),
                     None,
                 )

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::app::{App, Req, h};
 use crate::error::{ApiError, ApiResult};
+use crate::input::overwrite;
 use crate::label_selector::Selector;
 use crate::model::{Labelled, Labels};
 use crate::pagination::{PageInfo, Sortable, page_request, paginate, sort_items, sort_keys};
@@ -180,12 +181,8 @@ pub fn rename_and_relabel<T: Labelled>(
         return Err(not_unique("name"));
     }
     if let Some((old_name, old_labels)) = items.get_mut(&id).map(T::name_and_labels_mut) {
-        if let Some(n) = name {
-            *old_name = n;
-        }
-        if let Some(l) = labels {
-            *old_labels = l;
-        }
+        overwrite(old_name, name);
+        overwrite(old_labels, labels);
     }
     Ok(())
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{Input, parse_body, parse_body_or_empty};
+use crate::input::{Input, overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{
     RESERVED_GATEWAY, allocate_private_ip, assignable, first_free_subnet, is_rfc1918,
     network_gateway, overlaps,
@@ -483,9 +483,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             input.finish()?;
             w.ensure_unlocked(Res::Network(id))?;
             network_action(w, req, id, "change_protection", move |n| {
-                if let Some(d) = delete {
-                    n.protect_delete = d;
-                }
+                overwrite(&mut n.protect_delete, delete);
             })
         }
         _ => Err(ApiError::not_found("action")),

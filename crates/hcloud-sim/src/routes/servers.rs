@@ -13,7 +13,7 @@ use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
 use super::{list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{IdOrName, Input, parse_body, parse_body_or_empty};
+use crate::input::{IdOrName, Input, overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{server_ipv4, server_ipv6_net};
 use crate::limits;
 use crate::model::{Assignee, Labels, PrimaryAddr, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
@@ -536,12 +536,8 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             input.finish()?;
             let effect: crate::world::Effect = Box::new(move |w: &mut World| {
                 if let Some(s) = w.servers.get_mut(&id) {
-                    if let Some(d) = delete {
-                        s.protect_delete = d;
-                    }
-                    if let Some(r) = rebuild {
-                        s.protect_rebuild = r;
-                    }
+                    overwrite(&mut s.protect_delete, delete);
+                    overwrite(&mut s.protect_rebuild, rebuild);
                 }
             });
             ("change_protection", vec![me], Some(effect), None)
