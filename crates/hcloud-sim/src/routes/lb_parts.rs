@@ -164,6 +164,14 @@ pub fn check_service(w: &World, svc: &Service) -> ApiResult<()> {
     Ok(())
 }
 
+/// 403 `resource_limit_exceeded`: load balancer type `t` allows `max` of `what`.
+fn type_limit(t: &LbType, max: usize, what: &str) -> ApiError {
+    crate::limits::exceeded(&format!(
+        "load balancer type {} allows {max} {what}",
+        t.name
+    ))
+}
+
 /// Checks a whole service list against the type's limits and for duplicate ports.
 pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
     for (i, s) in services.iter().enumerate() {
@@ -188,13 +196,7 @@ pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
         ));
     }
     if services.len() > t.max_services {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} services",
-                t.name, t.max_services
-            ),
-        ));
+        return Err(type_limit(t, t.max_services, "services"));
     }
     let certs: usize = services
         .iter()
@@ -202,13 +204,7 @@ pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
         .map(|h| h.certificates.len())
         .sum();
     if certs > t.max_assigned_certificates {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} certificates",
-                t.name, t.max_assigned_certificates
-            ),
-        ));
+        return Err(type_limit(t, t.max_assigned_certificates, "certificates"));
     }
     Ok(())
 }
@@ -354,13 +350,7 @@ pub fn check_target(
 pub fn check_target_limit(w: &World, targets: &[Target], t: &LbType) -> ApiResult<()> {
     let n = effective_targets(w, targets);
     if n > t.max_targets {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} targets, got {n}",
-                t.name, t.max_targets
-            ),
-        ));
+        return Err(type_limit(t, t.max_targets, &format!("targets, got {n}")));
     }
     Ok(())
 }
