@@ -41,6 +41,8 @@ impl Default for NetworkLimits {
     }
 }
 
+// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
+// seed file and the admin API spell them.
 /// The caps of one load balancer type; unset ones stay as they are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -56,6 +58,8 @@ pub struct LbTypeLimitsSeed {
     pub max_assigned_certificates: Option<usize>,
 }
 
+// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
+// seed file and the admin API spell them.
 /// Limits to set (seed `"limits"`, `PUT /_admin/limits`); unset ones stay as they are.
 /// `GET /_admin/limits` answers with every field set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +82,7 @@ pub struct LimitsSeed {
     pub load_balancer_types: BTreeMap<String, LbTypeLimitsSeed>,
 }
 
+// Deliberate repetition: builder methods, one a limit, each with its own doc.
 impl LimitsSeed {
     /// Sets the servers per network.
     pub fn servers_per_network(mut self, n: usize) -> Self {

@@ -54,6 +54,8 @@ pub fn api_routes() -> Router<Arc<App>> {
         // Actions.
         .route("/actions", get(h(actions::list)))
         .route("/actions/{id}", get(h(actions::get)))
+        // Deliberate repetition: one route a line, per resource, so that this reads as the
+        // index of the API; a loop would have to skip the routes a resource lacks.
         // Servers.
         .route("/servers", get(h(servers::list)).post(h(servers::create)))
         .route(

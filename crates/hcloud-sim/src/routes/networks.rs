@@ -23,6 +23,9 @@ use crate::world::World;
 /// Network zones that exist.
 pub const NETWORK_ZONES: &[&str] = &["eu-central", "us-east", "us-west", "ap-southeast"];
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /networks`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -326,6 +329,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(201, json!({"network": render::network(w, n)}))
 }
 
+// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
+// step is rename_and_relabel.
 /// `PUT /networks/{id}`: name, labels, expose_routes_to_vswitch.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -344,6 +349,8 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(200, json!({"network": render::network(w, n)}))
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /networks/{id}` (204).
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
