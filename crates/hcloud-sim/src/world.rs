@@ -268,26 +268,6 @@ impl World {
         id
     }
 
-    /// Records an action that already finished successfully (e.g. for admin changes).
-    pub fn finished_action(&mut self, command: &str, resources: Vec<Res>) -> i64 {
-        let id = self.action_ids.take();
-        let now = Utc::now();
-        self.actions.insert(
-            id,
-            Action {
-                id,
-                command: command.to_string(),
-                status: "success".to_string(),
-                progress: 100,
-                started: now,
-                finished: Some(now),
-                resources,
-                error: None,
-            },
-        );
-        id
-    }
-
     /// Whether a running action involves the resource.
     pub fn is_busy(&self, res: Res) -> bool {
         self.pending.iter().any(|p| {
