@@ -1,5 +1,11 @@
 //! The admin API (`/_admin`, no authentication): seeding, status changes, health, faults,
 //! delays, counters and a state dump. Not rate limited and not counted.
+//!
+//! Deliberate repetition: every handler here is one admin route with its own small request
+//! body and answer, written in the same frame (parse the body, lock the world, check, change,
+//! answer through `respond`). The steps that were the same across routes live in `seed_one`,
+//! `faults_route` and `counts_route`; what is left differs in the fields each route takes and
+//! the checks it makes, which a further helper would hide.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +16,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{MethodRouter, get, post, put};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -25,10 +31,10 @@ use crate::ratelimit::RateLimitConfig;
 use crate::render;
 use crate::routes::servers::STATUSES;
 use crate::seed::{
-    CertificateSeed, LoadBalancerSeed, NetworkSeed, PrimaryIpSeed, SeedFile, ServerSeed, apply,
-    apply_certificate, apply_load_balancer, apply_network, apply_primary_ip, apply_server,
+    SeedFile, apply, apply_certificate, apply_load_balancer, apply_network, apply_primary_ip,
+    apply_server,
 };
-use crate::world::CertIssuance;
+use crate::world::{CertIssuance, World};
 
 /// Admin routes (mounted under `/_admin`).
 pub fn admin_routes() -> Router<Arc<App>> {
@@ -53,20 +59,11 @@ pub fn admin_routes() -> Router<Arc<App>> {
             get(get_metadata_server).put(set_metadata_server),
         )
         .route("/seed", post(seed))
-        .route(
-            "/faults",
-            get(list_faults)
-                .post(add_fault)
-                .put(replace_faults)
-                .delete(clear_faults),
-        )
+        .route("/faults", faults_route(|app| &app.faults))
         .route("/action_delay", get(get_action_delay).put(set_action_delay))
         .route("/limits", get(get_limits).put(set_limits))
         .route("/rate_limit", put(set_rate_limit))
-        .route(
-            "/request_counts",
-            get(request_counts).delete(reset_request_counts),
-        )
+        .route("/request_counts", counts_route(|app| &app.counts))
         .route("/state", get(state))
         .nest("/robot", crate::robot::admin::robot_admin_routes())
 }
@@ -84,72 +81,54 @@ pub(crate) fn ok_json(status: StatusCode, v: Value) -> ApiResult<Response> {
     Ok((status, axum::Json(v)).into_response())
 }
 
-async fn create_network(State(app): State<Arc<App>>, body: Bytes) -> Response {
+/// Seeds one resource from the request `body` with `apply`; answers 201 with what `show`
+/// makes of the new resource's ID.
+pub(crate) fn seed_one<S: DeserializeOwned, I>(
+    app: &App,
+    body: &[u8],
+    apply: fn(&mut World, &S) -> ApiResult<I>,
+    show: fn(&mut World, I) -> ApiResult<Value>,
+) -> Response {
     respond((|| {
-        let seed: NetworkSeed = parse(&body)?;
+        let seed: S = parse(body)?;
         let mut w = app.world();
-        let id = apply_network(&mut w, &seed)?;
-        let n = w.network(id)?;
-        ok_json(
-            StatusCode::CREATED,
-            json!({"network": render::network(&w, n)}),
-        )
+        let id = apply(&mut w, &seed)?;
+        ok_json(StatusCode::CREATED, show(&mut w, id)?)
     })())
+}
+
+async fn create_network(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    seed_one(&app, &body, apply_network, |w, id| {
+        Ok(json!({"network": render::network(w, w.network(id)?)}))
+    })
 }
 
 async fn create_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: ServerSeed = parse(&body)?;
-        let mut w = app.world();
-        let id = apply_server(&mut w, &seed)?;
-        let s = w.server(id)?;
-        ok_json(
-            StatusCode::CREATED,
-            json!({"server": render::server(&w, s)}),
-        )
-    })())
+    seed_one(&app, &body, apply_server, |w, id| {
+        Ok(json!({"server": render::server(w, w.server(id)?)}))
+    })
 }
 
 async fn create_primary_ip(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: PrimaryIpSeed = parse(&body)?;
-        let mut w = app.world();
-        let id = apply_primary_ip(&mut w, &seed)?;
-        let p = w.primary_ip(id)?;
-        ok_json(
-            StatusCode::CREATED,
-            json!({"primary_ip": render::primary_ip(&w, p)}),
-        )
-    })())
+    seed_one(&app, &body, apply_primary_ip, |w, id| {
+        Ok(json!({"primary_ip": render::primary_ip(w, w.primary_ip(id)?)}))
+    })
 }
 
 async fn create_certificate(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: CertificateSeed = parse(&body)?;
-        let mut w = app.world();
-        let id = apply_certificate(&mut w, &seed)?;
+    seed_one(&app, &body, apply_certificate, |w, id| {
         let c = w
             .certificates
             .get(&id)
             .ok_or_else(|| ApiError::not_found("certificate"))?;
-        ok_json(
-            StatusCode::CREATED,
-            json!({"certificate": render::certificate(&w, c)}),
-        )
-    })())
+        Ok(json!({"certificate": render::certificate(w, c)}))
+    })
 }
 
 async fn create_load_balancer(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: LoadBalancerSeed = parse(&body)?;
-        let mut w = app.world();
-        let id = apply_load_balancer(&mut w, &seed)?;
-        let lb = w.load_balancer(id)?;
-        ok_json(
-            StatusCode::CREATED,
-            json!({"load_balancer": render::load_balancer(&w, lb)}),
-        )
-    })())
+    seed_one(&app, &body, apply_load_balancer, |w, id| {
+        Ok(json!({"load_balancer": render::load_balancer(w, w.load_balancer(id)?)}))
+    })
 }
 
 fn issuance_view(c: &CertIssuance) -> CertificateIssuance {
@@ -301,33 +280,31 @@ async fn set_target_health(
     })())
 }
 
-async fn list_faults(State(app): State<Arc<App>>) -> Response {
-    faults_list(&app.faults)
-}
-
-async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    faults_add(&app.faults, &body)
-}
-
-/// `PUT /_admin/faults` with a list: the rules are replaced at once, so that no request
-/// slips through between clearing the old rules and adding the new ones.
-async fn replace_faults(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    faults_replace(&app.faults, &body)
-}
-
-async fn clear_faults(State(app): State<Arc<App>>) -> Response {
-    lock(&app.faults).clear();
-    StatusCode::NO_CONTENT.into_response()
+/// The `/faults` route over the fault set `set` picks: `GET` lists the rules still active,
+/// `POST` adds one, `PUT` replaces them all at once (so that no request slips through between
+/// clearing the old rules and adding the new ones), `DELETE` clears them.
+pub(crate) fn faults_route(set: fn(&App) -> &Mutex<FaultSet>) -> MethodRouter<Arc<App>> {
+    get(move |State(app): State<Arc<App>>| async move { faults_list(set(&app)) })
+        .post(move |State(app): State<Arc<App>>, body: Bytes| async move {
+            faults_add(set(&app), &body)
+        })
+        .put(move |State(app): State<Arc<App>>, body: Bytes| async move {
+            faults_replace(set(&app), &body)
+        })
+        .delete(move |State(app): State<Arc<App>>| async move {
+            lock(set(&app)).clear();
+            StatusCode::NO_CONTENT.into_response()
+        })
 }
 
 /// `{"faults": [...]}`: the rules of `set` still active.
-pub(crate) fn faults_list(set: &Mutex<FaultSet>) -> Response {
+fn faults_list(set: &Mutex<FaultSet>) -> Response {
     let faults = lock(set).rules().to_vec();
     axum::Json(json!({"faults": faults})).into_response()
 }
 
 /// Adds the rule in `body` to `set`.
-pub(crate) fn faults_add(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
+fn faults_add(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
     respond((|| {
         let f: Fault = parse(body)?;
         if f.path.is_empty() {
@@ -339,7 +316,7 @@ pub(crate) fn faults_add(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
 }
 
 /// Replaces the rules of `set` with the list in `body`, in one step.
-pub(crate) fn faults_replace(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
+fn faults_replace(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
     respond((|| {
         let faults: Vec<Fault> = parse(body)?;
         if faults.iter().any(|f| f.path.is_empty()) {
@@ -395,19 +372,19 @@ async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
     })())
 }
 
-async fn request_counts(State(app): State<Arc<App>>) -> Response {
-    counts_json(&app.counts)
-}
-
-async fn reset_request_counts(State(app): State<Arc<App>>) -> Response {
-    lock(&app.counts).clear();
-    StatusCode::NO_CONTENT.into_response()
-}
-
-/// `{"counts": {...}}` of a request counter.
-pub(crate) fn counts_json(counts: &Mutex<BTreeMap<String, u64>>) -> Response {
-    let counts = lock(counts).clone();
-    axum::Json(json!({"counts": counts})).into_response()
+/// The `/request_counts` route over the counter `counts` picks: `GET` answers
+/// `{"counts": {...}}`, `DELETE` resets it.
+pub(crate) fn counts_route(
+    counts: fn(&App) -> &Mutex<BTreeMap<String, u64>>,
+) -> MethodRouter<Arc<App>> {
+    get(move |State(app): State<Arc<App>>| async move {
+        let body = json!({"counts": lock(counts(&app)).clone()});
+        axum::Json(body).into_response()
+    })
+    .delete(move |State(app): State<Arc<App>>| async move {
+        lock(counts(&app)).clear();
+        StatusCode::NO_CONTENT.into_response()
+    })
 }
 
 async fn state(State(app): State<Arc<App>>) -> Response {

@@ -1,8 +1,14 @@
 //! A typed async client of the admin API.
+//!
+//! Deliberate repetition: one method per admin route, each with its own typed arguments and
+//! answer; the Robot methods mirror the Cloud ones because they drive the other half of the
+//! simulator through routes of the same form. What they had in common (building the request,
+//! reading the answer) is in `call` and the verb helpers over it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -110,21 +116,44 @@ impl AdminClient {
         Ok(Some(serde_json::from_slice(&bytes)?))
     }
 
+    /// Sends `method path`, with `body` as JSON if given; the answer's JSON (null when empty).
+    async fn call<T: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&T>,
+    ) -> Result<Value, Error> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        Ok(self.send(req).await?.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, Error> {
+        self.call::<Value>(Method::GET, path, None).await
+    }
+
     async fn post<T: Serialize + ?Sized>(&self, path: &str, body: &T) -> Result<Value, Error> {
-        let v = self
-            .send(self.http.post(format!("{}{path}", self.base)).json(body))
-            .await?;
-        Ok(v.unwrap_or(Value::Null))
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn put<T: Serialize + ?Sized>(&self, path: &str, body: &T) -> Result<Value, Error> {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> Result<(), Error> {
+        self.call::<Value>(Method::DELETE, path, None)
+            .await
+            .map(|_| ())
     }
 
     /// Creates a network; returns its ID.
     pub async fn create_network(&self, seed: NetworkSeed) -> Result<i64, Error> {
         let v = self.post("/networks", &seed).await?;
-        v["network"]["id"].as_i64().ok_or_else(|| Error::Api {
-            status: 500,
-            code: "server_error".into(),
-            message: "no network ID in answer".into(),
-        })
+        v["network"]["id"]
+            .as_i64()
+            .ok_or_else(|| missing_in_answer("network ID"))
     }
 
     /// Creates a server (no action, status as given); returns it as the API shows it.
@@ -157,34 +186,23 @@ impl AdminClient {
         &self,
         issuance: &CertificateIssuance,
     ) -> Result<(), Error> {
-        self.send(
-            self.http
-                .put(format!("{}/certificate_issuance", self.base))
-                .json(issuance),
-        )
-        .await
-        .map(|_| ())
+        self.put("/certificate_issuance", issuance)
+            .await
+            .map(|_| ())
     }
 
     /// How managed certificates get issued.
     pub async fn certificate_issuance(&self) -> Result<CertificateIssuance, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/certificate_issuance", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
-        Ok(serde_json::from_value(v)?)
+        Ok(serde_json::from_value(
+            self.get("/certificate_issuance").await?,
+        )?)
     }
 
     /// Chooses the server the metadata service answers for (`None`: no server, every
     /// metadata path answers 404).
     pub async fn set_metadata_server(&self, server_id: Option<i64>) -> Result<(), Error> {
-        self.send(
-            self.http
-                .put(format!("{}/metadata_server", self.base))
-                .json(&json!({"server_id": server_id})),
-        )
-        .await
-        .map(|_| ())
+        let body = json!({"server_id": server_id});
+        self.put("/metadata_server", &body).await.map(|_| ())
     }
 
     /// Applies a whole seed.
@@ -202,9 +220,7 @@ impl AdminClient {
     /// Deletes a server immediately, as a user would in the console (ignores locks and
     /// protection, removes it from load balancer targets and networks).
     pub async fn delete_server(&self, id: i64) -> Result<(), Error> {
-        self.send(self.http.delete(format!("{}/servers/{id}", self.base)))
-            .await
-            .map(|_| ())
+        self.delete(&format!("/servers/{id}")).await
     }
 
     /// Sets the health a target reports for one service (`Some(port)`) or all services.
@@ -229,82 +245,50 @@ impl AdminClient {
 
     /// Replaces every fault rule with `faults` in one step (no request runs in between).
     pub async fn replace_faults(&self, faults: &[Fault]) -> Result<(), Error> {
-        self.send(self.http.put(format!("{}/faults", self.base)).json(faults))
-            .await
-            .map(|_| ())
+        self.put("/faults", faults).await.map(|_| ())
     }
 
     /// The fault rules still active (each with the count it has left).
     pub async fn faults(&self) -> Result<Vec<Fault>, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/faults", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
+        let v = self.get("/faults").await?;
         Ok(serde_json::from_value(v["faults"].clone())?)
     }
 
     /// Removes every fault rule.
     pub async fn clear_faults(&self) -> Result<(), Error> {
-        self.send(self.http.delete(format!("{}/faults", self.base)))
-            .await
-            .map(|_| ())
+        self.delete("/faults").await
     }
 
     /// Sets how long new actions run.
     pub async fn set_action_delay(&self, delay: Duration) -> Result<(), Error> {
-        let ms = delay.as_millis() as u64;
-        self.send(
-            self.http
-                .put(format!("{}/action_delay", self.base))
-                .json(&json!({"ms": ms})),
-        )
-        .await
-        .map(|_| ())
+        let body = json!({"ms": delay.as_millis() as u64});
+        self.put("/action_delay", &body).await.map(|_| ())
     }
 
     /// Sets the limits `limits` names (the others stay); returns every limit now in force.
     pub async fn set_limits(&self, limits: &LimitsSeed) -> Result<LimitsSeed, Error> {
-        let v = self
-            .send(self.http.put(format!("{}/limits", self.base)).json(limits))
-            .await?
-            .unwrap_or(Value::Null);
-        Ok(serde_json::from_value(v)?)
+        Ok(serde_json::from_value(self.put("/limits", limits).await?)?)
     }
 
     /// Every limit in force: per network, per server and each load balancer type's caps.
     pub async fn limits(&self) -> Result<LimitsSeed, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/limits", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
-        Ok(serde_json::from_value(v)?)
+        Ok(serde_json::from_value(self.get("/limits").await?)?)
     }
 
     /// Replaces the rate limit (and refills the bucket).
     pub async fn set_rate_limit(&self, config: RateLimitConfig) -> Result<(), Error> {
-        self.send(
-            self.http
-                .put(format!("{}/rate_limit", self.base))
-                .json(&config),
-        )
-        .await
-        .map(|_| ())
+        self.put("/rate_limit", &config).await.map(|_| ())
     }
 
     /// Requests per "METHOD /route/template" of the public API.
     pub async fn request_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/request_counts", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
+        let v = self.get("/request_counts").await?;
         Ok(serde_json::from_value(v["counts"].clone())?)
     }
 
     /// Resets the request counters.
     pub async fn reset_request_counts(&self) -> Result<(), Error> {
-        self.send(self.http.delete(format!("{}/request_counts", self.base)))
-            .await
-            .map(|_| ())
+        self.delete("/request_counts").await
     }
 
     /// Adds a dedicated server to the Robot account; returns its number.
@@ -312,46 +296,35 @@ impl AdminClient {
         let v = self.post("/robot/servers", &seed).await?;
         v["server"]["server_number"]
             .as_u64()
-            .ok_or_else(|| Error::Api {
-                status: 500,
-                code: "server_error".into(),
-                message: "no server number in answer".into(),
-            })
+            .ok_or_else(|| missing_in_answer("server number"))
     }
 
     /// Every dedicated server (the `GET /server` fields plus `operating_status`).
     pub async fn robot_servers(&self) -> Result<Vec<Value>, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/robot/servers", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
+        let v = self.get("/robot/servers").await?;
         Ok(serde_json::from_value(v["servers"].clone())?)
     }
 
     /// Removes a dedicated server from the Robot account (cancelled and gone).
     pub async fn remove_robot_server(&self, number: u64) -> Result<(), Error> {
-        self.send(
-            self.http
-                .delete(format!("{}/robot/servers/{number}", self.base)),
-        )
-        .await
-        .map(|_| ())
+        self.delete(&format!("/robot/servers/{number}")).await
     }
 
     /// Renames a dedicated server in Robot.
     pub async fn rename_robot_server(&self, number: u64, name: &str) -> Result<(), Error> {
-        self.robot_put(&format!("/servers/{number}/name"), &json!({"name": name}))
+        let body = json!({"name": name});
+        self.put(&format!("/robot/servers/{number}/name"), &body)
             .await
+            .map(|_| ())
     }
 
     /// Sets a dedicated server's `operating_status` (`running`, `shut off`, `shut down`,
     /// `not supported`).
     pub async fn set_robot_operating_status(&self, number: u64, status: &str) -> Result<(), Error> {
-        self.robot_put(
-            &format!("/servers/{number}/operating_status"),
-            &json!({"operating_status": status}),
-        )
-        .await
+        let body = json!({"operating_status": status});
+        self.put(&format!("/robot/servers/{number}/operating_status"), &body)
+            .await
+            .map(|_| ())
     }
 
     /// Powers a dedicated server off (`operating_status: shut off`).
@@ -371,56 +344,42 @@ impl AdminClient {
 
     /// Replaces every Robot fault rule in one step.
     pub async fn replace_robot_faults(&self, faults: &[Fault]) -> Result<(), Error> {
-        self.robot_put("/faults", faults).await
+        self.put("/robot/faults", faults).await.map(|_| ())
     }
 
     /// Removes every Robot fault rule.
     pub async fn clear_robot_faults(&self) -> Result<(), Error> {
-        self.send(self.http.delete(format!("{}/robot/faults", self.base)))
-            .await
-            .map(|_| ())
+        self.delete("/robot/faults").await
     }
 
     /// Replaces the Robot request limit (`None`: unlimited) and opens fresh windows.
     pub async fn set_robot_rate_limit(&self, limit: Option<RobotRateLimit>) -> Result<(), Error> {
-        self.robot_put("/rate_limit", &json!({ "rate_limit": limit }))
-            .await
+        let body = json!({ "rate_limit": limit });
+        self.put("/robot/rate_limit", &body).await.map(|_| ())
     }
 
     /// Robot requests per "METHOD /route/template" (paths below `/robot`).
     pub async fn robot_request_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
-        let v = self
-            .send(self.http.get(format!("{}/robot/request_counts", self.base)))
-            .await?
-            .unwrap_or(Value::Null);
+        let v = self.get("/robot/request_counts").await?;
         Ok(serde_json::from_value(v["counts"].clone())?)
     }
 
     /// Resets the Robot request counters.
     pub async fn reset_robot_request_counts(&self) -> Result<(), Error> {
-        self.send(
-            self.http
-                .delete(format!("{}/robot/request_counts", self.base)),
-        )
-        .await
-        .map(|_| ())
-    }
-
-    async fn robot_put<T: Serialize + ?Sized>(&self, path: &str, body: &T) -> Result<(), Error> {
-        self.send(
-            self.http
-                .put(format!("{}/robot{path}", self.base))
-                .json(body),
-        )
-        .await
-        .map(|_| ())
+        self.delete("/robot/request_counts").await
     }
 
     /// The whole state as JSON.
     pub async fn state(&self) -> Result<Value, Error> {
-        Ok(self
-            .send(self.http.get(format!("{}/state", self.base)))
-            .await?
-            .unwrap_or(Value::Null))
+        self.get("/state").await
+    }
+}
+
+/// The error for an answer that lacks `what`.
+fn missing_in_answer(what: &str) -> Error {
+    Error::Api {
+        status: 500,
+        code: "server_error".into(),
+        message: format!("no {what} in answer"),
     }
 }

@@ -307,6 +307,7 @@ pub fn router(app: Arc<App>) -> Router {
 mod tests {
     use super::*;
 
+    // Deliberate repetition: a table of cases, one assert each.
     #[test]
     fn templates() {
         assert_eq!(route_template("/servers"), "/servers");

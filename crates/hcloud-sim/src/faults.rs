@@ -37,6 +37,8 @@ pub struct Fault {
     pub proxy_status: Option<u16>,
 }
 
+// Deliberate repetition: builder methods, one a field of the rule, each with its own argument type
+// and doc; generating them would hide the public signatures.
 impl Fault {
     /// A fault for requests whose path matches `path`.
     pub fn new(path: impl Into<String>) -> Fault {
@@ -56,6 +58,8 @@ impl Fault {
         self.count = count;
         self
     }
+    // Deliberate repetition: these setters, like the ones above, each set one field of the rule
+    // (see the note on this impl).
     /// Answer with this HTTP status.
     pub fn status(mut self, status: u16) -> Fault {
         self.status = Some(status);

@@ -19,6 +19,23 @@ pub enum IdOrName {
     Name(String),
 }
 
+impl IdOrName {
+    /// A whole number reads as an ID, anything else as a name.
+    pub fn parse(s: &str) -> IdOrName {
+        match s.parse::<i64>() {
+            Ok(id) => IdOrName::Id(id),
+            Err(_) => IdOrName::Name(s.to_string()),
+        }
+    }
+}
+
+/// Sets `field` to `value` when one was given (a field a request or seed may leave out).
+pub fn overwrite<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
 /// A JSON object being read; errors accumulate in a shared list.
 #[derive(Debug)]
 pub struct Input {
@@ -32,11 +49,7 @@ pub fn parse_body(body: &[u8]) -> ApiResult<Input> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::new("json_error", format!("invalid JSON in request body: {e}")))?;
     match value {
-        Value::Object(obj) => Ok(Input {
-            obj,
-            prefix: String::new(),
-            errors: Vec::new(),
-        }),
+        Value::Object(obj) => Ok(Input::over(obj, String::new())),
         _ => Err(ApiError::new(
             "json_error",
             "request body must be a JSON object",
@@ -47,11 +60,7 @@ pub fn parse_body(body: &[u8]) -> ApiResult<Input> {
 /// Like [`parse_body`], but an empty body reads as `{}`.
 pub fn parse_body_or_empty(body: &[u8]) -> ApiResult<Input> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Input {
-            obj: Map::new(),
-            prefix: String::new(),
-            errors: Vec::new(),
-        });
+        return Ok(Input::over(Map::new(), String::new()));
     }
     parse_body(body)
 }
@@ -68,14 +77,18 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 impl Input {
+    fn over(obj: Map<String, Value>, prefix: String) -> Input {
+        Input {
+            obj,
+            prefix,
+            errors: Vec::new(),
+        }
+    }
+
     /// An input over an object value (used for nested objects and array items).
     pub fn from_value(value: &Value, prefix: String) -> Result<Input, (String, String)> {
         match value {
-            Value::Object(obj) => Ok(Input {
-                obj: obj.clone(),
-                prefix,
-                errors: Vec::new(),
-            }),
+            Value::Object(obj) => Ok(Input::over(obj.clone(), prefix)),
             other => Err((
                 prefix,
                 format!("Not a valid object, got {}.", type_name(other)),
@@ -112,25 +125,59 @@ impl Input {
         self.error(key, format!("Not a valid {expected}, got {got}."));
     }
 
-    /// Required string.
-    pub fn req_str(&mut self, key: &str) -> Option<String> {
+    /// An optional field, read with `pick`; a value `pick` does not take is an error saying
+    /// that `expected` was wanted.
+    fn typed<T>(
+        &mut self,
+        key: &str,
+        expected: &str,
+        pick: impl FnOnce(&Value) -> Option<T>,
+    ) -> Option<T> {
+        let got = pick(self.raw(key)?);
+        if got.is_none() {
+            self.wrong(key, expected);
+        }
+        got
+    }
+
+    /// An optional list whose items are read with `item`; an item it does not take is an
+    /// error saying that a list of `what` was wanted.
+    fn list_of<T>(
+        &mut self,
+        key: &str,
+        what: &str,
+        item: impl Fn(&Value) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        let list: Option<Vec<T>> = self.typed(key, "list", |v| {
+            v.as_array().map(|items| items.iter().map(&item).collect())
+        })?;
+        if list.is_none() {
+            self.error(key, format!("Not a valid list of {what}."));
+        }
+        list
+    }
+
+    /// A field that must be present and not null, then read with `read`.
+    fn required<T>(
+        &mut self,
+        key: &str,
+        read: impl FnOnce(&mut Self, &str) -> Option<T>,
+    ) -> Option<T> {
         if !self.has(key) {
             self.error(key, MISSING);
             return None;
         }
-        self.opt_str(key)
+        read(self, key)
+    }
+
+    /// Required string.
+    pub fn req_str(&mut self, key: &str) -> Option<String> {
+        self.required(key, Self::opt_str)
     }
 
     /// Optional string.
     pub fn opt_str(&mut self, key: &str) -> Option<String> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => {
-                self.wrong(key, "string");
-                None
-            }
-        }
+        self.typed(key, "string", |v| v.as_str().map(str::to_string))
     }
 
     /// Optional nullable string: `Some(None)` for an explicit null.
@@ -148,44 +195,22 @@ impl Input {
 
     /// Optional boolean.
     pub fn opt_bool(&mut self, key: &str) -> Option<bool> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => {
-                self.wrong(key, "boolean");
-                None
-            }
-        }
+        self.typed(key, "boolean", Value::as_bool)
     }
 
     /// Required boolean.
     pub fn req_bool(&mut self, key: &str) -> Option<bool> {
-        if !self.has(key) {
-            self.error(key, MISSING);
-            return None;
-        }
-        self.opt_bool(key)
+        self.required(key, Self::opt_bool)
     }
 
     /// Optional integer.
     pub fn opt_i64(&mut self, key: &str) -> Option<i64> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64(),
-            Some(_) => {
-                self.wrong(key, "integer");
-                None
-            }
-        }
+        self.typed(key, "integer", Value::as_i64)
     }
 
     /// Required integer.
     pub fn req_i64(&mut self, key: &str) -> Option<i64> {
-        if !self.has(key) {
-            self.error(key, MISSING);
-            return None;
-        }
-        self.opt_i64(key)
+        self.required(key, Self::opt_i64)
     }
 
     /// Optional integer within a range.
@@ -200,11 +225,7 @@ impl Input {
 
     /// Required port number (1..=65535).
     pub fn req_port(&mut self, key: &str) -> Option<u16> {
-        if !self.has(key) {
-            self.error(key, MISSING);
-            return None;
-        }
-        self.opt_port(key)
+        self.required(key, Self::opt_port)
     }
 
     /// Optional port number (1..=65535).
@@ -215,45 +236,20 @@ impl Input {
 
     /// Optional ID or name.
     pub fn opt_id_or_name(&mut self, key: &str) -> Option<IdOrName> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::Number(n)) if n.as_i64().is_some() => n.as_i64().map(IdOrName::Id),
-            Some(Value::String(s)) => Some(match s.parse::<i64>() {
-                Ok(id) => IdOrName::Id(id),
-                Err(_) => IdOrName::Name(s.clone()),
-            }),
-            Some(_) => {
-                self.wrong(key, "ID or name");
-                None
-            }
-        }
+        self.typed(key, "ID or name", |v| match v {
+            Value::String(s) => Some(IdOrName::parse(s)),
+            _ => v.as_i64().map(IdOrName::Id),
+        })
     }
 
     /// Required ID or name.
     pub fn req_id_or_name(&mut self, key: &str) -> Option<IdOrName> {
-        if !self.has(key) {
-            self.error(key, MISSING);
-            return None;
-        }
-        self.opt_id_or_name(key)
+        self.required(key, Self::opt_id_or_name)
     }
 
     /// Optional array of integers.
     pub fn opt_i64_list(&mut self, key: &str) -> Option<Vec<i64>> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::Array(items)) => {
-                let ids: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
-                if ids.is_none() {
-                    self.error(key, "Not a valid list of integers.");
-                }
-                ids
-            }
-            Some(_) => {
-                self.wrong(key, "list");
-                None
-            }
-        }
+        self.list_of(key, "integers", Value::as_i64)
     }
 
     /// Length of an optional array of anything (0 when absent).
@@ -270,23 +266,7 @@ impl Input {
 
     /// Optional array of strings.
     pub fn opt_str_list(&mut self, key: &str) -> Option<Vec<String>> {
-        match self.raw(key) {
-            None => None,
-            Some(Value::Array(items)) => {
-                let list: Option<Vec<String>> = items
-                    .iter()
-                    .map(|v| v.as_str().map(str::to_string))
-                    .collect();
-                if list.is_none() {
-                    self.error(key, "Not a valid list of strings.");
-                }
-                list
-            }
-            Some(_) => {
-                self.wrong(key, "list");
-                None
-            }
-        }
+        self.list_of(key, "strings", |v| v.as_str().map(str::to_string))
     }
 
     /// Optional label map, validated.

@@ -11,30 +11,36 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use ipnet::{Ipv4Net, Ipv6Net};
 
-/// The n-th (0-based) public IPv4 address handed to a server.
-pub fn server_ipv4(n: u32) -> Option<Ipv4Addr> {
-    // 192.0.2.1 ..= 192.0.2.254 first.
+/// The n-th (0-based) address of a pool: `.1` to `.254` of the /24 `first`, then upwards from
+/// `then` up to `last`; `None` when the pool is used up.
+fn nth_of_pool(n: u32, first: [u8; 3], then: Ipv4Addr, last: Ipv4Addr) -> Option<Ipv4Addr> {
     if n < 254 {
-        return Some(Ipv4Addr::new(192, 0, 2, (n + 1) as u8));
+        return Some(Ipv4Addr::new(first[0], first[1], first[2], (n + 1) as u8));
     }
-    // Then 198.18.0.1 .. 198.19.127.254 (first half of the benchmarking range).
-    let m = n - 254;
-    let base = u32::from(Ipv4Addr::new(198, 18, 0, 1));
-    let end = u32::from(Ipv4Addr::new(198, 19, 127, 254));
-    let ip = base.checked_add(m)?;
-    (ip <= end).then(|| Ipv4Addr::from(ip))
+    let ip = u32::from(then).checked_add(n - 254)?;
+    (ip <= u32::from(last)).then(|| Ipv4Addr::from(ip))
 }
 
-/// The n-th (0-based) public IPv4 address handed to a load balancer.
+/// The n-th (0-based) public IPv4 address handed to a server: 192.0.2.1 ..= 192.0.2.254
+/// first, then 198.18.0.1 ..= 198.19.127.254 (the first half of the benchmarking range).
+pub fn server_ipv4(n: u32) -> Option<Ipv4Addr> {
+    nth_of_pool(
+        n,
+        [192, 0, 2],
+        Ipv4Addr::new(198, 18, 0, 1),
+        Ipv4Addr::new(198, 19, 127, 254),
+    )
+}
+
+/// The n-th (0-based) public IPv4 address handed to a load balancer: 198.51.100.1 ..=
+/// 198.51.100.254 first, then 198.19.128.1 ..= 198.19.255.254.
 pub fn load_balancer_ipv4(n: u32) -> Option<Ipv4Addr> {
-    if n < 254 {
-        return Some(Ipv4Addr::new(198, 51, 100, (n + 1) as u8));
-    }
-    let m = n - 254;
-    let base = u32::from(Ipv4Addr::new(198, 19, 128, 1));
-    let end = u32::from(Ipv4Addr::new(198, 19, 255, 254));
-    let ip = base.checked_add(m)?;
-    (ip <= end).then(|| Ipv4Addr::from(ip))
+    nth_of_pool(
+        n,
+        [198, 51, 100],
+        Ipv4Addr::new(198, 19, 128, 1),
+        Ipv4Addr::new(198, 19, 255, 254),
+    )
 }
 
 /// The n-th (0-based) IPv6 /64 handed to a server: `2001:db8:0:<n+1>::/64` and upwards.

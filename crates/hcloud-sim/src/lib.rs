@@ -52,6 +52,7 @@ pub use seed::{
     RouteSeed, SeedFile, ServerSeed, ServiceSeed, SubnetSeed, TargetSeed,
 };
 
+// Deliberate repetition: a field list, one a setting of the simulator with its own doc.
 /// Configuration of a simulator.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -71,6 +72,7 @@ pub struct SimConfig {
     pub robot_rate_limit: Option<RobotRateLimit>,
 }
 
+// Deliberate repetition: the defaults, one a field, as every Default impl spells them.
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
@@ -85,6 +87,7 @@ impl Default for SimConfig {
     }
 }
 
+// Deliberate repetition: builder methods, one a setting, each with its own argument type and doc.
 impl SimConfig {
     /// Sets the token.
     pub fn token(mut self, token: impl Into<String>) -> Self {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, ApiResult};
-use crate::input::IdOrName;
+use crate::input::{IdOrName, overwrite};
 use crate::world::World;
 
 /// The API's code for a limit that is reached (HTTP 403).
@@ -41,6 +41,8 @@ impl Default for NetworkLimits {
     }
 }
 
+// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
+// seed file and the admin API spell them.
 /// The caps of one load balancer type; unset ones stay as they are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -56,6 +58,8 @@ pub struct LbTypeLimitsSeed {
     pub max_assigned_certificates: Option<usize>,
 }
 
+// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
+// seed file and the admin API spell them.
 /// Limits to set (seed `"limits"`, `PUT /_admin/limits`); unset ones stay as they are.
 /// `GET /_admin/limits` answers with every field set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +82,7 @@ pub struct LimitsSeed {
     pub load_balancer_types: BTreeMap<String, LbTypeLimitsSeed>,
 }
 
+// Deliberate repetition: builder methods, one a limit, each with its own doc.
 impl LimitsSeed {
     /// Sets the servers per network.
     pub fn servers_per_network(mut self, n: usize) -> Self {
@@ -99,28 +104,23 @@ impl LimitsSeed {
         self.networks_per_server = Some(n);
         self
     }
+    /// The caps of load balancer type `name`, to set.
+    fn lb_type(&mut self, name: impl Into<String>) -> &mut LbTypeLimitsSeed {
+        self.load_balancer_types.entry(name.into()).or_default()
+    }
     /// Sets the target cap of load balancer type `name` (e.g. `lb11`).
     pub fn max_targets(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_targets = Some(n);
+        self.lb_type(name).max_targets = Some(n);
         self
     }
     /// Sets the service cap of load balancer type `name`.
     pub fn max_services(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_services = Some(n);
+        self.lb_type(name).max_services = Some(n);
         self
     }
     /// Sets the certificate cap of load balancer type `name`.
     pub fn max_assigned_certificates(mut self, name: impl Into<String>, n: usize) -> Self {
-        self.load_balancer_types
-            .entry(name.into())
-            .or_default()
-            .max_assigned_certificates = Some(n);
+        self.lb_type(name).max_assigned_certificates = Some(n);
         self
     }
 }
@@ -165,20 +165,15 @@ pub fn apply(w: &mut World, seed: &LimitsSeed) -> ApiResult<()> {
         return Err(err);
     }
     let l = &mut w.limits;
-    let set = |field: &mut usize, value: Option<usize>| {
-        if let Some(v) = value {
-            *field = v;
-        }
-    };
-    set(&mut l.servers_per_network, seed.servers_per_network);
-    set(&mut l.routes_per_network, seed.routes_per_network);
-    set(&mut l.subnets_per_network, seed.subnets_per_network);
-    set(&mut l.networks_per_server, seed.networks_per_server);
+    overwrite(&mut l.servers_per_network, seed.servers_per_network);
+    overwrite(&mut l.routes_per_network, seed.routes_per_network);
+    overwrite(&mut l.subnets_per_network, seed.subnets_per_network);
+    overwrite(&mut l.networks_per_server, seed.networks_per_server);
     for t in &mut w.catalog.lb_types {
         if let Some(caps) = seed.load_balancer_types.get(t.name) {
-            set(&mut t.max_targets, caps.max_targets);
-            set(&mut t.max_services, caps.max_services);
-            set(
+            overwrite(&mut t.max_targets, caps.max_targets);
+            overwrite(&mut t.max_services, caps.max_services);
+            overwrite(
                 &mut t.max_assigned_certificates,
                 caps.max_assigned_certificates,
             );

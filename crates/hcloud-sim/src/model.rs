@@ -1,4 +1,9 @@
 //! The simulator's resources.
+//!
+//! Deliberate repetition: the structs here list each resource's fields, a doc line each, and
+//! so look like one another, like the seed types and like the client's models; each describes
+//! a different resource of the API and changes with it, and the simulator keeps its own model
+//! on purpose (it is the independent model the client is tested against).
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -486,7 +491,16 @@ pub struct Action {
     pub error: Option<(String, String)>,
 }
 
-macro_rules! sortable {
+/// A resource of the project with its own name and labels (servers, networks, load
+/// balancers, certificates, Primary IPs): what the list filters read and `PUT` changes.
+pub trait Labelled: Sortable {
+    /// Labels.
+    fn labels(&self) -> &Labels;
+    /// Name and labels, to change.
+    fn name_and_labels_mut(&mut self) -> (&mut String, &mut Labels);
+}
+
+macro_rules! resource {
     ($t:ty) => {
         impl Sortable for $t {
             fn sort_id(&self) -> i64 {
@@ -499,13 +513,21 @@ macro_rules! sortable {
                 self.created
             }
         }
+        impl Labelled for $t {
+            fn labels(&self) -> &Labels {
+                &self.labels
+            }
+            fn name_and_labels_mut(&mut self) -> (&mut String, &mut Labels) {
+                (&mut self.name, &mut self.labels)
+            }
+        }
     };
 }
-sortable!(Server);
-sortable!(Network);
-sortable!(LoadBalancer);
-sortable!(Certificate);
-sortable!(PrimaryIp);
+resource!(Server);
+resource!(Network);
+resource!(LoadBalancer);
+resource!(Certificate);
+resource!(PrimaryIp);
 
 impl Sortable for Image {
     fn sort_id(&self) -> i64 {

@@ -15,8 +15,38 @@ pub fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
+/// Traffic included with a server or load balancer, in bytes (20 TiB).
+const INCLUDED_TRAFFIC: i64 = 21_990_232_555_520;
+
 fn price(net: f64) -> Value {
     json!({"net": format!("{net:.4}"), "gross": format!("{:.4}", net * 1.19)})
+}
+
+/// The prices of a server or load balancer type in one location.
+fn location_prices(location: &str, price_monthly: f64) -> Value {
+    json!({
+        "location": location,
+        "price_hourly": price(price_monthly / 730.0),
+        "price_monthly": price(price_monthly),
+        "included_traffic": INCLUDED_TRAFFIC,
+        "price_per_tb_traffic": price(1.0),
+    })
+}
+
+/// The location with ID `id` (null if unknown).
+fn location_by_id(w: &World, id: i64) -> Value {
+    w.catalog
+        .location_by_id(id)
+        .map(location)
+        .unwrap_or(Value::Null)
+}
+
+/// The `error` of an action or a certificate: `{code, message}` or null.
+fn error(e: &Option<(String, String)>) -> Value {
+    e.as_ref().map_or(
+        Value::Null,
+        |(code, message)| json!({"code": code, "message": message}),
+    )
 }
 
 /// Location.
@@ -52,15 +82,7 @@ pub fn server_type(w: &World, t: &ServerType) -> Value {
     let prices: Vec<Value> = t
         .locations
         .iter()
-        .map(|l| {
-            json!({
-                "location": l,
-                "price_hourly": price(t.price_monthly / 730.0),
-                "price_monthly": price(t.price_monthly),
-                "included_traffic": 21_990_232_555_520_i64,
-                "price_per_tb_traffic": price(1.0),
-            })
-        })
+        .map(|l| location_prices(l, t.price_monthly))
         .collect();
     json!({
         "id": t.id, "name": t.name, "description": t.description.to_uppercase(),
@@ -77,15 +99,7 @@ pub fn lb_type(w: &World, t: &LbType) -> Value {
         .catalog
         .locations
         .iter()
-        .map(|l| {
-            json!({
-                "location": l.name,
-                "price_hourly": price(t.price_monthly / 730.0),
-                "price_monthly": price(t.price_monthly),
-                "included_traffic": 21_990_232_555_520_i64,
-                "price_per_tb_traffic": price(1.0),
-            })
-        })
+        .map(|l| location_prices(l.name, t.price_monthly))
         .collect();
     json!({
         "id": t.id, "name": t.name, "description": t.description,
@@ -124,13 +138,11 @@ pub fn load_balancers_of_server(w: &World, s: &Server) -> Vec<i64> {
         .collect()
 }
 
+// Deliberate repetition: each view builds its own resource's JSON; servers and load balancers both
+// start by looking up their location and type, the rest differs.
 /// Server.
 pub fn server(w: &World, s: &Server) -> Value {
-    let location_v = w
-        .catalog
-        .location_by_id(s.location)
-        .map(location)
-        .unwrap_or(Value::Null);
+    let location_v = location_by_id(w, s.location);
     let type_v = w
         .catalog
         .server_type_by_id(s.server_type)
@@ -174,7 +186,7 @@ pub fn server(w: &World, s: &Server) -> Value {
         "load_balancers": load_balancers_of_server(w, s),
         "volumes": [], "placement_group": null, "backup_window": null,
         "rescue_enabled": false, "primary_disk_size": disk,
-        "included_traffic": 21_990_232_555_520_i64, "ingoing_traffic": 0, "outgoing_traffic": 0,
+        "included_traffic": INCLUDED_TRAFFIC, "ingoing_traffic": 0, "outgoing_traffic": 0,
     })
 }
 
@@ -305,13 +317,11 @@ pub fn target(w: &World, lb: &LoadBalancer, t: &Target) -> Value {
     }
 }
 
+// Deliberate repetition: each view builds its own resource's JSON; servers and load balancers both
+// start by looking up their location and type, the rest differs.
 /// Load balancer.
 pub fn load_balancer(w: &World, lb: &LoadBalancer) -> Value {
-    let location_v = w
-        .catalog
-        .location_by_id(lb.location)
-        .map(location)
-        .unwrap_or(Value::Null);
+    let location_v = location_by_id(w, lb.location);
     let type_v = w
         .catalog
         .lb_type_by_id(lb.lb_type)
@@ -336,7 +346,7 @@ pub fn load_balancer(w: &World, lb: &LoadBalancer) -> Value {
             .collect::<Vec<_>>(),
         "services": lb.services.iter().map(service).collect::<Vec<_>>(),
         "targets": lb.targets.iter().map(|t| target(w, lb, t)).collect::<Vec<_>>(),
-        "included_traffic": 21_990_232_555_520_i64, "ingoing_traffic": 0, "outgoing_traffic": 0,
+        "included_traffic": INCLUDED_TRAFFIC, "ingoing_traffic": 0, "outgoing_traffic": 0,
     })
 }
 
@@ -357,7 +367,7 @@ pub fn certificate(w: &World, c: &Certificate) -> Value {
     let status = c.status.as_ref().map(|st| {
         json!({
             "issuance": st.issuance, "renewal": st.renewal,
-            "error": st.error.as_ref().map(|(code, message)| json!({"code": code, "message": message})),
+            "error": error(&st.error),
         })
     });
     json!({
@@ -413,11 +423,7 @@ fn primary_dns_ptr(w: &World, p: &PrimaryIp) -> Vec<Value> {
 
 /// Primary IP. Not assigned: `assignee_id` null and `assignee_type` `unassigned`.
 pub fn primary_ip(w: &World, p: &PrimaryIp) -> Value {
-    let location_v = w
-        .catalog
-        .location_by_id(p.location)
-        .map(location)
-        .unwrap_or(Value::Null);
+    let location_v = location_by_id(w, p.location);
     let (assignee_id, assignee_type) = match p.assignee {
         Some(a) => {
             let (id, kind) = a.parts();
@@ -443,7 +449,7 @@ pub fn action(a: &Action) -> Value {
             let (id, kind) = r.parts();
             json!({"id": id, "type": kind})
         }).collect::<Vec<_>>(),
-        "error": a.error.as_ref().map(|(code, message)| json!({"code": code, "message": message})),
+        "error": error(&a.error),
     })
 }
 

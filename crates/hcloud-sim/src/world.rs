@@ -28,6 +28,8 @@ struct Pending {
     on_error: Option<Effect>,
 }
 
+// Deliberate repetition: a hand-written Debug, as for any struct holding closures (the effects
+// have no Debug).
 impl std::fmt::Debug for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")
@@ -83,6 +85,18 @@ impl Outcome {
     }
 }
 
+/// Hands out the IDs of one kind of resource, one after the other.
+#[derive(Debug)]
+pub(crate) struct IdSeq(i64);
+
+impl IdSeq {
+    /// The next ID.
+    pub(crate) fn take(&mut self) -> i64 {
+        self.0 += 1;
+        self.0 - 1
+    }
+}
+
 /// Everything the simulator knows.
 #[derive(Debug)]
 pub struct World {
@@ -115,12 +129,12 @@ pub struct World {
     pub limits: NetworkLimits,
     /// The dedicated servers of the Robot account.
     pub robot: crate::robot::RobotWorld,
-    next_server: i64,
-    next_network: i64,
-    next_lb: i64,
-    next_cert: i64,
-    next_action: i64,
-    next_primary_ip: i64,
+    pub(crate) server_ids: IdSeq,
+    pub(crate) network_ids: IdSeq,
+    pub(crate) lb_ids: IdSeq,
+    pub(crate) cert_ids: IdSeq,
+    action_ids: IdSeq,
+    pub(crate) primary_ip_ids: IdSeq,
     /// Sequence number of the next server public IPv4.
     pub server_ipv4_seq: u32,
     /// Sequence number of the next server IPv6 /64.
@@ -149,12 +163,12 @@ impl World {
             reserved_ips: HashSet::new(),
             limits: NetworkLimits::default(),
             robot: crate::robot::RobotWorld::default(),
-            next_server: 10_001,
-            next_network: 2_001,
-            next_lb: 3_001,
-            next_cert: 4_001,
-            next_action: 1,
-            next_primary_ip: 5_001,
+            server_ids: IdSeq(10_001),
+            network_ids: IdSeq(2_001),
+            lb_ids: IdSeq(3_001),
+            cert_ids: IdSeq(4_001),
+            action_ids: IdSeq(1),
+            primary_ip_ids: IdSeq(5_001),
             server_ipv4_seq: 0,
             server_ipv6_seq: 0,
             lb_ip_seq: 0,
@@ -162,31 +176,6 @@ impl World {
         }
     }
 
-    /// Next server ID.
-    pub fn new_server_id(&mut self) -> i64 {
-        self.next_server += 1;
-        self.next_server - 1
-    }
-    /// Next network ID.
-    pub fn new_network_id(&mut self) -> i64 {
-        self.next_network += 1;
-        self.next_network - 1
-    }
-    /// Next load balancer ID.
-    pub fn new_lb_id(&mut self) -> i64 {
-        self.next_lb += 1;
-        self.next_lb - 1
-    }
-    /// Next certificate ID.
-    pub fn new_cert_id(&mut self) -> i64 {
-        self.next_cert += 1;
-        self.next_cert - 1
-    }
-    /// Next primary IP ID.
-    pub fn new_primary_ip_id(&mut self) -> i64 {
-        self.next_primary_ip += 1;
-        self.next_primary_ip - 1
-    }
     /// A fresh MAC address.
     pub fn new_mac(&mut self) -> String {
         self.mac_seq += 1;
@@ -252,8 +241,7 @@ impl World {
         on_success: Option<Effect>,
         on_error: Option<Effect>,
     ) -> i64 {
-        let id = self.next_action;
-        self.next_action += 1;
+        let id = self.action_ids.take();
         let started = Utc::now();
         let delay = chrono::Duration::from_std(outcome.delay.unwrap_or(self.action_delay))
             .unwrap_or_default();
@@ -277,27 +265,6 @@ impl World {
             on_success,
             on_error,
         });
-        id
-    }
-
-    /// Records an action that already finished successfully (e.g. for admin changes).
-    pub fn finished_action(&mut self, command: &str, resources: Vec<Res>) -> i64 {
-        let id = self.next_action;
-        self.next_action += 1;
-        let now = Utc::now();
-        self.actions.insert(
-            id,
-            Action {
-                id,
-                command: command.to_string(),
-                status: "success".to_string(),
-                progress: 100,
-                started: now,
-                finished: Some(now),
-                resources,
-                error: None,
-            },
-        );
         id
     }
 

@@ -1,5 +1,10 @@
 //! The Robot part of the admin API (`/_admin/robot`): dedicated servers (add, remove,
 //! rename, power), faults, the request limit and the request counters.
+//!
+//! Deliberate repetition: these handlers have the same frame as the Cloud admin routes (parse
+//! the body, lock the world, change, answer), each with its own body and checks; the Robot
+//! side is kept apart from the Cloud side on purpose, and the shared steps (faults, counters,
+//! seeding one resource) already come from the Cloud admin module.
 
 use std::sync::Arc;
 
@@ -15,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::http::RobotRateLimit;
 use super::model::{RobotServer, RobotServerSeed, RobotWorld, check_operating_status};
-use crate::admin::{counts_json, faults_add, faults_list, faults_replace, ok_json, parse, respond};
+use crate::admin::{counts_route, faults_route, ok_json, parse, respond, seed_one};
 use crate::app::{App, lock};
 use crate::error::{ApiError, ApiResult};
 
@@ -29,18 +34,9 @@ pub fn robot_admin_routes() -> Router<Arc<App>> {
             "/servers/{number}/operating_status",
             put(set_operating_status),
         )
-        .route(
-            "/faults",
-            get(list_faults)
-                .post(add_fault)
-                .put(replace_faults)
-                .delete(clear_faults),
-        )
+        .route("/faults", faults_route(|app| &app.robot.faults))
         .route("/rate_limit", get(get_rate_limit).put(set_rate_limit))
-        .route(
-            "/request_counts",
-            get(request_counts).delete(reset_request_counts),
-        )
+        .route("/request_counts", counts_route(|app| &app.robot.counts))
 }
 
 /// A server as the admin API shows it: the `GET /server` fields plus `operating_status`.
@@ -66,13 +62,12 @@ async fn list_servers(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn add_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: RobotServerSeed = parse(&body)?;
-        let mut w = app.world();
-        let number = w.robot.add(&seed)?;
-        let s = w.robot.get_mut(number)?;
-        ok_json(StatusCode::CREATED, json!({"server": render_admin(s)}))
-    })())
+    seed_one(
+        &app,
+        &body,
+        |w, seed: &RobotServerSeed| w.robot.add(seed),
+        |w, number| Ok(json!({"server": render_admin(w.robot.get_mut(number)?)})),
+    )
 }
 
 async fn remove_server(State(app): State<Arc<App>>, Path(number): Path<u64>) -> Response {
@@ -135,23 +130,6 @@ fn update_server<B: DeserializeOwned>(
     })())
 }
 
-async fn list_faults(State(app): State<Arc<App>>) -> Response {
-    faults_list(&app.robot.faults)
-}
-
-async fn add_fault(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    faults_add(&app.robot.faults, &body)
-}
-
-async fn replace_faults(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    faults_replace(&app.robot.faults, &body)
-}
-
-async fn clear_faults(State(app): State<Arc<App>>) -> Response {
-    lock(&app.robot.faults).clear();
-    StatusCode::NO_CONTENT.into_response()
-}
-
 async fn get_rate_limit(State(app): State<Arc<App>>) -> Response {
     let limit = lock(&app.robot.limiter).config();
     axum::Json(json!({ "rate_limit": limit })).into_response()
@@ -175,13 +153,4 @@ async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
         *lock(&app.robot.limiter) = super::http::RobotLimiter::new(b.rate_limit);
         Ok(StatusCode::NO_CONTENT.into_response())
     })())
-}
-
-async fn request_counts(State(app): State<Arc<App>>) -> Response {
-    counts_json(&app.robot.counts)
-}
-
-async fn reset_request_counts(State(app): State<Arc<App>>) -> Response {
-    lock(&app.robot.counts).clear();
-    StatusCode::NO_CONTENT.into_response()
 }

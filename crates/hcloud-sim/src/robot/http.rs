@@ -157,12 +157,17 @@ pub fn robot_error(status: u16, code: &str, message: &str, extra: Value) -> Resp
     (status, axum::Json(json!({ "error": error }))).into_response()
 }
 
+/// The `max_request` and `interval` a rate-limit error names.
+fn limit_json(limit: RobotRateLimit) -> Value {
+    json!({"max_request": limit.max_request, "interval": limit.interval})
+}
+
 fn rate_limited(limit: RobotRateLimit) -> Response {
     robot_error(
         403,
         "RATE_LIMIT_EXCEEDED",
         "rate limit exceeded",
-        json!({"max_request": limit.max_request, "interval": limit.interval}),
+        limit_json(limit),
     )
 }
 
@@ -220,8 +225,7 @@ async fn pipeline(State(app): State<Arc<App>>, req: Request, next: Next) -> Resp
     }
     if let Some((status, code)) = hit.respond {
         let extra = if code == "RATE_LIMIT_EXCEEDED" {
-            let limit = lock(&robot.limiter).config().unwrap_or_default();
-            json!({"max_request": limit.max_request, "interval": limit.interval})
+            limit_json(lock(&robot.limiter).config().unwrap_or_default())
         } else {
             Value::Null
         };

@@ -17,6 +17,8 @@ pub const OPERATING_STATUSES: [&str; 4] = ["running", "shut off", "shut down", "
 /// start at 10001; a seed may pick any number, also a colliding one).
 pub const FIRST_SERVER_NUMBER: u64 = 1_000_001;
 
+// Deliberate repetition: field lists; the seed says what a test asks for, RobotServer what the
+// simulated account holds, and the two change apart.
 /// A dedicated server to seed (seed file `robot_servers`, `POST /_admin/robot/servers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -41,6 +43,7 @@ pub struct RobotServerSeed {
     pub cancelled: bool,
 }
 
+// Deliberate repetition: the defaults of a seed, one a field.
 impl Default for RobotServerSeed {
     fn default() -> Self {
         RobotServerSeed {
@@ -57,6 +60,7 @@ impl Default for RobotServerSeed {
     }
 }
 
+// Deliberate repetition: builder methods, one a field, each with its own argument type and doc.
 impl RobotServerSeed {
     /// A running EX44 in FSN1-DC14 with allocated addresses.
     pub fn new(name: impl Into<String>) -> Self {
@@ -101,6 +105,8 @@ impl RobotServerSeed {
     }
 }
 
+// Deliberate repetition: field lists; the seed says what a test asks for, RobotServer what the
+// simulated account holds, and the two change apart.
 /// A dedicated server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotServer {

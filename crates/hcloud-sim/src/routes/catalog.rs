@@ -1,7 +1,11 @@
 //! Locations, server types, load balancer types, images, and the retired data centers.
+//!
+//! Deliberate repetition: each handler here is one catalog route; the common steps are
+//! `catalog_list` and `catalog_entry`, and what is left names each route's own key, lookup and
+//! view.
 
 use axum::response::Response;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::page_of;
 use crate::app::{Req, reply};
@@ -11,81 +15,84 @@ use crate::pagination::{page_request, paginate};
 use crate::render;
 use crate::world::World;
 
-fn by_id_or_name(req: &Req) -> IdOrName {
-    let raw = req.params.first().cloned().unwrap_or_default();
-    match raw.parse::<i64>() {
-        Ok(id) => IdOrName::Id(id),
-        Err(_) => IdOrName::Name(raw),
-    }
+/// A catalog list under `key`: the entries of `items` named as the `name` parameter says (all
+/// without one), in catalog order, rendered and paginated.
+fn catalog_list<'a, T: 'a>(
+    req: &Req,
+    key: &str,
+    items: impl Iterator<Item = &'a T>,
+    name: impl Fn(&T) -> &str,
+    render: impl Fn(&T) -> Value,
+) -> ApiResult<Response> {
+    let wanted = req.query.get("name");
+    let items: Vec<Value> = items
+        .filter(|t| wanted.is_none_or(|n| n == name(t)))
+        .map(render)
+        .collect();
+    let (items, info) = paginate(items, page_request(&req.query)?);
+    Ok(req.list(key, items, info))
+}
+
+/// A catalog entry under `key`, as `find` finds it by the ID or name in the path.
+fn catalog_entry(
+    req: &Req,
+    key: &str,
+    find: impl FnOnce(&IdOrName) -> Option<Value>,
+) -> ApiResult<Response> {
+    let by = IdOrName::parse(req.params.first().map_or("", String::as_str));
+    let entry = find(&by).ok_or_else(|| ApiError::not_found(key))?;
+    reply(200, json!({ key: entry }))
 }
 
 /// `GET /locations`.
 pub fn list_locations(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let name = req.query.get("name");
-    let items: Vec<_> = w
-        .catalog
-        .locations
-        .iter()
-        .filter(|l| name.is_none_or(|n| n == l.name))
-        .map(render::location)
-        .collect();
-    let (items, info) = paginate(items, page_request(&req.query)?);
-    Ok(req.list("locations", items, info))
+    let locations = w.catalog.locations.iter();
+    catalog_list(req, "locations", locations, |l| l.name, render::location)
 }
 
 /// `GET /locations/{id}`.
 pub fn get_location(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let l = w
-        .catalog
-        .location(&by_id_or_name(req))
-        .ok_or_else(|| ApiError::not_found("location"))?;
-    reply(200, json!({"location": render::location(l)}))
+    catalog_entry(req, "location", |by| {
+        w.catalog.location(by).map(render::location)
+    })
 }
 
 /// `GET /server_types`.
 pub fn list_server_types(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let name = req.query.get("name");
-    let items: Vec<_> = w
-        .catalog
-        .server_types
-        .iter()
-        .filter(|t| name.is_none_or(|n| n == t.name))
-        .map(|t| render::server_type(w, t))
-        .collect();
-    let (items, info) = paginate(items, page_request(&req.query)?);
-    Ok(req.list("server_types", items, info))
+    let types = w.catalog.server_types.iter();
+    catalog_list(
+        req,
+        "server_types",
+        types,
+        |t| t.name,
+        |t| render::server_type(w, t),
+    )
 }
 
 /// `GET /server_types/{id}`.
 pub fn get_server_type(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let t = w
-        .catalog
-        .server_type(&by_id_or_name(req))
-        .ok_or_else(|| ApiError::not_found("server_type"))?;
-    reply(200, json!({"server_type": render::server_type(w, t)}))
+    catalog_entry(req, "server_type", |by| {
+        w.catalog.server_type(by).map(|t| render::server_type(w, t))
+    })
 }
 
 /// `GET /load_balancer_types`.
 pub fn list_lb_types(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let name = req.query.get("name");
-    let items: Vec<_> = w
-        .catalog
-        .lb_types
-        .iter()
-        .filter(|t| name.is_none_or(|n| n == t.name))
-        .map(|t| render::lb_type(w, t))
-        .collect();
-    let (items, info) = paginate(items, page_request(&req.query)?);
-    Ok(req.list("load_balancer_types", items, info))
+    let types = w.catalog.lb_types.iter();
+    catalog_list(
+        req,
+        "load_balancer_types",
+        types,
+        |t| t.name,
+        |t| render::lb_type(w, t),
+    )
 }
 
 /// `GET /load_balancer_types/{id}`.
 pub fn get_lb_type(w: &mut World, req: &Req) -> ApiResult<Response> {
-    let t = w
-        .catalog
-        .lb_type(&by_id_or_name(req))
-        .ok_or_else(|| ApiError::not_found("load_balancer_type"))?;
-    reply(200, json!({"load_balancer_type": render::lb_type(w, t)}))
+    catalog_entry(req, "load_balancer_type", |by| {
+        w.catalog.lb_type(by).map(|t| render::lb_type(w, t))
+    })
 }
 
 /// `GET /images` (`type`, `name`, `architecture`, `status`, `label_selector`, `sort`, pages).

@@ -5,7 +5,7 @@ use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
 use super::servers::is_hostname;
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{parse_body, parse_body_or_empty};
@@ -38,6 +38,9 @@ pub fn fake_pem(domains: &[String]) -> String {
     )
 }
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /certificates` (`name`, `label_selector`, `type`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -48,14 +51,14 @@ pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
             format!("invalid certificate type {bad:?}"),
         ));
     }
-    let items: Vec<&Certificate> = w
-        .certificates
-        .values()
-        .filter(|c| passes(&c.name, &c.labels, req, sel.as_ref()))
-        .filter(|c| types.is_empty() || types.contains(&c.kind.as_str()))
-        .collect();
-    let (items, info) = page_of(req, items, |c| render::certificate(w, c))?;
-    Ok(req.list("certificates", items, info))
+    list_reply(
+        req,
+        "certificates",
+        sel.as_ref(),
+        w.certificates.values(),
+        |c| types.is_empty() || types.contains(&c.kind.as_str()),
+        |c| render::certificate(w, c),
+    )
 }
 
 fn cert(w: &World, id: i64) -> ApiResult<&Certificate> {
@@ -171,7 +174,7 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     if w.certificates.values().any(|c| c.name == name) {
         return Err(not_unique("name"));
     }
-    let id = w.new_cert_id();
+    let id = w.cert_ids.take();
     let now = Utc::now();
     let managed = kind == "managed";
     let c = Certificate {
@@ -205,6 +208,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
+// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
+// step is rename_and_relabel.
 /// `PUT /certificates/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -214,23 +219,13 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     check_name(&mut input, &name);
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.certificates.values().any(|c| &c.name == n && c.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(c) = w.certificates.get_mut(&id) {
-        if let Some(n) = name {
-            c.name = n;
-        }
-        if let Some(l) = labels {
-            c.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.certificates, id, name, labels)?;
     let c = cert(w, id)?;
     reply(200, json!({"certificate": render::certificate(w, c)}))
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /certificates/{id}` (204); services that used it drop it.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use crate::error::{ApiError, ApiResult};
-use crate::input::Input;
+use crate::input::{Input, overwrite};
 use crate::label_selector::Selector;
 use crate::model::{
     HealthCheck, HealthCheckHttp, LbType, LoadBalancer, Service, ServiceHttp, Target, TargetKind,
@@ -28,24 +28,18 @@ fn read_http(input: &mut Input, mut http: ServiceHttp) -> ServiceHttp {
     let Some(mut h) = input.opt_obj("http") else {
         return http;
     };
-    if let Some(v) = h.opt_str("cookie_name") {
-        http.cookie_name = v;
-    }
-    if let Some(v) = h.opt_int_in("cookie_lifetime", 1, 86_400 * 365) {
-        http.cookie_lifetime = v;
-    }
-    if let Some(v) = h.opt_i64_list("certificates") {
-        http.certificates = v;
-    }
-    if let Some(v) = h.opt_bool("redirect_http") {
-        http.redirect_http = v;
-    }
-    if let Some(v) = h.opt_bool("sticky_sessions") {
-        http.sticky_sessions = v;
-    }
-    if let Some(v) = h.opt_int_in("timeout_idle", 30, 300) {
-        http.timeout_idle = v;
-    }
+    overwrite(&mut http.cookie_name, h.opt_str("cookie_name"));
+    overwrite(
+        &mut http.cookie_lifetime,
+        h.opt_int_in("cookie_lifetime", 1, 86_400 * 365),
+    );
+    overwrite(&mut http.certificates, h.opt_i64_list("certificates"));
+    overwrite(&mut http.redirect_http, h.opt_bool("redirect_http"));
+    overwrite(&mut http.sticky_sessions, h.opt_bool("sticky_sessions"));
+    overwrite(
+        &mut http.timeout_idle,
+        h.opt_int_in("timeout_idle", 30, 300),
+    );
     input.absorb(h);
     http
 }
@@ -61,18 +55,10 @@ fn read_health_check(input: &mut Input, mut hc: HealthCheck) -> HealthCheck {
             h.error("protocol", "Must be one of: tcp, http, https.");
         }
     }
-    if let Some(v) = h.opt_port("port") {
-        hc.port = v;
-    }
-    if let Some(v) = h.opt_int_in("interval", 3, 60) {
-        hc.interval = v;
-    }
-    if let Some(v) = h.opt_int_in("timeout", 1, 60) {
-        hc.timeout = v;
-    }
-    if let Some(v) = h.opt_int_in("retries", 0, 5) {
-        hc.retries = v;
-    }
+    overwrite(&mut hc.port, h.opt_port("port"));
+    overwrite(&mut hc.interval, h.opt_int_in("interval", 3, 60));
+    overwrite(&mut hc.timeout, h.opt_int_in("timeout", 1, 60));
+    overwrite(&mut hc.retries, h.opt_int_in("retries", 0, 5));
     if hc.protocol == "tcp" {
         hc.http = None;
     } else {
@@ -84,21 +70,11 @@ fn read_health_check(input: &mut Input, mut hc: HealthCheck) -> HealthCheck {
             tls: false,
         });
         if let Some(mut hh) = h.opt_obj("http") {
-            if let Some(d) = hh.opt_nullable_str("domain") {
-                http.domain = d;
-            }
-            if let Some(p) = hh.opt_str("path") {
-                http.path = p;
-            }
-            if let Some(r) = hh.opt_nullable_str("response") {
-                http.response = r;
-            }
-            if let Some(c) = hh.opt_str_list("status_codes") {
-                http.status_codes = c;
-            }
-            if let Some(t) = hh.opt_bool("tls") {
-                http.tls = t;
-            }
+            overwrite(&mut http.domain, hh.opt_nullable_str("domain"));
+            overwrite(&mut http.path, hh.opt_str("path"));
+            overwrite(&mut http.response, hh.opt_nullable_str("response"));
+            overwrite(&mut http.status_codes, hh.opt_str_list("status_codes"));
+            overwrite(&mut http.tls, hh.opt_bool("tls"));
             h.absorb(hh);
         }
         hc.http = Some(http);
@@ -146,15 +122,9 @@ pub fn read_service(input: &mut Input, base: Option<&Service>) -> Option<Service
             }
         }
     };
-    if let Some(p) = protocol {
-        svc.protocol = p;
-    }
-    if let Some(d) = destination_port {
-        svc.destination_port = d;
-    }
-    if let Some(p) = proxyprotocol {
-        svc.proxyprotocol = p;
-    }
+    overwrite(&mut svc.protocol, protocol);
+    overwrite(&mut svc.destination_port, destination_port);
+    overwrite(&mut svc.proxyprotocol, proxyprotocol);
     if svc.protocol == "tcp" {
         svc.http = None;
         if input.has("http") {
@@ -194,6 +164,14 @@ pub fn check_service(w: &World, svc: &Service) -> ApiResult<()> {
     Ok(())
 }
 
+/// 403 `resource_limit_exceeded`: load balancer type `t` allows `max` of `what`.
+fn type_limit(t: &LbType, max: usize, what: &str) -> ApiError {
+    crate::limits::exceeded(&format!(
+        "load balancer type {} allows {max} {what}",
+        t.name
+    ))
+}
+
 /// Checks a whole service list against the type's limits and for duplicate ports.
 pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
     for (i, s) in services.iter().enumerate() {
@@ -218,13 +196,7 @@ pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
         ));
     }
     if services.len() > t.max_services {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} services",
-                t.name, t.max_services
-            ),
-        ));
+        return Err(type_limit(t, t.max_services, "services"));
     }
     let certs: usize = services
         .iter()
@@ -232,15 +204,24 @@ pub fn check_services(services: &[Service], t: &LbType) -> ApiResult<()> {
         .map(|h| h.certificates.len())
         .sum();
     if certs > t.max_assigned_certificates {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} certificates",
-                t.name, t.max_assigned_certificates
-            ),
-        ));
+        return Err(type_limit(t, t.max_assigned_certificates, "certificates"));
     }
     Ok(())
+}
+
+/// Reads the required object `key` of `input` with `read`.
+fn nested<T>(
+    input: &mut Input,
+    key: &str,
+    read: impl FnOnce(&mut Input) -> Option<T>,
+) -> Option<T> {
+    let Some(mut obj) = input.opt_obj(key) else {
+        input.error(key, "Missing data for required field.");
+        return None;
+    };
+    let value = read(&mut obj);
+    input.absorb(obj);
+    value
 }
 
 /// Reads a target (`type` plus `server.id`, `label_selector.selector` or `ip.ip`).
@@ -248,24 +229,9 @@ pub fn read_target(input: &mut Input) -> Option<Target> {
     let kind = input.req_str("type");
     let use_private_ip = input.opt_bool("use_private_ip").unwrap_or(false);
     let target = match kind.as_deref() {
-        Some("server") => {
-            let mut s = input.opt_obj("server");
-            let id = s.as_mut().and_then(|s| s.req_i64("id"));
-            if let Some(s) = s {
-                input.absorb(s);
-            } else {
-                input.error("server", "Missing data for required field.");
-            }
-            id.map(TargetKind::Server)
-        }
+        Some("server") => nested(input, "server", |s| s.req_i64("id")).map(TargetKind::Server),
         Some("label_selector") => {
-            let mut s = input.opt_obj("label_selector");
-            let sel = s.as_mut().and_then(|s| s.req_str("selector"));
-            if let Some(s) = s {
-                input.absorb(s);
-            } else {
-                input.error("label_selector", "Missing data for required field.");
-            }
+            let sel = nested(input, "label_selector", |s| s.req_str("selector"));
             if let Some(sel) = &sel
                 && let Err(e) = Selector::parse(sel)
             {
@@ -274,13 +240,7 @@ pub fn read_target(input: &mut Input) -> Option<Target> {
             sel.map(TargetKind::LabelSelector)
         }
         Some("ip") => {
-            let mut s = input.opt_obj("ip");
-            let ip = s.as_mut().and_then(|s| s.req_str("ip"));
-            if let Some(s) = s {
-                input.absorb(s);
-            } else {
-                input.error("ip", "Missing data for required field.");
-            }
+            let ip = nested(input, "ip", |s| s.req_str("ip"));
             if let Some(ip) = &ip
                 && ip.parse::<IpAddr>().is_err()
             {
@@ -390,13 +350,7 @@ pub fn check_target(
 pub fn check_target_limit(w: &World, targets: &[Target], t: &LbType) -> ApiResult<()> {
     let n = effective_targets(w, targets);
     if n > t.max_targets {
-        return Err(ApiError::new(
-            "resource_limit_exceeded",
-            format!(
-                "load balancer type {} allows {} targets, got {n}",
-                t.name, t.max_targets
-            ),
-        ));
+        return Err(type_limit(t, t.max_targets, &format!("targets, got {n}")));
     }
     Ok(())
 }

@@ -14,10 +14,10 @@ use super::lb_parts::{
 };
 use super::networks::pick_private_ip;
 use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{parse_body, parse_body_or_empty};
+use crate::input::{overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{load_balancer_ipv4, load_balancer_ipv6};
 use crate::model::{Assignee, Labels, LoadBalancer, PrimaryAddr, Res};
 use crate::render;
@@ -25,16 +25,20 @@ use crate::world::{Effect, World};
 
 const ALGORITHMS: &[&str] = &["round_robin", "least_connections"];
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /load_balancers`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
-    let items: Vec<&LoadBalancer> = w
-        .load_balancers
-        .values()
-        .filter(|lb| passes(&lb.name, &lb.labels, req, sel.as_ref()))
-        .collect();
-    let (items, info) = page_of(req, items, |lb| render::load_balancer(w, lb))?;
-    Ok(req.list("load_balancers", items, info))
+    list_reply(
+        req,
+        "load_balancers",
+        sel.as_ref(),
+        w.load_balancers.values(),
+        |_| true,
+        |lb| render::load_balancer(w, lb),
+    )
 }
 
 /// `GET /load_balancers/{id}`.
@@ -265,7 +269,7 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
         Some(n) => Some((n, pick_private_ip(w, n, loc.network_zone, None, None)?)),
         None => None,
     };
-    let id = w.new_lb_id();
+    let id = w.lb_ids.take();
     lb.id = id;
     w.load_balancers.insert(id, lb);
     if let Some(res) = private_ip {
@@ -320,6 +324,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
+// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
+// step is rename_and_relabel.
 /// `PUT /load_balancers/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -329,25 +335,13 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     check_name(&mut input, &name);
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.load_balancers
-            .values()
-            .any(|o| &o.name == n && o.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(lb) = w.load_balancers.get_mut(&id) {
-        if let Some(n) = name {
-            lb.name = n;
-        }
-        if let Some(l) = labels {
-            lb.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.load_balancers, id, name, labels)?;
     let lb = w.load_balancer(id)?;
     reply(200, json!({"load_balancer": render::load_balancer(w, lb)}))
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /load_balancers/{id}`: 200 with the `delete_load_balancer` action (since
 /// 2026-10-05). The load balancer stays, locked, until the action finished.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
@@ -445,6 +439,9 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     None,
                 )
             }
+            // Deliberate repetition: each arm is one action of the API with its own body, checks
+            // and effect; they share the read, check, lock frame and the mutate and missing
+            // helpers.
             "delete_service" => {
                 let port = input.req_port("listen_port");
                 input.finish()?;
@@ -645,9 +642,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     "change_protection",
                     vec![me],
                     mutate(id, move |lb| {
-                        if let Some(d) = delete {
-                            lb.protect_delete = d;
-                        }
+                        overwrite(&mut lb.protect_delete, delete);
                     }),
                     None,
                 )

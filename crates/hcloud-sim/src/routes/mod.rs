@@ -9,16 +9,19 @@ pub mod networks;
 pub mod primary_ips;
 pub mod servers;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::Value;
 
 use crate::app::{App, Req, h};
 use crate::error::{ApiError, ApiResult};
+use crate::input::overwrite;
 use crate::label_selector::Selector;
-use crate::model::Labels;
+use crate::model::{Labelled, Labels};
 use crate::pagination::{PageInfo, Sortable, page_request, paginate, sort_items, sort_keys};
 
 /// All `/v1` routes.
@@ -51,6 +54,8 @@ pub fn api_routes() -> Router<Arc<App>> {
         // Actions.
         .route("/actions", get(h(actions::list)))
         .route("/actions/{id}", get(h(actions::get)))
+        // Deliberate repetition: one route a line, per resource, so that this reads as the
+        // index of the API; a loop would have to skip the routes a resource lacks.
         // Servers.
         .route("/servers", get(h(servers::list)).post(h(servers::create)))
         .route(
@@ -143,6 +148,45 @@ pub fn page_of<T: Sortable>(
 /// Whether a resource passes `name` and `label_selector` filters.
 pub fn passes(name: &str, labels: &Labels, req: &Req, sel: Option<&Selector>) -> bool {
     req.query.get("name").is_none_or(|n| n == name) && sel.is_none_or(|s| s.matches(labels))
+}
+
+/// The answer of a `GET` list under `key`: the resources of `items` that pass the `name` and
+/// `label_selector` (`sel`) filters and `keep`, sorted, paginated and rendered.
+pub fn list_reply<'a, T: Labelled + 'a>(
+    req: &Req,
+    key: &str,
+    sel: Option<&Selector>,
+    items: impl Iterator<Item = &'a T>,
+    keep: impl Fn(&T) -> bool,
+    render: impl Fn(&T) -> Value,
+) -> ApiResult<Response> {
+    let items: Vec<&T> = items
+        .filter(|x| passes(x.sort_name(), x.labels(), req, sel) && keep(x))
+        .collect();
+    let (items, info) = page_of(req, items, render)?;
+    Ok(req.list(key, items, info))
+}
+
+/// The change of a `PUT`: resource `id` of `items` gets the `name` and `labels` given, after
+/// checking that no other resource of `items` has that name.
+pub fn rename_and_relabel<T: Labelled>(
+    items: &mut BTreeMap<i64, T>,
+    id: i64,
+    name: Option<String>,
+    labels: Option<Labels>,
+) -> ApiResult<()> {
+    if let Some(n) = &name
+        && items
+            .values()
+            .any(|o| o.sort_name() == n && o.sort_id() != id)
+    {
+        return Err(not_unique("name"));
+    }
+    if let Some((old_name, old_labels)) = items.get_mut(&id).map(T::name_and_labels_mut) {
+        overwrite(old_name, name);
+        overwrite(old_labels, labels);
+    }
+    Ok(())
 }
 
 /// 409 `uniqueness_error`.

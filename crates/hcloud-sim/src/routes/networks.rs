@@ -7,10 +7,10 @@ use chrono::Utc;
 use ipnet::Ipv4Net;
 use serde_json::json;
 
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{Input, parse_body, parse_body_or_empty};
+use crate::input::{Input, overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{
     RESERVED_GATEWAY, allocate_private_ip, assignable, first_free_subnet, is_rfc1918,
     network_gateway, overlaps,
@@ -23,16 +23,20 @@ use crate::world::World;
 /// Network zones that exist.
 pub const NETWORK_ZONES: &[&str] = &["eu-central", "us-east", "us-west", "ap-southeast"];
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /networks`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
-    let items: Vec<&Network> = w
-        .networks
-        .values()
-        .filter(|n| passes(&n.name, &n.labels, req, sel.as_ref()))
-        .collect();
-    let (items, info) = page_of(req, items, |n| render::network(w, n))?;
-    Ok(req.list("networks", items, info))
+    list_reply(
+        req,
+        "networks",
+        sel.as_ref(),
+        w.networks.values(),
+        |_| true,
+        |n| render::network(w, n),
+    )
 }
 
 /// `GET /networks/{id}`.
@@ -270,7 +274,7 @@ pub fn create_network(w: &mut World, spec: NetworkSpec) -> ApiResult<i64> {
         limits::check_routes(w, net.routes.len())?;
         net.routes.push(route);
     }
-    net.id = w.new_network_id();
+    net.id = w.network_ids.take();
     let id = net.id;
     w.networks.insert(id, net);
     Ok(id)
@@ -325,6 +329,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(201, json!({"network": render::network(w, n)}))
 }
 
+// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
+// step is rename_and_relabel.
 /// `PUT /networks/{id}`: name, labels, expose_routes_to_vswitch.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -335,26 +341,16 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let labels = input.opt_labels("labels");
     let expose = input.opt_bool("expose_routes_to_vswitch");
     input.finish()?;
-    if let Some(n) = &name
-        && w.networks.values().any(|o| &o.name == n && o.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(net) = w.networks.get_mut(&id) {
-        if let Some(n) = name {
-            net.name = n;
-        }
-        if let Some(l) = labels {
-            net.labels = l;
-        }
-        if let Some(e) = expose {
-            net.expose_routes_to_vswitch = e;
-        }
+    rename_and_relabel(&mut w.networks, id, name, labels)?;
+    if let (Some(net), Some(e)) = (w.networks.get_mut(&id), expose) {
+        net.expose_routes_to_vswitch = e;
     }
     let n = w.network(id)?;
     reply(200, json!({"network": render::network(w, n)}))
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /networks/{id}` (204).
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -367,8 +363,35 @@ pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     no_content()
 }
 
-fn action_reply(w: &World, action: i64) -> ApiResult<Response> {
-    reply(201, json!({"action": render::action_by_id(w, action)}))
+/// Starts the action `command` on network `id` that applies `change` to the network when it
+/// succeeds (if the network is still there); answers 201 with the action.
+fn network_action(
+    w: &mut World,
+    req: &Req,
+    id: i64,
+    command: &str,
+    change: impl FnOnce(&mut Network) + Send + 'static,
+) -> ApiResult<Response> {
+    let a = w.start_action(
+        command,
+        vec![Res::Network(id)],
+        req.fail(),
+        Some(Box::new(move |w: &mut World| {
+            if let Some(n) = w.networks.get_mut(&id) {
+                change(n);
+            }
+        })),
+        None,
+    );
+    reply(201, json!({"action": render::action_by_id(w, a)}))
+}
+
+/// The one field of an action body that takes a required CIDR `key`.
+fn finish_with_net(mut input: Input, key: &str) -> ApiResult<Ipv4Net> {
+    let raw = input.req_str(key);
+    let net = parse_net(&mut input, key, raw);
+    input.finish()?;
+    net.ok_or_else(|| ApiError::field(key, "Missing data for required field."))
 }
 
 /// `POST /networks/{id}/actions/{action}`.
@@ -377,7 +400,6 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
     let net = w.network(id)?.clone();
     let name = req.params.get(1).cloned().unwrap_or_default();
     let mut input = parse_body_or_empty(&req.body)?;
-    let res = vec![Res::Network(id)];
     match name.as_str() {
         "add_route" | "delete_route" => {
             let d = input.req_str("destination");
@@ -399,20 +421,11 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             if name == "add_route" {
                 check_route(&net, &route)?;
                 limits::check_routes(w, net.routes.len())?;
-                let a = w.start_action(
-                    "add_route",
-                    res,
-                    req.fail(),
-                    Some(Box::new(move |w: &mut World| {
-                        if let Some(n) = w.networks.get_mut(&id)
-                            && !n.routes.contains(&route)
-                        {
-                            n.routes.push(route);
-                        }
-                    })),
-                    None,
-                );
-                action_reply(w, a)
+                network_action(w, req, id, "add_route", move |n| {
+                    if !n.routes.contains(&route) {
+                        n.routes.push(route);
+                    }
+                })
             } else {
                 if !net.routes.contains(&route) {
                     return Err(ApiError::new(
@@ -420,18 +433,9 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                         format!("route {destination} via {gateway} not found"),
                     ));
                 }
-                let a = w.start_action(
-                    "delete_route",
-                    res,
-                    req.fail(),
-                    Some(Box::new(move |w: &mut World| {
-                        if let Some(n) = w.networks.get_mut(&id) {
-                            n.routes.retain(|r| r != &route);
-                        }
-                    })),
-                    None,
-                );
-                action_reply(w, a)
+                network_action(w, req, id, "delete_route", move |n| {
+                    n.routes.retain(|r| r != &route);
+                })
             }
         }
         "add_subnet" => {
@@ -449,29 +453,10 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                 network_zone: zone,
                 vswitch_id,
             };
-            let a = w.start_action(
-                "add_subnet",
-                res,
-                req.fail(),
-                Some(Box::new(move |w: &mut World| {
-                    if let Some(n) = w.networks.get_mut(&id) {
-                        n.subnets.push(subnet);
-                    }
-                })),
-                None,
-            );
-            action_reply(w, a)
+            network_action(w, req, id, "add_subnet", move |n| n.subnets.push(subnet))
         }
         "delete_subnet" => {
-            let raw = input.req_str("ip_range");
-            let range = parse_net(&mut input, "ip_range", raw);
-            input.finish()?;
-            let Some(range) = range else {
-                return Err(ApiError::field(
-                    "ip_range",
-                    "Missing data for required field.",
-                ));
-            };
+            let range = finish_with_net(input, "ip_range")?;
             w.ensure_unlocked(Res::Network(id))?;
             if !net.subnets.iter().any(|s| s.ip_range == range) {
                 return Err(ApiError::new(
@@ -485,29 +470,12 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     format!("subnet {range} still has servers or load balancers attached"),
                 ));
             }
-            let a = w.start_action(
-                "delete_subnet",
-                res,
-                req.fail(),
-                Some(Box::new(move |w: &mut World| {
-                    if let Some(n) = w.networks.get_mut(&id) {
-                        n.subnets.retain(|s| s.ip_range != range);
-                    }
-                })),
-                None,
-            );
-            action_reply(w, a)
+            network_action(w, req, id, "delete_subnet", move |n| {
+                n.subnets.retain(|s| s.ip_range != range);
+            })
         }
         "change_ip_range" => {
-            let raw = input.req_str("ip_range");
-            let range = parse_net(&mut input, "ip_range", raw);
-            input.finish()?;
-            let Some(range) = range else {
-                return Err(ApiError::field(
-                    "ip_range",
-                    "Missing data for required field.",
-                ));
-            };
+            let range = finish_with_net(input, "ip_range")?;
             if !range.contains(&net.ip_range) || !is_rfc1918(range) {
                 return Err(ApiError::field(
                     "ip_range",
@@ -515,35 +483,15 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                 ));
             }
             w.ensure_unlocked(Res::Network(id))?;
-            let a = w.start_action(
-                "change_ip_range",
-                res,
-                req.fail(),
-                Some(Box::new(move |w: &mut World| {
-                    if let Some(n) = w.networks.get_mut(&id) {
-                        n.ip_range = range;
-                    }
-                })),
-                None,
-            );
-            action_reply(w, a)
+            network_action(w, req, id, "change_ip_range", move |n| n.ip_range = range)
         }
         "change_protection" => {
             let delete = input.opt_bool("delete");
             input.finish()?;
             w.ensure_unlocked(Res::Network(id))?;
-            let a = w.start_action(
-                "change_protection",
-                res,
-                req.fail(),
-                Some(Box::new(move |w: &mut World| {
-                    if let (Some(n), Some(d)) = (w.networks.get_mut(&id), delete) {
-                        n.protect_delete = d;
-                    }
-                })),
-                None,
-            );
-            action_reply(w, a)
+            network_action(w, req, id, "change_protection", move |n| {
+                overwrite(&mut n.protect_delete, delete);
+            })
         }
         _ => Err(ApiError::not_found("action")),
     }

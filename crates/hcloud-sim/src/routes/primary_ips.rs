@@ -5,7 +5,7 @@ use axum::response::Response;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use super::{check_name, not_unique, page_of, passes, selector_param};
+use super::{check_name, list_reply, not_unique, selector_param};
 use crate::app::{Req, no_content, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{IdOrName, parse_body};
@@ -33,7 +33,7 @@ pub struct PrimaryIpSpec {
 
 /// Records a Primary IP; returns its ID. `id` is used when the caller already reserved one.
 pub fn insert_primary_ip(w: &mut World, id: Option<i64>, spec: PrimaryIpSpec) -> i64 {
-    let id = id.unwrap_or_else(|| w.new_primary_ip_id());
+    let id = id.unwrap_or_else(|| w.primary_ip_ids.take());
     w.primary_ips.insert(
         id,
         PrimaryIp {
@@ -110,20 +110,25 @@ pub fn create_unassigned(
     ))
 }
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /primary_ips` (`name`, `label_selector`, `ip`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
     let ip = req.query.get("ip");
-    let items: Vec<&PrimaryIp> = w
-        .primary_ips
-        .values()
-        .filter(|p| passes(&p.name, &p.labels, req, sel.as_ref()))
-        .filter(|p| ip.is_none_or(|ip| render::primary_address(p.ip) == ip))
-        .collect();
-    let (items, info) = page_of(req, items, |p| render::primary_ip(w, p))?;
-    Ok(req.list("primary_ips", items, info))
+    list_reply(
+        req,
+        "primary_ips",
+        sel.as_ref(),
+        w.primary_ips.values(),
+        |p| ip.is_none_or(|ip| render::primary_address(p.ip) == ip),
+        |p| render::primary_ip(w, p),
+    )
 }
 
+// Deliberate repetition: as the note on list says, the get handlers of all resources share this
+// frame with their own lookup, key and view.
 /// `GET /primary_ips/{id}`.
 pub fn get(w: &mut World, req: &Req) -> ApiResult<Response> {
     let p = w.primary_ip(req.id(0)?)?;
@@ -174,6 +179,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /primary_ips/{id}` (204): only unassigned and unprotected ones.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;

@@ -10,10 +10,10 @@ use serde_json::json;
 
 use super::networks::pick_private_ip;
 use super::primary_ips::{PrimaryIpSpec, insert_primary_ip};
-use super::{not_unique, page_of, passes, selector_param};
+use super::{list_reply, not_unique, rename_and_relabel, selector_param};
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
-use crate::input::{IdOrName, parse_body, parse_body_or_empty};
+use crate::input::{IdOrName, Input, overwrite, parse_body, parse_body_or_empty};
 use crate::ipalloc::{server_ipv4, server_ipv6_net};
 use crate::limits;
 use crate::model::{Assignee, Labels, PrimaryAddr, PublicIpv4, PublicIpv6, Res, Server, ServerNet};
@@ -48,6 +48,8 @@ pub fn is_hostname(name: &str) -> bool {
         })
 }
 
+// Deliberate repetition: a field list like other structs of the crate; it is what create_server
+// takes from the API body or a seed, and its fields are its own.
 /// What a server is created from (API body or seed).
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
@@ -162,7 +164,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
             .ok_or_else(|| ApiError::new("resource_unavailable", "no public IPv4 left"))?;
         w.server_ipv4_seq += 1;
         Some(PublicIpv4 {
-            id: w.new_primary_ip_id(),
+            id: w.primary_ip_ids.take(),
             ip,
             dns_ptr: format!("static.{}.clients.example.com", reverse(ip)),
         })
@@ -173,7 +175,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
         let net = server_ipv6_net(w.server_ipv6_seq);
         w.server_ipv6_seq += 1;
         Some(PublicIpv6 {
-            id: w.new_primary_ip_id(),
+            id: w.primary_ip_ids.take(),
             net,
         })
     } else {
@@ -184,7 +186,7 @@ pub fn create_server(w: &mut World, spec: ServerSpec) -> ApiResult<i64> {
         .map(|v4| (v4.id, PrimaryAddr::V4(v4.ip)))
         .chain(ipv6.iter().map(|v6| (v6.id, PrimaryAddr::V6(v6.net))))
         .collect();
-    let id = w.new_server_id();
+    let id = w.server_ids.take();
     for (ip_id, ip) in addresses {
         insert_primary_ip(
             w,
@@ -225,6 +227,9 @@ fn reverse(ip: Ipv4Addr) -> String {
     format!("{}.{}.{}.{}", o[3], o[2], o[1], o[0])
 }
 
+// Deliberate repetition: the list and get handlers of each resource share this frame; the common
+// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
+// view.
 /// `GET /servers` (`name`, `label_selector`, `status`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -232,14 +237,14 @@ pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     if let Some(bad) = statuses.iter().find(|s| !STATUSES.contains(s)) {
         return Err(ApiError::field("status", format!("invalid status {bad:?}")));
     }
-    let items: Vec<&Server> = w
-        .servers
-        .values()
-        .filter(|s| passes(&s.name, &s.labels, req, sel.as_ref()))
-        .filter(|s| statuses.is_empty() || statuses.contains(&s.status.as_str()))
-        .collect();
-    let (items, info) = page_of(req, items, |s| render::server(w, s))?;
-    Ok(req.list("servers", items, info))
+    list_reply(
+        req,
+        "servers",
+        sel.as_ref(),
+        w.servers.values(),
+        |s| statuses.is_empty() || statuses.contains(&s.status.as_str()),
+        |s| render::server(w, s),
+    )
 }
 
 /// `GET /servers/{id}`.
@@ -335,6 +340,8 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
+// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
+// step is rename_and_relabel.
 /// `PUT /servers/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -348,23 +355,13 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     }
     let labels = input.opt_labels("labels");
     input.finish()?;
-    if let Some(n) = &name
-        && w.servers.values().any(|s| &s.name == n && s.id != id)
-    {
-        return Err(not_unique("name"));
-    }
-    if let Some(s) = w.servers.get_mut(&id) {
-        if let Some(n) = name {
-            s.name = n;
-        }
-        if let Some(l) = labels {
-            s.labels = l;
-        }
-    }
+    rename_and_relabel(&mut w.servers, id, name, labels)?;
     let s = w.server(id)?;
     reply(200, json!({"server": render::server(w, s)}))
 }
 
+// Deliberate repetition: each DELETE handler has its own protection message and way of removing
+// (at once or through an action), as the API has for that resource.
 /// `DELETE /servers/{id}`: 200 with the delete action.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -389,6 +386,17 @@ fn set_status(id: i64, status: &'static str) -> crate::world::Effect {
             s.status = status.to_string();
         }
     })
+}
+
+/// The `network` of an attach or detach body, once the whole body is read: it must be given
+/// and exist, and the server (`me`) must not be locked.
+fn body_network(w: &World, input: &Input, network: Option<i64>, me: Res) -> ApiResult<i64> {
+    input.finish()?;
+    let network =
+        network.ok_or_else(|| ApiError::field("network", "Missing data for required field."))?;
+    w.network(network)?;
+    w.ensure_unlocked(me)?;
+    Ok(network)
 }
 
 /// `POST /servers/{id}/actions/{action}`.
@@ -455,15 +463,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     Err(_) => input.error("alias_ips", format!("{a} is not a valid IPv4 address")),
                 }
             }
-            input.finish()?;
-            let Some(network) = network else {
-                return Err(ApiError::field(
-                    "network",
-                    "Missing data for required field.",
-                ));
-            };
-            w.network(network)?;
-            w.ensure_unlocked(me)?;
+            let network = body_network(w, &input, network, me)?;
             if server.private_net.iter().any(|pn| pn.network == network) {
                 return Err(ApiError::new(
                     "server_already_attached",
@@ -520,15 +520,7 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
         }
         "detach_from_network" => {
             let network = input.req_i64("network");
-            input.finish()?;
-            let Some(network) = network else {
-                return Err(ApiError::field(
-                    "network",
-                    "Missing data for required field.",
-                ));
-            };
-            w.network(network)?;
-            w.ensure_unlocked(me)?;
+            let network = body_network(w, &input, network, me)?;
             if !server.private_net.iter().any(|pn| pn.network == network) {
                 return Err(ApiError::new(
                     "server_not_attached_to_network",
@@ -553,12 +545,8 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
             input.finish()?;
             let effect: crate::world::Effect = Box::new(move |w: &mut World| {
                 if let Some(s) = w.servers.get_mut(&id) {
-                    if let Some(d) = delete {
-                        s.protect_delete = d;
-                    }
-                    if let Some(r) = rebuild {
-                        s.protect_rebuild = r;
-                    }
+                    overwrite(&mut s.protect_delete, delete);
+                    overwrite(&mut s.protect_rebuild, rebuild);
                 }
             });
             ("change_protection", vec![me], Some(effect), None)
@@ -597,6 +585,8 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
 mod tests {
     use super::*;
 
+    // Deliberate repetition: a table of cases, one assert each, as the other validators' tests are
+    // written; a loop over pairs would read worse in a failure message.
     #[test]
     fn hostnames() {
         assert!(is_hostname("node-1"));
