@@ -33,4 +33,6 @@ pub mod address_type {
     pub const HOSTNAME: &str = "Hostname";
     /// `InternalIP`
     pub const INTERNAL_IP: &str = "InternalIP";
+    /// `ExternalIP`
+    pub const EXTERNAL_IP: &str = "ExternalIP";
 }

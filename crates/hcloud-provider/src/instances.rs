@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
+use cloud_provider::well_known::address_type::{EXTERNAL_IP, INTERNAL_IP};
 use cloud_provider::{Error, InstanceMetadata, Instances};
 use hcloud_api::models::{Server, ServerStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -298,7 +299,7 @@ fn node_ips(node: &Node) -> Vec<IpAddr> {
     node.status
         .iter()
         .flat_map(|status| status.addresses.iter().flatten())
-        .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+        .filter(|a| a.type_ == INTERNAL_IP || a.type_ == EXTERNAL_IP)
         .filter_map(|a| a.address.parse().ok())
         .collect()
 }

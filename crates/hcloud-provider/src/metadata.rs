@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use cloud_provider::InstanceMetadata;
+use cloud_provider::well_known::address_type::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP};
 use hcloud_api::models::Server;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -40,18 +41,18 @@ pub fn node_addresses(
         type_: type_.to_owned(),
         address,
     };
-    let mut out = vec![address("Hostname", server.name.clone())];
+    let mut out = vec![address(HOSTNAME, server.name.clone())];
     if family.includes_ipv4()
         && let Some(ipv4) = &server.public_net.ipv4
         && !ipv4.ip.is_empty()
     {
-        out.push(address("ExternalIP", ipv4.ip.clone()));
+        out.push(address(EXTERNAL_IP, ipv4.ip.clone()));
     }
     if family.includes_ipv6()
         && let Some(ipv6) = &server.public_net.ipv6
         && let Some(first) = first_host_of(&ipv6.ip)
     {
-        out.push(address("ExternalIP", first.to_string()));
+        out.push(address(EXTERNAL_IP, first.to_string()));
     }
     if let Some(network_id) = network_id {
         for private in server
@@ -60,7 +61,7 @@ pub fn node_addresses(
             .filter(|p| p.network == network_id)
         {
             if !private.ip.is_empty() {
-                out.push(address("InternalIP", private.ip.clone()));
+                out.push(address(INTERNAL_IP, private.ip.clone()));
             }
         }
     }

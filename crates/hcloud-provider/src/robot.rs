@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::InstanceMetadata;
+use cloud_provider::well_known::address_type::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP};
 use hcloud_api::robot::{RobotReset, RobotServer};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use tokio::time::Instant;
@@ -293,16 +294,13 @@ pub fn robot_node_addresses(
         type_: type_.to_owned(),
         address,
     };
-    let mut out = vec![address("Hostname", server.server_name.clone())];
+    let mut out = vec![address(HOSTNAME, server.server_name.clone())];
     if family.includes_ipv6() {
         // Robot gives the network (`2a01:4f8:1:2::`); its first host is the text plus "1".
-        out.push(address(
-            "ExternalIP",
-            format!("{}1", server.server_ipv6_net),
-        ));
+        out.push(address(EXTERNAL_IP, format!("{}1", server.server_ipv6_net)));
     }
     if family.includes_ipv4() {
-        out.push(address("ExternalIP", server.server_ip.clone()));
+        out.push(address(EXTERNAL_IP, server.server_ip.clone()));
     }
     let mut warnings = Vec::new();
     if !forward_internal_ips {
@@ -312,7 +310,7 @@ pub fn robot_node_addresses(
         .status
         .iter()
         .flat_map(|s| s.addresses.iter().flatten())
-        .filter(|a| a.type_ == "InternalIP");
+        .filter(|a| a.type_ == INTERNAL_IP);
     for internal in reported {
         let ip = &internal.address;
         // Anything that is not IPv4 counts as IPv6, as upstream.

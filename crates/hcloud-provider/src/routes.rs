@@ -67,13 +67,13 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::events::Events;
+// The Node address type the gateway must be one of (as the official CCM checks).
+use cloud_provider::well_known::address_type::INTERNAL_IP;
+
 use crate::metrics::{Operations, op};
 use crate::provider_id::ProviderId;
 use crate::server_cache::{SUBSYSTEM_ROUTES, ServerCache, ServerKey};
 use crate::snapshot_cache::{Snapshot, SnapshotCache};
-
-/// The Node address type the gateway must be one of (as the official CCM checks).
-const INTERNAL_IP: &str = "InternalIP";
 
 /// One read of the network, as the copy's refresh makes it.
 type NetworkRead = futures::future::BoxFuture<'static, Result<Network, Arc<hcloud_api::Error>>>;

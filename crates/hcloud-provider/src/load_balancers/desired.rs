@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use cloud_provider::well_known::address_type::INTERNAL_IP;
 use hcloud_api::models::{
     Algorithm, AlgorithmType, AttachToNetworkRequest, ChangeDnsPtrRequest,
     CreateLoadBalancerRequest, HealthCheckProtocol, Labels, LoadBalancer, ServiceProtocol,
@@ -351,7 +352,7 @@ impl Desired {
                         .status
                         .iter()
                         .flat_map(|s| s.addresses.iter().flatten())
-                        .find(|a| a.type_ == "InternalIP")
+                        .find(|a| a.type_ == INTERNAL_IP)
                         .map(|a| a.address.clone());
                     robot_nodes
                         .entry(u64::try_from(number).unwrap_or_default())
