@@ -19,6 +19,7 @@ use hcloud_api::models::{
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
 use super::HcloudLoadBalancers;
+use super::annotations::keys;
 use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, Step, Subject};
 use super::naming::service_key;
 use super::predict;
@@ -113,7 +114,7 @@ pub(super) fn kept_message(lb: &models::LoadBalancer) -> String {
         lb.name,
         lb.id,
         super::naming::SERVICE_UID_LABEL,
-        super::annotations::keys::NAME
+        keys::NAME
     )
 }
 
@@ -219,7 +220,9 @@ impl HcloudLoadBalancers {
         match desired.certificates.clone() {
             Certificates::Unset => Ok(None),
             Certificates::Uploaded(refs) => {
-                let ids = self.resolve_uploaded(&refs).await?;
+                let ids = self
+                    .resolve_uploaded(&refs, |_| keys::HTTP_CERTIFICATES.to_owned())
+                    .await?;
                 desired.set_certificates(&ids);
                 Ok(None)
             }

@@ -76,6 +76,15 @@ pub struct ManagedCertificate {
     pub acme_staging: bool,
 }
 
+/// The uploaded certificates (IDs or names) an https port takes from its per-port settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortCertificates {
+    /// The annotation that names them (the port's own, or the Service-wide one).
+    pub key: String,
+    /// IDs or names of uploaded certificates.
+    pub refs: Vec<String>,
+}
+
 /// A target server and the node it stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetPlan {
@@ -155,7 +164,7 @@ pub struct Desired {
     // Deliberate repetition: (see above) fields of one record.
     /// Uploaded certificates (IDs or names) of the https services that name their own, by
     /// listen port (per-port annotations); the `certificates` field is for the others.
-    pub port_certificates: BTreeMap<u16, Vec<String>>,
+    pub port_certificates: BTreeMap<u16, PortCertificates>,
     /// Target servers, sorted by server ID.
     pub targets: Vec<TargetPlan>,
     /// The selected Nodes with a Robot providerID, sorted by server number.

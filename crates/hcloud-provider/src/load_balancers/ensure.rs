@@ -175,8 +175,13 @@ impl HcloudLoadBalancers {
         }
     }
 
-    /// Resolve uploaded certificate names to IDs (IDs need no request).
-    pub(super) async fn resolve_uploaded(&self, refs: &[String]) -> Result<Vec<i64>> {
+    /// Resolve uploaded certificate names to IDs (IDs need no request). A name that does not
+    /// exist fails the sync, naming the annotation(s) `key_naming` gives for it.
+    pub(super) async fn resolve_uploaded(
+        &self,
+        refs: &[String],
+        key_naming: impl Fn(&str) -> String,
+    ) -> Result<Vec<i64>> {
         let mut ids = Vec::with_capacity(refs.len());
         for reference in refs {
             if let Ok(id) = reference.parse::<i64>() {
@@ -198,7 +203,7 @@ impl HcloudLoadBalancers {
                 None => {
                     return Err(Error::rejected(format!(
                         "{}: certificate {reference:?} does not exist",
-                        keys::HTTP_CERTIFICATES
+                        key_naming(reference)
                     )));
                 }
             }

@@ -34,7 +34,7 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 
 use super::HcloudLoadBalancers;
 use super::annotations::{AnnotationError, Annotations, Errors, PREFIX, keys};
-use super::desired::{Certificates, Desired, Notice};
+use super::desired::{Certificates, Desired, Notice, PortCertificates};
 use super::services::{DesiredHealthCheck, DesiredHttp, DesiredService};
 
 /// The prefix of every per-port annotation; the port and the setting follow.
@@ -111,8 +111,9 @@ pub struct PerPort {
     wide: BTreeMap<String, String>,
     /// Each Service port's own values, by Service port number.
     ports: BTreeMap<i32, PortValues>,
-    /// Where each https port's certificates come from, by listen port.
-    certificates: BTreeMap<u16, Certificates>,
+    /// Where each https port's certificates come from, and the annotation that names them,
+    /// by listen port.
+    certificates: BTreeMap<u16, (Certificates, String)>,
     /// The https ports that redirect port 80, with the annotation that asks for it.
     redirects: BTreeMap<u16, String>,
     /// Warnings about per-port annotations.
@@ -266,8 +267,13 @@ impl PerPort {
                 ));
                 return None;
             }
-            self.certificates
-                .insert(listen_port, settings.certificates.clone());
+            self.certificates.insert(
+                listen_port,
+                (
+                    settings.certificates.clone(),
+                    key_of(keys::HTTP_CERTIFICATES),
+                ),
+            );
         }
         if let Some(http) = &mut settings.http
             && http.redirect_http == Some(true)
@@ -304,7 +310,7 @@ impl PerPort {
         services: &mut BTreeMap<u16, DesiredService>,
         kept: &mut BTreeSet<u16>,
         wide: Certificates,
-    ) -> (Certificates, BTreeMap<u16, Vec<String>>) {
+    ) -> (Certificates, BTreeMap<u16, PortCertificates>) {
         if !self.active {
             return (wide, BTreeMap::new());
         }
@@ -345,14 +351,14 @@ impl PerPort {
         }
         let mut managed = None;
         let mut uploaded = BTreeMap::new();
-        for (port, certificates) in std::mem::take(&mut self.certificates) {
+        for (port, (certificates, key)) in std::mem::take(&mut self.certificates) {
             if !services.contains_key(&port) {
                 continue;
             }
             match certificates {
                 Certificates::Managed(want) => managed = Some(want),
                 Certificates::Uploaded(refs) => {
-                    uploaded.insert(port, refs);
+                    uploaded.insert(port, PortCertificates { key, refs });
                 }
                 Certificates::Unset => {}
             }
@@ -381,19 +387,37 @@ impl HcloudLoadBalancers {
     /// ([`Desired::port_certificates`]) and put their IDs into those services; a name used by
     /// several ports is looked up once.
     pub(super) async fn resolve_port_certificates(&self, desired: &mut Desired) -> Result<()> {
-        let names: BTreeSet<&String> = desired.port_certificates.values().flatten().collect();
+        let names: BTreeSet<&String> = desired
+            .port_certificates
+            .values()
+            .flat_map(|p| &p.refs)
+            .collect();
         let names: Vec<String> = names.into_iter().cloned().collect();
         if names.is_empty() {
             return Ok(());
         }
-        let ids = self.resolve_uploaded(&names).await?;
+        // A missing certificate is reported under the annotations of the ports that name it.
+        let keys_naming = |name: &str| {
+            let keys: BTreeSet<&str> = desired
+                .port_certificates
+                .values()
+                .filter(|p| p.refs.iter().any(|r| r == name))
+                .map(|p| p.key.as_str())
+                .collect();
+            keys.into_iter().collect::<Vec<_>>().join(", ")
+        };
+        let ids = self.resolve_uploaded(&names, keys_naming).await?;
         let id_of: BTreeMap<&String, i64> = names.iter().zip(ids).collect();
         for service in &mut desired.services {
-            if let Some(refs) = desired.port_certificates.get(&service.listen_port)
+            if let Some(port) = desired.port_certificates.get(&service.listen_port)
                 && let Some(http) = &mut service.http
             {
-                http.certificates =
-                    Some(refs.iter().filter_map(|r| id_of.get(r).copied()).collect());
+                http.certificates = Some(
+                    port.refs
+                        .iter()
+                        .filter_map(|r| id_of.get(r).copied())
+                        .collect(),
+                );
             }
         }
         Ok(())
@@ -507,7 +531,13 @@ mod tests {
         assert_eq!(d.certificates, Certificates::Unset);
         assert_eq!(
             d.port_certificates,
-            BTreeMap::from([(443, vec!["shop-cert".to_owned()])])
+            BTreeMap::from([(
+                443,
+                PortCertificates {
+                    key: "load-balancer.hetzner.cloud/port-https.http-certificates".to_owned(),
+                    refs: vec!["shop-cert".to_owned()]
+                }
+            )])
         );
     }
 

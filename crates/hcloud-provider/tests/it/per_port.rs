@@ -168,3 +168,34 @@ async fn a_certificate_named_by_several_ports_is_looked_up_once() {
         assert_eq!(http.certificates, vec![cert_id], "{listen_port}");
     }
 }
+
+#[tokio::test]
+async fn a_missing_per_port_certificate_fails_naming_the_annotations_that_name_it() {
+    let env = Env::start().await;
+    env.uploaded_certificate("shop-cert").await;
+    let lbs = env.lbs_with(located(), false).await;
+    let svc = service(
+        &[(443, "TCP", 30443), (8443, "TCP", 38443), (9443, "TCP", 39443)],
+        &[
+            ("port-443.protocol", "https"),
+            ("port-8443.protocol", "https"),
+            ("port-9443.protocol", "https"),
+            ("port-443.http-certificates", "later-cert"),
+            ("port-8443.http-certificates", "later-cert"),
+            ("port-9443.http-certificates", "shop-cert"),
+        ],
+    );
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), cloud_provider::Category::Rejected, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "load-balancer.hetzner.cloud/port-443.http-certificates, load-balancer.hetzner.cloud/port-8443.http-certificates: certificate \"later-cert\" does not exist"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("port-9443"), "{message}");
+}
