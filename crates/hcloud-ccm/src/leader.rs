@@ -12,7 +12,8 @@
 //! - Writes are fenced: updates carry the `resourceVersion` that was read, so of two concurrent
 //!   writers exactly one wins (the loser gets 409 Conflict).
 //! - Taking over sets `acquireTime` and increments `leaseTransitions`; renewals keep both.
-//! - Candidates try every retry period (with up to 20 % jitter); the leader renews every retry
+//! - Candidates try again after one to 2.2 retry periods (client-go's `wait.Jitter` with its
+//!   `JitterFactor` 1.2: `period + random(0..1.2) × period`); the leader renews every retry
 //!   period and gives up leadership when it has not renewed for the renew deadline, counted
 //!   from the *start* of its last successful renewal (a slow renewal cannot stretch it past the
 //!   moment candidates may take over), or at once when it finds another holder.
@@ -465,10 +466,11 @@ impl LeaderElector {
     }
 }
 
-/// `period` plus up to 20 % random jitter (client-go's JitterFactor 1.2).
+/// `period` plus a random part of up to `JitterFactor` (1.2) periods, as client-go's
+/// `wait.Jitter(period, JitterFactor)` waits between a candidate's attempts.
 fn jittered(period: Duration) -> Duration {
     use rand::Rng as _;
-    let factor: f64 = rand::rng().random_range(0.0..0.2);
+    let factor: f64 = rand::rng().random_range(0.0..crate::config::LEADER_ELECTION_JITTER);
     period + period.mul_f64(factor)
 }
 
@@ -613,10 +615,19 @@ mod tests {
 
     #[test]
     fn jitter_bounds() {
-        for _ in 0..100 {
-            let d = jittered(Duration::from_secs(2));
-            assert!(d >= Duration::from_secs(2) && d < Duration::from_millis(2400));
-        }
+        // client-go's wait.Jitter(2 s, 1.2): from 2 s up to (not including) 4.4 s, and spread
+        // over that range rather than bunched in its first fifth.
+        let waits: Vec<Duration> = (0..200).map(|_| jittered(Duration::from_secs(2))).collect();
+        assert!(
+            waits
+                .iter()
+                .all(|d| *d >= Duration::from_secs(2) && *d < Duration::from_millis(4400)),
+            "{waits:?}"
+        );
+        assert!(
+            waits.iter().any(|d| *d > Duration::from_millis(3200)),
+            "{waits:?}"
+        );
     }
 
     #[tokio::test]

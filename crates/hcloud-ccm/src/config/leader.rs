@@ -3,8 +3,10 @@
 use super::checker::Checker;
 use super::{Args, GoDuration, LeaderElectionSettings};
 
-/// Go's `RetryPeriod * JitterFactor` bound for the renew deadline (client-go's JitterFactor).
-const LEADER_ELECTION_JITTER: f64 = 1.2;
+/// client-go's leader election `JitterFactor`: a candidate waits between one and
+/// `1 + JitterFactor` retry periods between its attempts, and the renew deadline must exceed
+/// `JitterFactor` retry periods.
+pub(crate) const LEADER_ELECTION_JITTER: f64 = 1.2;
 
 impl Args {
     pub(super) fn check_leader_election(&self, c: &mut Checker) -> LeaderElectionSettings {

@@ -15,6 +15,7 @@ mod feature_gates;
 mod hcloud;
 mod kube;
 mod leader;
+pub(crate) use leader::LEADER_ELECTION_JITTER;
 mod load_balancers;
 mod robot;
 mod routes;

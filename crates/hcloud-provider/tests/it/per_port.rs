@@ -175,7 +175,11 @@ async fn a_missing_per_port_certificate_fails_naming_the_annotations_that_name_i
     env.uploaded_certificate("shop-cert").await;
     let lbs = env.lbs_with(located(), false).await;
     let svc = service(
-        &[(443, "TCP", 30443), (8443, "TCP", 38443), (9443, "TCP", 39443)],
+        &[
+            (443, "TCP", 30443),
+            (8443, "TCP", 38443),
+            (9443, "TCP", 39443),
+        ],
         &[
             ("port-443.protocol", "https"),
             ("port-8443.protocol", "https"),
