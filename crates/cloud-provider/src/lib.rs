@@ -63,6 +63,7 @@ pub mod provider;
 pub mod route;
 pub mod runtime;
 pub mod service;
+pub mod token_bucket;
 pub mod well_known;
 pub mod workqueue;
 
@@ -80,17 +81,7 @@ pub(crate) fn jittered(base: std::time::Duration) -> std::time::Duration {
     base + base.mul_f64(rand::rng().random_range(0.0..1.0))
 }
 
-/// A token bucket's level `elapsed` after it held `tokens`: refilled at `per_second`, at most
-/// `burst` (client-go's `rate.Limiter`, which the work queue's retry bucket and the event spam
-/// filter both follow).
-pub(crate) fn refilled(
-    tokens: f64,
-    elapsed: std::time::Duration,
-    per_second: f64,
-    burst: f64,
-) -> f64 {
-    (tokens + elapsed.as_secs_f64() * per_second).min(burst)
-}
+pub(crate) use token_bucket::refilled;
 
 /// Lock `mutex`, also when a panic poisoned it: every lock of this crate guards plain
 /// bookkeeping that stays consistent between statements.

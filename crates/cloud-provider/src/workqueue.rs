@@ -21,6 +21,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::token_bucket::TokenBucket;
+
 /// The longest delay a key can be queued with (one day).
 const MAX_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -68,35 +70,8 @@ impl Backoff {
 /// client-go's overall retry limiter, combined with the per-item backoff (the longer delay
 /// wins): 10 retries per second with a burst of 100, so a mass failure (every Node failing at
 /// once) cannot turn into a retry storm against the cloud.
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-const BUCKET_PER_SECOND: f64 = 10.0;
-const BUCKET_BURST: f64 = 100.0;
-
-impl Bucket {
-    fn new(now: Instant) -> Self {
-        Self {
-            tokens: BUCKET_BURST,
-            at: now,
-        }
-    }
-
-    /// Take a token (possibly one not yet refilled) and return how long to wait for it.
-    fn reserve(&mut self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.at);
-        self.tokens = crate::refilled(self.tokens, elapsed, BUCKET_PER_SECOND, BUCKET_BURST);
-        self.at = now;
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / BUCKET_PER_SECOND)
-        }
-    }
+fn overall_bucket(now: Instant) -> TokenBucket {
+    TokenBucket::full(10.0, 100.0, now)
 }
 
 /// Label set `{name}` of the work-queue series (the queue's name).
@@ -270,7 +245,7 @@ struct State<K> {
     processing: HashSet<K>,
     waiting: HashMap<K, Instant>,
     failures: HashMap<K, u32>,
-    bucket: Bucket,
+    bucket: TokenBucket,
     shut_down: bool,
     /// With metrics: when each dirty key was added, and when each processed key was handed out.
     added_at: HashMap<K, Instant>,
@@ -296,7 +271,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 processing: HashSet::new(),
                 waiting: HashMap::new(),
                 failures: HashMap::new(),
-                bucket: Bucket::new(Instant::now()),
+                bucket: overall_bucket(Instant::now()),
                 shut_down: false,
                 added_at: HashMap::new(),
                 started_at: HashMap::new(),
@@ -507,7 +482,7 @@ mod tests {
     #[test]
     fn the_overall_bucket_allows_a_burst_of_100_then_10_per_second() {
         let start = Instant::now();
-        let mut bucket = Bucket::new(start);
+        let mut bucket = overall_bucket(start);
         for i in 0..100 {
             assert_eq!(
                 bucket.reserve(start),

@@ -8,10 +8,10 @@
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use std::future::Future;
 
+use cloud_provider::token_bucket::TokenBucket;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -312,43 +312,11 @@ where
     }
 }
 
-/// client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter`): starts full with
-/// `burst` tokens and gains `qps` per second. A request takes one token; when none is left it
-/// reserves the next one and waits for it, so waiting requests are served in order.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl TokenBucket {
-    /// A full bucket.
-    pub fn new(limit: KubeRateLimit, now: Instant) -> Self {
-        let burst = f64::from(limit.burst.max(1));
-        Self {
-            qps: limit.qps,
-            burst,
-            tokens: burst,
-            last: now,
-        }
-    }
-
-    /// Takes a token at `now`; returns how long the caller must wait before using it.
-    pub fn reserve(&mut self, now: Instant) -> Duration {
-        if now > self.last {
-            let refill = now.duration_since(self.last).as_secs_f64() * self.qps;
-            self.tokens = (self.tokens + refill).min(self.burst);
-            self.last = now;
-        }
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.qps)
-        }
-    }
+/// client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter`) for `limit`: starts full
+/// with `burst` tokens and gains `qps` per second; a request takes one token or waits for the
+/// next one, in order.
+fn token_bucket(limit: KubeRateLimit, now: Instant) -> TokenBucket {
+    TokenBucket::full(limit.qps, f64::from(limit.burst), now)
 }
 
 /// Tower layer putting a [`TokenBucket`] in front of the Kubernetes client's HTTP stack. Every
@@ -363,7 +331,7 @@ impl RateLimitLayer {
     /// A layer sharing one full bucket among the services it wraps.
     pub fn new(limit: KubeRateLimit) -> Self {
         Self {
-            bucket: Arc::new(Mutex::new(TokenBucket::new(limit, Instant::now()))),
+            bucket: Arc::new(Mutex::new(token_bucket(limit, Instant::now()))),
         }
     }
 }
@@ -441,43 +409,11 @@ mod tests {
     use super::*;
     use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
     use tower::Layer as _;
 
     fn limit(qps: f64, burst: u32) -> KubeRateLimit {
         KubeRateLimit { qps, burst }
-    }
-
-    #[test]
-    fn bucket_allows_the_burst_then_one_request_per_token() {
-        let start = Instant::now();
-        let mut bucket = TokenBucket::new(limit(20.0, 3), start);
-        let waits: Vec<Duration> = (0..5).map(|_| bucket.reserve(start)).collect();
-        assert_eq!(waits[..3], [Duration::ZERO; 3], "the burst passes at once");
-        assert_eq!(waits[3], Duration::from_millis(50));
-        assert_eq!(
-            waits[4],
-            Duration::from_millis(100),
-            "reservations queue up"
-        );
-
-        // After a quiet second the bucket is full again, never fuller than the burst.
-        let later = start + Duration::from_secs(10);
-        let waits: Vec<Duration> = (0..4).map(|_| bucket.reserve(later)).collect();
-        assert_eq!(waits[..3], [Duration::ZERO; 3]);
-        assert_eq!(waits[3], Duration::from_millis(50));
-    }
-
-    #[test]
-    fn bucket_refills_at_qps() {
-        let start = Instant::now();
-        let mut bucket = TokenBucket::new(limit(2.0, 1), start);
-        assert_eq!(bucket.reserve(start), Duration::ZERO);
-        assert_eq!(bucket.reserve(start), Duration::from_millis(500));
-        // The reserved token is used; the next one comes 500 ms later.
-        let t = start + Duration::from_millis(500);
-        assert_eq!(bucket.reserve(t), Duration::from_millis(500));
-        let t = start + Duration::from_secs(2);
-        assert_eq!(bucket.reserve(t), Duration::ZERO);
     }
 
     /// Clients from `KubeClients` put the limit in front of every request, each with its own
