@@ -179,6 +179,10 @@ async fn connect_and_check(
     let provider = connect(client, config, robot).await?;
     if let (Some(network), Some(network_id)) = (&settings.network, provider.network_id()) {
         if settings.network_attached_check {
+            // Counted per check, as upstream counts each call of its check.
+            provider
+                .operations()
+                .count(hcloud_provider::metrics::op::cloud::SERVER_IS_ATTACHED_TO_NETWORK);
             metadata::check_attached(&settings.metadata_endpoint, network, network_id).await?;
         } else {
             tracing::info!(

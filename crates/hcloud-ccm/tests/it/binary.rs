@@ -338,6 +338,22 @@ async fn transient_failures_at_start_are_retried_until_they_pass() {
     assert!(red > 0, "never seen red while the faults lasted");
     assert!(sim.admin().faults().await.unwrap().is_empty());
     assert_eq!(status("/healthz").await, Some(200));
+    // The provider that started counts its start and its attached-network check once each.
+    let metrics = http
+        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for op in ["hcloud/newCloud", "serverIsAttachedToNetwork"] {
+        let series = format!("cloud_controller_manager_operations_total{{op=\"{op}\"}} 1");
+        assert!(
+            metrics.lines().any(|l| l == series),
+            "{series} in:\n{metrics}"
+        );
+    }
     let (exit, log) = terminate(&mut child, Duration::from_secs(30)).await;
     assert!(exit.success(), "{exit:?}: {log}");
     let attempts = log
