@@ -374,7 +374,13 @@ impl Desired {
                         "Node could not be added to Load Balancer for service {svc_name} because the provider ID does not match any known format"
                     ),
                 )),
-                Err(err) => notices.push(Notice::log(format!("node {node_name}: {err}"))),
+                Err(err) => notices.push(Notice::warn_node(
+                    &node_name,
+                    reasons::INVALID_PROVIDER_ID,
+                    format!(
+                        "Node could not be added to Load Balancer for service {svc_name}: spec.{err}"
+                    ),
+                )),
             }
         }
 
@@ -1376,6 +1382,35 @@ mod tests {
                 .iter()
                 .any(|n| n.reason == Some(reasons::LOAD_BALANCER_TYPE_UNCONFIGURED))
         );
+    }
+
+    #[test]
+    fn a_hetzner_providerid_without_a_valid_id_warns_on_its_node_and_spares_the_others() {
+        let svc = service(&[(80, "TCP", Some(30080))]);
+        let nodes = [
+            node("good", "hcloud://1", &[]),
+            node("bad", "hcloud://abc", &[]),
+            node("empty-robot", "hrobot://", &[]),
+        ];
+        let p = desired_of(&svc, &[(keys::TYPE, "lb11")], &nodes);
+        assert_eq!(p.targets.len(), 1, "{:?}", p.targets);
+        assert_eq!(p.targets[0].node, "good");
+        let warned: Vec<_> = p
+            .notices
+            .iter()
+            .filter(|n| n.reason == Some(reasons::INVALID_PROVIDER_ID))
+            .map(|n| (n.subject.clone(), n.message.as_str()))
+            .collect();
+        assert_eq!(warned.len(), 2, "{:?}", p.notices);
+        assert_eq!(warned[0].0, Subject::Node("bad".into()));
+        assert!(
+            warned[0].1.starts_with(
+                "Node could not be added to Load Balancer for service web: spec.providerID \"hcloud://abc\" is not a Hetzner providerID"
+            ),
+            "{}",
+            warned[0].1
+        );
+        assert_eq!(warned[1].0, Subject::Node("empty-robot".into()));
     }
 
     #[test]

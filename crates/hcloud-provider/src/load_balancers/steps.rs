@@ -311,6 +311,10 @@ pub mod reasons {
     pub const LOAD_BALANCER_TYPE_DEPRECATED: &str = "LoadBalancerTypeDeprecated";
     /// A node's providerID has no known prefix.
     pub const UNKNOWN_PROVIDER_ID_PREFIX: &str = "UnknownProviderIDPrefix";
+    /// This CCM only (a safer divergence): a Node's providerID has a Hetzner prefix but no
+    /// valid ID; the Node is left out of the targets (the official CCM fails the whole target
+    /// update, for every Node).
+    pub const INVALID_PROVIDER_ID: &str = "InvalidProviderID";
     /// This CCM only (a safer divergence): a load balancer with the Service's name belongs to
     /// another Service and is not taken over.
     pub const LOAD_BALANCER_OWNED_BY_OTHER_SERVICE: &str = "LoadBalancerOwnedByOtherService";
