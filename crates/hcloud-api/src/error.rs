@@ -188,8 +188,6 @@ pub struct ApiError {
     pub message: String,
     /// Details (field errors for `invalid_input`, the raw JSON for anything else).
     pub details: ErrorDetails,
-    /// Correlation ID of the request, when the API sent one.
-    pub correlation_id: Option<String>,
     /// HTTP method of the request.
     pub method: String,
     /// Path of the request, relative to the endpoint, without query.
@@ -349,8 +347,6 @@ struct EnvelopeError {
     message: String,
     #[serde(default)]
     details: Option<serde_json::Value>,
-    #[serde(default)]
-    correlation_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -377,7 +373,6 @@ impl ApiError {
                     code: ErrorCode::from(envelope.error.code),
                     message: envelope.error.message,
                     details: ErrorDetails { fields, raw },
-                    correlation_id: envelope.error.correlation_id,
                     method: method.to_owned(),
                     path: path.to_owned(),
                 }
@@ -390,7 +385,6 @@ impl ApiError {
                     code: ErrorCode::Unknown(String::new()),
                     message,
                     details: ErrorDetails::default(),
-                    correlation_id: None,
                     method: method.to_owned(),
                     path: path.to_owned(),
                 }

@@ -68,7 +68,6 @@ mod tests {
             code: ErrorCode::from(code),
             message: String::new(),
             details: ErrorDetails::default(),
-            correlation_id: None,
             method: "GET".into(),
             path: "/servers".into(),
         }

@@ -188,7 +188,6 @@ mod tests {
             code: hcloud_api::ErrorCode::from(code.to_owned()),
             message: "m".into(),
             details: hcloud_api::ErrorDetails::default(),
-            correlation_id: None,
             method: "POST".into(),
             path: "/load_balancers".into(),
         }))
