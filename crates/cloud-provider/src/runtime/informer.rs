@@ -75,12 +75,11 @@ pub async fn next_change<T: Clone>(
     }
 }
 
-/// Where a watch stands: when it last made progress and, while it fails, since when and why.
-#[derive(Clone, Debug)]
+/// Where a watch stands: while it fails, since when and why.
+#[derive(Clone, Debug, Default)]
 pub struct WatchStatus {
-    /// Last successful event (list, watch event or re-list).
-    pub last_progress: Instant,
-    /// Set while every attempt since the last progress failed.
+    /// Set while every attempt since the last progress (a list, watch event or re-list)
+    /// failed.
     pub failing: Option<WatchFailure>,
 }
 
@@ -104,14 +103,11 @@ pub struct WatchProgress {
 }
 
 impl WatchProgress {
-    /// A watch called `name` (e.g. `nodes`), counted as progressing from now.
+    /// A watch called `name` (e.g. `nodes`), not failing.
     pub fn new(name: &str) -> Self {
         Self {
             name: name.into(),
-            status: Arc::new(Mutex::new(WatchStatus {
-                last_progress: Instant::now(),
-                failing: None,
-            })),
+            status: Arc::new(Mutex::new(WatchStatus::default())),
         }
     }
 
@@ -127,9 +123,7 @@ impl WatchProgress {
 
     /// Record progress (clears a failure).
     pub fn progressed(&self) {
-        let mut status = crate::lock(&self.status);
-        status.last_progress = Instant::now();
-        status.failing = None;
+        crate::lock(&self.status).failing = None;
     }
 
     /// Record a failed attempt.
