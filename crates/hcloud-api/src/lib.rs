@@ -121,6 +121,12 @@ impl Client {
         ActionsApi { client: self }
     }
 
+    /// How many action waits of this client (and its clones) are under way. The polls are
+    /// made by the waits themselves, so with none left nothing polls.
+    pub fn action_waits(&self) -> usize {
+        self.action_batch.waiters()
+    }
+
     /// The metrics this client records into.
     pub fn metrics(&self) -> &Metrics {
         self.transport.metrics()
