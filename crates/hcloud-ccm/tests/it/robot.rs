@@ -167,12 +167,16 @@ async fn a_hybrid_cluster_is_initialised_and_follows_robot_power_and_removal() {
     let nodes = scope.nodes();
     let mut initialised = BTreeMap::new();
     for name in [&cloud, &dozing, &leaving] {
+        // Initialised: the taint is gone, and the addresses, written after it as upstream
+        // writes them, are in.
         let node = eventually(
             &format!("Node {name} initialised"),
             Duration::from_secs(30),
             || async {
                 let node = nodes.get(name).await.unwrap();
-                (!has_taint(&node, UNINITIALIZED_TAINT)).then_some(node)
+                (!has_taint(&node, UNINITIALIZED_TAINT)
+                    && !addresses(&node, "ExternalIP").is_empty())
+                .then_some(node)
             },
         )
         .await;
