@@ -172,14 +172,7 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let metrics = http
-        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&http, metrics_port).await;
     assert!(
         metrics.contains(&format!(
             "leader_election_master_status{{name=\"{lease_name}\"}} 1"
@@ -218,6 +211,17 @@ async fn starts_leads_serves_and_releases_the_lease_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None);
+}
+
+/// The exposition at `/metrics` of the plain-HTTP metrics port.
+async fn metrics_text(http: &reqwest::Client, metrics_port: u16) -> String {
+    http.get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
 }
 
 /// Runs the binary against a simulator until it exits (it must, within 30 s); returns the
@@ -339,14 +343,7 @@ async fn transient_failures_at_start_are_retried_until_they_pass() {
     assert!(sim.admin().faults().await.unwrap().is_empty());
     assert_eq!(status("/healthz").await, Some(200));
     // The provider that started counts its start and its attached-network check once each.
-    let metrics = http
-        .get(format!("http://127.0.0.1:{metrics_port}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&http, metrics_port).await;
     for op in ["hcloud/newCloud", "serverIsAttachedToNetwork"] {
         let series = format!("cloud_controller_manager_operations_total{{op=\"{op}\"}} 1");
         assert!(
