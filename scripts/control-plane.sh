@@ -1,108 +1,73 @@
 #!/usr/bin/env bash
-# Installs etcd and builds kube-apiserver from Debian's kubernetes source package,
-# caching the binary outside the repository under a versioned path.
+# Builds the test control plane from Go modules and caches it outside the repository, by version:
+# kube-apiserver, kube-controller-manager and kubectl from the wrapper module tools/kubernetes
+# (k8s.io/kubernetes at the version its go.mod requires), etcd from tools/etcd. Both modules and
+# their go.sum are committed, so the go command fetches exactly those versions from the module
+# proxy. Needs Go 1.21 or newer on PATH (the go.mod files ask for 1.26; an older go fetches that
+# toolchain from the proxy by itself).
 #
-# Usage: scripts/control-plane.sh            # ensure binaries, print their directory on the last line
-#        scripts/control-plane.sh --print-dir
+# Usage: scripts/control-plane.sh                  # ensure the binaries; print their directory
+#        scripts/control-plane.sh --print-dir      # the directory only, building nothing
+#        KUBERNETES_MODULE=tools/kubernetes-oldest scripts/control-plane.sh
+#                                                  # the oldest supported Kubernetes instead
 #
-# Idempotent: when the cached binary and etcd exist it does nothing.
+# The directory holds kube-apiserver, kube-controller-manager, kubectl and etcd. Idempotent: a
+# cached version is not built again.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-K8S_VERSION="${K8S_VERSION:-1.20.2}"
+MODULE="${KUBERNETES_MODULE:-tools/kubernetes}"
+K8S_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$MODULE/go.mod")"
+ETCD_VERSION="$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 }' tools/etcd/go.mod)"
 CACHE_ROOT="${HCLOUD_CCM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcloud-ccm-rs}"
-BIN_DIR="$CACHE_ROOT/kube-apiserver/$K8S_VERSION"
-SRC_DIR="$CACHE_ROOT/src/kubernetes-$K8S_VERSION"
-STEP="start"
+BIN_DIR="$CACHE_ROOT/kubernetes/$K8S_VERSION"
+ETCD_DIR="$CACHE_ROOT/etcd/$ETCD_VERSION"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
-fail() { log "FAILED at step '$STEP': $*"; exit 1; }
-trap 'fail "command exited with status $? (line $LINENO)"' ERR
-
-step() { STEP="$1"; log "step: $1"; }
+fail() { log "FAILED: $*"; exit 1; }
+[[ -n "$K8S_VERSION" ]] || fail "$MODULE/go.mod requires no k8s.io/kubernetes version"
+[[ -n "$ETCD_VERSION" ]] || fail "tools/etcd/go.mod requires no go.etcd.io/etcd/server/v3 version"
 
 if [[ "${1:-}" == "--print-dir" ]]; then
     echo "$BIN_DIR"
     exit 0
 fi
 
-SUDO=""
-if [[ "$(id -u)" != "0" ]]; then SUDO="sudo"; fi
+command -v go >/dev/null 2>&1 || fail "no go on PATH: install Go 1.21 or newer (the go.mod files ask for 1.26)"
 
-APT_UPDATED=0
-apt_update_once() {
-    if [[ $APT_UPDATED == 0 ]]; then
-        $SUDO apt-get update -qq >&2
-        APT_UPDATED=1
-    fi
+# The version stamp kube-apiserver reports at /version (and kubectl version): without it a
+# module build reports v0.0.0-master with an empty major and minor.
+stamp() {
+    local v="${1#v}" major minor pkg=k8s.io/component-base/version
+    major="${v%%.*}"
+    minor="${v#*.}"
+    minor="${minor%%.*}"
+    printf -- '-s -w -X %s.gitMajor=%s -X %s.gitMinor=%s -X %s.gitVersion=%s -X %s.gitTreeState=clean -X %s.buildDate=1970-01-01T00:00:00Z' \
+        "$pkg" "$major" "$pkg" "$minor" "$pkg" "$1" "$pkg" "$pkg"
 }
 
-need_pkgs=()
-command -v etcd >/dev/null 2>&1 || need_pkgs+=(etcd-server)
-command -v rsync >/dev/null 2>&1 || need_pkgs+=(rsync)
-command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
-command -v kubectl >/dev/null 2>&1 || need_pkgs+=(kubernetes-client)
-if [[ ! -x "$BIN_DIR/kube-apiserver" ]]; then
-    command -v go >/dev/null 2>&1 || need_pkgs+=(golang-go)
-    command -v make >/dev/null 2>&1 || need_pkgs+=(make)
+if [[ ! -x "$BIN_DIR/kube-apiserver" || ! -x "$BIN_DIR/kube-controller-manager" || ! -x "$BIN_DIR/kubectl" ]]; then
+    log "building kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from $MODULE (the first time: about 15 minutes on 2 cores)"
+    mkdir -p "$BIN_DIR"
+    work="$(mktemp -d "$BIN_DIR/build.XXXXXX")"
+    (cd "$MODULE" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp "$K8S_VERSION")" -o "$work/" \
+        k8s.io/kubernetes/cmd/kube-apiserver \
+        k8s.io/kubernetes/cmd/kube-controller-manager \
+        k8s.io/kubernetes/cmd/kubectl) >&2
+    for binary in kube-apiserver kube-controller-manager kubectl; do
+        mv "$work/$binary" "$BIN_DIR/$binary"
+    done
+    rmdir "$work"
 fi
 
-if ((${#need_pkgs[@]})); then
-    step "install packages: ${need_pkgs[*]}"
-    apt_update_once
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >&2
+if [[ ! -x "$ETCD_DIR/etcd" ]]; then
+    log "building etcd $ETCD_VERSION from tools/etcd"
+    mkdir -p "$ETCD_DIR"
+    (cd tools/etcd && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ETCD_DIR/etcd.tmp" go.etcd.io/etcd/server/v3) >&2
+    mv "$ETCD_DIR/etcd.tmp" "$ETCD_DIR/etcd"
 fi
+# One directory for the harness: etcd beside the Kubernetes binaries.
+ln -sfn "$ETCD_DIR/etcd" "$BIN_DIR/etcd"
 
-if [[ -x "$BIN_DIR/kube-apiserver" ]]; then
-    log "kube-apiserver $K8S_VERSION cached at $BIN_DIR"
-    echo "$BIN_DIR"
-    exit 0
-fi
-
-step "enable Debian source packages"
-sources_changed=0
-for f in /etc/apt/sources.list.d/*.sources; do
-    [[ -f "$f" ]] || continue
-    if grep -qE '^Types: deb$' "$f"; then
-        $SUDO sed -i -E 's/^Types: deb$/Types: deb deb-src/' "$f"
-        sources_changed=1
-    fi
-done
-if [[ -f /etc/apt/sources.list ]] && grep -qE '^deb ' /etc/apt/sources.list && ! grep -qE '^deb-src ' /etc/apt/sources.list; then
-    $SUDO sed -i -E 's/^deb (.*)$/deb \1\ndeb-src \1/' /etc/apt/sources.list
-    sources_changed=1
-fi
-if [[ $sources_changed == 1 ]]; then APT_UPDATED=0; fi
-
-step "fetch kubernetes source package"
-mkdir -p "$CACHE_ROOT/src"
-if [[ ! -d "$SRC_DIR" ]]; then
-    apt_update_once
-    work="$(mktemp -d "$CACHE_ROOT/src/fetch.XXXXXX")"
-    (cd "$work" && apt-get source -qq "kubernetes" >&2)
-    found="$(find "$work" -maxdepth 1 -mindepth 1 -type d -name 'kubernetes-*' | head -n1)"
-    [[ -n "$found" ]] || fail "apt-get source produced no kubernetes-* directory"
-    got="$(basename "$found")"; got="${got#kubernetes-}"
-    # Debian versions a re-packaged upstream release as e.g. "1.20.5+really1.20.2".
-    if [[ "$got" == *+really* ]]; then got="${got##*+really}"; fi
-    if [[ "$got" != "$K8S_VERSION" ]]; then
-        fail "source package is kubernetes $got, expected $K8S_VERSION (set K8S_VERSION to override)"
-    fi
-    mv "$found" "$SRC_DIR"
-    rm -rf "$work"
-fi
-
-step "build kube-apiserver $K8S_VERSION (takes ~9 minutes on 2 cores the first time)"
-cd "$SRC_DIR"
-mkdir -p .go/src/k8s.io
-[[ -e .go/src/k8s.io/kubernetes ]] || ln -s ../../.. .go/src/k8s.io/kubernetes
-GOPATH="$PWD/.go" CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
-built="$SRC_DIR/_output/local/bin/linux/amd64/kube-apiserver"
-[[ -x "$built" ]] || fail "build finished but $built is missing"
-
-step "cache binary"
-mkdir -p "$BIN_DIR"
-cp "$built" "$BIN_DIR/kube-apiserver.tmp"
-mv "$BIN_DIR/kube-apiserver.tmp" "$BIN_DIR/kube-apiserver"
-"$BIN_DIR/kube-apiserver" --version >&2 || true
-log "kube-apiserver $K8S_VERSION cached at $BIN_DIR"
+log "$("$BIN_DIR/kube-apiserver" --version), etcd $ETCD_VERSION: $BIN_DIR"
 echo "$BIN_DIR"

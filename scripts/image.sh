@@ -8,6 +8,7 @@
 # written in a fixed order with fixed owners and modes.
 #
 # Usage: scripts/image.sh          # build; prints the archive's path on the last line
+#        scripts/image.sh --install-tools   # only install the tools it runs (see below)
 #        TARGET=aarch64-unknown-linux-gnu scripts/image.sh   # arm64 (see docs/deploy.md)
 #
 # HCLOUD_CCM_IMAGE_PROFILE selects the cargo profile of the binary: `release` (the default, and
@@ -50,6 +51,23 @@ OUT=target/image
 CYCLONEDX_VERSION=0.5.9
 CACHE_ROOT="${HCLOUD_CCM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcloud-ccm-rs}"
 CYCLONEDX_ROOT="$CACHE_ROOT/tools/cargo-cyclonedx/$CYCLONEDX_VERSION"
+
+# The tools this script runs, installed before any flag of the image build is set, and with
+# none of the caller's build flags either: a tool is built for this machine, as a normal
+# `cargo install` (RUSTFLAGS=+crt-static, for one, cannot build its proc-macros).
+# `scripts/image.sh --install-tools` does only this and prints the SBOM tool's path; the image
+# test proves that a RUSTFLAGS set by the caller does not reach the install.
+if [[ ! -x "$CYCLONEDX_ROOT/bin/cargo-cyclonedx" ]]; then
+    log "installing cargo-cyclonedx $CYCLONEDX_VERSION (once, into $CYCLONEDX_ROOT)"
+    env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u CARGO_BUILD_RUSTFLAGS -u CARGO_TARGET_DIR \
+        -u CARGO_BUILD_TARGET -u CARGO_PROFILE_RELEASE_LTO \
+        cargo install --quiet --locked --root "$CYCLONEDX_ROOT" cargo-cyclonedx --version "$CYCLONEDX_VERSION" >&2
+fi
+if [[ "${1:-}" == "--install-tools" ]]; then
+    echo "$CYCLONEDX_ROOT/bin/cargo-cyclonedx"
+    exit 0
+fi
+
 # buildah's own storage, private to this build (vfs: works without overlay support).
 BUILDAH=(buildah --root "$PWD/$OUT/storage" --runroot "$PWD/$OUT/run" --storage-driver vfs)
 
@@ -90,13 +108,13 @@ fi
 # same wherever it is built.
 STATIC_TARGET="${CARGO_TARGET_DIR:-target}/static"
 CARGO_HOME_DIR="${CARGO_HOME:-$HOME/.cargo}"
-RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$PWD=/hcloud-ccm-rs --remap-path-prefix=$CARGO_HOME_DIR=/cargo"
-export RUSTFLAGS
+# Given to this one build, not exported: nothing else this script runs sees them.
+STATIC_RUSTFLAGS="-C target-feature=+crt-static --remap-path-prefix=$PWD=/hcloud-ccm-rs --remap-path-prefix=$CARGO_HOME_DIR=/cargo"
 if [[ "$ARCH" == arm64 ]]; then
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 fi
 log "building the static $PROFILE binary for $TARGET ($STATIC_TARGET, commit $REVISION)"
-HCLOUD_CCM_COMMIT="$REVISION" SOURCE_DATE_EPOCH="$EPOCH" CARGO_TARGET_DIR="$STATIC_TARGET" \
+RUSTFLAGS="$STATIC_RUSTFLAGS" HCLOUD_CCM_COMMIT="$REVISION" SOURCE_DATE_EPOCH="$EPOCH" CARGO_TARGET_DIR="$STATIC_TARGET" \
     cargo build --profile "$PROFILE" --locked -p hcloud-ccm --bin hcloud-ccm --target "$TARGET" >&2
 BIN="$STATIC_TARGET/$TARGET/$PROFILE/hcloud-ccm"
 if ! file "$BIN" 2>/dev/null | grep -q 'statically linked' &&
@@ -154,10 +172,6 @@ echo "$DIGEST" >"$OUT/$NAME.digest"
 
 # The SBOM: every crate compiled into the binary (normal dependencies of hcloud-ccm for the
 # target), with versions and licences, CycloneDX JSON.
-if [[ ! -x "$CYCLONEDX_ROOT/bin/cargo-cyclonedx" ]]; then
-    log "installing cargo-cyclonedx $CYCLONEDX_VERSION (once, into $CYCLONEDX_ROOT)"
-    cargo install --quiet --locked --root "$CYCLONEDX_ROOT" cargo-cyclonedx --version "$CYCLONEDX_VERSION" >&2
-fi
 # The tool writes one file beside each workspace member's Cargo.toml; the binary's is kept.
 SBOM_FILE=image-sbom-$ARCH
 "$CYCLONEDX_ROOT/bin/cargo-cyclonedx" cyclonedx --manifest-path crates/hcloud-ccm/Cargo.toml \

@@ -424,3 +424,68 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
     assert!(child.try_wait().unwrap().is_none(), "exited:\n{output}");
     child.kill().await.unwrap();
 }
+
+/// The image script installs the tools it runs (the SBOM generator) with none of the build
+/// flags of the image or of its caller: a `cargo install` under `RUSTFLAGS=-C
+/// target-feature=+crt-static` cannot build the tool's proc-macros, which once failed the test
+/// command on every machine that had not installed the tool before. A stand-in `cargo` records
+/// how it was called, from an empty cache.
+#[test]
+fn the_image_tools_install_without_the_callers_build_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake_bin = dir.path().join("bin");
+    std::fs::create_dir(&fake_bin).unwrap();
+    let record = dir.path().join("cargo-calls");
+    let cargo = fake_bin.join("cargo");
+    std::fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\n\
+             echo \"args=$*\" >>'{record}'\n\
+             echo \"RUSTFLAGS=${{RUSTFLAGS-unset}} CARGO_ENCODED_RUSTFLAGS=${{CARGO_ENCODED_RUSTFLAGS-unset}} CARGO_TARGET_DIR=${{CARGO_TARGET_DIR-unset}}\" >>'{record}'\n\
+             root=''; while [ $# -gt 0 ]; do if [ \"$1\" = --root ]; then root=$2; fi; shift; done\n\
+             mkdir -p \"$root/bin\" && printf '#!/bin/sh\\n' >\"$root/bin/cargo-cyclonedx\" && chmod +x \"$root/bin/cargo-cyclonedx\"\n",
+            record = record.display()
+        ),
+    )
+    .unwrap();
+    let status = Command::new("chmod")
+        .arg("+x")
+        .arg(&cargo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let cache = dir.path().join("cache");
+    let path = format!(
+        "{}:{}",
+        fake_bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(repo().join("scripts/image.sh"))
+        .arg("--install-tools")
+        .env("PATH", path)
+        .env("HCLOUD_CCM_CACHE", &cache)
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+crt-static")
+        .env("CARGO_TARGET_DIR", dir.path().join("elsewhere"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "scripts/image.sh --install-tools failed:\n{stderr}"
+    );
+    let calls = std::fs::read_to_string(&record).unwrap();
+    assert!(
+        calls.contains("args=install --quiet --locked --root")
+            && calls.contains("cargo-cyclonedx --version"),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("RUSTFLAGS=unset CARGO_ENCODED_RUSTFLAGS=unset CARGO_TARGET_DIR=unset"),
+        "the install saw the caller's build flags: {calls}"
+    );
+    let tool = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(tool.starts_with(&cache.display().to_string()), "{tool}");
+    assert!(Path::new(&tool).is_file(), "{tool}");
+}

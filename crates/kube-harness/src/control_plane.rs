@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -30,6 +30,17 @@ const START_ATTEMPTS: usize = 3;
 
 /// Environment variable naming the start log (see the crate documentation).
 pub const START_LOG_ENV: &str = "KUBE_HARNESS_START_LOG";
+
+/// How a control plane starts, beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Extra kube-apiserver arguments (a later one overrides a default of the same flag).
+    pub apiserver_args: Vec<String>,
+    /// Run kube-controller-manager's node IPAM (`--allocate-node-cidrs`) with this cluster CIDR
+    /// (one, or an IPv4 and an IPv6 one separated by a comma): every Node gets a pod CIDR of each
+    /// (`/24` for IPv4, `/64` for IPv6) shortly after it registers, as in a real cluster.
+    pub node_ipam_cluster_cidr: Option<String>,
+}
 
 /// A running, private Kubernetes control plane (etcd + kube-apiserver, RBAC on).
 ///
@@ -51,15 +62,15 @@ impl ControlPlane {
     /// Start a private control plane and wait until `/readyz` answers `ok` and the
     /// `kube-system` and `default` namespaces exist.
     pub async fn start() -> Result<ControlPlane, Error> {
-        Self::start_with_args(&[]).await
+        Self::start_with(&Options::default()).await
     }
 
-    /// [`ControlPlane::start`] with extra kube-apiserver arguments (e.g.
-    /// `--feature-gates=IPv6DualStack=true`).
-    pub async fn start_with_args(apiserver_args: &[&str]) -> Result<ControlPlane, Error> {
+    /// [`ControlPlane::start`] with [`Options`]: extra kube-apiserver arguments, a
+    /// kube-controller-manager for node IPAM.
+    pub async fn start_with(options: &Options) -> Result<ControlPlane, Error> {
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
-            let plane = Self::spawn(apiserver_args)?;
+            let plane = Self::spawn(options)?;
             match plane.wait_ready().await {
                 Ok(()) => return Ok(plane),
                 // A port taken between picking and binding is the only retryable failure.
@@ -75,41 +86,38 @@ impl ControlPlane {
     /// Safe to call from any thread or async runtime; build clients with
     /// [`ControlPlane::client`] inside each test's own runtime.
     pub fn shared() -> Result<&'static ControlPlane, Error> {
-        Self::shared_with_args(Vec::new)
+        Self::shared_with(Options::default)
     }
 
-    /// [`ControlPlane::shared`] started with extra kube-apiserver arguments, for a test binary
-    /// whose tests all need them (e.g. dual-stack Nodes): one binary, one control plane. The
-    /// first call of the binary starts it with `args()`; later calls (of either function) get
-    /// that same control plane, so every caller of one binary must ask for the same arguments.
-    pub fn shared_with_args(
-        args: impl FnOnce() -> Vec<String>,
-    ) -> Result<&'static ControlPlane, Error> {
-        let result = SHARED.get_or_init(|| {
-            let args = args();
-            let start = move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("could not build a runtime: {e}"))?;
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                runtime
-                    .block_on(ControlPlane::start_with_args(&args))
-                    .map_err(|e| e.to_string())
-            };
-            std::thread::Builder::new()
-                .name("kube-harness-shared".to_owned())
-                .spawn(start)
-                .map_err(|e| format!("could not start a thread: {e}"))
-                .and_then(|thread| {
-                    thread
-                        .join()
-                        .unwrap_or_else(|_| Err("the start thread panicked".to_owned()))
-                })
-        });
+    /// [`ControlPlane::shared`] started with [`Options`], for a test binary whose tests all need
+    /// them (e.g. an audit policy of their own): one binary, one control plane. The first call
+    /// of the binary starts it with `options()`; later calls (of either function) get that same
+    /// control plane, so every caller of one binary must ask for the same options.
+    pub fn shared_with(options: impl FnOnce() -> Options) -> Result<&'static ControlPlane, Error> {
+        let result =
+            SHARED.get_or_init(|| Self::start_blocking(options()).map_err(|e| e.to_string()));
         result
             .as_ref()
             .map_err(|msg| Error::SharedFailed(msg.clone()))
+    }
+
+    /// [`ControlPlane::start_with`] from synchronous code, on a thread and runtime of its own
+    /// (named `kube-harness-shared` in the start log): for a plane a test binary keeps in a
+    /// static of its own, beside [`ControlPlane::shared`].
+    pub fn start_blocking(options: Options) -> Result<ControlPlane, Error> {
+        let start = move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(Error::io("build a runtime"))?;
+            runtime.block_on(ControlPlane::start_with(&options))
+        };
+        std::thread::Builder::new()
+            .name("kube-harness-shared".to_owned())
+            .spawn(start)
+            .map_err(Error::io("start a thread"))?
+            .join()
+            .unwrap_or_else(|_| Err(Error::SharedFailed("the start thread panicked".to_owned())))
     }
 
     /// `https://127.0.0.1:PORT`
@@ -140,11 +148,7 @@ impl ControlPlane {
 
     /// A self-contained kubeconfig with cluster-admin (`system:masters`) credentials.
     pub fn kubeconfig_yaml(&self) -> String {
-        self.kubeconfig_with_user(&format!(
-            "client-certificate-data: {}\n    client-key-data: {}",
-            b64(&self.admin_cert_pem),
-            b64(&self.admin_key_pem)
-        ))
+        self.kubeconfig_with_user(&admin_user(&self.admin_cert_pem, &self.admin_key_pem))
     }
 
     /// Write [`Self::kubeconfig_yaml`] to `path`.
@@ -195,36 +199,34 @@ impl ControlPlane {
                 ))(e));
             }
         }
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                expiration_seconds: Some(3600),
-                ..TokenRequestSpec::default()
-            },
-            ..TokenRequest::default()
-        };
+        // Through JSON: the Rust types of TokenRequest differ between Kubernetes versions (the
+        // spec and the token became optional in 1.36), and this builds for both.
+        let request: TokenRequest =
+            serde_json::from_value(serde_json::json!({"spec": {"expirationSeconds": 3600}}))
+                .map_err(|e| Error::Kubeconfig(format!("a TokenRequest: {e}")))?;
         let issued = accounts
             .create_token_request(name, &PostParams::default(), &request)
             .await
             .map_err(Error::kube(format!(
                 "requesting a token for {namespace}/{name}"
             )))?;
-        issued
-            .status
-            .map(|s| s.token)
-            .ok_or_else(|| Error::Kubeconfig("TokenRequest returned no status".into()))
+        serde_json::to_value(&issued)
+            .ok()
+            .and_then(|issued| issued["status"]["token"].as_str().map(str::to_owned))
+            .ok_or_else(|| Error::Kubeconfig("TokenRequest returned no token".into()))
     }
 
     fn kubeconfig_with_user(&self, user: &str) -> String {
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: harness-user\n  user:\n    {user}\ncontexts:\n- name: harness\n  context:\n    cluster: harness\n    user: harness-user\n    namespace: default\ncurrent-context: harness\n",
-            server = self.server_url,
-            ca = b64(&self.ca_pem),
-        )
+        kubeconfig(&self.server_url, &self.ca_pem, user)
     }
 
-    fn spawn(extra_apiserver_args: &[&str]) -> Result<ControlPlane, Error> {
+    fn spawn(options: &Options) -> Result<ControlPlane, Error> {
         let apiserver = binaries::kube_apiserver()?;
         let etcd = binaries::etcd()?;
+        let controller_manager = match options.node_ipam_cluster_cidr {
+            Some(_) => Some(binaries::kube_controller_manager()?),
+            None => None,
+        };
         let dir = tempfile::Builder::new()
             .prefix("kube-harness-")
             .tempdir()
@@ -264,8 +266,10 @@ impl ControlPlane {
             format!("--etcd-servers=http://127.0.0.1:{etcd_client}"),
             "--bind-address=127.0.0.1".to_owned(),
             "--advertise-address=127.0.0.1".to_owned(),
+            // The `kubernetes` Service's endpoints may not name a loopback address; nothing
+            // in a test reaches the apiserver through that Service.
+            "--endpoint-reconciler-type=none".to_owned(),
             format!("--secure-port={secure}"),
-            "--insecure-port=0".to_owned(),
             format!("--cert-dir={}", d("certs")),
             format!("--tls-cert-file={}", d("apiserver.crt")),
             format!("--tls-private-key-file={}", d("apiserver.key")),
@@ -274,16 +278,45 @@ impl ControlPlane {
             format!("--service-account-key-file={}", d("sa.pub")),
             format!("--service-account-signing-key-file={}", d("sa.key")),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-            "--service-cluster-ip-range=10.96.0.0/16".to_owned(),
+            // Dual-stack, so that Services can ask for both families (spec.ipFamilyPolicy).
+            "--service-cluster-ip-range=10.96.0.0/16,fd00:10:96::/108".to_owned(),
             "--enable-priority-and-fairness=false".to_owned(),
             format!("--audit-policy-file={}", d("audit-policy.yaml")),
             format!("--audit-log-path={}", d("audit.log")),
             "--profiling=false".to_owned(),
-            "--logtostderr=true".to_owned(),
             "--v=0".to_owned(),
         ];
-        apiserver_args.extend(extra_apiserver_args.iter().map(|a| (*a).to_owned()));
+        apiserver_args.extend(options.apiserver_args.iter().cloned());
         let apiserver_cmd = command_line(&apiserver, &apiserver_args);
+        let server_url = format!("https://127.0.0.1:{secure}");
+        // kube-controller-manager with node IPAM only: it gives every Node without one a pod CIDR
+        // from the cluster CIDR, as in a cluster; it waits for the apiserver by itself.
+        let controller_manager_cmd = match (&controller_manager, &options.node_ipam_cluster_cidr) {
+            (Some(binary), Some(cidr)) => {
+                std::fs::write(
+                    dir.join("controller-manager.kubeconfig"),
+                    admin_kubeconfig(&server_url, &pki),
+                )
+                .map_err(Error::io("write the controller manager's kubeconfig"))?;
+                let args = [
+                    format!("--kubeconfig={}", d("controller-manager.kubeconfig")),
+                    "--controllers=nodeipam".to_owned(),
+                    "--allocate-node-cidrs=true".to_owned(),
+                    format!("--cluster-cidr={cidr}"),
+                    "--leader-elect=false".to_owned(),
+                    "--bind-address=127.0.0.1".to_owned(),
+                    format!("--secure-port={}", free_port()?),
+                    format!("--cert-dir={}", d("controller-manager-certs")),
+                    "--v=0".to_owned(),
+                ];
+                format!(
+                    "{} >'{dir}/kube-controller-manager.log' 2>&1 &\nkcm=$!\necho $kcm >'{dir}/kube-controller-manager.pid'\n",
+                    command_line(binary, &args),
+                    dir = dir.display(),
+                )
+            }
+            _ => "kcm=\n".to_owned(),
+        };
         let script = format!(
             "#!/bin/sh\n\
              # Supervises one test control plane; stops it when stdin closes.\n\
@@ -293,9 +326,10 @@ impl ControlPlane {
              api=$!\n\
              echo $api >'{dir}/kube-apiserver.pid'\n\
              echo $etcd >'{dir}/etcd.pid'\n\
+             {controller_manager_cmd}\
              cat >/dev/null\n\
-             kill -9 $api $etcd 2>/dev/null\n\
-             wait $api $etcd 2>/dev/null\n\
+             kill -9 $api $etcd $kcm 2>/dev/null\n\
+             wait $api $etcd $kcm 2>/dev/null\n\
              if [ -z \"${{KUBE_HARNESS_KEEP:-}}\" ]; then rm -rf '{dir}'; fi\n",
             dir = dir.display(),
         );
@@ -316,7 +350,7 @@ impl ControlPlane {
             supervisor,
             stdin,
             dir,
-            server_url: format!("https://127.0.0.1:{secure}"),
+            server_url,
             ca_pem: pki.ca_cert,
             admin_cert_pem: pki.admin_cert,
             admin_key_pem: pki.admin_key,
@@ -494,6 +528,29 @@ fn command_line(binary: &Path, args: &[String]) -> String {
         .map(|part| format!("'{}'", part.replace('\'', "'\\''")))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+fn kubeconfig(server: &str, ca_pem: &str, user: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: harness-user\n  user:\n    {user}\ncontexts:\n- name: harness\n  context:\n    cluster: harness\n    user: harness-user\n    namespace: default\ncurrent-context: harness\n",
+        ca = b64(ca_pem),
+    )
+}
+
+fn admin_user(cert_pem: &str, key_pem: &str) -> String {
+    format!(
+        "client-certificate-data: {}\n    client-key-data: {}",
+        b64(cert_pem),
+        b64(key_pem)
+    )
+}
+
+fn admin_kubeconfig(server: &str, pki: &Pki) -> String {
+    kubeconfig(
+        server,
+        &pki.ca_cert,
+        &admin_user(&pki.admin_cert, &pki.admin_key),
+    )
 }
 
 fn b64(text: &str) -> String {

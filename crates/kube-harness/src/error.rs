@@ -4,7 +4,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "{what} not found at {path}: run `scripts/control-plane.sh` first (it installs etcd and builds kube-apiserver), or set {env}"
+        "{what} not found at {path}: run `scripts/control-plane.sh` first (it builds the control plane from Go modules), or set {env}"
     )]
     MissingBinary {
         what: &'static str,

@@ -1,7 +1,7 @@
 //! Test harness: a private etcd + kube-apiserver on loopback with ready `kube` clients.
 //!
-//! The apiserver is Kubernetes 1.20.2 built from Debian's source package by
-//! `scripts/control-plane.sh` (cached outside the repository); etcd is Debian's `etcd-server`.
+//! The apiserver is the Kubernetes of [`KUBERNETES_VERSION`], built with etcd from their Go
+//! modules by `scripts/control-plane.sh` (cached outside the repository, see [`bin_dir`]).
 //! Each control plane gets free loopback ports, a temporary data directory, HTTPS with freshly
 //! generated certificates, `--authorization-mode=RBAC`, a cluster-admin client certificate and
 //! a ServiceAccount signing key (so [`ControlPlane::service_account_client`] can act as any
@@ -48,8 +48,11 @@ mod pki;
 mod scope;
 pub mod testing;
 
-pub use binaries::{KUBERNETES_VERSION, cache_root, etcd, kube_apiserver};
-pub use control_plane::{ControlPlane, START_LOG_ENV, ensure_namespace};
+pub use binaries::{
+    BIN_DIR_ENV, KUBERNETES_VERSION, bin_dir, cache_root, etcd, kube_apiserver,
+    kube_controller_manager, kubectl,
+};
+pub use control_plane::{ControlPlane, Options, START_LOG_ENV, ensure_namespace};
 pub use error::Error;
 pub use scope::ScopedEndpoint;
 pub use testing::{

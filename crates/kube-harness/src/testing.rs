@@ -31,7 +31,7 @@ pub fn kubelet_node(name: &str) -> Node {
 }
 
 /// A Node's `Ready` condition as a kubelet (or the node lifecycle controller) writes it, both
-/// timestamps now (whole seconds, as a 1.20 apiserver expects), as JSON for a status patch:
+/// timestamps now (whole seconds, as the API serialises them), as JSON for a status patch:
 /// `("True", "KubeletReady")`, `("False", "KubeletNotReady")`, `("Unknown", "NodeStatusUnknown")`.
 pub fn ready_condition(status: &str, reason: &str) -> serde_json::Value {
     let now = k8s_openapi::jiff::Timestamp::now()

@@ -1,5 +1,5 @@
-//! A stand-in for the kubelets of the sandbox's servers (and for kube-controller-manager's
-//! node IPAM, which gives each new Node a pod CIDR from `10.244.0.0/16`).
+//! A stand-in for the kubelets of the sandbox's servers (the pod CIDRs come from the real
+//! kube-controller-manager's node IPAM, as in a cluster).
 //!
 //! Registration is what a kubelet with `--cloud-provider=external` does on first start: a Node
 //! with the `node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule` taint and only a
@@ -92,8 +92,10 @@ async fn sync(nodes: &Api<Node>, name: &str, running: bool) -> Result<(), kube::
     if !exists {
         patch["status"]["addresses"] = json!([{"type": "Hostname", "address": name}]);
     }
+    // A strategic merge patch, as a kubelet sends: conditions merge by type, so the CCM's
+    // NetworkUnavailable stays (a JSON merge patch would replace the whole list).
     nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
     sync_not_ready_taint(nodes, name, running).await
 }
@@ -139,33 +141,12 @@ async fn sync_not_ready_taint(
     }
 }
 
-/// The lowest `10.244.X.0/24` no Node has yet (kube-controller-manager's node IPAM, which
-/// the sandbox stands in for, hands out pod CIDRs like this from `--cluster-cidr`).
-async fn free_pod_cidr(nodes: &Api<Node>) -> Result<String, kube::Error> {
-    let used: Vec<String> = nodes
-        .list(&Default::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.spec.and_then(|s| s.pod_cidr))
-        .collect();
-    Ok((1..=254)
-        .map(|x| format!("10.244.{x}.0/24"))
-        .find(|cidr| !used.contains(cidr))
-        .unwrap_or_else(|| "10.244.255.0/24".to_owned()))
-}
-
 async fn register(nodes: &Api<Node>, name: &str) -> Result<(), kube::Error> {
-    let pod_cidr = free_pod_cidr(nodes).await?;
     let mut node = kube_harness::kubelet_node(name);
     node.metadata.labels = Some(BTreeMap::from([
         ("kubernetes.io/hostname".to_owned(), name.to_owned()),
         ("kubernetes.io/os".to_owned(), "linux".to_owned()),
     ]));
-    if let Some(spec) = node.spec.as_mut() {
-        spec.pod_cidr = Some(pod_cidr.clone());
-        spec.pod_cidrs = Some(vec![pod_cidr]);
-    }
     match nodes.create(&PostParams::default(), &node).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),

@@ -16,15 +16,10 @@ pub async fn demo(
 ) -> anyhow::Result<String> {
     let services: Api<Service> = Api::namespaced(client, "default");
     let service = Service {
+        // No annotation: the location is the CCM's default (HCLOUD_LOAD_BALANCERS_LOCATION),
+        // as an operator's chart values set it, so `kubectl expose` works as it does here.
         metadata: ObjectMeta {
             name: Some("web".into()),
-            annotations: Some(
-                [(
-                    "load-balancer.hetzner.cloud/location".to_owned(),
-                    "fsn1".to_owned(),
-                )]
-                .into(),
-            ),
             ..ObjectMeta::default()
         },
         spec: Some(ServiceSpec {

@@ -31,6 +31,11 @@ const SERVERS: [(&str, &str, &str); 3] = [
     ("sandbox-worker-3", "cax21", "hel1"),
 ];
 const NETWORK: &str = "sandbox";
+/// The pods' address range: kube-controller-manager gives each Node a `/24` of it, and
+/// hcloud-ccm routes each one in the network.
+const CLUSTER_CIDR: &str = "10.244.0.0/16";
+/// Where load balancers go when a Service names no location (HCLOUD_LOAD_BALANCERS_LOCATION).
+const LOAD_BALANCER_LOCATION: &str = "fsn1";
 const TOKEN: &str = "sandbox-token-00000000000000000000000000000000000000000000000000";
 
 #[derive(Debug, Parser)]
@@ -72,10 +77,16 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.workdir.display()))?;
     let workdir = args.workdir.canonicalize()?;
 
-    step("starting etcd + kube-apiserver (Kubernetes 1.20.2)");
-    let plane = ControlPlane::start()
-        .await
-        .context("starting the control plane")?;
+    step(&format!(
+        "starting etcd, kube-apiserver and kube-controller-manager (node IPAM) of Kubernetes {}",
+        kube_harness::KUBERNETES_VERSION
+    ));
+    let plane = ControlPlane::start_with(&kube_harness::Options {
+        node_ipam_cluster_cidr: Some(CLUSTER_CIDR.to_owned()),
+        ..kube_harness::Options::default()
+    })
+    .await
+    .context("starting the control plane")?;
     let kubeconfig = workdir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig)?;
     let client = plane.client().await?;
@@ -128,30 +139,39 @@ async fn main() -> anyhow::Result<()> {
     let log_path = workdir.join("hcloud-ccm.log");
     let log = std::fs::File::create(&log_path)?;
     let robot = args.dedicated_servers > 0;
-    let mut command = tokio::process::Command::new(&ccm_binary);
-    if robot {
-        command
-            .env("ROBOT_ENABLED", "true")
-            .env("ROBOT_USER", sim.robot_user())
-            .env("ROBOT_PASSWORD", sim.robot_password())
-            .env("ROBOT_ENDPOINT", sim.robot_url())
-            .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false");
-    }
-    let mut ccm = command
-        .args([
-            "--cloud-provider=hcloud",
-            "--allow-untagged-cloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            "--secure-port=0",
-            "--allocate-node-cidrs=true",
-            "--cluster-cidr=10.244.0.0/16",
-            "--route-reconciliation-period=2s",
-        ])
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_NETWORK", NETWORK)
+    let ccm_args = [
+        "--cloud-provider=hcloud".to_owned(),
+        "--allow-untagged-cloud".to_owned(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--secure-port=0".to_owned(),
+        "--allocate-node-cidrs=true".to_owned(),
+        format!("--cluster-cidr={CLUSTER_CIDR}"),
+        "--route-reconciliation-period=2s".to_owned(),
+    ];
+    let mut ccm_env = vec![
+        ("HCLOUD_TOKEN", TOKEN.to_owned()),
+        ("HCLOUD_ENDPOINT", sim.base_url()),
+        ("HCLOUD_NETWORK", NETWORK.to_owned()),
         // The sandbox runs on no Hetzner server: there is no metadata service to ask.
-        .env("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true")
+        ("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true".to_owned()),
+        (
+            "HCLOUD_LOAD_BALANCERS_LOCATION",
+            LOAD_BALANCER_LOCATION.to_owned(),
+        ),
+        ("HCLOUD_LOAD_BALANCERS_TYPE", "lb11".to_owned()),
+    ];
+    if robot {
+        ccm_env.extend([
+            ("ROBOT_ENABLED", "true".to_owned()),
+            ("ROBOT_USER", sim.robot_user().to_owned()),
+            ("ROBOT_PASSWORD", sim.robot_password().to_owned()),
+            ("ROBOT_ENDPOINT", sim.robot_url()),
+            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false".to_owned()),
+        ]);
+    }
+    let mut ccm = tokio::process::Command::new(&ccm_binary)
+        .args(&ccm_args)
+        .envs(ccm_env.iter().map(|(k, v)| (*k, v)))
         .env(
             "HCLOUD_METRICS_ADDRESS",
             format!("127.0.0.1:{metrics_port}"),
@@ -226,8 +246,28 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let admin_url = sim.admin_url();
+    // The exact `plan` of this sandbox: the CCM's own arguments and environment.
+    let plan_command = format!(
+        "{} {} plan {} --detailed-exitcode",
+        ccm_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        ccm_binary.display(),
+        ccm_args.join(" "),
+    );
+    let kubectl = kube_harness::kubectl()
+        .map(|path| path.display().to_string())
+        .unwrap_or_else(|_| "kubectl".to_owned());
     println!(
-        "\nTry it:\n  export KUBECONFIG={kubeconfig}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  kubectl get service web -o wide\n  \
+        "\nTry it (kubectl {version} is {kubectl}):\n  export KUBECONFIG={kubeconfig}\n  alias kubectl={kubectl}\n  kubectl get nodes -o wide\n  kubectl get events -A\n  kubectl get service web -o wide\n\n\
+         Your own Service gets a load balancer as it would in a cluster (no annotation needed: hcloud-ccm runs\n\
+         with HCLOUD_LOAD_BALANCERS_LOCATION={LOAD_BALANCER_LOCATION} and _TYPE=lb11, as an operator's chart values set them):\n  \
+         kubectl create deployment hello --image=nginx --port=80\n  \
+         kubectl expose deployment hello --type=LoadBalancer --port=80\n  \
+         kubectl get service hello -w\n\n\
+         What hcloud-ccm would change now, with reads only (exit 0: nothing; 2: changes):\n  {plan_command}\n\n  \
          kubectl patch service web -p '{{\"spec\":{{\"externalTrafficPolicy\":\"Local\"}}}}'   # then the check is http <healthCheckNodePort>/healthz:\n  \
          curl -s {admin_url}/state | jq '.load_balancers[].services[].health_check'\n  curl -s http://127.0.0.1:{metrics_port}/metrics | grep hcloud_api_requests_total\n\n\
          Change the cloud through the simulator's admin API ({admin_url}):\n  \
@@ -241,6 +281,7 @@ async fn main() -> anyhow::Result<()> {
          curl -s -X PUT {admin_url}/robot/servers/NUMBER/operating_status -H 'content-type: application/json' -d '{{\"operating_status\":\"shut off\"}}'   # powers it off: shutdown taint\n\n\
          hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
         kubeconfig = kubeconfig.display(),
+        version = kube_harness::KUBERNETES_VERSION,
         api = sim.base_url(),
         robot_url = sim.robot_url(),
         robot_user = sim.robot_user(),

@@ -5,10 +5,12 @@
 //! delete, the routes to create and, once the cloud calls are done, the `NetworkUnavailable`
 //! condition each Node in the working map should carry.
 //!
-//! Two additions to upstream's rules: pod CIDRs the cloud cannot route
+//! Three additions to upstream's rules: pod CIDRs the cloud cannot route
 //! ([`crate::provider::Routes::can_route`], e.g. IPv6 ones in a cloud whose networks route IPv4
-//! only) are left out, and a listed route that leads to another instance than the Node's
-//! providerID does not serve the Node (see [`decide`]).
+//! only) are left out, a listed route that leads to another instance than the Node's
+//! providerID does not serve the Node (see [`decide`]), and a Node that is not initialised yet
+//! gets no new route until it is ([`CidrAction::Waiting`]: a Node's pod CIDR often comes before
+//! its addresses, and a route made then would fail or point by guess).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -18,6 +20,7 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition};
 
 use crate::provider::Route;
+use crate::well_known::TAINT_UNINITIALIZED;
 
 /// Type of the Node condition the route controller owns.
 pub const CONDITION_NETWORK_UNAVAILABLE: &str = "NetworkUnavailable";
@@ -58,6 +61,10 @@ pub enum CidrAction {
     Update,
     /// The pod CIDR does not parse; no route can be created for it (never *keep*).
     Unparsable,
+    /// No listed route serves it, but the Node still carries the uninitialized taint: its
+    /// addresses, which the route's target is checked against, come with its initialisation, and
+    /// its update brings the route. Nothing is created or deleted for it yet.
+    Waiting,
 }
 
 /// One pod CIDR of a Node in the working map.
@@ -317,6 +324,11 @@ pub fn decide(
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
         let targeting = by_target.get(name).map(Vec::as_slice).unwrap_or_default();
+        let uninitialized = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|t| t.iter().any(|t| t.key == TAINT_UNINITIALIZED));
         let entry = working.entry(name.to_owned()).or_default();
         for text in cidrs {
             if entry.pod_cidrs.iter().any(|p| p.text == text) {
@@ -324,7 +336,10 @@ pub fn decide(
             }
             let cidr = text.parse::<IpNet>().ok().map(|c| c.trunc());
             let action = match &cidr {
-                Some(cidr) => action_for(targeting, cidr, addresses, provider_id),
+                Some(cidr) => match action_for(targeting, cidr, addresses, provider_id) {
+                    CidrAction::Add if uninitialized => CidrAction::Waiting,
+                    action => action,
+                },
                 None => CidrAction::Unparsable,
             };
             if let (Some(cidr), CidrAction::Add) = (cidr, action) {
@@ -571,6 +586,40 @@ mod tests {
                 "{clusters:?} {cidr}"
             );
         }
+    }
+
+    #[test]
+    fn a_node_not_initialised_yet_waits_for_its_route_and_keeps_the_ones_it_has() {
+        let taint = |node: &Arc<Node>| {
+            let mut node = (**node).clone();
+            node.spec.get_or_insert_default().taints =
+                Some(vec![k8s_openapi::api::core::v1::Taint {
+                    key: TAINT_UNINITIALIZED.into(),
+                    value: Some("true".into()),
+                    effect: "NoSchedule".into(),
+                    time_added: None,
+                }]);
+            Arc::new(node)
+        };
+        // The pod CIDR came before the addresses: no route yet, no delete, the condition says so.
+        let fresh = taint(&node("a", &["10.244.1.0/24"], vec![]));
+        let plan = decide(&[fresh.clone()], &[], &cluster());
+        assert!(
+            plan.to_create.is_empty() && plan.to_delete.is_empty(),
+            "{plan:?}"
+        );
+        assert_eq!(plan.nodes["a"].pod_cidrs[0].action, CidrAction::Waiting);
+        assert_eq!(plan.nodes["a"].wanted_condition(), NO_ROUTE_CREATED);
+        // A route it already has is kept (a re-registered Node does not lose its pod traffic).
+        let plan = decide(&[fresh], &[route("a", "10.244.1.0/24")], &cluster());
+        assert!(
+            plan.to_create.is_empty() && plan.to_delete.is_empty(),
+            "{plan:?}"
+        );
+        assert_eq!(plan.nodes["a"].pod_cidrs[0].action, CidrAction::Keep);
+        // Initialised: the route is made.
+        let plan = decide(&[node("a", &["10.244.1.0/24"], vec![])], &[], &cluster());
+        assert_eq!(plan.to_create.len(), 1, "{plan:?}");
     }
 
     #[test]

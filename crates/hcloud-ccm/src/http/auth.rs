@@ -115,9 +115,12 @@ impl Authorizer {
     }
 
     async fn review(&self, token: &str, path: &str, verb: &str) -> Result<Decision, AuthError> {
+        // The token lost its Option in the client types of Kubernetes 1.36.
+        k8s_openapi::k8s_if_le_1_35! { let token = Some(token.to_owned()); }
+        k8s_openapi::k8s_if_ge_1_36! { let token = token.to_owned(); }
         let review = TokenReview {
             spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
+                token,
                 ..TokenReviewSpec::default()
             },
             ..TokenReview::default()

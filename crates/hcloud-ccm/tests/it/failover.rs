@@ -50,11 +50,11 @@ async fn apply_shipped_rbac(scope: &Scope, accounts: &[&str]) {
             name: Some(scope.name("failover")),
             ..ObjectMeta::default()
         },
-        role_ref: k8s_openapi::api::rbac::v1::RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: role_name,
-        },
+        // Through JSON: `apiGroup` became optional in the client types of Kubernetes 1.37.
+        role_ref: serde_json::from_value(serde_json::json!({
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name,
+        }))
+        .unwrap(),
         subjects: Some(
             accounts
                 .iter()

@@ -1,9 +1,9 @@
 //! Lease hand-over between `hcloud-ccm` and client-go's own leader election, in both
 //! directions, on the same lock (`kube-system/<name>` Lease) with the same identity format.
 //!
-//! The Go side is `scripts/lease-holder/main.go`, built by `scripts/lease-holder.sh` against the
-//! vendored client-go 1.20 of the Kubernetes source tree the control plane is built from: it is
-//! what a Go cloud-controller-manager (such as the official Hetzner one) runs for its election.
+//! The Go side is `tools/kubernetes/lease-holder/main.go`, built by `scripts/lease-holder.sh` with
+//! the client-go of the Kubernetes version the control plane runs: it is what a Go
+//! cloud-controller-manager (such as the official Hetzner one) runs for its election.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

@@ -190,7 +190,8 @@ fn node_ports(service: &Service) -> Vec<u16> {
         .collect()
 }
 
-/// The ingress the official CCM writes: public IPv4 and IPv6, then the private IPs.
+/// The ingress the official CCM writes: public IPv4 and IPv6, then the private IPs, each with
+/// `ipMode: VIP` (no Service of this corpus uses the PROXY protocol, which makes it `Proxy`).
 fn official_ingress(lb: &Value) -> LoadBalancerStatus {
     let mut ips = Vec::new();
     if lb["public_net"]["enabled"] == true {
@@ -205,6 +206,7 @@ fn official_ingress(lb: &Value) -> LoadBalancerStatus {
             ips.into_iter()
                 .map(|ip| LoadBalancerIngress {
                     ip: Some(ip),
+                    ip_mode: Some("VIP".to_owned()),
                     ..LoadBalancerIngress::default()
                 })
                 .collect(),

@@ -150,10 +150,11 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     // server is gone.
     let nodes = scope.nodes();
     let new = format!("{prefix}-new");
+    // Its pod CIDR came before its initialisation: its route waits for it.
     let mut node = kubelet_node(&new);
     if let Some(spec) = node.spec.as_mut() {
-        spec.pod_cidr = Some("10.244.7.0/24".into());
-        spec.pod_cidrs = Some(vec!["10.244.7.0/24".into()]);
+        spec.pod_cidr = Some("10.244.8.0/24".into());
+        spec.pod_cidrs = Some(vec!["10.244.8.0/24".into()]);
     }
     scope.create_node(node).await;
     set_status(
@@ -180,6 +181,11 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
             },
             spec: Some(NodeSpec {
                 provider_id: Some(format!("hcloud://{id}")),
+                // An initialised Node without its route.
+                pod_cidr: name.ends_with("-off").then(|| "10.244.7.0/24".to_owned()),
+                pod_cidrs: name
+                    .ends_with("-off")
+                    .then(|| vec!["10.244.7.0/24".to_owned()]),
                 ..NodeSpec::default()
             }),
             status: None,
@@ -309,9 +315,13 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
             .any(|t| t.starts_with("create route 10.244.7.0/24 via node")),
         "{routes:?}"
     );
+    assert!(
+        !routes.iter().any(|t| t.contains("10.244.8.0/24")),
+        "the uninitialised Node's route waits: {routes:?}"
+    );
 
-    // With a load balancer class set, only Services of that class are planned: none here (the
-    // test apiserver drops the field), the Nodes as before.
+    // With a load balancer class set, only Services of that class are planned: none here (no
+    // Service has a class), the Nodes as before.
     let out = run_plan(
         &sim,
         kubeconfig,

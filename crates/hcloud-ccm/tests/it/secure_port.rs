@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use hcloud_ccm::config::SecureServingSettings;
 use hcloud_ccm::http::{Endpoints, MetricsRegistry, serve_secure};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube_harness::unique_name;
 use prometheus_client::metrics::counter::Counter;
@@ -139,11 +139,11 @@ async fn metrics_need_an_authorised_token() {
                     name: Some(role.clone()),
                     ..ObjectMeta::default()
                 },
-                role_ref: RoleRef {
-                    api_group: "rbac.authorization.k8s.io".into(),
-                    kind: "ClusterRole".into(),
-                    name: role.clone(),
-                },
+                // Through JSON: `apiGroup` became optional in the client types of Kubernetes 1.37.
+                role_ref: serde_json::from_value(serde_json::json!({
+                    "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role.clone(),
+                }))
+                .unwrap(),
                 subjects: Some(vec![Subject {
                     kind: "ServiceAccount".into(),
                     name: reader.clone(),

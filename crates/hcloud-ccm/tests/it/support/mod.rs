@@ -14,19 +14,37 @@ use kube_harness::ControlPlane;
 const AUDIT_EVERYTHING: &str = "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n";
 
 /// The one control plane of this test binary, started on first use and shared by every test
-/// (each in its own scope, see [`scope::Scope`]). Besides the harness defaults it keeps a
-/// Node's second pod CIDR (Kubernetes 1.20 does so only with `IPv6DualStack` on) and audits
-/// every request, reads included (the harness's own policy records writes only).
+/// (each in its own scope, see [`scope::Scope`]). Besides the harness defaults it audits every
+/// request, reads included (the harness's own policy records writes only).
 pub fn plane() -> &'static ControlPlane {
-    ControlPlane::shared_with_args(|| {
+    ControlPlane::shared_with(|| {
         // The apiserver reads the policy at start; the file is rewritten (same text) by every run.
         let policy =
             std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("audit-everything.yaml");
         std::fs::write(&policy, AUDIT_EVERYTHING).expect("write the audit policy");
-        vec![
-            "--feature-gates=IPv6DualStack=true".to_owned(),
-            format!("--audit-policy-file={}", policy.display()),
-        ]
+        kube_harness::Options {
+            apiserver_args: vec![format!("--audit-policy-file={}", policy.display())],
+            ..kube_harness::Options::default()
+        }
     })
     .expect("the control plane of this test binary")
+}
+
+/// The pods' address ranges of [`ipam_plane`]: kube-controller-manager gives every Node a `/24`
+/// of the first and a `/64` of the second.
+pub const IPAM_CLUSTER_CIDR: &str = "10.244.0.0/16,fd00:10:244::/56";
+
+/// A second control plane of this test binary, started on first use, whose kube-controller-manager
+/// gives every Node its pod CIDRs after it registers ([`IPAM_CLUSTER_CIDR`]), as in a cluster: for
+/// the route tests, whose Nodes race the CCM's initialisation for them. Apart from the shared
+/// [`plane`], whose Nodes keep the pod CIDRs their tests give them.
+pub fn ipam_plane() -> &'static ControlPlane {
+    static IPAM: std::sync::OnceLock<ControlPlane> = std::sync::OnceLock::new();
+    IPAM.get_or_init(|| {
+        ControlPlane::start_blocking(kube_harness::Options {
+            node_ipam_cluster_cidr: Some(IPAM_CLUSTER_CIDR.to_owned()),
+            ..kube_harness::Options::default()
+        })
+        .expect("the node IPAM control plane of this test binary")
+    })
 }

@@ -49,7 +49,11 @@ impl Scope {
     /// names the test in the scope's name.
     /// Its namespace is created.
     pub async fn new(prefix: &str) -> Scope {
-        let plane = super::plane();
+        Self::on(super::plane(), prefix).await
+    }
+
+    /// A scope on `plane` (e.g. [`super::ipam_plane`]).
+    pub async fn on(plane: &'static ControlPlane, prefix: &str) -> Scope {
         let admin = plane.client().await.expect("client");
         let id = unique_name(prefix);
         ensure_namespace(&admin, &id).await.expect("namespace");

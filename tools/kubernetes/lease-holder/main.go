@@ -6,8 +6,8 @@
 // leader, "LEADING" when it starts leading and "STOPPED" when it stops. SIGTERM or SIGINT
 // cancels it; it then releases the Lease, as a controller manager with ReleaseOnCancel does.
 //
-// scripts/lease-holder.sh builds it against the vendored client-go of the Kubernetes source
-// tree that scripts/control-plane.sh unpacks.
+// scripts/lease-holder.sh builds it in the module around it, with the client-go of the
+// Kubernetes version the tests run on.
 package main
 
 import (
