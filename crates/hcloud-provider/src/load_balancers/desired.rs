@@ -105,6 +105,9 @@ pub struct StatusOptions {
     pub disable_private_ingress: bool,
     /// PROXY protocol is on: `ipMode: Proxy` instead of `VIP`.
     pub proxy_protocol: bool,
+    /// Beyond the official CCM: the Service's first `spec.ipFamilies` is IPv6, so the public
+    /// IPv6 is listed before the IPv4 (the official order, IPv4 first, otherwise).
+    pub ipv6_first: bool,
 }
 
 impl StatusOptions {
@@ -123,6 +126,16 @@ impl StatusOptions {
                 .or(settings.uses_proxyprotocol)
                 .unwrap_or(false)
                 || super::per_port::some_port_uses_proxyprotocol(a),
+            ipv6_first: false,
+        }
+    }
+
+    /// These options with the order of the public addresses following `service`'s
+    /// `spec.ipFamilies` (IPv6 first when its first family is IPv6).
+    pub fn for_service(self, service: &Service) -> Self {
+        Self {
+            ipv6_first: ipv6_first(service),
+            ..self
         }
     }
 
@@ -202,6 +215,25 @@ fn service_name(service: &Service) -> &str {
     service.metadata.name.as_deref().unwrap_or_default()
 }
 
+/// The `NodePortNotAllocated` Warning's message for the TCP port at `index` of `spec.ports`
+/// (`label`: its name and port, or its port).
+fn no_node_port_message(index: usize, label: &str) -> String {
+    format!(
+        "spec.ports[{index}].nodePort: port {label} has no NodePort, so the load balancer has no service for it (Hetzner load balancers forward to NodePorts); set spec.allocateLoadBalancerNodePorts to true (or leave it unset), or give the port an explicit nodePort"
+    )
+}
+
+/// Whether the first of `service`'s `spec.ipFamilies` is IPv6 (the apiserver sets them from
+/// `ipFamilyPolicy` and the cluster's service CIDRs; the primary family cannot change).
+fn ipv6_first(service: &Service) -> bool {
+    service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ip_families.as_ref())
+        .and_then(|families| families.first())
+        .is_some_and(|family| family == "IPv6")
+}
+
 /// Whether `provider_id` starts with a prefix the official CCM knows.
 fn known_prefix(provider_id: &str) -> bool {
     ["hcloud://", "hrobot://"]
@@ -273,7 +305,7 @@ impl Desired {
             .and_then(|s| s.ports.as_ref())
             .map(Vec::as_slice)
             .unwrap_or_default();
-        for port in ports {
+        for (index, port) in ports.iter().enumerate() {
             let proto = port.protocol.as_deref().unwrap_or("TCP");
             let label = port
                 .name
@@ -290,13 +322,24 @@ impl Desired {
                 continue;
             }
             tcp_ports += 1;
-            let (Ok(listen_port), Some(node_port)) = (
-                u16::try_from(port.port),
-                port.node_port
-                    .and_then(|p| u16::try_from(p).ok())
-                    .filter(|p| *p != 0),
-            ) else {
-                notices.push(Notice::log(format!("port {label}: no NodePort allocated")));
+            let Ok(listen_port) = u16::try_from(port.port) else {
+                notices.push(Notice::log(format!(
+                    "port {label}: not a valid port number"
+                )));
+                continue;
+            };
+            // No NodePort (allocateLoadBalancerNodePorts: false, no explicit nodePort): the
+            // port gets no service, and a Warning says why (the official CCM sends destination
+            // port 0, which the API refuses).
+            let Some(node_port) = port
+                .node_port
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+            else {
+                notices.push(Notice::warn(
+                    reasons::NODE_PORT_NOT_ALLOCATED,
+                    no_node_port_message(index, &label),
+                ));
                 continue;
             };
             // Per-port annotations (beyond the official CCM): `None` leaves the port as the
@@ -322,7 +365,7 @@ impl Desired {
             errors.0.push(AnnotationError {
                 annotation: "spec.ports[].nodePort".to_owned(),
                 value: String::new(),
-                reason: "none of the Service's TCP ports has a NodePort; Hetzner load balancers forward to NodePorts, so set allocateLoadBalancerNodePorts to true (or leave it unset)".to_owned(),
+                reason: "none of the Service's TCP ports has a NodePort; Hetzner load balancers forward to NodePorts, so set spec.allocateLoadBalancerNodePorts to true (or leave it unset), or give the ports explicit nodePorts".to_owned(),
             });
         }
 
@@ -402,7 +445,7 @@ impl Desired {
             }
             other => other.map(|disable| !disable),
         };
-        let status = StatusOptions::read(a, settings, &mut errors);
+        let status = StatusOptions::read(a, settings, &mut errors).for_service(service);
         let rdns = |key: &str| a.string_or_empty(key).filter(|v| !v.is_empty());
         let user_labels = LabelChanges::read(a, &mut errors);
         let delete_protection = super::user_labels::delete_protection(a, &mut errors);
@@ -966,12 +1009,19 @@ pub fn status(lb: &LoadBalancer, opts: &StatusOptions) -> Result<LoadBalancerSta
                 lb.name, lb.id
             ));
         };
-        ingresses.push(ingress(Some(ipv4), None));
-        if !opts.disable_ipv6
-            && let Some(ipv6) = lb.public_net.ipv6.ip.clone()
-        {
-            ingresses.push(ingress(Some(ipv6), None));
-        }
+        let ipv6 = lb.public_net.ipv6.ip.clone().filter(|_| !opts.disable_ipv6);
+        // IPv4 first, as officially; IPv6 first for a Service whose first family is IPv6.
+        let public = if opts.ipv6_first {
+            [ipv6, Some(ipv4)]
+        } else {
+            [Some(ipv4), ipv6]
+        };
+        ingresses.extend(
+            public
+                .into_iter()
+                .flatten()
+                .map(|ip| ingress(Some(ip), None)),
+        );
     }
     if !opts.disable_private_ingress {
         for private in lb.private_net.iter().filter(|p| !p.ip.is_empty()) {
@@ -1536,6 +1586,111 @@ mod tests {
         assert_eq!(ips(&host, &lb), vec!["lb.example.com/"]);
         lb.public_net.ipv4.ip = None;
         assert!(status(&lb, &default).is_err());
+    }
+
+    #[test]
+    fn a_tcp_port_without_a_node_port_is_left_out_with_a_warning_naming_the_fields() {
+        // allocateLoadBalancerNodePorts: false; only port 80 has an explicit nodePort. The
+        // index counts every port of spec.ports (the UDP one too).
+        let mut svc = service(&[
+            (53, "UDP", None),
+            (80, "TCP", Some(30080)),
+            (443, "TCP", None),
+        ]);
+        let spec = svc.spec.as_mut().unwrap();
+        spec.allocate_load_balancer_node_ports = Some(false);
+        spec.ports.as_mut().unwrap()[2].name = Some("https".into());
+        let p = desired_of(&svc, &[(keys::TYPE, "lb11")], &[]);
+        let listen: Vec<_> = p.services.iter().map(|s| s.listen_port).collect();
+        assert_eq!(listen, [80], "only the port with a NodePort gets a service");
+        let warned: Vec<_> = p
+            .notices
+            .iter()
+            .filter(|n| n.reason == Some(reasons::NODE_PORT_NOT_ALLOCATED))
+            .collect();
+        assert_eq!(warned.len(), 1, "{:?}", p.notices);
+        assert_eq!(warned[0].subject, Subject::Service);
+        assert_eq!(
+            warned[0].message,
+            "spec.ports[2].nodePort: port https (443) has no NodePort, so the load balancer has no service for it (Hetzner load balancers forward to NodePorts); set spec.allocateLoadBalancerNodePorts to true (or leave it unset), or give the port an explicit nodePort"
+        );
+        // A plan prints it as a Warning, not as a note.
+        assert!(
+            warned[0].to_string().starts_with("NodePortNotAllocated: "),
+            "{}",
+            warned[0]
+        );
+
+        // No TCP port with a NodePort at all: the sync fails naming both fields.
+        let none = service(&[(80, "TCP", None), (443, "TCP", Some(0))]);
+        let err = Desired::new(
+            &none,
+            &ann(&[]),
+            &LoadBalancerSettings::default(),
+            None,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.starts_with("spec.ports[].nodePort: "), "{err}");
+        assert!(
+            err.contains("set spec.allocateLoadBalancerNodePorts to true")
+                && err.contains("explicit nodePorts"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_public_addresses_follow_the_first_ip_family() {
+        let lb_of = |p: &Desired| {
+            let mut lb = created(p);
+            lb.private_net.push(LoadBalancerPrivateNet {
+                network: 7,
+                ip: "10.0.0.5".into(),
+            });
+            lb
+        };
+        let ips = |p: &Desired| -> Vec<String> {
+            status(&lb_of(p), &p.status)
+                .unwrap()
+                .ingress
+                .unwrap()
+                .into_iter()
+                .filter_map(|i| i.ip)
+                .collect()
+        };
+        let with_families = |families: Option<&[&str]>| {
+            let mut svc = tcp80();
+            svc.spec.as_mut().unwrap().ip_families =
+                families.map(|f| f.iter().map(|f| (*f).to_owned()).collect());
+            svc
+        };
+        let v4_first = ["198.51.100.1", "2001:db8::1", "10.0.0.5"];
+        let v6_first = ["2001:db8::1", "198.51.100.1", "10.0.0.5"];
+        let cases: [(Option<&[&str]>, [&str; 3]); 5] = [
+            // Official: no ipFamilies (an apiserver without them), or IPv4 first.
+            (None, v4_first),
+            (Some(&["IPv4"]), v4_first),
+            (Some(&["IPv4", "IPv6"]), v4_first),
+            // Beyond the official CCM: the first family decides; private IPs stay last.
+            (Some(&["IPv6", "IPv4"]), v6_first),
+            (Some(&["IPv6"]), v6_first),
+        ];
+        for (families, want) in cases {
+            let p = desired_of(&with_families(families), &[], &[]);
+            assert_eq!(p.status.ipv6_first, want == v6_first, "{families:?}");
+            assert_eq!(ips(&p), want, "{families:?}");
+        }
+        // Without the IPv6 only the IPv4 is public, whatever the family.
+        let v6 = with_families(Some(&["IPv6", "IPv4"]));
+        let p = desired_of(&v6, &[(keys::IPV6_DISABLED, "true")], &[]);
+        assert_eq!(ips(&p), ["198.51.100.1", "10.0.0.5"]);
+        // Without its IPv4 yet the load balancer has no status, IPv6 first or not.
+        let p = desired_of(&v6, &[], &[]);
+        let mut lb = lb_of(&p);
+        lb.public_net.ipv4.ip = None;
+        assert!(status(&lb, &p.status).is_err());
+        // The options without a Service (get_load_balancer's) keep the official order.
+        assert!(!StatusOptions::new(&ann(&[]), &LoadBalancerSettings::default()).ipv6_first);
     }
 
     #[test]

@@ -388,7 +388,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         };
         self.operations
             .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-        let opts = desired::StatusOptions::new(&annotations, &self.settings);
+        let opts = desired::StatusOptions::new(&annotations, &self.settings).for_service(service);
         Ok(Some(
             desired::status(&lb, &opts).unwrap_or_else(|_| LoadBalancerStatus::default()),
         ))

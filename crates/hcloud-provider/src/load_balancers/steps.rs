@@ -315,6 +315,11 @@ pub mod reasons {
     /// valid ID; the Node is left out of the targets (the official CCM fails the whole target
     /// update, for every Node).
     pub const INVALID_PROVIDER_ID: &str = "InvalidProviderID";
+    /// This CCM only (a safer divergence): a TCP port of the Service has no NodePort
+    /// (`spec.allocateLoadBalancerNodePorts: false` and no explicit `nodePort`), so the load
+    /// balancer gets no service for it (the official CCM sends destination port 0, which the
+    /// API refuses).
+    pub const NODE_PORT_NOT_ALLOCATED: &str = "NodePortNotAllocated";
     /// This CCM only (a safer divergence): a load balancer with the Service's name belongs to
     /// another Service and is not taken over.
     pub const LOAD_BALANCER_OWNED_BY_OTHER_SERVICE: &str = "LoadBalancerOwnedByOtherService";

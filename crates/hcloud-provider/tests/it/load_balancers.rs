@@ -1907,3 +1907,6 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
 /// Beyond the official CCM: `externalTrafficPolicy: Local`, user labels, delete protection.
 mod beyond_official;
 mod cluster;
+/// Service fields newer than Kubernetes 1.20 (`allocateLoadBalancerNodePorts`, `ipFamilies`)
+/// through the real apiserver.
+mod newer_fields;
