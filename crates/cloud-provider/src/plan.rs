@@ -28,7 +28,7 @@ use crate::route::decisions as route_decisions;
 use crate::service::OwnedClass;
 use crate::service::decisions::{
     ServiceDecision, current_status, ingress_text, select_nodes, service_key, should_enqueue_added,
-    status_as_stored, status_change, status_write,
+    status_change, status_write,
 };
 use crate::well_known::TAINT_SHUTDOWN;
 
@@ -182,9 +182,6 @@ pub struct PlannedControllers {
     pub service: bool,
     /// The `spec.loadBalancerClass` the service controller owns (default: none).
     pub load_balancer_class: OwnedClass,
-    /// Whether the apiserver keeps `ipMode` in a Service's ingress
-    /// ([`crate::service::decisions::keeps_ip_mode`]; default: it does).
-    pub keeps_ip_mode: bool,
     /// The route controller runs, with these cluster CIDRs.
     pub routes: Option<Vec<IpNet>>,
 }
@@ -198,7 +195,6 @@ impl Default for PlannedControllers {
             node_lifecycle_config: NodeLifecycleControllerConfig::default(),
             service: true,
             load_balancer_class: OwnedClass::default(),
-            keeps_ip_mode: true,
             routes: None,
         }
     }
@@ -449,10 +445,7 @@ async fn plan_service(
         Ok(planned) => {
             object.extend(planned.changes, planned.writes, planned.warnings);
             match planned.status {
-                Some(status) => {
-                    let status = status_as_stored(status, options.keeps_ip_mode);
-                    object.extend_one(status_change(service, &status));
-                }
+                Some(status) => object.extend_one(status_change(service, &status)),
                 None => {
                     object.changes.push(
                         Change::new(Verb::Change, "status.loadBalancer.ingress").values(
@@ -938,7 +931,16 @@ mod tests {
             routes
                 .changes
                 .iter()
-                .any(|c| c.verb == Verb::Create && c.target.contains("10.244.3.0/24 via node new"))
+                .any(|c| c.verb == Verb::Create && c.target.contains("10.244.4.0/24 via node gone")),
+            "{text}"
+        );
+        // The Node not initialised yet: its route waits for it, as in the controller.
+        assert!(
+            !routes
+                .changes
+                .iter()
+                .any(|c| c.target.contains("via node new")),
+            "{text}"
         );
         assert!(plan.change_count() > 8);
         assert!(text.contains("Plan: "), "{text}");

@@ -150,7 +150,6 @@ pub fn planned_controllers(
         node_lifecycle_config: crate::controllers::lifecycle_config(config),
         service: config.controller_wanted(Controller::ServiceLb),
         load_balancer_class: crate::controllers::load_balancer_class(config),
-        keeps_ip_mode: true,
         routes: routes.then(|| config.cluster_cidrs.clone()),
     }
 }
@@ -173,15 +172,7 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .into_iter()
         .map(std::sync::Arc::new)
         .collect();
-    let mut options = planned_controllers(config, provider.as_ref());
-    // As the service controller: a status the apiserver would store without ipMode is
-    // compared without it.
-    let version = client
-        .apiserver_version()
-        .await
-        .context("asking the apiserver's version")?;
-    options.keeps_ip_mode =
-        cloud_provider::service::decisions::keeps_ip_mode(&version.major, &version.minor);
+    let options = planned_controllers(config, provider.as_ref());
     let mut plan = cloud_provider::plan::run(provider.as_ref(), &nodes, &services, &options).await;
     // With a cluster name: the cluster's load balancers no Service owns (warnings only).
     if options.service {

@@ -603,7 +603,7 @@ mod tests {
         };
         // The pod CIDR came before the addresses: no route yet, no delete, the condition says so.
         let fresh = taint(&node("a", &["10.244.1.0/24"], vec![]));
-        let plan = decide(&[fresh.clone()], &[], &cluster());
+        let plan = decide(std::slice::from_ref(&fresh), &[], &cluster());
         assert!(
             plan.to_create.is_empty() && plan.to_delete.is_empty(),
             "{plan:?}"

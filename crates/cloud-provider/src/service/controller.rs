@@ -132,9 +132,6 @@ pub(super) struct Inner {
     /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
     /// a failure retried with the same message warns once, not once per retry.
     pub(super) last_warning: LastWarnings,
-    /// Whether the apiserver keeps `ipMode` in a Service's ingress (asked once, on the first
-    /// status comparison; see [`super::decisions::keeps_ip_mode`]).
-    pub(super) ip_mode: tokio::sync::OnceCell<bool>,
 }
 
 /// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
@@ -245,7 +242,6 @@ impl ServiceController {
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
             last_warning: LastWarnings::default(),
-            ip_mode: tokio::sync::OnceCell::new(),
         });
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -306,32 +302,6 @@ impl Inner {
 
     pub(super) fn class(&self) -> &OwnedClass {
         &self.config.class
-    }
-
-    /// Whether the apiserver keeps `ipMode` (its `/version`, asked once). While it cannot be
-    /// asked, the field counts as kept: at worst a status is written that the apiserver
-    /// shortens again.
-    pub(super) async fn keeps_ip_mode(&self) -> bool {
-        let asked = self
-            .ip_mode
-            .get_or_try_init(|| async {
-                let info = self.client.apiserver_version().await?;
-                let keeps = super::decisions::keeps_ip_mode(&info.major, &info.minor);
-                tracing::info!(
-                    version = info.git_version,
-                    keeps_ip_mode = keeps,
-                    "asked the apiserver's version for the load balancer status"
-                );
-                Ok::<bool, kube::Error>(keeps)
-            })
-            .await;
-        match asked {
-            Ok(keeps) => *keeps,
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot ask the apiserver's version; writing ipMode");
-                true
-            }
-        }
     }
 
     pub(super) async fn event(

@@ -219,10 +219,10 @@ pub fn current_status(service: &Service) -> Option<&LoadBalancerStatus> {
 
 /// Semantic, order-sensitive equality of the ingress lists (absent and empty are equal).
 ///
-/// An absent `ipMode` counts as `VIP`, which is what Kubernetes assumes for it: an apiserver
-/// older than 1.29 drops the field, and a status written without it (e.g. by an older CCM)
-/// means the same as one that says `VIP`. Rewriting it would change nothing but cost a write
-/// on every sync.
+/// An absent `ipMode` counts as `VIP`, which is what Kubernetes assumes for it: a status
+/// written without it (by an older CCM, or stored by an apiserver before 1.30, which dropped
+/// the field) means the same as one that says `VIP`. Rewriting it would change nothing but
+/// cost a write.
 pub fn load_balancer_status_equal(
     old: Option<&LoadBalancerStatus>,
     new: Option<&LoadBalancerStatus>,
@@ -235,35 +235,6 @@ pub fn load_balancer_status_equal(
             (a.ip_mode, b.ip_mode) = (Some(mode(&a)), Some(mode(&b)));
             a == b
         })
-}
-
-/// Whether an apiserver of version `major`.`minor` (as `/version` reports them, e.g. `1`,
-/// `30+`) keeps `ipMode` in a Service's ingress: from 1.30, where the `LoadBalancerIPMode`
-/// feature is on by default (1.29 has the field behind an alpha gate, off by default). An
-/// apiserver without it drops the field from every status written; a version that does not
-/// parse counts as new.
-pub fn keeps_ip_mode(major: &str, minor: &str) -> bool {
-    let number = |v: &str| -> Option<u32> {
-        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
-    match (number(major), number(minor)) {
-        (Some(major), Some(minor)) => (major, minor) >= (1, 30),
-        _ => true,
-    }
-}
-
-/// `status` as an apiserver stores it: without `ipMode` when it does not keep the field
-/// ([`keeps_ip_mode`]). Comparing this, not the provider's status, with the Service's keeps a
-/// PROXY-protocol load balancer (`ipMode: Proxy`) from a status write on every sync that the
-/// apiserver drops again.
-pub fn status_as_stored(mut status: LoadBalancerStatus, keeps_ip_mode: bool) -> LoadBalancerStatus {
-    if !keeps_ip_mode {
-        for ingress in status.ingress.iter_mut().flatten() {
-            ingress.ip_mode = None;
-        }
-    }
-    status
 }
 
 /// Strategic-merge patch (for `services/status`) adding the cleanup finalizer.
@@ -1109,60 +1080,6 @@ mod tests {
         for (name, old, new, want) in cases {
             assert_eq!(load_balancer_status_equal(old, new), want, "{name}");
         }
-    }
-
-    #[test]
-    fn ip_mode_is_kept_from_1_30() {
-        let cases = [
-            ("1", "20", false),
-            ("1", "29", false),
-            ("1", "29+", false),
-            ("1", "30", true),
-            ("1", "30+", true),
-            ("1", "35", true),
-            ("2", "0", true),
-            ("", "", true),
-            ("1", "x", true),
-        ];
-        for (major, minor, want) in cases {
-            assert_eq!(keeps_ip_mode(major, minor), want, "{major}.{minor}");
-        }
-    }
-
-    #[test]
-    fn a_proxy_status_is_not_rewritten_where_the_apiserver_drops_ip_mode() {
-        let ingress = |ip: &str, mode: Option<&str>| LoadBalancerIngress {
-            ip: Some(ip.into()),
-            ip_mode: mode.map(Into::into),
-            ..Default::default()
-        };
-        let proxy = LoadBalancerStatus {
-            ingress: Some(vec![
-                ingress("192.0.2.1", Some("Proxy")),
-                ingress("2001:db8::1", Some("Proxy")),
-            ]),
-        };
-        // What an apiserver before 1.30 stored from the last write.
-        let mut service = lb();
-        service.status.get_or_insert_default().load_balancer = Some(LoadBalancerStatus {
-            ingress: Some(vec![
-                ingress("192.0.2.1", None),
-                ingress("2001:db8::1", None),
-            ]),
-        });
-        assert!(status_change(&service, &status_as_stored(proxy.clone(), false)).is_none());
-        // Where the field is kept, the status written without it says VIP: it is rewritten.
-        assert!(status_change(&service, &status_as_stored(proxy.clone(), true)).is_some());
-        assert_eq!(status_as_stored(proxy.clone(), true), proxy);
-        let stripped = status_as_stored(proxy, false);
-        assert!(
-            stripped
-                .ingress
-                .iter()
-                .flatten()
-                .all(|i| i.ip_mode.is_none())
-        );
-        assert_eq!(ingress_text(Some(&stripped)), "192.0.2.1, 2001:db8::1");
     }
 
     #[test]

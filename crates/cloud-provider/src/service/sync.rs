@@ -9,8 +9,8 @@ use kube::api::{Patch, PatchParams};
 
 use super::controller::Inner;
 use super::decisions::{
-    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_as_stored,
-    status_change, status_patch, wants_load_balancer,
+    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_change,
+    status_patch, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
@@ -204,7 +204,8 @@ impl Inner {
             .await;
             (Operation::Ensure, status)
         };
-        let new_status = status_as_stored(new_status, self.keeps_ip_mode().await);
+        // Written as the provider gives it, `ipMode` included (every supported apiserver keeps
+        // it); a stored status without `ipMode` equals one that says `VIP`.
         if status_change(service, &new_status).is_some() {
             match self.patch_status(service, &status_patch(&new_status)).await {
                 Ok(()) => {}

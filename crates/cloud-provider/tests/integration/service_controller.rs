@@ -1057,6 +1057,6 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
     );
 }
 
-/// Fields the 1.20 test apiserver drops: `spec.loadBalancerClass` (through a client that adds
-/// it) and the ingress `ipMode`.
-mod newer_kubernetes;
+/// `spec.loadBalancerClass` (owned classes, the apiserver's immutability) and the ingress
+/// `ipMode` as the apiserver stores them.
+mod class_and_ip_mode;
