@@ -17,7 +17,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODULE="${KUBERNETES_MODULE:-tools/kubernetes}"
-K8S_VERSION="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ { print $2; exit }' "$MODULE/go.mod")"
+# The required version, written `require k8s.io/kubernetes vX` or inside a require block.
+K8S_VERSION="$(awk '{ m = $1; v = $2 } $1 == "require" { m = $2; v = $3 }
+    m == "k8s.io/kubernetes" && v ~ /^v/ { print v; exit }' "$MODULE/go.mod")"
 ETCD_VERSION="$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 }' tools/etcd/go.mod)"
 CACHE_ROOT="${HCLOUD_CCM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hcloud-ccm-rs}"
 BIN_DIR="$CACHE_ROOT/kubernetes/$K8S_VERSION"

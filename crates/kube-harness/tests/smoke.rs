@@ -1,4 +1,4 @@
-//! Proves the kube 5 client stack works against the harness's Kubernetes 1.20 apiserver for
+//! Proves the kube 5 client stack works against the harness's kube-apiserver for
 //! everything the CCM does: watch Nodes, patch labels and `status.addresses`, renew a Lease,
 //! publish Events, and move Service finalizers through `services/status`.
 
@@ -182,7 +182,7 @@ fn event_about(reference: ObjectReference, namespace: &str, reason: &str) -> Eve
 }
 
 /// The CCM records Node events as core/v1 Events in namespace `default`, like the Go recorder.
-/// kube-runtime's `Recorder` (events.k8s.io/v1, Node events in `default`) is refused by 1.20.
+/// kube-runtime's `Recorder` (events.k8s.io/v1, Node events in `default`) is refused (422).
 #[tokio::test]
 async fn node_and_service_events_are_accepted_through_core_v1() {
     let client = admin().await;
@@ -211,7 +211,7 @@ async fn node_and_service_events_are_accepted_through_core_v1() {
     assert_eq!(created.involved_object.kind.as_deref(), Some("Node"));
 
     // The same Node event through events.k8s.io/v1 in `default`, as kube-runtime's Recorder
-    // would file it, is rejected by a 1.20 apiserver.
+    // would file it, is rejected: a cluster-scoped object's event must not be namespaced there.
     let raw = json!({
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",

@@ -248,3 +248,37 @@ async fn the_binary_calls_only_the_documented_api_versions() {
         );
     }
 }
+
+/// The version a wrapper module of `tools/` builds (`require k8s.io/kubernetes vX`, on one line
+/// or in a block), as `major.minor`.
+fn built_minor(module: &str) -> String {
+    let go_mod = std::fs::read_to_string(repo().join(module).join("go.mod")).unwrap();
+    let version = go_mod
+        .lines()
+        .map(|line| line.trim().trim_start_matches("require ").trim())
+        .find_map(|line| line.strip_prefix("k8s.io/kubernetes v"))
+        .unwrap_or_else(|| panic!("{module}/go.mod requires no k8s.io/kubernetes"));
+    let mut parts = version.split('.');
+    format!("{}.{}", parts.next().unwrap(), parts.next().unwrap())
+}
+
+/// README and docs/deploy.md claim exactly the versions that are tested: the newest is what the
+/// test command runs on (`tools/kubernetes`), the oldest what `scripts/oldest-kubernetes.sh` runs
+/// on (`tools/kubernetes-oldest`), and the client types are built for both ends.
+#[test]
+fn the_claimed_versions_are_the_tested_ones() {
+    let oldest = built_minor("tools/kubernetes-oldest");
+    let newest = built_minor("tools/kubernetes");
+    assert_eq!(
+        format!("v{newest}"),
+        kube_harness::KUBERNETES_VERSION[..format!("v{newest}").len()].to_owned()
+    );
+    let claim = format!("Kubernetes {oldest} to {newest}");
+    for doc in ["README.md", "docs/deploy.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        assert!(text.contains(&claim), "{doc} does not claim {claim:?}");
+    }
+    let script = std::fs::read_to_string(repo().join("scripts/k8s-versions.sh")).unwrap();
+    assert!(script.contains(&format!("\nOLDEST={oldest}\n")), "{script}");
+    assert!(script.contains(&format!("\nNEWEST={newest}\n")), "{script}");
+}

@@ -1,4 +1,4 @@
-//! Leader election against a real kube-apiserver (the harness runs Kubernetes 1.20).
+//! Leader election against a real kube-apiserver.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code
 
 use std::time::{Duration, Instant};

@@ -367,7 +367,6 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
         ))
         .await;
     let mut udp = lb_service(&format!("{prefix}-udp"), &[]);
-    // (A 1.20 apiserver refuses TCP and UDP in one Service of type LoadBalancer.)
     if let Some(ports) = udp.spec.as_mut().and_then(|s| s.ports.as_mut()) {
         ports[0].port = 53;
         ports[0].protocol = Some("UDP".into());
