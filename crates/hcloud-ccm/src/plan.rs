@@ -173,7 +173,12 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .map(std::sync::Arc::new)
         .collect();
     let options = planned_controllers(config, provider.as_ref());
+    let skipped: Vec<String> = Controller::ALL
+        .into_iter()
+        .filter_map(|controller| config.why_not_wanted(controller))
+        .collect();
     let mut plan = cloud_provider::plan::run(provider.as_ref(), &nodes, &services, &options).await;
+    plan.skipped.extend(skipped);
     // With a cluster name: the cluster's load balancers no Service owns (warnings only).
     if options.service {
         plan.objects

@@ -241,11 +241,36 @@ impl Config {
     /// `--configure-cloud-routes` / HCLOUD_NETWORK / `HCLOUD_NETWORK_ROUTES_ENABLED` for routes.
     /// Whether the provider can do it is a separate question, decided at startup.
     pub fn controller_wanted(&self, controller: Controller) -> bool {
-        self.controllers.is_enabled(controller)
-            && match controller {
-                Controller::ServiceLb => self.load_balancers.enabled,
-                Controller::NodeRoute => self.configure_cloud_routes && self.hcloud.routes_enabled,
-                Controller::CloudNode | Controller::CloudNodeLifecycle => true,
-            }
+        self.why_not_wanted(controller).is_none()
+    }
+
+    /// Why the settings turn `controller` off (`None`: they do not), naming the setting, as the
+    /// start-up log says it: what `plan` prints for the controllers it skips.
+    pub fn why_not_wanted(&self, controller: Controller) -> Option<String> {
+        if !self.controllers.is_enabled(controller) {
+            return Some(format!("{controller}: turned off by --controllers"));
+        }
+        match controller {
+            Controller::ServiceLb if !self.load_balancers.enabled => Some(format!(
+                "{controller}: turned off by HCLOUD_LOAD_BALANCERS_ENABLED=false"
+            )),
+            Controller::NodeRoute if !self.configure_cloud_routes => Some(format!(
+                "{controller}: turned off by --configure-cloud-routes=false"
+            )),
+            Controller::NodeRoute if self.hcloud.network.is_none() => Some(format!(
+                "{controller}: no HCLOUD_NETWORK (routes live in a private network)"
+            )),
+            Controller::NodeRoute if !self.hcloud.routes_enabled => Some(
+                // The start-up warning of an unusable --cluster-cidr, else the switch.
+                self.warnings
+                    .iter()
+                    .find(|w| w.contains("--cluster-cidr"))
+                    .map_or_else(
+                        || format!("{controller}: turned off by HCLOUD_NETWORK_ROUTES_ENABLED=false"),
+                        |w| format!("{controller}: {w}"),
+                    ),
+            ),
+            _ => None,
+        }
     }
 }

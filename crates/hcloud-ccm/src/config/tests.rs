@@ -1106,3 +1106,50 @@ fn load_balancer_class() {
         );
     }
 }
+
+#[test]
+fn a_controller_turned_off_says_which_setting_did_it() {
+    let why = |extra: &[&str], controller| config(extra).why_not_wanted(controller);
+    assert_eq!(why(&[], Controller::CloudNode), None);
+    assert_eq!(
+        why(&["--controllers=*,-service-lb-controller"], Controller::ServiceLb).as_deref(),
+        Some("service-lb-controller: turned off by --controllers")
+    );
+    let no_network = why(&[], Controller::NodeRoute).unwrap();
+    assert!(no_network.contains("no HCLOUD_NETWORK"), "{no_network}");
+    let no_cidr = why(&["--hcloud-network=net"], Controller::NodeRoute).unwrap();
+    assert!(
+        no_cidr.starts_with("node-route-controller: ") && no_cidr.contains("--cluster-cidr"),
+        "{no_cidr}"
+    );
+    let off = why(
+        &["--hcloud-network=net", "--configure-cloud-routes=false"],
+        Controller::NodeRoute,
+    )
+    .unwrap();
+    assert!(off.contains("--configure-cloud-routes=false"), "{off}");
+    let off = why(
+        &[
+            "--hcloud-network=net",
+            "--cluster-cidr=10.244.0.0/16",
+            "--hcloud-network-routes-enabled=false",
+        ],
+        Controller::NodeRoute,
+    )
+    .unwrap();
+    assert!(off.contains("HCLOUD_NETWORK_ROUTES_ENABLED=false"), "{off}");
+    assert_eq!(
+        why(
+            &["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"],
+            Controller::NodeRoute
+        ),
+        None
+    );
+    for controller in Controller::ALL {
+        let cfg = config(&["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"]);
+        assert_eq!(
+            cfg.controller_wanted(controller),
+            cfg.why_not_wanted(controller).is_none()
+        );
+    }
+}
