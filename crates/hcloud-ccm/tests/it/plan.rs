@@ -358,8 +358,9 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     assert!(written.is_empty(), "plan wrote to Kubernetes: {written:?}");
 
     // More Services: one whose annotation is broken (an error, only the finalizer is
-    // written), one with a UDP port (a Warning: load balancers carry TCP only), and one whose
-    // load balancer needs several rounds (a bigger type, the network, private targets).
+    // written), one with a UDP port only (a Warning and no load balancer: load balancers carry
+    // TCP only; the one it got while it had a TCP port is deleted), and one whose load
+    // balancer needs several rounds (a bigger type, the network, private targets).
     scope
         .create_service(lb_service(
             &format!("{prefix}-bad"),
@@ -371,7 +372,17 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
         ports[0].port = 53;
         ports[0].protocol = Some("UDP".into());
     }
-    scope.create_service(udp).await;
+    let udp = scope.create_service(udp).await;
+    let udp_lb = sim_admin
+        .create_load_balancer(
+            LoadBalancerSeed::new(format!("{prefix}-udp"))
+                .location("nbg1")
+                .label("hcloud-ccm/service-uid", udp.metadata.uid.clone().unwrap())
+                .service(ServiceSeed::tcp(80, node_port(&udp))),
+        )
+        .await
+        .unwrap();
+    let udp_lb_id = udp_lb["id"].as_i64().unwrap();
     let multi = scope
         .create_service(lb_service(
             &format!("{prefix}-multi"),
@@ -428,9 +439,50 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
             && planned.contains(&format!("patch nodes {prefix}-off")),
         "{planned:?}"
     );
+    // The UDP-only Service: its load balancer deleted, a Warning naming the port, no status.
+    let services_plan = phase.plan(Some("service-lb-controller")).await;
+    let udp_plan = object(
+        &services_plan,
+        "Service",
+        &format!("{namespace}/{prefix}-udp"),
+    );
+    assert_eq!(
+        targets(udp_plan),
+        [
+            "add finalizer service.kubernetes.io/load-balancer-cleanup".to_owned(),
+            format!("delete load balancer \"{prefix}-udp\" (ID {udp_lb_id})"),
+        ],
+        "{udp_plan:#}"
+    );
+    assert_eq!(
+        udp_plan["writes"],
+        json!([
+            format!("patch services/status {namespace}/{prefix}-udp"),
+            "DELETE /load_balancers/{id}",
+        ]),
+        "{udp_plan:#}"
+    );
+    let unsupported = |object: &Value| -> Vec<String> {
+        object["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|w| w["reason"] == "UnsupportedProtocolConfigured")
+            .map(|w| w["message"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let udp_warning = format!(
+        "no load balancer is made for service with name {prefix}-udp: Hetzner Cloud load balancers carry TCP only (HTTP and HTTPS run over TCP) and none of its ports is TCP: port 53 is UDP. Any load balancer it has is deleted; add a TCP port to get one"
+    );
+    assert_eq!(
+        unsupported(udp_plan),
+        [udp_warning.as_str()],
+        "{udp_plan:#}"
+    );
     let planned = phase.carry_out("service-lb-controller").await;
     for expected in [
         "POST /load_balancers".to_owned(),
+        "DELETE /load_balancers/{id}".to_owned(),
         "POST /load_balancers/{id}/actions/change_algorithm".to_owned(),
         "POST /load_balancers/{id}/actions/change_type".to_owned(),
         "POST /load_balancers/{id}/actions/attach_to_network".to_owned(),
@@ -449,14 +501,18 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     // running together writes nothing but the events that say so.
     let plan = phase.plan(None).await;
     assert_eq!(change_count(&plan), 0, "{plan:#}");
-    let udp = object(&plan, "Service", &format!("{namespace}/{prefix}-udp"));
+    let udp_plan = object(&plan, "Service", &format!("{namespace}/{prefix}-udp"));
+    assert_eq!(unsupported(udp_plan), [udp_warning], "{udp_plan:#}");
+    assert_eq!(
+        udp_plan["warnings"].as_array().unwrap().len(),
+        1,
+        "{udp_plan:#}"
+    );
+    let state = sim_admin.state().await.unwrap();
+    let lbs = state["load_balancers"].as_array().unwrap();
     assert!(
-        udp["warnings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|w| w["reason"] == "UnsupportedProtocolConfigured"),
-        "{udp:#}"
+        !lbs.iter().any(|lb| lb["id"] == udp_lb_id),
+        "the UDP-only Service's load balancer is deleted: {lbs:#?}"
     );
     let bad = object(&plan, "Service", &format!("{namespace}/{prefix}-bad"));
     assert!(

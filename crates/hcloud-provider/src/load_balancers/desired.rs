@@ -18,7 +18,9 @@ use hcloud_api::models::{
     CreateLoadBalancerRequest, HealthCheckProtocol, Labels, LoadBalancer, ServiceProtocol,
     TargetSpec, TargetType,
 };
-use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, Node, Service, ServicePort,
+};
 
 use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, keys};
 use super::cluster::CLUSTER_NAME_LABEL;
@@ -223,6 +225,51 @@ fn no_node_port_message(index: usize, label: &str) -> String {
     )
 }
 
+/// A Service port for messages: `name (port)`, or the port alone when it has no name.
+fn port_label(port: &ServicePort) -> String {
+    port.name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .map_or_else(|| port.port.to_string(), |n| format!("{n} ({})", port.port))
+}
+
+/// The protocol of a Service port (`TCP` when unset, as the apiserver defaults it).
+fn port_protocol(port: &ServicePort) -> &str {
+    port.protocol.as_deref().unwrap_or("TCP")
+}
+
+/// Beyond the official CCM: the `UnsupportedProtocolConfigured` Warning for a Service that has
+/// ports but none of them TCP (all UDP or SCTP), naming each port and its protocol. Such a
+/// Service gets no load balancer: Hetzner load balancers carry TCP only (HTTP and HTTPS run
+/// over TCP), so one would be billed and serve nothing (the official CCM makes it anyway, with
+/// no service on it, and writes its addresses into the status). One it has (by its UID label)
+/// is deleted, as for a Service that stops being of type LoadBalancer.
+///
+/// `None` when a port is TCP (a mixed Service is served on its TCP ports, with the official
+/// Warning for each other one) or when the Service has no ports.
+pub fn no_tcp_port(service: &Service) -> Option<Notice> {
+    let ports = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    if ports.is_empty() || ports.iter().any(|p| port_protocol(p) == "TCP") {
+        return None;
+    }
+    let named: Vec<String> = ports
+        .iter()
+        .map(|p| format!("port {} is {}", port_label(p), port_protocol(p)))
+        .collect();
+    Some(Notice::warn(
+        reasons::UNSUPPORTED_PROTOCOL_CONFIGURED,
+        format!(
+            "no load balancer is made for service with name {}: Hetzner Cloud load balancers carry TCP only (HTTP and HTTPS run over TCP) and none of its ports is TCP: {}. Any load balancer it has is deleted; add a TCP port to get one",
+            service_name(service),
+            named.join(", ")
+        ),
+    ))
+}
+
 /// Whether the first of `service`'s `spec.ipFamilies` is IPv6 (the apiserver sets them from
 /// `ipFamilyPolicy` and the cluster's service CIDRs; the primary family cannot change).
 fn ipv6_first(service: &Service) -> bool {
@@ -242,7 +289,8 @@ fn known_prefix(provider_id: &str) -> bool {
 }
 
 impl Desired {
-    /// The desired state for `service` with `nodes` as candidate targets.
+    /// The desired state for `service` with `nodes` as candidate targets. A Service without
+    /// a TCP port gets no load balancer at all: callers ask [`no_tcp_port`] first.
     ///
     /// Errors are user errors: every bad value of an annotation that is used, as text naming
     /// the annotation and the value.
@@ -306,12 +354,8 @@ impl Desired {
             .map(Vec::as_slice)
             .unwrap_or_default();
         for (index, port) in ports.iter().enumerate() {
-            let proto = port.protocol.as_deref().unwrap_or("TCP");
-            let label = port
-                .name
-                .as_deref()
-                .filter(|n| !n.is_empty())
-                .map_or_else(|| port.port.to_string(), |n| format!("{n} ({})", port.port));
+            let proto = port_protocol(port);
+            let label = port_label(port);
             if proto != "TCP" {
                 notices.push(Notice::warn(
                     reasons::UNSUPPORTED_PROTOCOL_CONFIGURED,
@@ -1431,6 +1475,77 @@ mod tests {
                 .notices
                 .iter()
                 .any(|n| n.reason == Some(reasons::LOAD_BALANCER_TYPE_UNCONFIGURED))
+        );
+    }
+
+    #[test]
+    fn a_service_without_a_tcp_port_gets_one_warning_naming_every_port() {
+        // (ports, the ports the Warning names; None: no Warning, the Service is served)
+        type Ports<'a> = &'a [(i32, &'a str, Option<i32>)];
+        let cases: [(Ports<'_>, Option<&str>); 6] = [
+            (&[(53, "UDP", Some(30053))], Some("port 53 is UDP")),
+            (
+                &[(53, "UDP", Some(30053)), (3868, "SCTP", Some(31868))],
+                Some("port 53 is UDP, port 3868 is SCTP"),
+            ),
+            // Without NodePorts (allocateLoadBalancerNodePorts: false) all the same.
+            (&[(5353, "SCTP", None)], Some("port 5353 is SCTP")),
+            // Mixed: served on the TCP port, with the official Warning for the UDP one.
+            (&[(80, "TCP", Some(30080)), (53, "UDP", Some(30053))], None),
+            (&[(80, "TCP", Some(30080))], None),
+            // No ports at all: as before (the apiserver does not accept such a Service).
+            (&[], None),
+        ];
+        for (ports, named) in cases {
+            let notice = no_tcp_port(&service(ports));
+            match named {
+                None => assert_eq!(notice, None, "{ports:?}"),
+                Some(named) => {
+                    let notice = notice.unwrap_or_else(|| panic!("{ports:?}: no Warning"));
+                    assert_eq!(
+                        notice.reason,
+                        Some(reasons::UNSUPPORTED_PROTOCOL_CONFIGURED)
+                    );
+                    assert_eq!(notice.subject, Subject::Service);
+                    assert_eq!(
+                        notice.message,
+                        format!(
+                            "no load balancer is made for service with name web: Hetzner Cloud load balancers carry TCP only (HTTP and HTTPS run over TCP) and none of its ports is TCP: {named}. Any load balancer it has is deleted; add a TCP port to get one"
+                        )
+                    );
+                }
+            }
+        }
+
+        // Named ports are named with their number; an unset protocol is TCP.
+        let mut named = service(&[(53, "UDP", Some(30053)), (53, "TCP", Some(30054))]);
+        let ports = named.spec.as_mut().unwrap().ports.as_mut().unwrap();
+        ports[0].name = Some("dns".into());
+        ports[1].protocol = None;
+        assert_eq!(no_tcp_port(&named), None, "the unset protocol is TCP");
+        named.spec.as_mut().unwrap().ports.as_mut().unwrap()[1].protocol = Some("SCTP".into());
+        let message = no_tcp_port(&named).unwrap().message;
+        assert!(
+            message.contains(": port dns (53) is UDP, port 53 is SCTP. "),
+            "{message}"
+        );
+
+        // The mixed Service keeps today's desired state: its TCP port, the official Warning.
+        let mixed = service(&[(80, "TCP", Some(30080)), (53, "UDP", Some(30053))]);
+        let p = desired_of(&mixed, &[(keys::TYPE, "lb11")], &[]);
+        let listen: Vec<_> = p.services.iter().map(|s| s.listen_port).collect();
+        assert_eq!(listen, [80]);
+        let warned: Vec<_> = p
+            .notices
+            .iter()
+            .filter(|n| n.reason == Some(reasons::UNSUPPORTED_PROTOCOL_CONFIGURED))
+            .map(|n| n.message.as_str())
+            .collect();
+        assert_eq!(
+            warned,
+            [
+                "configured unsupported Hetzner Cloud load balancer protocol UDP for service with name web"
+            ]
         );
     }
 

@@ -33,6 +33,14 @@
 //!   (which finds one by name, as the official CCM's update does, or creates it). **Delete**: absent is success; delete protection keeps the
 //!   load balancer (success, a `DeleteProtected` Warning); every load balancer labelled with the Service's UID is
 //!   deleted, and so is the managed certificate this CCM created for the Service.
+//! - **No TCP port, no load balancer** (beyond the official CCM): a Service whose ports are
+//!   all UDP or SCTP ([`desired::no_tcp_port`]) gets no load balancer, which would be billed
+//!   and carry nothing (Hetzner load balancers carry TCP only). Ensure writes one
+//!   `UnsupportedProtocolConfigured` Warning naming the ports, deletes a load balancer labelled
+//!   with the Service's UID as the deletion does (the snapshot says whether there is one, the
+//!   API lists what is deleted), and succeeds with an empty status, which the controller
+//!   writes: no error, so no retry until the Service changes. Update has nothing to update
+//!   then; `plan` shows the deletion and the Warning.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
 //!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
@@ -72,6 +80,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
+use cloud_provider::change::Warning;
 use cloud_provider::provider::Result;
 use cloud_provider::runtime::Workers;
 use cloud_provider::{Error, LoadBalancer, LoadBalancerPlan, Outcome};
@@ -311,6 +320,66 @@ impl HcloudLoadBalancers {
         Ok(desired)
     }
 
+    /// What ensuring a Service without a TCP port (see [`desired::no_tcp_port`]) deletes: the
+    /// load balancers labelled with `uid`, as the deletion finds them. Whether there is one
+    /// at all is answered by the snapshot, as ensure's own lookup (no request of its own when
+    /// it is fresh); only then is the API asked by label, for what is deleted.
+    async fn decide_without_tcp(&self, uid: &str) -> Result<decide::Deletion> {
+        if self.find(uid, "", false).await?.lb.is_none() {
+            return Ok(decide::Deletion::default());
+        }
+        self.decide_deletion(uid).await
+    }
+
+    /// Carry `deletion` out for `service` (with `uid`): the load balancers, then the managed
+    /// certificates; a protected load balancer is kept with a `DeleteProtected` Warning.
+    async fn carry_out_deletion(
+        &self,
+        service: &Service,
+        uid: &str,
+        deletion: &decide::Deletion,
+    ) -> Result<()> {
+        let key = service_key(service);
+        for lb in &deletion.kept {
+            tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "keeping the load balancer: it has delete protection");
+            self.events
+                .warn(
+                    service,
+                    reasons::DELETE_PROTECTED,
+                    &decide::kept_message(lb),
+                )
+                .await;
+        }
+        for lb in &deletion.load_balancers {
+            self.delete_one(&key, lb).await?;
+        }
+        self.delete_certificates(&key, &deletion.certificates)
+            .await?;
+        if deletion.kept.is_empty() {
+            self.forget_managed_certificate(uid);
+        }
+        Ok(())
+    }
+
+    /// Ensure for a Service without a TCP port: `warning` (published first, so that it says
+    /// why even when the deletion fails and is retried), no load balancer (one labelled with
+    /// the Service's UID is deleted), an empty status.
+    async fn ensure_without_tcp(
+        &self,
+        service: &Service,
+        uid: &str,
+        warning: &Notice,
+    ) -> Result<LoadBalancerStatus> {
+        self.publish(service, &[], std::slice::from_ref(warning))
+            .await;
+        let deletion = self.decide_without_tcp(uid).await?;
+        if !deletion.load_balancers.is_empty() {
+            tracing::info!(service = %service_key(service), "the Service has no TCP port: deleting its load balancer");
+        }
+        self.carry_out_deletion(service, uid, &deletion).await?;
+        Ok(LoadBalancerStatus::default())
+    }
+
     /// Delete one load balancer of the Service (kept when the API says it is protected).
     async fn delete_one(&self, key: &str, lb: &models::LoadBalancer) -> Result<()> {
         self.operations
@@ -407,6 +476,13 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
+        // Beyond the official CCM: no TCP port, no load balancer (an empty status, no retry).
+        if let Some(warning) = desired::no_tcp_port(service) {
+            return self
+                .ensure_without_tcp(service, uid, &warning)
+                .await
+                .map(Outcome::Done);
+        }
         let decision = self.decide(service, nodes).await?;
         let mut notices = decision.notices.clone();
         let result = self.carry_out(service, decision).await;
@@ -428,6 +504,13 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::UPDATE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
+        if desired::no_tcp_port(service).is_some() {
+            // Ensure made no load balancer for it (and deleted one it had): no targets to
+            // set, and nothing to say. Not `NotFound`, which would make the controller run a
+            // full ensure (and repeat its Warning) on every Node change; `Done` would make it
+            // report an updated load balancer. So: nothing of this controller's to update.
+            return Ok(Outcome::ImplementedElsewhere);
+        }
         let plan = self.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
         let found = self.find(uid, &plan.name, false).await?;
@@ -451,27 +534,9 @@ impl LoadBalancer for HcloudLoadBalancers {
     ) -> Result<Outcome<()>> {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
         let uid = Self::uid(service)?;
-        let key = service_key(service);
         let _serialised = self.lock(uid).await;
         let deletion = self.decide_deletion(uid).await?;
-        for lb in &deletion.kept {
-            tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "keeping the load balancer: it has delete protection");
-            self.events
-                .warn(
-                    service,
-                    reasons::DELETE_PROTECTED,
-                    &decide::kept_message(lb),
-                )
-                .await;
-        }
-        for lb in &deletion.load_balancers {
-            self.delete_one(&key, lb).await?;
-        }
-        self.delete_certificates(&key, &deletion.certificates)
-            .await?;
-        if deletion.kept.is_empty() {
-            self.forget_managed_certificate(uid);
-        }
+        self.carry_out_deletion(service, uid, &deletion).await?;
         Ok(Outcome::Done(()))
     }
 
@@ -491,6 +556,17 @@ impl LoadBalancer for HcloudLoadBalancers {
         service: &Service,
         nodes: &[Arc<Node>],
     ) -> Result<LoadBalancerPlan> {
+        if let Some(warning) = desired::no_tcp_port(service) {
+            // As ensure: the Warning, the deletion of a load balancer it has, an empty status.
+            let uid = Self::uid(service)?;
+            let mut plan = self.decide_without_tcp(uid).await?.to_plan();
+            if let Some(reason) = warning.reason {
+                plan.warnings
+                    .insert(0, Warning::new(reason, warning.message));
+            }
+            plan.status = Some(LoadBalancerStatus::default());
+            return Ok(plan);
+        }
         Ok(self.decide(service, nodes).await?.to_plan())
     }
 }

@@ -1910,3 +1910,6 @@ mod cluster;
 /// Service fields newer than Kubernetes 1.20 (`allocateLoadBalancerNodePorts`, `ipFamilies`)
 /// through the real apiserver.
 mod newer_fields;
+/// Beyond the official CCM: a Service without a TCP port gets no load balancer, through the
+/// service controller and the real apiserver.
+mod udp_only;
