@@ -540,15 +540,3 @@ impl Sortable for Image {
         self.created
     }
 }
-
-impl Sortable for Action {
-    fn sort_id(&self) -> i64 {
-        self.id
-    }
-    fn sort_name(&self) -> &str {
-        &self.command
-    }
-    fn sort_created(&self) -> DateTime<Utc> {
-        self.started
-    }
-}

@@ -279,6 +279,10 @@ async fn main() -> anyhow::Result<()> {
          curl -s -u {robot_user}:{robot_password} {robot_url}/server | jq '.[].server | {{server_number, server_name, server_ip}}'\n  \
          curl -s -X POST {admin_url}/robot/servers -H 'content-type: application/json' -d '{{\"name\":\"sandbox-dedicated-9\"}}'   # adds one\n  \
          curl -s -X PUT {admin_url}/robot/servers/NUMBER/operating_status -H 'content-type: application/json' -d '{{\"operating_status\":\"shut off\"}}'   # powers it off: shutdown taint\n\n\
+         The official hcloud CLI (if you have it) reads the simulator through two variables:\n  \
+         export HCLOUD_ENDPOINT={api} HCLOUD_TOKEN={TOKEN}\n  \
+         hcloud server list\n  \
+         hcloud load-balancer list -o json\n\n\
          hcloud-ccm log: {log}\nHetzner API endpoint: {api} (token {TOKEN})\n",
         kubeconfig = kubeconfig.display(),
         version = kube_harness::KUBERNETES_VERSION,

@@ -1,12 +1,14 @@
 //! `GET /actions…` and the per-resource action views.
 
+use std::cmp::Ordering;
+
 use axum::response::Response;
 use serde_json::json;
 
-use super::page_of;
 use crate::app::{Req, reply};
 use crate::error::{ApiError, ApiResult};
 use crate::model::Action;
+use crate::pagination::{Query, page_request, paginate};
 use crate::render;
 use crate::world::World;
 
@@ -38,17 +40,77 @@ fn ids_filter(req: &Req) -> ApiResult<Vec<i64>> {
         .collect()
 }
 
+/// A field action lists sort by: the API's `sort` enum for actions (`id`, `command`, `status`,
+/// `started`, `finished`, each with `:asc` or `:desc`), which differs from the resources'
+/// `id`/`name`/`created`. The official Go client's action waiter sends `sort=status&sort=id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ActionSortField {
+    Id,
+    Command,
+    Status,
+    Started,
+    Finished,
+}
+
+/// Reads the repeatable `sort` parameter of an action list.
+fn action_sort_keys(q: &Query) -> ApiResult<Vec<(ActionSortField, bool)>> {
+    q.all("sort")
+        .into_iter()
+        .map(|s| {
+            let (field, dir) = s.split_once(':').unwrap_or((s, "asc"));
+            let field = match field {
+                "id" => ActionSortField::Id,
+                "command" => ActionSortField::Command,
+                "status" => ActionSortField::Status,
+                "started" => ActionSortField::Started,
+                "finished" => ActionSortField::Finished,
+                _ => return Err(ApiError::field("sort", format!("invalid sort field {s:?}"))),
+            };
+            let desc = match dir {
+                "asc" => false,
+                "desc" => true,
+                _ => return Err(ApiError::field("sort", format!("invalid sort order {s:?}"))),
+            };
+            Ok((field, desc))
+        })
+        .collect()
+}
+
+/// Sorts by the keys, then by ID.
+fn sort_actions(items: &mut [&Action], keys: &[(ActionSortField, bool)]) {
+    items.sort_by(|a, b| {
+        for &(field, desc) in keys {
+            let ord = match field {
+                ActionSortField::Id => a.id.cmp(&b.id),
+                ActionSortField::Command => a.command.cmp(&b.command),
+                ActionSortField::Status => a.status.cmp(&b.status),
+                ActionSortField::Started => a.started.cmp(&b.started),
+                ActionSortField::Finished => a.finished.cmp(&b.finished),
+            };
+            let ord = if desc { ord.reverse() } else { ord };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        a.id.cmp(&b.id)
+    });
+}
+
 fn list_where(w: &World, req: &Req, keep: impl Fn(&Action) -> bool) -> ApiResult<Response> {
     let ids = ids_filter(req)?;
     let statuses = req.query.all("status");
-    let items: Vec<&Action> = w
+    let keys = action_sort_keys(&req.query)?;
+    let page = page_request(&req.query)?;
+    let mut items: Vec<&Action> = w
         .actions
         .values()
         .filter(|a| ids.is_empty() || ids.contains(&a.id))
         .filter(|a| statuses.is_empty() || statuses.contains(&a.status.as_str()))
         .filter(|a| keep(a))
         .collect();
-    let (items, info) = page_of(req, items, render::action)?;
+    sort_actions(&mut items, &keys);
+    let (items, info) = paginate(items, page);
+    let items = items.into_iter().map(render::action).collect();
     Ok(req.list("actions", items, info))
 }
 
