@@ -4,9 +4,12 @@
 //! What may pass by itself is retried instead ([`connect_with_retries`]): a reset connection, a
 //! timeout, a 5xx, a 429 or a proxy's answer on the token check, the network read or the
 //! metadata service are logged and tried again with growing delays (1 s doubling to 1 min)
-//! while `/healthz` and `/readyz` report the API as not usable yet. Only the API's own answers
-//! end the start: the token refused (401), a network that does not exist, this server not
-//! attached to it.
+//! while `/readyz` reports the API as not usable yet (`/healthz` stays green: the process is
+//! alive, and a liveness probe restarting it would only start the wait again). Answers that
+//! waiting will not change end the start ([`CloudError::is_definite`]), and the binary exits
+//! with [`CONFIGURATION_REFUSED_EXIT_STATUS`]: the token refused (401), a 404 on the token check
+//! (`HCLOUD_ENDPOINT` is not the API), a network that does not exist, a metadata service that
+//! refuses (not a Hetzner Cloud server), this server not attached to the network.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +26,11 @@ use crate::config::{
 };
 use crate::http::MetricsRegistry;
 use crate::metadata::{self, MetadataError};
+
+/// The exit status when the cloud refuses the configuration (a [`CloudError`] for which
+/// [`CloudError::is_definite`] holds): the same as for invalid configuration found before
+/// anything runs, since the fix is the same, a setting the message names.
+pub const CONFIGURATION_REFUSED_EXIT_STATUS: u8 = 2;
 
 // Deliberate repetition: an error enum has the same form as the other crates' (thiserror
 // variants with a message each); what is particular to this one is its messages, which name the
@@ -46,6 +54,16 @@ pub enum CloudError {
         /// The API's error code.
         code: String,
     },
+    /// The token check found no API at the endpoint (404): `HCLOUD_ENDPOINT` is wrong.
+    #[error("HCLOUD_ENDPOINT: there is no Hetzner Cloud API at {endpoint}: {answer}; {advice}")]
+    EndpointNotFound {
+        /// The endpoint asked.
+        endpoint: String,
+        /// The answer (the request, its status and message).
+        answer: String,
+        /// What to change.
+        advice: String,
+    },
     /// The API could not be asked.
     #[error("cannot reach the Hetzner Cloud API at {endpoint} (HCLOUD_ENDPOINT): {source}")]
     Unreachable {
@@ -64,18 +82,57 @@ pub enum CloudError {
 }
 
 impl CloudError {
-    /// Whether trying again cannot help: the API's own refusal of the token, a network it
-    /// says does not exist, this server not attached to the network, a client that cannot be
-    /// built. Everything else (no answer, a 5xx, a 429, an answer that is not the API's) may
-    /// pass by itself.
+    /// Whether trying again cannot help: the API's own refusal of the token, no API at the
+    /// endpoint (404 on the token check), a network it says does not exist, a metadata service
+    /// that refuses, this server not attached to the network, a client that cannot be built.
+    /// Everything else (no answer, a 5xx, a 429, a proxy's page) may pass by itself.
     pub fn is_definite(&self) -> bool {
         match self {
-            Self::Client(_) | Self::RobotClient(_) | Self::TokenRejected { .. } => true,
+            Self::Client(_)
+            | Self::RobotClient(_)
+            | Self::TokenRejected { .. }
+            | Self::EndpointNotFound { .. } => true,
             Self::Unreachable { .. } => false,
             Self::Provider(hcloud_provider::Error::NetworkNotFound(_)) => true,
             Self::Provider(hcloud_provider::Error::Api { .. }) => false,
-            Self::Metadata(MetadataError::NotAttached { .. }) => true,
-            Self::Metadata(MetadataError::Unreachable { .. }) => false,
+            Self::Metadata(err) => err.is_definite(),
+        }
+    }
+
+    /// The error of a failed token check (`GET /locations` on `endpoint`).
+    ///
+    /// Only the API's own refusal (401/403 with an error code) is about the token; a proxy's
+    /// 401/403 page has no code. A 404 means there is no API there, as `/locations` always
+    /// exists: with the API's error envelope (the Hetzner API answering a path without `/v1`),
+    /// or on an endpoint that does not end in `/v1`. A bare 404 page on an endpoint that does
+    /// may be a proxy's passing answer and is tried again, like a proxy's other pages.
+    fn from_token_check(endpoint: String, err: hcloud_api::Error) -> Self {
+        let code = err.code().map(ToString::to_string).unwrap_or_default();
+        let versioned = endpoint.trim_end_matches('/').ends_with("/v1");
+        match err.status() {
+            Some(401 | 403) if !code.is_empty() => CloudError::TokenRejected { endpoint, code },
+            Some(404) if !code.is_empty() || !versioned => {
+                let advice = if versioned {
+                    "check HCLOUD_ENDPOINT (unset, the CCM uses https://api.hetzner.cloud/v1)"
+                } else {
+                    "the endpoint must end in /v1 (e.g. https://api.hetzner.cloud/v1; unset, \
+                     the CCM uses that one)"
+                };
+                CloudError::EndpointNotFound {
+                    endpoint,
+                    // One line, even when a web server answered with a page.
+                    answer: err
+                        .to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    advice: advice.to_owned(),
+                }
+            }
+            _ => CloudError::Unreachable {
+                endpoint,
+                source: err,
+            },
         }
     }
 }
@@ -141,17 +198,10 @@ pub async fn connect(
     robot: Option<Arc<dyn RobotApi>>,
 ) -> Result<Arc<HcloudProvider>, CloudError> {
     if let Err(err) = client.locations().list().await {
-        let endpoint = client.endpoint().to_owned();
-        // Only the API's own refusal is about the token; a proxy's 401/403 page has no code.
-        return Err(match err.code().map(ToString::to_string) {
-            Some(code) if !code.is_empty() && matches!(err.status(), Some(401 | 403)) => {
-                CloudError::TokenRejected { endpoint, code }
-            }
-            _ => CloudError::Unreachable {
-                endpoint,
-                source: err,
-            },
-        });
+        return Err(CloudError::from_token_check(
+            client.endpoint().to_owned(),
+            err,
+        ));
     }
     let settings = provider_settings(&config.hcloud, &config.load_balancers, &config.robot);
     let provider = HcloudProvider::with_robot(client.clone(), settings, robot).await?;
@@ -195,8 +245,10 @@ async fn connect_and_check(
     Ok(provider)
 }
 
-/// [`connect`] and the attached-network check until they pass, retrying what may pass by itself with growing delays (a log
-/// line per attempt). `Ok(None)` when `shutdown` fires first; `Err` on a definite answer.
+/// [`connect`] and the attached-network check until they pass, retrying what may pass by itself
+/// with growing delays (a log line per attempt). `Ok(None)` when `shutdown` fires first; `Err`
+/// on a definite answer ([`CloudError::is_definite`]), on which the binary exits with
+/// [`CONFIGURATION_REFUSED_EXIT_STATUS`].
 pub async fn connect_with_retries(
     config: &Config,
     metrics: &MetricsRegistry,
@@ -314,6 +366,78 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// An answer of the API (or of whatever answers at the endpoint) to the token check.
+    fn answer(status: u16, code: &str, message: &str) -> hcloud_api::Error {
+        hcloud_api::error::ApiError {
+            status,
+            code: code.into(),
+            message: message.to_owned(),
+            details: hcloud_api::error::ErrorDetails::default(),
+            method: "GET".to_owned(),
+            path: "/locations".to_owned(),
+        }
+        .into()
+    }
+
+    #[test]
+    fn a_404_on_the_token_check_names_hcloud_endpoint_and_is_definite() {
+        let check = |endpoint: &str, err| CloudError::from_token_check(endpoint.to_owned(), err);
+        // The API answering a path without /v1.
+        let err = check(
+            "https://api.hetzner.cloud",
+            answer(404, "not_found", "not found"),
+        );
+        let text = err.to_string();
+        assert!(matches!(err, CloudError::EndpointNotFound { .. }), "{text}");
+        assert!(err.is_definite());
+        assert!(
+            text.starts_with("HCLOUD_ENDPOINT: ")
+                && text.contains("https://api.hetzner.cloud:")
+                && text.contains("404")
+                && text.contains("must end in /v1"),
+            "{text}"
+        );
+        // Some web server's page, on an endpoint without /v1.
+        let err = check(
+            "http://10.0.0.1/",
+            answer(404, "", "<html>Not Found</html>"),
+        );
+        assert!(err.is_definite(), "{err}");
+        // The API's own 404 on an endpoint with /v1 (another path in front of it, say).
+        let err = check("https://proxy.example/v1", answer(404, "not_found", "gone"));
+        let text = err.to_string();
+        assert!(err.is_definite(), "{text}");
+        assert!(!text.contains("must end in /v1"), "{text}");
+        // A proxy's bare 404 page in front of a /v1 endpoint may pass.
+        let err = check("https://api.hetzner.cloud/v1/", answer(404, "", "<html>"));
+        assert!(matches!(err, CloudError::Unreachable { .. }), "{err}");
+        assert!(!err.is_definite());
+    }
+
+    #[test]
+    fn only_the_apis_own_refusal_rejects_the_token_and_server_trouble_may_pass() {
+        let check =
+            |err| CloudError::from_token_check("https://api.hetzner.cloud/v1".to_owned(), err);
+        let err = check(answer(401, "unauthorized", "unable to authenticate"));
+        assert!(matches!(err, CloudError::TokenRejected { .. }), "{err}");
+        assert!(err.is_definite() && err.to_string().starts_with("HCLOUD_TOKEN: "));
+        for (status, code) in [
+            (401, ""),
+            (403, ""),
+            (429, "rate_limit_exceeded"),
+            (500, "server_error"),
+            (502, ""),
+            (503, "unavailable"),
+            (504, "timeout"),
+        ] {
+            let err = check(answer(status, code, "try later"));
+            assert!(
+                matches!(err, CloudError::Unreachable { .. }) && !err.is_definite(),
+                "{status} {code:?}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn zero_health_check_variables_mean_unset() {

@@ -3,8 +3,10 @@
 //! Wiring only: parse and validate the configuration (exit 2 listing every problem), set up
 //! logging, the crypto provider, the Kubernetes client, the endpoints and leader election; start
 //! the controllers once leading; exit 1 when leadership is lost, 0 after a graceful shutdown
-//! (controllers stopped first, then the lease released). `hcloud-ccm plan` runs the plan of
-//! [`hcloud_ccm::plan`] with the same configuration instead.
+//! (controllers stopped first, then the lease released). A configuration the cloud refuses at
+//! start (a rejected token, no API at `HCLOUD_ENDPOINT`, an unknown network, a metadata service
+//! that refuses) exits 2 too ([`cloud::CONFIGURATION_REFUSED_EXIT_STATUS`]), naming the setting.
+//! `hcloud-ccm plan` runs the plan of [`hcloud_ccm::plan`] with the same configuration instead.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -109,13 +111,17 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     endpoints
         .metrics
         .with(hcloud_ccm::process_metrics::register);
-    // Before leader election, on every replica: a rejected token or unknown network fails the
-    // start here; what may pass by itself (no answer, a 5xx, a 429) is retried meanwhile, with
-    // /healthz and /readyz red. Red before they are served: a probe must never see a start
-    // as ready before the API was checked.
-    let reason = "the Hetzner Cloud API is not usable yet (see the log)";
-    let api_health = endpoints.health.add_flag("hcloudApi", false, reason);
-    let api_readiness = endpoints.readiness.add_flag("hcloudApi", false, reason);
+    // Before leader election, on every replica: what the cloud refuses for good (a rejected
+    // token, no API at the endpoint, an unknown network, a refusing metadata service) ends the
+    // start here with its exit status; what may pass by itself (no answer, a 5xx, a 429) is
+    // retried meanwhile, with /readyz red and /healthz green: the process is alive and waiting,
+    // and a liveness probe restarting it would only start the wait again. Red before it is
+    // served: a probe must never see a start as ready before the API was checked.
+    let api_readiness = endpoints.readiness.add_flag(
+        "hcloudApi",
+        false,
+        "the Hetzner Cloud API is not usable yet (see the log)",
+    );
     // Served from the start, so that probes see why a start takes long.
     let mut servers = Vec::new();
     if let Some(address) = &config.metrics_address {
@@ -125,9 +131,18 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
         let client = clients.client("auth-delegator")?;
         servers.push(http::serve_secure(secure, &endpoints, client, shutdown.clone()).await?);
     }
-    let cloud = match cloud::connect_with_retries(&config, &endpoints.metrics, &shutdown).await? {
-        Some(cloud) => cloud,
-        None => return Ok(ExitCode::SUCCESS),
+    let cloud = match cloud::connect_with_retries(&config, &endpoints.metrics, &shutdown).await {
+        Ok(Some(cloud)) => cloud,
+        Ok(None) => return Ok(ExitCode::SUCCESS),
+        Err(err) => {
+            let status = cloud::CONFIGURATION_REFUSED_EXIT_STATUS;
+            tracing::error!(
+                exit_status = status,
+                "{}; exiting: waiting will not change this answer",
+                cloud_provider::events::error_chain(&err)
+            );
+            return Ok(ExitCode::from(status));
+        }
     };
     // The shared Node cache warms up on every replica, so a standby can take over at once.
     let nodes = NodeCache::spawn(clients.client("shared-informers")?, shutdown.clone());
@@ -173,7 +188,6 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             }
         });
     // Green only now that the checks of what comes next are in place.
-    api_health.send_replace(true);
     api_readiness.send_replace(true);
 
     let ctx = ControllerContext {

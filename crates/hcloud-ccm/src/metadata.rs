@@ -2,6 +2,11 @@
 //! startup the Hetzner metadata service of the host the CCM runs on is asked for its private
 //! networks, and the start fails unless `HCLOUD_NETWORK` is among them. This guards against a
 //! CCM that cannot reach the nodes' private addresses, as the official CCM does.
+//!
+//! A service that does not answer (or answers 5xx, 408, 429) may come back and is asked again
+//! ([`MetadataError::is_definite`] false); one that answers but refuses (403, 404, any other
+//! 4xx: not a Hetzner Cloud server, or a wrong `HCLOUD_METADATA_ENDPOINT`) will not change by
+//! waiting, and neither will a list without the network.
 
 use std::time::Duration;
 
@@ -25,6 +30,25 @@ pub enum MetadataError {
         /// What went wrong.
         message: String,
     },
+    /// The service answered, but refused (a 4xx other than 408 and 429): this is not a Hetzner
+    /// Cloud server, or `HCLOUD_METADATA_ENDPOINT` names something else.
+    #[error(
+        "HCLOUD_NETWORK: the attached-network check for network {network} cannot pass: the \
+         metadata service at {url} (HCLOUD_METADATA_ENDPOINT) refused to list this server's \
+         private networks (HTTP {status}: {body}). The CCM does not run on a Hetzner Cloud \
+         server, or HCLOUD_METADATA_ENDPOINT is wrong; off Hetzner Cloud (a laptop, CI, another \
+         provider), set HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true"
+    )]
+    Refused {
+        /// What was asked.
+        url: String,
+        /// The network (as configured).
+        network: String,
+        /// The HTTP status of the answer.
+        status: u16,
+        /// The start of the answer's body.
+        body: String,
+    },
     /// The server is not attached to the network.
     #[error(
         "HCLOUD_NETWORK: this server is not attached to network {network} (ID {network_id}) \
@@ -39,6 +63,23 @@ pub enum MetadataError {
         /// Its ID.
         network_id: i64,
     },
+}
+
+impl MetadataError {
+    /// Whether asking again cannot help: the service refused, or does not list the network.
+    /// A service that did not answer, or answered 5xx, 408 or 429, may pass by itself.
+    pub fn is_definite(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => false,
+            Self::Refused { .. } | Self::NotAttached { .. } => true,
+        }
+    }
+}
+
+/// Whether an HTTP status of the metadata service is a refusal that waiting will not change:
+/// a 4xx, except 408 (request timeout) and 429 (too many requests).
+pub fn is_refusal(status: u16) -> bool {
+    (400..500).contains(&status) && !matches!(status, 408 | 429)
 }
 
 /// Whether a `/private-networks` answer lists the network: it is YAML, one entry per network
@@ -81,10 +122,17 @@ pub async fn check_attached(
         .await
         .map_err(|e| unreachable(error_text(&e)))?;
     if !status.is_success() {
-        return Err(unreachable(format!(
-            "HTTP {status}: {}",
-            body.trim().chars().take(200).collect::<String>()
-        )));
+        let body = body.trim().chars().take(200).collect::<String>();
+        if is_refusal(status.as_u16()) {
+            return Err(MetadataError::Refused {
+                url,
+                network: network.to_owned(),
+                status: status.as_u16(),
+                // One line, even when the answer is a page.
+                body: body.split_whitespace().collect::<Vec<_>>().join(" "),
+            });
+        }
+        return Err(unreachable(format!("HTTP {status}: {body}")));
     }
     if private_networks_contain(&body, network_id) {
         tracing::info!(
@@ -146,6 +194,16 @@ mod tests {
         }
     }
 
+    #[test]
+    fn client_errors_are_refusals_but_timeouts_limits_and_server_errors_are_not() {
+        for status in [400, 401, 403, 404, 405, 410] {
+            assert!(is_refusal(status), "{status}");
+        }
+        for status in [200, 301, 408, 429, 500, 502, 503, 504] {
+            assert!(!is_refusal(status), "{status}");
+        }
+    }
+
     #[tokio::test]
     async fn an_unreachable_service_is_a_clear_error() {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -155,6 +213,7 @@ mod tests {
             .unwrap_err();
         let text = err.to_string();
         assert!(matches!(err, MetadataError::Unreachable { .. }), "{text}");
+        assert!(!err.is_definite());
         assert!(
             text.contains("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK") && text.contains("127.0.0.1:9"),
             "{text}"

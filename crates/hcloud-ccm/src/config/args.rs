@@ -92,7 +92,12 @@ Durations use Go syntax (\"30s\", \"5m\", \"1m30s\", \"200ms\"). Booleans accept
 (true/false, 1/0, t/f, TRUE/FALSE, True/False); a boolean flag given without a value means true, \
 and must be written --flag=false to switch it off.
 
-Invalid configuration is reported all at once and the process exits with status 2.";
+Invalid configuration is reported all at once and the process exits with status 2. So does a \
+configuration the Hetzner Cloud refuses at start, naming the setting: a rejected token, no API at \
+HCLOUD_ENDPOINT, an unknown HCLOUD_NETWORK or this server not attached to it, a metadata service \
+that refuses the attached-network check. What may pass by itself (no connection, a timeout, a \
+5xx, a 429) is tried again, with /readyz red and /healthz green meanwhile. Exit status: 0 after \
+SIGTERM or SIGINT, 1 a failure (leadership lost, a controller stopped), 2 a configuration to fix.";
 
 const AFTER_LONG_HELP: &str = "\
 Logging: RUST_LOG, when set, overrides the level derived from -v (e.g. \

@@ -266,7 +266,11 @@ impl Config {
                     .iter()
                     .find(|w| w.contains("--cluster-cidr"))
                     .map_or_else(
-                        || format!("{controller}: turned off by HCLOUD_NETWORK_ROUTES_ENABLED=false"),
+                        || {
+                            format!(
+                                "{controller}: turned off by HCLOUD_NETWORK_ROUTES_ENABLED=false"
+                            )
+                        },
                         |w| format!("{controller}: {w}"),
                     ),
             ),

@@ -35,4 +35,5 @@ mod rbac;
 mod robot;
 mod routes;
 mod secure_port;
+mod startup_errors;
 mod upstream_metrics;
