@@ -1112,7 +1112,11 @@ fn a_controller_turned_off_says_which_setting_did_it() {
     let why = |extra: &[&str], controller| config(extra).why_not_wanted(controller);
     assert_eq!(why(&[], Controller::CloudNode), None);
     assert_eq!(
-        why(&["--controllers=*,-service-lb-controller"], Controller::ServiceLb).as_deref(),
+        why(
+            &["--controllers=*,-service-lb-controller"],
+            Controller::ServiceLb
+        )
+        .as_deref(),
         Some("service-lb-controller: turned off by --controllers")
     );
     let no_network = why(&[], Controller::NodeRoute).unwrap();
