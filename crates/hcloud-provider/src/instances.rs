@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::config::{CacheMode, InstancesConfig};
+use crate::errors::categorize;
 use crate::events::Events;
 use crate::metadata::instance_metadata;
 use crate::metrics::{Operations, op};
@@ -123,7 +124,7 @@ impl HcloudInstances {
             .cache
             .all_servers_for_status()
             .await
-            .map_err(|err| Error::api("listing servers to compare with the Nodes", err))?;
+            .map_err(|err| categorize("listing servers to compare with the Nodes", err))?;
         let seen = ids
             .iter()
             .filter(|(id, _)| snapshot.servers.iter().any(|s| s.id == *id))
@@ -182,10 +183,10 @@ impl HcloudInstances {
                 .cache
                 .get_for_status(name)
                 .await
-                .map_err(|err| Error::api(format!("looking up {name}"), err));
+                .map_err(|err| categorize(format!("looking up {name}"), err));
         }
         let snapshot = self.cache.all_servers_for_status().await.map_err(|err| {
-            Error::api(
+            categorize(
                 format!("looking for {name} or a server with the Node's addresses"),
                 err,
             )
@@ -210,7 +211,7 @@ impl HcloudInstances {
             .cache
             .all_servers_within(since_created)
             .await
-            .map_err(|err| Error::api(format!("looking for {name} in a newer listing"), err))?;
+            .map_err(|err| categorize(format!("looking for {name} in a newer listing"), err))?;
         Ok(server_of(node, wanted, &newer.servers))
     }
 
@@ -253,7 +254,7 @@ impl HcloudInstances {
             .status_check()
             .await
             .map(Some)
-            .map_err(|err| Error::api("checking which servers are not running", err))
+            .map_err(|err| categorize("checking which servers are not running", err))
     }
 
     async fn find(&self, node: &Node) -> Result<Arc<Server>> {
@@ -261,7 +262,7 @@ impl HcloudInstances {
         match self.cache.get(&key).await {
             Ok(Some(server)) => Ok(server),
             Ok(None) => Err(Error::instance_not_found()),
-            Err(err) => Err(Error::api(format!("looking up {key}"), err)),
+            Err(err) => Err(categorize(format!("looking up {key}"), err)),
         }
     }
 }
@@ -388,7 +389,7 @@ impl Instances for HcloudInstances {
             .cache
             .confirm_exists(&key)
             .await
-            .map_err(|err| Error::api(format!("checking whether {key} exists"), err))?;
+            .map_err(|err| categorize(format!("checking whether {key} exists"), err))?;
         if exists {
             self.project_seen();
         } else if self.project.holds_deletions() {
@@ -416,7 +417,7 @@ impl Instances for HcloudInstances {
                 .cache
                 .get_for_status(&key)
                 .await
-                .map_err(|err| Error::api(format!("looking up {key}"), err))?,
+                .map_err(|err| categorize(format!("looking up {key}"), err))?,
         };
         let Some(server) = server else {
             return Err(Error::instance_not_found());

@@ -25,8 +25,13 @@
 //! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`.
 //! A NotReady Node without a providerID whose name no server has is still reported to exist
 //! while a server has one of its addresses (see [`HcloudInstances`]).
+//!
+//! A failed Hetzner Cloud or Robot call becomes the contract's `cloud_provider::Error` through
+//! one function, [`errors::categorize`]: the error's kind, code and status decide its category
+//! (and so whether and how soon the controllers retry) the same way in every capability.
 
 mod config;
+pub mod errors;
 pub mod events;
 mod instances;
 mod lb_type_cache;

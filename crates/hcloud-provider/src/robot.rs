@@ -159,6 +159,7 @@ impl Robot {
                     + chrono::Duration::from_std(left).unwrap_or(chrono::Duration::zero());
                 Err(CacheError::RobotRateLimited {
                     next_try: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    retry_in: left,
                 })
             }
             _ => Ok(()),

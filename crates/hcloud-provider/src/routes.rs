@@ -66,6 +66,7 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::errors::categorize;
 use crate::events::Events;
 // The Node address type the gateway must be one of (as the official CCM checks).
 use cloud_provider::well_known::address_type::INTERNAL_IP;
@@ -371,7 +372,7 @@ impl Core {
     }
 
     fn read_error(&self, err: Arc<hcloud_api::Error>) -> Error {
-        Error::api(format!("reading network {}", self.config.network_id), err)
+        categorize(format!("reading network {}", self.config.network_id), err)
     }
 
     /// A change got no answer: it may land during the next action timeout, so until then the
@@ -427,8 +428,9 @@ impl Core {
     async fn wait(&self, what: &str, action: &Action) -> Result<()> {
         match tokio::time::timeout(self.config.action_timeout, self.poll(action)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => Err(Error::api(format!("{what}: action {}", action.id), err)),
-            Err(_) => Err(Error::api_msg(format!(
+            Ok(Err(err)) => Err(categorize(format!("{what}: action {}", action.id), err)),
+            // No answer of the API to look at: the wait itself ran out (transient).
+            Err(_) => Err(Error::other(format!(
                 "{what}: action {} did not finish within {:?}",
                 action.id, self.config.action_timeout
             ))),
@@ -487,7 +489,7 @@ impl Core {
             }
             Err(err) => {
                 self.forget_network();
-                return Err(Error::api(what, err));
+                return Err(categorize(what, err));
             }
         };
         self.update_view(|routes| {
@@ -526,7 +528,7 @@ impl Core {
             .filter_map(|a| a.address.parse::<IpAddr>().ok())
             .collect();
         let network_id = self.config.network_id;
-        let lookup_error = |err| Error::api(format!("looking up {key} for node {node:?}"), err);
+        let lookup_error = |err| categorize(format!("looking up {key} for node {node:?}"), err);
         let usable = |server: &Server| {
             private_ip(server, network_id).is_some_and(|ip| internal_ips.contains(&ip))
         };
@@ -707,7 +709,7 @@ impl Routes for HcloudRoutes {
         if network.routes.is_empty() {
             return Ok(Vec::new());
         }
-        let listing_error = |err| Error::api("listing servers to map route gateways", err);
+        let listing_error = |err| categorize("listing servers to map route gateways", err);
         let started = Instant::now();
         let mut snapshot = core
             .cache
@@ -891,19 +893,21 @@ impl Core {
                     return Ok(());
                 }
                 self.uncertain_for_a_while();
-                return Err(Error::api(what, hcloud_api::Error::Transport(err)));
+                return Err(categorize(what, hcloud_api::Error::Transport(err)));
             }
+            // Call-site knowledge: `resource_limit_exceeded` on `add_route` means the network
+            // is at its route limit. `categorize` rejects it too; only the words are the
+            // route's own (the same every time, so the route controller reports it once and
+            // backs the creation off instead of retrying it within the pass).
             Err(err) if err.code() == Some(&ErrorCode::ResourceLimitExceeded) => {
-                // The network is full: not retried within the pass; the route controller
-                // backs this creation off and reports it once.
                 let message = self.route_limit_message(destination_cidr, node);
                 return Err(Error::rejected_by(message, err));
             }
             Err(err) => {
-                // Rejected (e.g. the route exists since our copy was made): plan the next
-                // change on a fresh read.
+                // Refused (e.g. the route exists since our copy was made) or failed: plan the
+                // next change on a fresh read.
                 self.forget_network();
-                return Err(Error::api(what, err));
+                return Err(categorize(what, err));
             }
         };
         self.update_view(|routes| routes.push(api_route.clone()));
@@ -971,7 +975,7 @@ impl Core {
             .cache
             .all_servers_for_status()
             .await
-            .map_err(|err| Error::api("listing servers to check a route's gateway", err))?;
+            .map_err(|err| categorize("listing servers to check a route's gateway", err))?;
         let target = gateway.and_then(|ip| {
             server_with_ip(&snapshot.servers, network.id, ip)
                 .map(|server| self.target_name(ip, server))

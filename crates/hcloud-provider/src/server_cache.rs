@@ -77,6 +77,8 @@ pub enum CacheError {
     RobotRateLimited {
         /// When calls go to Robot again (RFC 3339).
         next_try: String,
+        /// How long until then.
+        retry_in: Duration,
     },
 }
 

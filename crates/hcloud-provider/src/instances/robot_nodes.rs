@@ -16,6 +16,7 @@ use hcloud_api::robot::RobotServer;
 use k8s_openapi::api::core::v1::Node;
 
 use super::HcloudInstances;
+use crate::errors::categorize;
 use crate::metrics::op;
 use crate::robot::{
     INSTANCE_LOOKUP_FAILED, MISCONFIGURED_INTERNAL_IP, POSSIBLE_NODE_DELETION, find_number,
@@ -37,14 +38,6 @@ fn node_name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// A failed Robot call as the provider's error.
-fn robot_error(what: String, err: CacheError) -> Error {
-    match err {
-        CacheError::RobotNotConfigured => Error::rejected(format!("{what}: {err}")),
-        other => Error::api(what, other),
-    }
-}
-
 impl HcloudInstances {
     /// Which API answers for `node` (reads the Robot list only for a Node without a
     /// providerID, with a Robot client).
@@ -56,7 +49,7 @@ impl HcloudInstances {
                 return Ok(Target::Cloud);
             }
             if !self.robot.has_client() {
-                return Err(robot_error(
+                return Err(categorize(
                     format!("looking up Robot server {number} of Node {name:?}"),
                     CacheError::RobotNotConfigured,
                 ));
@@ -75,7 +68,7 @@ impl HcloudInstances {
             .count(op::instances::GET_ROBOT_SERVER_BY_NAME);
         let robot =
             self.robot.by_name(name).await.map_err(|err| {
-                robot_error(format!("looking up a Robot server named {name:?}"), err)
+                categorize(format!("looking up a Robot server named {name:?}"), err)
             })?;
         let Some(server) = robot else {
             return Ok(Target::Cloud);
@@ -85,7 +78,7 @@ impl HcloudInstances {
             .cache
             .get(&key)
             .await
-            .map_err(|err| Error::api(format!("looking up {key}"), err))?;
+            .map_err(|err| categorize(format!("looking up {key}"), err))?;
         if let Some(cloud) = cloud {
             let message = format!(
                 "Node {name} has no providerID, and both the cloud server {} and the Robot server {} have its name: it cannot be told which one it is. Rename one of them or set the Node's providerID",
@@ -119,7 +112,7 @@ impl HcloudInstances {
             .robot
             .by_number(number)
             .await
-            .map_err(|err| robot_error(format!("looking up Robot server {number}"), err))?;
+            .map_err(|err| categorize(format!("looking up Robot server {number}"), err))?;
         match found {
             Some(server) if server.server_name == node_name(node) => Ok(server),
             Some(server) => {
@@ -157,7 +150,7 @@ impl HcloudInstances {
         self.operations.count(op::instances::GET_ROBOT_SERVER_BY_ID);
         let name = node_name(node);
         let failed = |err| {
-            robot_error(
+            categorize(
                 format!("checking whether Robot server {number} exists"),
                 err,
             )
@@ -199,7 +192,7 @@ impl HcloudInstances {
                 .await
                 .map(|reset| reset.is_shut_off())
                 .map_err(|err| {
-                    robot_error(
+                    categorize(
                         format!("reading the power state of Robot server {number}"),
                         err,
                     )

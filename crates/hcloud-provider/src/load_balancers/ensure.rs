@@ -14,9 +14,9 @@ use super::annotations::keys;
 use super::cluster::{self, Claim};
 use super::desired::{self, Desired, ManagedCertificate, Notice, Placement, Step, Subject};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
-use super::ops::api_error;
 use super::snapshot::Lookup;
 use super::steps::reasons;
+use crate::errors::categorize;
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
 
 /// Label asking Hetzner to issue a managed certificate from Let's Encrypt staging (internal).
@@ -43,7 +43,7 @@ impl HcloudLoadBalancers {
             .snapshot
             .labelled_now(uid)
             .await
-            .map_err(|err| Error::api(labelled_lookup(uid), err))?;
+            .map_err(|err| categorize(labelled_lookup(uid), err))?;
         labelled.retain(|lb| self.claim(&lb.labels).usable());
         Ok(labelled)
     }
@@ -57,7 +57,7 @@ impl HcloudLoadBalancers {
         self.snapshot
             .lookup(uid, name)
             .await
-            .map_err(|err| Error::api(labelled_lookup(uid), err))
+            .map_err(|err| categorize(labelled_lookup(uid), err))
     }
 
     /// The Service's load balancer.
@@ -196,7 +196,7 @@ impl HcloudLoadBalancers {
                 .certificates()
                 .get_by_name(reference)
                 .await
-                .map_err(|err| Error::api(format!("looking up certificate {reference:?}"), err))?;
+                .map_err(|err| categorize(format!("looking up certificate {reference:?}"), err))?;
             match found {
                 Some(cert) => ids.push(cert.id),
                 // It may be uploaded later: retried until it is.
@@ -221,7 +221,7 @@ impl HcloudLoadBalancers {
             .list_all(&ListCertificatesParams::label_selector(uid_selector(uid)))
             .await
             .map_err(|err| {
-                Error::api(
+                categorize(
                     format!("listing certificates labelled {}", uid_selector(uid)),
                     err,
                 )
@@ -242,7 +242,7 @@ impl HcloudLoadBalancers {
                 Ok(()) => {}
                 Err(err) if err.is_not_found() => {}
                 Err(err) => {
-                    return Err(Error::api(
+                    return Err(categorize(
                         format!(
                             "deleting managed certificate {:?} (ID {})",
                             cert.name, cert.id
@@ -279,7 +279,7 @@ impl HcloudLoadBalancers {
             .create(&request)
             .await
             .map_err(|err| {
-                Error::api(format!("creating managed certificate {:?}", want.name), err)
+                categorize(format!("creating managed certificate {:?}", want.name), err)
             })?;
         Ok(created.certificate)
     }
@@ -311,7 +311,7 @@ impl HcloudLoadBalancers {
                 .certificates()
                 .get(cert.id)
                 .await
-                .map_err(|err| Error::api(format!("reading certificate {:?}", cert.name), err))?;
+                .map_err(|err| categorize(format!("reading certificate {:?}", cert.name), err))?;
         }
     }
 
@@ -320,14 +320,14 @@ impl HcloudLoadBalancers {
     async fn type_for_order(&self, name: &str) -> Result<Option<Arc<models::LoadBalancerType>>> {
         let found = match &self.lb_types {
             Some(cache) => cache.get(name).await.map_err(|err| {
-                Error::other(format!("looking up load balancer type {name:?}: {err}"))
+                categorize(format!("looking up load balancer type {name:?}"), err)
             })?,
             None => self
                 .client
                 .load_balancer_types()
                 .get_by_name(name)
                 .await
-                .map_err(|err| Error::api(format!("looking up load balancer type {name:?}"), err))?
+                .map_err(|err| categorize(format!("looking up load balancer type {name:?}"), err))?
                 .map(Arc::new),
         };
         Ok(found)
@@ -426,14 +426,11 @@ impl HcloudLoadBalancers {
                     (None, Some(zone)) => format!("network zone {zone:?}"),
                     (None, None) => "no placement".to_owned(),
                 };
-                return Err(api_error(
-                    &format!(
-                        "creating load balancer {:?} (type {:?}, {at})",
-                        plan.name, request.load_balancer_type
-                    ),
-                    err,
-                    self.settings.retry_after,
-                ));
+                let what = format!(
+                    "creating load balancer {:?} (type {:?}, {at})",
+                    plan.name, request.load_balancer_type
+                );
+                return Err(categorize(self.lb_call(what), err));
             }
         };
         let lb = created.load_balancer;

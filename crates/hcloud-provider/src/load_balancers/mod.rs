@@ -95,9 +95,10 @@ pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use steps::reasons;
 
+use crate::errors::{Call, categorize};
 use crate::metrics::op::load_balancers as lbs_op;
 use naming::service_key;
-use ops::{Executor, api_error};
+use ops::Executor;
 
 /// Hetzner load balancers for Services.
 #[derive(Debug)]
@@ -264,6 +265,13 @@ impl HcloudLoadBalancers {
         }
     }
 
+    /// A call on a load balancer, which the API locks while one of its actions runs: a
+    /// `locked` or `conflict` answer is retried no sooner than
+    /// [`LoadBalancerSettings::retry_after`].
+    fn lb_call(&self, what: impl Into<String>) -> Call {
+        Call::new(what).busy_for(self.settings.retry_after)
+    }
+
     /// Wait for `fut` (the cloud), lending the service controller's slot meanwhile when it
     /// handed its workers over.
     async fn waiting<F: std::future::Future>(&self, fut: F) -> F::Output {
@@ -307,7 +315,7 @@ impl HcloudLoadBalancers {
             desired.choose_robot_targets(RobotView::Listed(&[]));
         } else {
             let listed = self.robot.servers().await.map_err(|err| {
-                Error::api(
+                categorize(
                     format!(
                         "service {}: listing the Robot servers for the targets",
                         service_key(service)
@@ -410,11 +418,8 @@ impl HcloudLoadBalancers {
             }
             Err(err) => Err({
                 self.snapshot.doubt(lb.id);
-                api_error(
-                    &format!("deleting load balancer {:?} (ID {})", lb.name, lb.id),
-                    err,
-                    self.settings.retry_after,
-                )
+                let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
+                categorize(self.lb_call(what), err)
             }),
         }
     }

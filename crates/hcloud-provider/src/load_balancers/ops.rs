@@ -5,7 +5,8 @@
 //! A `locked` / `conflict` answer therefore means another actor is busy with the load
 //! balancer (or its network): it becomes a transient error (or a conflict) with a retry-after,
 //! which the controller turns into `max(retry-after, its growing backoff)` instead of spinning
-//! here. See [`api_error`] for every category.
+//! here. Every failed call is categorised by [`crate::errors::categorize`], with the executor's
+//! `retry_after` as the busy delay.
 
 use std::time::Duration;
 
@@ -15,41 +16,7 @@ use hcloud_api::Client;
 use hcloud_api::models::{Action, LoadBalancer, UpdateRequest};
 
 use super::desired::Step;
-
-/// Map an API error of `what` onto the controllers' categories:
-///
-/// - `locked` (another action runs): transient, retried no sooner than `retry_after`;
-/// - `conflict`: a conflict, retried no sooner than `retry_after`;
-/// - `not_found`: not found;
-/// - the API's refusals - `invalid_input` (an unknown location, say), `uniqueness_error` (the
-///   name is taken), `invalid_load_balancer_type`, `source_port_already_used`,
-///   `cloud_resource_ip_not_allowed`, `targets_without_use_private_ip`, `networks_overlap`,
-///   `resource_limit_exceeded`: rejected, retried with a growing delay (capped at 5 min): the
-///   world outside the Service may change what the API accepts (a location available again, a
-///   quota raised, another load balancer gone), as the official CCM retries every failure;
-/// - everything else (5xx, rate limits, transport): transient.
-pub fn api_error(what: &str, err: hcloud_api::Error, retry_after: Duration) -> Error {
-    use hcloud_api::ErrorCode as C;
-    match err.code() {
-        Some(C::Locked) => Error::retry(
-            format!("{what}: the load balancer is busy with another action ({err})"),
-            retry_after,
-        ),
-        Some(C::Conflict) => Error::conflict(format!("{what}: {err}"), Some(retry_after)),
-        Some(C::NotFound) => Error::not_found(what.to_owned(), err),
-        Some(
-            C::InvalidInput
-            | C::UniquenessError
-            | C::InvalidLoadBalancerType
-            | C::SourcePortAlreadyUsed
-            | C::CloudResourceIpNotAllowed
-            | C::TargetsWithoutUsePrivateIp
-            | C::NetworksOverlap
-            | C::ResourceLimitExceeded,
-        ) => Error::rejected_by(format!("{what}: the API rejected the request"), err),
-        _ => Error::api(what.to_owned(), err),
-    }
-}
+use crate::errors::{Call, categorize};
 
 /// A step that failed: the error for the controller, and the API's error code when the API
 /// refused the step itself (the caller may go on without that step).
@@ -96,7 +63,7 @@ impl Executor<'_> {
         };
         match waited {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(err)) => Err(api_error(what, err, self.retry_after)),
+            Ok(Err(err)) => Err(categorize(self.call(what), err)),
             Err(_) => Err(Error::retry(
                 format!(
                     "{what}: the action did not finish within {:?}",
@@ -157,8 +124,13 @@ impl Executor<'_> {
     fn refused(&self, what: &str, err: hcloud_api::Error) -> Failed {
         Failed {
             code: err.code().cloned(),
-            error: api_error(what, err, self.retry_after),
+            error: categorize(self.call(what), err),
         }
+    }
+
+    /// A call on this load balancer: busy for the executor's `retry_after`.
+    fn call(&self, what: impl Into<String>) -> Call {
+        Call::new(what).busy_for(self.retry_after)
     }
 
     /// `GET` the load balancer.
@@ -168,48 +140,8 @@ impl Executor<'_> {
             .get(self.id)
             .await
             .map_err(|err| {
-                api_error(
-                    &format!("reading load balancer {:?} (ID {})", self.name, self.id),
-                    err,
-                    self.retry_after,
-                )
+                let what = format!("reading load balancer {:?} (ID {})", self.name, self.id);
+                categorize(self.call(what), err)
             })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use cloud_provider::Category;
-
-    fn answer(status: u16, code: &str) -> hcloud_api::Error {
-        hcloud_api::Error::Api(Box::new(hcloud_api::ApiError {
-            status,
-            code: hcloud_api::ErrorCode::from(code.to_owned()),
-            message: "m".into(),
-            details: hcloud_api::ErrorDetails::default(),
-            method: "POST".into(),
-            path: "/load_balancers".into(),
-        }))
-    }
-
-    #[test]
-    fn api_answers_map_onto_categories() {
-        let delay = Duration::from_secs(5);
-        let cases = [
-            (423, "locked", Category::Transient, Some(delay)),
-            (409, "conflict", Category::Conflict, Some(delay)),
-            (404, "not_found", Category::NotFound, None),
-            (422, "invalid_input", Category::Rejected, None),
-            (409, "uniqueness_error", Category::Rejected, None),
-            (403, "resource_limit_exceeded", Category::Rejected, None),
-            (503, "unavailable", Category::Transient, None),
-            (429, "rate_limit_exceeded", Category::Transient, None),
-        ];
-        for (status, code, category, retry_after) in cases {
-            let err = api_error("creating load balancer \"x\"", answer(status, code), delay);
-            assert_eq!(err.category(), category, "{code}: {err}");
-            assert_eq!(err.retry_after(), retry_after, "{code}");
-        }
     }
 }

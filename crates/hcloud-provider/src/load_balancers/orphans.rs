@@ -3,13 +3,13 @@
 
 use std::collections::HashSet;
 
-use cloud_provider::Error;
 use cloud_provider::provider::Result;
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models;
 
 use super::HcloudLoadBalancers;
 use super::cluster::{self, Orphan};
+use crate::errors::categorize;
 
 impl HcloudLoadBalancers {
     /// The cluster name (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`), when set.
@@ -30,7 +30,7 @@ impl HcloudLoadBalancers {
             .list_all(&ListParams::label_selector(selector.clone()))
             .await
             .map_err(|err| {
-                Error::api(
+                categorize(
                     format!("listing the load balancers labelled {selector}"),
                     err,
                 )
