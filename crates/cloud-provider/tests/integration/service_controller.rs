@@ -260,36 +260,54 @@ fn service(env: &Env, name: &str, type_: &str) -> Service {
     svc
 }
 
+/// The Services of `env`'s namespace.
+fn services(env: &Env) -> Api<Service> {
+    Api::namespaced(env.client.clone(), env.namespace())
+}
+
 async fn create_service(env: &Env, name: &str, type_: &str) -> Service {
-    Api::<Service>::namespaced(env.client.clone(), env.namespace())
+    services(env)
         .create(&PostParams::default(), &service(env, name, type_))
         .await
         .unwrap()
 }
 
 async fn get_service(env: &Env, name: &str) -> Option<Service> {
-    Api::<Service>::namespaced(env.client.clone(), env.namespace())
-        .get_opt(name)
-        .await
-        .unwrap()
+    services(env).get_opt(name).await.unwrap()
 }
 
 async fn patch_service(env: &Env, name: &str, patch: serde_json::Value) {
-    Api::<Service>::namespaced(env.client.clone(), env.namespace())
+    services(env)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
 }
 
-fn ingress_ips(svc: &Service) -> Vec<String> {
+/// Make the Service `name` of type ClusterIP (no load balancer fields left).
+async fn to_cluster_ip(env: &Env, name: &str) {
+    patch_service(
+        env,
+        name,
+        json!({"spec": {
+            "type": "ClusterIP",
+            "externalTrafficPolicy": null,
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
+        }}),
+    )
+    .await;
+}
+
+/// The ingress entries of the Service's status, as stored.
+fn ingresses(svc: &Service) -> Vec<LoadBalancerIngress> {
     svc.status
         .as_ref()
         .and_then(|s| s.load_balancer.as_ref())
         .and_then(|lb| lb.ingress.clone())
         .unwrap_or_default()
-        .into_iter()
-        .filter_map(|i| i.ip)
-        .collect()
+}
+
+fn ingress_ips(svc: &Service) -> Vec<String> {
+    ingresses(svc).into_iter().filter_map(|i| i.ip).collect()
 }
 
 fn has_finalizer(svc: &Service) -> bool {
@@ -366,6 +384,15 @@ async fn wait_ingress(env: &Env, name: &str) -> Vec<String> {
         let svc = get_service(env, name).await?;
         let ips = ingress_ips(&svc);
         (!ips.is_empty()).then_some(ips)
+    })
+    .await
+}
+
+/// Waits until the Service `name` has neither the cleanup finalizer nor a status; returns it.
+async fn wait_cleaned_up(env: &Env, name: &str) -> Service {
+    eventually("finalizer removed and status cleared", WAIT, || async {
+        let svc = get_service(env, name).await?;
+        (!has_finalizer(&svc) && ingress_ips(&svc).is_empty()).then_some(svc)
     })
     .await
 }
@@ -494,21 +521,8 @@ async fn switching_to_cluster_ip_cleans_up_and_a_vanished_service_uses_the_legac
         )
         .await
         .unwrap();
-    patch_service(
-        &env,
-        "web",
-        json!({"spec": {
-            "type": "ClusterIP",
-            "externalTrafficPolicy": null,
-            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
-        }}),
-    )
-    .await;
-    let cleaned = eventually("finalizer removed and status cleared", WAIT, || async {
-        let svc = get_service(&env, "web").await?;
-        (!has_finalizer(&svc) && ingress_ips(&svc).is_empty()).then_some(svc)
-    })
-    .await;
+    to_cluster_ip(&env, "web").await;
+    let cleaned = wait_cleaned_up(&env, "web").await;
     assert_eq!(
         cleaned.metadata.finalizers.clone().unwrap_or_default(),
         ["example.com/keep"]

@@ -14,6 +14,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
 use crate::support::scope::Scope;
+use crate::support::{RETRIED, run_to_exit, wait_for_retries};
 
 #[test]
 fn invalid_environment_is_reported_all_at_once_with_exit_status_2() {
@@ -224,40 +225,6 @@ async fn metrics_text(http: &reqwest::Client, metrics_port: u16) -> String {
         .unwrap()
 }
 
-/// Runs the binary against a simulator until it exits (it must, within 30 s); returns the
-/// exit code and its log.
-async fn run_to_exit(
-    sim: &Simulator,
-    token: &str,
-    extra_env: &[(&str, &str)],
-) -> (Option<i32>, String) {
-    let scope = Scope::new("binary").await;
-    let access = scope.admin_access("ccm").await;
-    let mut command = tokio::process::Command::new(BIN);
-    command
-        .env_clear()
-        .env("HCLOUD_TOKEN", token)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", access.kubeconfig.display()),
-            &scope.lease_flag(),
-            "--secure-port=0",
-        ]);
-    for (key, value) in extra_env {
-        command.env(key, value);
-    }
-    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
-        .await
-        .expect("the binary exits on its own")
-        .unwrap();
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// A flaky API at start (a proxy's HTML 404, a 503, a 429, then a 503 on the network read) is
 /// retried with growing delays, each attempt logged, while /readyz is red and /healthz green
 /// (the process is alive); once the API answers, the binary starts and leads. It never exits on
@@ -354,10 +321,7 @@ async fn transient_failures_at_start_are_retried_until_they_pass() {
     }
     let (exit, log) = terminate(&mut child, Duration::from_secs(30)).await;
     assert!(exit.success(), "{exit:?}: {log}");
-    let attempts = log
-        .lines()
-        .filter(|l| l.contains("not usable yet; trying again"))
-        .count();
+    let attempts = log.lines().filter(|l| l.contains(RETRIED)).count();
     assert!(attempts >= 3, "one log line per failed attempt:\n{log}");
     assert!(!log.contains(TOKEN), "the token is never logged");
 }
@@ -368,7 +332,7 @@ async fn a_rejected_token_stops_the_start_naming_hcloud_token() {
         .await
         .unwrap();
     let other = "f".repeat(64);
-    let (code, log) = run_to_exit(&sim, &other, &[]).await;
+    let (code, log) = run_to_exit("binary", &sim.base_url(), &[("HCLOUD_TOKEN", &other)]).await;
     assert_eq!(code, Some(2), "{log}");
     assert!(
         log.contains("HCLOUD_TOKEN") && log.contains("unauthorized"),
@@ -394,8 +358,8 @@ async fn an_unknown_network_stops_the_start_naming_hcloud_network() {
         .await
         .unwrap();
     let (code, log) = run_to_exit(
-        &sim,
-        TOKEN,
+        "binary",
+        &sim.base_url(),
         &[
             ("HCLOUD_NETWORK", "missing-net"),
             ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
@@ -593,7 +557,7 @@ async fn a_server_outside_the_network_stops_the_start() {
         ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
         ("HCLOUD_METADATA_ENDPOINT", metadata.as_str()),
     ];
-    let (code, log) = run_to_exit(&sim, TOKEN, &base).await;
+    let (code, log) = run_to_exit("binary", &sim.base_url(), &base).await;
     assert_eq!(code, Some(2), "{log}");
     assert!(
         log.contains("HCLOUD_NETWORK")
@@ -630,20 +594,7 @@ async fn a_server_outside_the_network_stops_the_start() {
         .stderr(std::fs::File::create(&log_path).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let log = loop {
-        let log = std::fs::read_to_string(&log_path).unwrap();
-        let attempts = log
-            .lines()
-            .filter(|l| l.contains("not usable yet; trying again"))
-            .count();
-        if attempts >= 2 {
-            break log;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "exited: {log}");
-        assert!(Instant::now() < deadline, "not retried: {log}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let log = wait_for_retries(&mut child, &log_path, 2).await;
     assert!(
         log.contains("metadata service")
             && log.contains("127.0.0.1:9")

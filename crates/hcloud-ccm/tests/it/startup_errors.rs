@@ -10,47 +10,26 @@
 use crate::support::ccm;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ccm::{BIN, TOKEN, free_port, terminate};
 use hcloud_sim::{Fault, NetworkSeed, SimConfig, Simulator};
 
-use crate::support::scope::Scope;
+use crate::support::scope::{Access, Scope};
+use crate::support::{RETRIED, run_to_exit, wait_for_retries};
 
 /// The exit status of a configuration the cloud refuses (as for invalid configuration).
 const CONFIGURATION_REFUSED: i32 = 2;
 
-/// What the log says on each attempt that may pass by itself.
-const RETRIED: &str = "not usable yet; trying again";
-
-/// Runs the binary with `env` (`HCLOUD_ENDPOINT` among them) until it exits, which it must
-/// within 30 s; returns its exit code and its log.
-async fn run_to_exit(env: &[(&str, String)]) -> (Option<i32>, String) {
-    let scope = Scope::new("startup-errors").await;
-    let access = scope.admin_access("ccm").await;
-    let mut command = tokio::process::Command::new(BIN);
-    command
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_METRICS_ENABLED", "false")
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false")
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", access.kubeconfig.display()),
-            &scope.lease_flag(),
-            "--secure-port=0",
-        ]);
-    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
-        .await
-        .expect("the binary exits on its own")
-        .unwrap();
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+/// [`run_to_exit`] against `endpoint` with `env`, load balancers and routes off.
+async fn start_to_exit(endpoint: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let off = [
+        ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
+        ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
+    ];
+    run_to_exit("startup-errors", endpoint, &[&off[..], env].concat()).await
 }
 
 /// Asserts a refused start: exit status 2, at the first answer (no retry), before any
@@ -72,7 +51,7 @@ async fn an_endpoint_without_v1_exits_2_naming_hcloud_endpoint() {
         .unwrap();
     // The simulator's root answers 404 on every path outside /v1, as the API does.
     let endpoint = format!("http://{}", sim.addr());
-    let outcome = run_to_exit(&[("HCLOUD_ENDPOINT", endpoint.clone())]).await;
+    let outcome = start_to_exit(&endpoint, &[]).await;
     assert_refused(
         "no /v1",
         &outcome,
@@ -85,7 +64,7 @@ async fn an_endpoint_without_v1_exits_2_naming_hcloud_endpoint() {
         ],
     );
     // An endpoint with another path fails the same way.
-    let outcome = run_to_exit(&[("HCLOUD_ENDPOINT", format!("{endpoint}/v2/"))]).await;
+    let outcome = start_to_exit(&format!("{endpoint}/v2/"), &[]).await;
     assert_refused(
         "/v2",
         &outcome,
@@ -134,11 +113,13 @@ async fn a_refusing_metadata_service_exits_2_naming_hcloud_network() {
         ),
     ];
     for (status, metadata, body) in cases {
-        let outcome = run_to_exit(&[
-            ("HCLOUD_ENDPOINT", sim.base_url()),
-            ("HCLOUD_NETWORK", "k8s".to_owned()),
-            ("HCLOUD_METADATA_ENDPOINT", metadata.clone()),
-        ])
+        let outcome = start_to_exit(
+            &sim.base_url(),
+            &[
+                ("HCLOUD_NETWORK", "k8s"),
+                ("HCLOUD_METADATA_ENDPOINT", &metadata),
+            ],
+        )
         .await;
         assert_refused(
             status,
@@ -163,96 +144,115 @@ async fn an_unknown_network_exits_2_naming_hcloud_network() {
         .unwrap();
     // By name (the list is empty) and by ID (404, then no network of that name either).
     for network in ["missing-net", "4711"] {
-        let outcome = run_to_exit(&[
-            ("HCLOUD_ENDPOINT", sim.base_url()),
-            ("HCLOUD_NETWORK", network.to_owned()),
-            ("HCLOUD_METADATA_ENDPOINT", sim.metadata_url()),
-        ])
+        let outcome = start_to_exit(
+            &sim.base_url(),
+            &[
+                ("HCLOUD_NETWORK", network),
+                ("HCLOUD_METADATA_ENDPOINT", &sim.metadata_url()),
+            ],
+        )
         .await;
         assert_refused(network, &outcome, &["HCLOUD_NETWORK", network, "not found"]);
     }
 }
 
-/// The status of `path` on the binary's plain-HTTP port, and its body.
-async fn probe(http: &reqwest::Client, port: u16, path: &str) -> Option<(u16, String)> {
-    let response = http
-        .get(format!("http://127.0.0.1:{port}{path}"))
-        .send()
-        .await
-        .ok()?;
-    let status = response.status().as_u16();
-    Some((status, response.text().await.ok()?))
+/// The binary against an API that is not usable yet, in a scope of its own: its log in the
+/// scope's directory, its endpoints on a plain-HTTP port.
+struct Retrying {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    http: reqwest::Client,
+    _access: Access,
+    _scope: Scope,
 }
 
-/// The binary against `endpoint`, its log in `log` and its endpoints on `metrics_port`.
-fn spawn(
-    scope: &Scope,
-    kubeconfig: &std::path::Path,
-    endpoint: &str,
-    metrics_port: u16,
-    log: &std::path::Path,
-) -> Child {
-    Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", endpoint)
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false")
-        .env(
-            "HCLOUD_METRICS_ADDRESS",
-            format!("127.0.0.1:{metrics_port}"),
-        )
-        .args([
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", kubeconfig.display()),
-            &scope.lease_flag(),
-            "--leader-elect-retry-period=500ms",
-            "--secure-port=0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
+impl Retrying {
+    /// The binary against `endpoint`, once its log shows two failed attempts (meanwhile it must
+    /// run), alive but not ready.
+    async fn start(endpoint: &str) -> Self {
+        let scope = Scope::new("startup-errors").await;
+        let access = scope.admin_access("ccm").await;
+        let port = free_port();
+        let log = scope.dir.path().join("stderr.log");
+        let child = Command::new(BIN)
+            .env_clear()
+            .env("HCLOUD_TOKEN", TOKEN)
+            .env("HCLOUD_ENDPOINT", endpoint)
+            .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+            .env("HCLOUD_NETWORK_ROUTES_ENABLED", "false")
+            .env("HCLOUD_METRICS_ADDRESS", format!("127.0.0.1:{port}"))
+            .args([
+                "--cloud-provider=hcloud",
+                &format!("--kubeconfig={}", access.kubeconfig.display()),
+                &scope.lease_flag(),
+                "--leader-elect-retry-period=500ms",
+                "--secure-port=0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut run = Self {
+            child,
+            port,
+            log,
+            http: reqwest::Client::new(),
+            _access: access,
+            _scope: scope,
+        };
+        wait_for_retries(&mut run.child, &run.log, 2).await;
+        run.assert_alive_but_not_ready().await;
+        run
+    }
 
-/// Waits until the log shows `attempts` failed attempts; meanwhile the process must run.
-async fn wait_for_retries(child: &mut Child, log: &std::path::Path, attempts: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let text = std::fs::read_to_string(log).unwrap();
-        if text.lines().filter(|l| l.contains(RETRIED)).count() >= attempts {
-            return;
+    /// The log so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
+    }
+
+    /// The status of `path` on the binary's plain-HTTP port, and its body.
+    async fn probe(&self, path: &str) -> Option<(u16, String)> {
+        let response = self
+            .http
+            .get(format!("http://127.0.0.1:{}{path}", self.port))
+            .send()
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    /// While the API is not usable the process is alive: `/healthz` 200, `/readyz` red naming
+    /// `hcloudApi`.
+    async fn assert_alive_but_not_ready(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "the binary exited"
+        );
+        let (status, body) = self.probe("/healthz?verbose").await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(!body.contains("hcloudApi"), "{body}");
+        let (status, body) = self.probe("/readyz?verbose").await.unwrap();
+        assert_ne!(status, 200, "{body}");
+        assert!(body.contains("[-]hcloudApi failed"), "{body}");
+    }
+
+    /// Waits until `/readyz` answers 200, then stops the binary.
+    async fn ready_then_stop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.probe("/readyz").await.map(|(s, _)| s) != Some(200) {
+            assert!(
+                self.child.try_wait().unwrap().is_none(),
+                "the binary exited"
+            );
+            assert!(Instant::now() < deadline, "not ready within 60 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        assert!(child.try_wait().unwrap().is_none(), "exited:\n{text}");
-        assert!(Instant::now() < deadline, "not retried:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(self.probe("/healthz").await.unwrap().0, 200);
+        let (status, _) = terminate(&mut self.child, Duration::from_secs(30)).await;
+        assert!(status.success(), "{status:?}");
     }
-}
-
-/// While the API is not usable the process is alive: `/healthz` 200, `/readyz` red naming
-/// `hcloudApi`.
-async fn assert_alive_but_not_ready(http: &reqwest::Client, child: &mut Child, port: u16) {
-    assert!(child.try_wait().unwrap().is_none(), "the binary exited");
-    let (status, body) = probe(http, port, "/healthz?verbose").await.unwrap();
-    assert_eq!(status, 200, "{body}");
-    assert!(!body.contains("hcloudApi"), "{body}");
-    let (status, body) = probe(http, port, "/readyz?verbose").await.unwrap();
-    assert_ne!(status, 200, "{body}");
-    assert!(body.contains("[-]hcloudApi failed"), "{body}");
-}
-
-/// Waits until `/readyz` answers 200, then stops the binary and returns its log.
-async fn ready_then_stop(http: &reqwest::Client, child: &mut Child, port: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while probe(http, port, "/readyz").await.map(|(s, _)| s) != Some(200) {
-        assert!(child.try_wait().unwrap().is_none(), "the binary exited");
-        assert!(Instant::now() < deadline, "not ready within 60 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(probe(http, port, "/healthz").await.unwrap().0, 200);
-    let (status, log) = terminate(child, Duration::from_secs(30)).await;
-    assert!(status.success(), "{status:?}");
-    log
 }
 
 #[tokio::test]
@@ -269,35 +269,20 @@ async fn an_unavailable_api_is_retried_with_healthz_green_and_readyz_red_until_i
         )
         .await
         .unwrap();
-    let scope = Scope::new("startup-errors").await;
-    let access = scope.admin_access("ccm").await;
-    let port = free_port();
-    let log = scope.dir.path().join("stderr.log");
-    let mut child = spawn(&scope, &access.kubeconfig, &sim.base_url(), port, &log);
-    let http = reqwest::Client::new();
-    wait_for_retries(&mut child, &log, 2).await;
-    assert_alive_but_not_ready(&http, &mut child, port).await;
+    let mut run = Retrying::start(&sim.base_url()).await;
     // The API comes back: the next attempt passes.
     sim.admin().clear_faults().await.unwrap();
-    ready_then_stop(&http, &mut child, port).await;
-    let text = std::fs::read_to_string(&log).unwrap();
+    run.ready_then_stop().await;
+    let text = run.log();
     assert!(text.contains("503"), "the cause is logged:\n{text}");
     assert!(text.contains("the Hetzner Cloud API is usable"), "{text}");
 }
 
 #[tokio::test]
 async fn an_endpoint_where_nothing_listens_is_retried_until_the_api_starts_there() {
-    let scope = Scope::new("startup-errors").await;
-    let access = scope.admin_access("ccm").await;
     let api = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let port = free_port();
-    let log = scope.dir.path().join("stderr.log");
-    let endpoint = format!("http://{api}/v1");
-    let mut child = spawn(&scope, &access.kubeconfig, &endpoint, port, &log);
-    let http = reqwest::Client::new();
-    wait_for_retries(&mut child, &log, 2).await;
-    assert_alive_but_not_ready(&http, &mut child, port).await;
-    let text = std::fs::read_to_string(&log).unwrap();
+    let mut run = Retrying::start(&format!("http://{api}/v1")).await;
+    let text = run.log();
     assert!(
         text.contains("HCLOUD_ENDPOINT") && text.contains(&api.to_string()),
         "each attempt names the endpoint:\n{text}"
@@ -306,5 +291,5 @@ async fn an_endpoint_where_nothing_listens_is_retried_until_the_api_starts_there
     let _sim = Simulator::start_on(SimConfig::default().token(TOKEN), api)
         .await
         .unwrap();
-    ready_then_stop(&http, &mut child, port).await;
+    run.ready_then_stop().await;
 }

@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::change::Write;
-use cloud_provider::{Category, CloudProvider as _, LoadBalancer as _};
+use cloud_provider::{Category, CloudProvider as _, EventRecorder, LoadBalancer as _};
 use hcloud_api::Client;
 use hcloud_api::api::params::ListParams;
 use hcloud_api::models::{self, TargetSpec, TargetType};
 use hcloud_provider::load_balancers::SERVICE_UID_LABEL;
 use hcloud_provider::{
-    CacheConfig, HcloudLoadBalancers, HcloudProvider, LoadBalancerSettings, NetworkRef,
-    ProviderSettings,
+    CacheConfig, EVENT_COMPONENT, Events, HcloudLoadBalancers, HcloudProvider,
+    LoadBalancerSettings, NetworkRef, ProviderSettings,
 };
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{
@@ -124,12 +124,33 @@ impl Env {
         self.lbs_with(located(), false).await
     }
 
+    /// The load balancers ([`located`]; `network`: attached to network `k8s`), writing their
+    /// events to the apiserver of `kube`, as once the provider is initialized.
+    async fn lbs_recording(&self, kube: &kube::Client, network: bool) -> HcloudLoadBalancers {
+        self.lbs_with(located(), network)
+            .await
+            .with_events(Events::with_recorder(EventRecorder::new(
+                kube.clone(),
+                EVENT_COMPONENT,
+            )))
+    }
+
     pub(crate) async fn all(&self) -> Vec<models::LoadBalancer> {
         self.client
             .load_balancers()
             .list_all(&ListParams::default())
             .await
             .unwrap()
+    }
+
+    /// The load balancers labelled with the UID of `svc`.
+    async fn labelled(&self, svc: &Service) -> Vec<models::LoadBalancer> {
+        let uid = svc.metadata.uid.as_deref().unwrap();
+        self.all()
+            .await
+            .into_iter()
+            .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
+            .collect()
     }
 
     pub(crate) async fn only(&self) -> models::LoadBalancer {

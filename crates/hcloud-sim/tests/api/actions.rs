@@ -1,10 +1,11 @@
 use hcloud_sim::ServerSeed;
 use serde_json::json;
 
-use crate::common::{assert_error, start};
+use crate::common::{Api, Resp, assert_error, start};
 
-#[tokio::test]
-async fn get_and_list_actions() {
+/// A simulator with the server `a`, powered off by an action that succeeded: the API, the
+/// server's ID and the action's.
+async fn powered_off_server() -> (Api, i64, i64) {
     let api = start().await;
     let s = api
         .sim
@@ -13,22 +14,33 @@ async fn get_and_list_actions() {
         .await
         .unwrap();
     let id = s["id"].as_i64().unwrap();
-    let a1 = api
+    let action = api
         .act(&format!("/servers/{id}/actions/poweroff"), json!({}))
         .await;
-    let a2 = api
-        .act(&format!("/servers/{id}/actions/poweron"), json!({}))
-        .await;
-    let (i1, i2) = (a1["id"].as_i64().unwrap(), a2["id"].as_i64().unwrap());
-    let r = api.get(&format!("/actions?id={i1}&id={i2}")).await;
-    assert_eq!(r.status, 200);
-    let ids: Vec<i64> = r.body["actions"]
+    let action = action["id"].as_i64().unwrap();
+    (api, id, action)
+}
+
+/// The IDs of the actions of a list, in its order.
+fn action_ids(r: &Resp) -> Vec<i64> {
+    r.body["actions"]
         .as_array()
         .unwrap()
         .iter()
         .map(|a| a["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(ids, vec![i1, i2]);
+        .collect()
+}
+
+#[tokio::test]
+async fn get_and_list_actions() {
+    let (api, id, i1) = powered_off_server().await;
+    let a2 = api
+        .act(&format!("/servers/{id}/actions/poweron"), json!({}))
+        .await;
+    let i2 = a2["id"].as_i64().unwrap();
+    let r = api.get(&format!("/actions?id={i1}&id={i2}")).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(action_ids(&r), vec![i1, i2]);
     assert_eq!(r.body["meta"]["pagination"]["total_entries"], 2);
     let r = api.get(&format!("/actions?id={i2}")).await;
     assert_eq!(r.body["actions"].as_array().unwrap().len(), 1);
@@ -52,18 +64,7 @@ async fn get_and_list_actions() {
 /// resources' `name` or `created`).
 #[tokio::test]
 async fn action_lists_sort_by_the_action_fields() {
-    let api = start().await;
-    let s = api
-        .sim
-        .admin()
-        .create_server(ServerSeed::new("a"))
-        .await
-        .unwrap();
-    let id = s["id"].as_i64().unwrap();
-    let done = api
-        .act(&format!("/servers/{id}/actions/poweroff"), json!({}))
-        .await;
-    let done = done["id"].as_i64().unwrap();
+    let (api, id, done) = powered_off_server().await;
     api.sim
         .admin()
         .set_action_delay(std::time::Duration::from_secs(60))
@@ -79,49 +80,39 @@ async fn action_lists_sort_by_the_action_fields() {
         async move {
             let r = api.get(&path).await;
             assert_eq!(r.status, 200, "{path}: {}", r.body);
-            r.body["actions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a["id"].as_i64().unwrap())
-                .collect::<Vec<i64>>()
+            action_ids(&r)
         }
     };
     let ids = format!("id={done}&id={running}");
-    assert_eq!(
-        order(format!("/actions?{ids}&sort=status&sort=id")).await,
-        vec![running, done]
-    );
-    assert_eq!(
-        order(format!("/actions?{ids}&sort=id:desc")).await,
-        vec![running, done]
-    );
-    assert_eq!(
-        order(format!("/actions?{ids}&sort=command:desc")).await,
-        vec![done, running]
-    );
-    assert_eq!(
-        order(format!("/servers/{id}/actions?sort=started:desc")).await,
-        vec![running, done]
-    );
-    assert_eq!(
-        order("/servers/actions?sort=started:asc&sort=status:desc".to_owned()).await,
-        vec![done, running]
-    );
+    for (path, want) in [
+        (
+            format!("/actions?{ids}&sort=status&sort=id"),
+            [running, done],
+        ),
+        (format!("/actions?{ids}&sort=id:desc"), [running, done]),
+        (format!("/actions?{ids}&sort=command:desc"), [done, running]),
+        (
+            format!("/servers/{id}/actions?sort=started:desc"),
+            [running, done],
+        ),
+        (
+            "/servers/actions?sort=started:asc&sort=status:desc".to_owned(),
+            [done, running],
+        ),
+    ] {
+        assert_eq!(order(path.clone()).await, want, "{path}");
+    }
     assert_eq!(
         order(format!("/actions?{ids}&sort=finished:asc&sort=id"))
             .await
             .len(),
         2
     );
-    assert_error(
-        &api.get(&format!("/actions?{ids}&sort=name")).await,
-        422,
-        "invalid_input",
-    );
-    assert_error(
-        &api.get(&format!("/actions?{ids}&sort=id:up")).await,
-        422,
-        "invalid_input",
-    );
+    for sort in ["name", "id:up"] {
+        assert_error(
+            &api.get(&format!("/actions?{ids}&sort={sort}")).await,
+            422,
+            "invalid_input",
+        );
+    }
 }

@@ -21,7 +21,7 @@ async fn create_classed(env: &Env, name: &str, class: Option<&str>, finalizers: 
         spec.load_balancer_class = class.map(str::to_owned);
     }
     svc.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
-    let created = Api::<Service>::namespaced(env.client.clone(), env.namespace())
+    let created = services(env)
         .create(&PostParams::default(), &svc)
         .await
         .unwrap();
@@ -87,12 +87,23 @@ async fn assert_untouched(env: &Env, lb: &FakeLb, name: &str, finalizers: &[&str
     );
 }
 
-/// A test scope with one Node, cached.
+/// A test scope with one Node (`n1`), cached.
 async fn env_with_node() -> Env {
     let env = Env::start().await;
     let n1_node = node(&env, &env.name("n1")).await;
     env.wait_cached(&n1_node).await;
     env
+}
+
+/// [`env_with_node`] with the Service `web` of class [`OURS`] and the controller owning that
+/// class, once `web` has its ingress (returned).
+async fn web_of_ours() -> (Env, Arc<FakeLb>, Vec<String>) {
+    let env = env_with_node().await;
+    create_classed(&env, "web", Some(OURS), &[]).await;
+    let lb = FakeLb::new(&env);
+    start_owning(&env, &lb, OwnedClass::named(OURS));
+    let ips = wait_ingress(&env, "web").await;
+    (env, lb, ips)
 }
 
 /// One write the apiserver completed on a Service: verb, subresource (empty for the Service
@@ -136,22 +147,13 @@ fn status_patches(env: &Env, name: &str) -> usize {
 
 /// The `ipMode` of each ingress of `svc`, as stored.
 fn ip_modes(svc: &Service) -> Vec<Option<String>> {
-    svc.status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| i.ip_mode)
-        .collect()
+    ingresses(svc).into_iter().map(|i| i.ip_mode).collect()
 }
 
 #[tokio::test]
 async fn with_a_class_only_services_of_that_class_are_handled() {
-    let env = Env::start().await;
+    let env = env_with_node().await;
     let n1 = &*env.name("n1");
-    let n1_node = node(&env, n1).await;
-    env.wait_cached(&n1_node).await;
     create_classed(&env, "ours", Some(OURS), &[]).await;
     create_classed(&env, "classless", None, &[]).await;
     // Another implementation's Service, with the finalizer it added (the same name as ours).
@@ -159,9 +161,8 @@ async fn with_a_class_only_services_of_that_class_are_handled() {
     create_finalized(&env, "other-gone", Some(OTHER)).await;
     // A class-less Service being deleted, its finalizer the default implementation's.
     create_finalized(&env, "classless-gone", None).await;
-    let services = Api::<Service>::namespaced(env.client.clone(), env.namespace());
     for name in ["other-gone", "classless-gone"] {
-        services
+        services(&env)
             .delete(name, &DeleteParams::default())
             .await
             .unwrap();
@@ -207,7 +208,7 @@ async fn without_a_class_services_of_any_class_are_never_touched() {
     // Kubernetes' own controller would remove this finalizer (and delete "its" load balancer)
     // of a Service another implementation owns; this one leaves it to that implementation.
     create_finalized(&env, "other-gone", Some(OTHER)).await;
-    Api::<Service>::namespaced(env.client.clone(), env.namespace())
+    services(&env)
         .delete("other-gone", &DeleteParams::default())
         .await
         .unwrap();
@@ -225,35 +226,18 @@ async fn without_a_class_services_of_any_class_are_never_touched() {
 
 #[tokio::test]
 async fn a_service_that_leaves_the_class_through_another_type_is_let_go() {
-    let env = env_with_node().await;
-    create_classed(&env, "web", Some(OURS), &[]).await;
-    let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::named(OURS));
-    wait_ingress(&env, "web").await;
+    let (env, lb, _) = web_of_ours().await;
     assert!(has_finalizer(&get_service(&env, "web").await.unwrap()));
 
     // To ClusterIP: the apiserver drops the class with the type, the Service no longer says
     // whose it was; it was ours, so it is cleaned up as upstream does.
-    patch_service(
-        &env,
-        "web",
-        json!({"spec": {
-            "type": "ClusterIP",
-            "externalTrafficPolicy": null,
-            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80}],
-        }}),
-    )
-    .await;
+    to_cluster_ip(&env, "web").await;
     assert_eq!(
         class_of(&get_service(&env, "web").await.unwrap()),
         None,
         "the class went with the type"
     );
-    eventually("finalizer removed and status cleared", WAIT, || async {
-        let svc = get_service(&env, "web").await?;
-        (!has_finalizer(&svc) && ingress_ips(&svc).is_empty()).then_some(())
-    })
-    .await;
+    wait_cleaned_up(&env, "web").await;
     assert_eq!(lb.deletes("web"), 1);
     wait_reason(&env, "web", "DeletedLoadBalancer").await;
     let calls = lb.calls_for("web");
@@ -289,19 +273,14 @@ async fn a_service_that_leaves_the_class_through_another_type_is_let_go() {
 /// Service as it was.
 #[tokio::test]
 async fn the_apiserver_refuses_a_class_change_and_the_controller_keeps_the_service() {
-    let env = env_with_node().await;
-    create_classed(&env, "web", Some(OURS), &[]).await;
-    let lb = FakeLb::new(&env);
-    start_owning(&env, &lb, OwnedClass::named(OURS));
-    let ips = wait_ingress(&env, "web").await;
+    let (env, lb, ips) = web_of_ours().await;
     wait_reason(&env, "web", "EnsuredLoadBalancer").await;
     probe(&env, "probe", Some(OURS)).await;
     let calls = lb.calls_for("web");
     let events = service_event_reasons(&env.client, env.namespace(), "web").await;
 
-    let services = Api::<Service>::namespaced(env.client.clone(), env.namespace());
     for class in [json!(OTHER), json!(null)] {
-        let refused = services
+        let refused = services(&env)
             .patch(
                 "web",
                 &PatchParams::default(),

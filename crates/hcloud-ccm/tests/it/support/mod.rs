@@ -7,6 +7,9 @@ pub mod ccm;
 pub mod chart;
 pub mod scope;
 
+use std::path::Path;
+use std::time::{Duration, Instant};
+
 use kube_harness::ControlPlane;
 
 /// Audit every request at Metadata level, reads included (the harness's own policy records
@@ -47,4 +50,59 @@ pub fn ipam_plane() -> &'static ControlPlane {
         })
         .expect("the node IPAM control plane of this test binary")
     })
+}
+
+/// What the binary logs on each start-up attempt that may pass by itself.
+pub const RETRIED: &str = "not usable yet; trying again";
+
+/// Runs the binary in a new scope (named after `prefix`) against `endpoint`, with the test
+/// token, no metrics port and `env` (which may set another token), until it exits, which it
+/// must within 30 s; returns its exit code and its log.
+pub async fn run_to_exit(
+    prefix: &str,
+    endpoint: &str,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let scope = scope::Scope::new(prefix).await;
+    let access = scope.admin_access("ccm").await;
+    let mut command = tokio::process::Command::new(ccm::BIN);
+    command
+        .env_clear()
+        .env("HCLOUD_TOKEN", ccm::TOKEN)
+        .env("HCLOUD_ENDPOINT", endpoint)
+        .env("HCLOUD_METRICS_ENABLED", "false")
+        .envs(env.iter().copied())
+        .args([
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+            &scope.lease_flag(),
+            "--secure-port=0",
+        ]);
+    let output = tokio::time::timeout(Duration::from_secs(30), command.output())
+        .await
+        .expect("the binary exits on its own")
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Waits (up to 30 s) until the log at `log` shows `attempts` failed start-up attempts
+/// ([`RETRIED`]); meanwhile the process must run. Returns the log.
+pub async fn wait_for_retries(
+    child: &mut std::process::Child,
+    log: &Path,
+    attempts: usize,
+) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap();
+        if text.lines().filter(|l| l.contains(RETRIED)).count() >= attempts {
+            return text;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "exited:\n{text}");
+        assert!(Instant::now() < deadline, "not retried:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

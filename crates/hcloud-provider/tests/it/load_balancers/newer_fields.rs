@@ -5,16 +5,14 @@
 //! returned it against the simulator, writes its Warnings to the apiserver, and the status it
 //! reports is written back through the apiserver's status validation.
 
-use cloud_provider::EventRecorder;
 use hcloud_provider::load_balancers::reasons;
-use hcloud_provider::{EVENT_COMPONENT, Events};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, eventually, unique_name};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::support::WAIT;
+use crate::support::{WAIT, events_with_reason};
 
 const NAMESPACE: &str = "default";
 
@@ -38,40 +36,15 @@ async fn create(kube: &kube::Client, spec: Value) -> Result<Service, kube::Error
     services(kube).create(&PostParams::default(), &svc).await
 }
 
-/// The provider's load balancers (`network`: attached to network `k8s`), writing events to
-/// the apiserver as once the provider is initialized.
-async fn lbs_recording(env: &Env, kube: &kube::Client, network: bool) -> HcloudLoadBalancers {
-    env.lbs_with(located(), network)
-        .await
-        .with_events(Events::with_recorder(EventRecorder::new(
-            kube.clone(),
-            EVENT_COMPONENT,
-        )))
-}
-
 /// The events about the Service `svc` with `reason`.
 async fn events(kube: &kube::Client, svc: &Service, reason: &str) -> Vec<Event> {
     let name = svc.metadata.name.as_deref().unwrap();
-    let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
-    Api::<Event>::namespaced(kube.clone(), NAMESPACE)
-        .list(&params)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
+    events_with_reason(kube, NAMESPACE, name, reason).await
 }
 
 /// The load balancer of the Service `svc` (by its UID label).
 async fn lb_of(env: &Env, svc: &Service) -> models::LoadBalancer {
-    let uid = svc.metadata.uid.as_deref().unwrap();
-    let mut ours: Vec<_> = env
-        .all()
-        .await
-        .into_iter()
-        .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
-        .collect();
+    let mut ours = env.labelled(svc).await;
     assert_eq!(ours.len(), 1, "{ours:#?}");
     ours.remove(0)
 }
@@ -111,7 +84,7 @@ async fn a_port_without_a_node_port_gets_no_service_and_a_warning_naming_the_fie
     assert_eq!(spec.allocate_load_balancer_node_ports, Some(false));
     assert_eq!(node_ports(&svc), [Some(node_port), None]);
 
-    let lbs = lbs_recording(&env, &kube, false).await;
+    let lbs = env.lbs_recording(&kube, false).await;
     let status = lbs
         .ensure_load_balancer(CLUSTER, &svc, &[env.node(0)])
         .await
@@ -193,7 +166,7 @@ async fn the_ingress_lists_the_services_first_ip_family_first() {
     assert!(node_ports(&dual)[0].is_some() && node_ports(&plain)[0].is_some());
 
     // With the network, so that the private IP shows where it stays: last.
-    let lbs = lbs_recording(&env, &kube, true).await;
+    let lbs = env.lbs_recording(&kube, true).await;
     for (svc, ipv6_first) in [(&dual, true), (&plain, false)] {
         let name = svc.metadata.name.as_deref().unwrap();
         let status = lbs

@@ -6,20 +6,17 @@
 //! had is deleted, as for a Service that stops being of type LoadBalancer.
 
 use cloud_provider::workqueue::Backoff;
-use cloud_provider::{
-    EventRecorder, Metrics, NodeCache, ServiceController, ServiceControllerConfig, WatchScope,
-};
+use cloud_provider::{Metrics, NodeCache, ServiceController, ServiceControllerConfig, WatchScope};
 use hcloud_provider::load_balancers::reasons;
-use hcloud_provider::{EVENT_COMPONENT, Events};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use kube_harness::{ControlPlane, ensure_namespace, eventually, unique_name};
 use serde_json::{Value, json};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::*;
-use crate::support::WAIT;
+use crate::support::{WAIT, events_with_reason};
 
 /// The label of the test's Nodes (none: the load balancers get no targets) and Services.
 const SCOPE_LABEL: &str = "udp-only.test/scope";
@@ -47,13 +44,7 @@ impl Controller {
                 namespace.clone(),
             )]));
         let stop = CancellationToken::new();
-        let lbs = env
-            .lbs_with(located(), false)
-            .await
-            .with_events(Events::with_recorder(EventRecorder::new(
-                kube.clone(),
-                EVENT_COMPONENT,
-            )));
+        let lbs = env.lbs_recording(&kube, false).await;
         let nodes = NodeCache::spawn_scoped(kube.clone(), stop.clone(), &scope);
         let controller = ServiceController::new(
             kube.clone(),
@@ -105,15 +96,19 @@ impl Controller {
 
     /// The events about the Service `name` with `reason`.
     async fn events(&self, name: &str, reason: &str) -> Vec<Event> {
-        let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
-        Api::<Event>::namespaced(self.kube.clone(), &self.namespace)
-            .list(&params)
+        events_with_reason(&self.kube, &self.namespace, name, reason).await
+    }
+
+    /// Deletes the Service `name` and waits until it is gone.
+    async fn delete(&self, name: &str) {
+        self.services()
+            .delete(name, &Default::default())
             .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .collect()
+            .unwrap();
+        eventually("the Service gone", WAIT, || async {
+            self.get(name).await.is_none().then_some(())
+        })
+        .await;
     }
 
     /// The Warnings `UnsupportedProtocolConfigured` about the Service `name`, once there is one
@@ -143,16 +138,6 @@ fn status_addresses(svc: &Service) -> Vec<String> {
         .and_then(|s| s.load_balancer.as_ref())
         .map(ingress)
         .unwrap_or_default()
-}
-
-/// The load balancers labelled with the UID of `svc`.
-async fn labelled(env: &Env, svc: &Service) -> Vec<models::LoadBalancer> {
-    let uid = svc.metadata.uid.as_deref().unwrap();
-    env.all()
-        .await
-        .into_iter()
-        .filter(|lb| lb.labels.get(SERVICE_UID_LABEL).map(String::as_str) == Some(uid))
-        .collect()
 }
 
 #[tokio::test]
@@ -216,15 +201,7 @@ async fn a_udp_only_service_gets_a_warning_and_no_load_balancer() {
     assert_eq!(env.all().await, Vec::new());
 
     // Deleted: released at once (no load balancer to delete, the finalizer goes).
-    controller
-        .services()
-        .delete(name, &Default::default())
-        .await
-        .unwrap();
-    eventually("the Service gone", WAIT, || async {
-        controller.get(name).await.is_none().then_some(())
-    })
-    .await;
+    controller.delete(name).await;
 }
 
 #[tokio::test]
@@ -246,7 +223,7 @@ async fn a_service_changed_from_tcp_to_udp_loses_its_load_balancer_and_addresses
         (!addresses.is_empty()).then_some(addresses)
     })
     .await;
-    let lbs = labelled(&env, &svc).await;
+    let lbs = env.labelled(&svc).await;
     assert_eq!(lbs.len(), 1, "{lbs:#?}");
     assert_eq!(lbs[0].public_net.ipv4.ip.as_ref(), Some(&addresses[0]));
     assert_eq!(
@@ -277,7 +254,7 @@ async fn a_service_changed_from_tcp_to_udp_loses_its_load_balancer_and_addresses
         status_addresses(&svc).is_empty().then_some(())
     })
     .await;
-    assert_eq!(labelled(&env, &svc).await, Vec::new(), "deleted");
+    assert_eq!(env.labelled(&svc).await, Vec::new(), "deleted");
     assert_eq!(env.all().await, Vec::new());
     let counts = env.counts().await;
     assert_eq!(
@@ -289,13 +266,5 @@ async fn a_service_changed_from_tcp_to_udp_loses_its_load_balancer_and_addresses
     assert!(failed.is_empty(), "{failed:#?}");
 
     // Deleted: released at once.
-    controller
-        .services()
-        .delete(name, &Default::default())
-        .await
-        .unwrap();
-    eventually("the Service gone", WAIT, || async {
-        controller.get(name).await.is_none().then_some(())
-    })
-    .await;
+    controller.delete(name).await;
 }

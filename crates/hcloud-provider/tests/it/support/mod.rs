@@ -318,17 +318,11 @@ impl Env {
 
     /// Events about Node `name` (core/v1, namespace `default`).
     pub async fn events(&self, name: &str) -> Vec<Event> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), "default");
-        let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
-        api.list(&params).await.unwrap().items
+        events_about(&self.client, "default", name).await
     }
 
     pub async fn events_with_reason(&self, name: &str, reason: &str) -> Vec<Event> {
-        self.events(name)
-            .await
-            .into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .collect()
+        events_with_reason(&self.client, "default", name, reason).await
     }
 
     /// Events are written by a background task, after the change they announce may already
@@ -363,6 +357,27 @@ impl Drop for Env {
         self.shutdown.cancel();
         self.tasks.abort_all();
     }
+}
+
+/// Events (core/v1) in `namespace` about the object `name`.
+pub async fn events_about(client: &kube::Client, namespace: &str, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
+    api.list(&params).await.unwrap().items
+}
+
+/// [`events_about`] with `reason`.
+pub async fn events_with_reason(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<Event> {
+    events_about(client, namespace, name)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
 }
 
 /// A simulator server as the API renders it.
