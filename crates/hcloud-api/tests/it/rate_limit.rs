@@ -40,7 +40,13 @@ async fn empty_api_bucket_is_waited_for_instead_of_hammered() {
     // The first 10 go at once; the rest are paced to the bucket's refill.
     assert!(elapsed >= Duration::from_millis(500), "{elapsed:?}");
     assert!(elapsed < Duration::from_secs(8), "{elapsed:?}");
-    assert_eq!(client.rate_limit_remaining(), Some(0));
+    // The client went at the bucket's pace, token by token, not waiting for it to fill: the
+    // last answer leaves it near empty (0, or the token or two that refilled while a loaded
+    // machine delayed the last request; it failed once on a loaded machine with 1).
+    let remaining = client
+        .rate_limit_remaining()
+        .expect("RateLimit-Remaining read");
+    assert!(remaining <= 2, "{remaining}");
 }
 
 #[tokio::test]
