@@ -27,13 +27,12 @@ use crate::http::MetricsRegistry;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The kubeconfig file could not be read or used.
-    #[error("kubeconfig {path}: {source}")]
+    #[error("--kubeconfig {path}: {reason}")]
     Kubeconfig {
         /// The file.
         path: String,
-        /// The error.
-        #[source]
-        source: kube::config::KubeconfigError,
+        /// The innermost cause (kube's errors name the path again at every level).
+        reason: String,
     },
     /// Neither in-cluster configuration nor a default kubeconfig is available.
     #[error(
@@ -54,13 +53,22 @@ pub enum ClientError {
     Client(#[from] kube::Error),
 }
 
+/// The display of the last error in `error`'s chain of sources.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = error;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
+}
+
 /// Builds the client configuration.
 pub async fn build_config(settings: &KubeSettings) -> Result<kube::Config, ClientError> {
     let mut config = match &settings.kubeconfig {
         Some(path) => {
-            let wrap = |source| ClientError::Kubeconfig {
+            let wrap = |source: kube::config::KubeconfigError| ClientError::Kubeconfig {
                 path: path.display().to_string(),
-                source,
+                reason: innermost(&source),
             };
             let kubeconfig = Kubeconfig::read_from(path).map_err(wrap)?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -419,6 +427,25 @@ mod tests {
     /// Clients from `KubeClients` put the limit in front of every request, each with its own
     /// bucket and user agent: a client built from a kubeconfig pointing at a local stub server
     /// waits for tokens beyond its burst while a second client is served at once.
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_named_once_with_its_cause() {
+        let settings = KubeSettings {
+            kubeconfig: Some("/nonexistent/kubeconfig".into()),
+            master: None,
+            rate_limit: None,
+        };
+        let Err(err) = build_config(&settings).await else {
+            panic!("a missing kubeconfig was accepted");
+        };
+        let text = format!("{:#}", anyhow::Error::from(err));
+        assert_eq!(text.matches("/nonexistent/kubeconfig").count(), 1, "{text}");
+        assert!(
+            text.starts_with("--kubeconfig /nonexistent/kubeconfig: "),
+            "{text}"
+        );
+        assert!(text.contains("No such file or directory"), "{text}");
+    }
+
     #[tokio::test]
     async fn every_client_has_its_own_bucket_and_user_agent() {
         let agents = Arc::new(Mutex::new(Vec::<String>::new()));

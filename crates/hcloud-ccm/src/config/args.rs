@@ -104,7 +104,8 @@ Logging: RUST_LOG, when set, overrides the level derived from -v (e.g. \
 RUST_LOG=info,hcloud_api=debug).
 
 Endpoints: /healthz, /readyz and /metrics on the secure port (HTTPS; /metrics needs a bearer token \
-the apiserver authorises for GET /metrics) and /metrics on HCLOUD_METRICS_ADDRESS (plain HTTP).";
+the apiserver authorises for GET /metrics) and on HCLOUD_METRICS_ADDRESS (plain HTTP, :8233 by \
+default).";
 
 /// `hcloud-ccm --version`: the crate version and the commit it was built from (build.rs).
 pub const VERSION: &str = concat!(
@@ -448,12 +449,12 @@ pub struct Args {
         help_heading = LB)]
     pub hcloud_load_balancers_uses_proxyprotocol: Option<String>,
 
-    /// Default health check interval [default: API default, 10s].
+    /// Default health check interval [default: API default, 15s].
     #[arg(long, env = "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL", value_name = "DURATION",
         help_heading = LB)]
     pub hcloud_load_balancers_health_check_interval: Option<String>,
 
-    /// Default health check timeout [default: API default, 15s].
+    /// Default health check timeout [default: API default, 10s].
     #[arg(long, env = "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT", value_name = "DURATION",
         help_heading = LB)]
     pub hcloud_load_balancers_health_check_timeout: Option<String>,
