@@ -19,6 +19,8 @@
 //!   moment candidates may take over), or at once when it finds another holder.
 //! - On graceful stop the leader releases the Lease (empty holder, 1 s duration), so a standby
 //!   takes over at its next try.
+//! - Winning the Lease records a `Normal` `LeaderElection` Event `<identity> became leader` on
+//!   it (client-go's `LeaseLock.RecordEvent`), once per acquisition and never on a renewal.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -33,8 +35,16 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use cloud_provider::{EventRecorder, EventType};
+
 use crate::config::LeaderElectionSettings;
 use crate::http::MetricsRegistry;
+
+/// `source.component` of the leader election Events: upstream's recorder is the
+/// cloud-controller-manager's own (`CloudControllerManagerUserAgent`).
+pub const EVENT_COMPONENT: &str = "cloud-controller-manager";
+/// Reason of the leader election Events (client-go's `LeaseLock.RecordEvent`).
+pub const EVENT_REASON: &str = "LeaderElection";
 
 /// Extra time the `/healthz` leader check allows past the lease duration (as upstream).
 const HEALTH_GRACE: Duration = Duration::from_secs(20);
@@ -163,6 +173,9 @@ pub struct LeaderElector {
     config: LeaderElectionConfig,
     observed: Option<Observation>,
     status_gauge: Option<Gauge>,
+    recorder: Option<EventRecorder>,
+    /// The Lease as our last successful write returned it (the involved object of our Events).
+    written: Option<Lease>,
 }
 
 impl LeaderElector {
@@ -173,7 +186,16 @@ impl LeaderElector {
             config,
             observed: None,
             status_gauge: None,
+            recorder: None,
+            written: None,
         }
+    }
+
+    /// Records `<identity> became leader` (type `Normal`, reason `LeaderElection`) on the Lease
+    /// each time this candidate wins it, as client-go's `LeaseLock` with an `EventRecorder`.
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.recorder = Some(recorder);
+        self
     }
 
     /// Exports `leader_election_master_status{name=<lease name>}` (1 while leading), the gauge
@@ -250,6 +272,7 @@ impl LeaderElector {
         let mut renewed_at = acquired_at;
         *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) = Some(renewed_at);
         tracing::info!(%identity, "acquired the leader lease");
+        self.record_event("became leader").await;
         self.set_gauge(1);
         tx.send_replace(LeaderState::Leading);
 
@@ -317,6 +340,17 @@ impl LeaderElector {
         tx.send_replace(LeaderState::Lost);
     }
 
+    /// `<identity> <what>` on the Lease as last written, as client-go's `LeaseLock.RecordEvent`
+    /// (queued: never waits for the write).
+    async fn record_event(&self, what: &str) {
+        if let (Some(recorder), Some(lease)) = (&self.recorder, &self.written) {
+            let message = format!("{} {what}", self.config.identity);
+            recorder
+                .publish(lease, EventType::Normal, EVENT_REASON, &message)
+                .await;
+        }
+    }
+
     fn set_gauge(&self, value: i64) {
         if let Some(gauge) = &self.status_gauge {
             gauge.set(value);
@@ -353,6 +387,7 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
                     self.observe(&created);
+                    self.written = Some(created);
                     Ok(TryOutcome::Held)
                 }
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(TryOutcome::HeldBy(None)),
@@ -394,6 +429,7 @@ impl LeaderElector {
         {
             Ok(updated) => {
                 self.observe(&updated);
+                self.written = Some(updated);
                 Ok(TryOutcome::Held)
             }
             // Our own renewal raced another write: read again (the renew loop retries until

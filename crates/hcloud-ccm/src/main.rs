@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cloud_provider::NodeCache;
+use cloud_provider::{EventRecorder, NodeCache};
 use hcloud_ccm::config::Args;
 use hcloud_ccm::controllers::{ControllerContext, start_controllers};
 use hcloud_ccm::http::{self, Endpoints, MetricsRegistry};
@@ -169,8 +169,14 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             &config.leader_election,
             leader::default_identity(),
         );
+        // As upstream, the election's Events come from the manager's own recorder (and client).
+        let recorder = EventRecorder::new(
+            clients.client(leader::EVENT_COMPONENT)?,
+            leader::EVENT_COMPONENT,
+        );
         LeaderElector::new(clients.client("leader-election")?, le)
             .with_metrics(&endpoints.metrics)
+            .with_recorder(recorder)
             .spawn(&CancellationToken::new())
     } else {
         LeaderHandle::always_leading()

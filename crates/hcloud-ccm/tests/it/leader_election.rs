@@ -4,10 +4,15 @@
 use std::time::{Duration, Instant};
 
 use hcloud_ccm::leader::{LeaderElectionConfig, LeaderElector, LeaderHandle, LeaderState};
+use hcloud_sim::{SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, PostParams};
-use kube_harness::unique_name;
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
+use kube_harness::{eventually, unique_name};
 use tokio_util::sync::CancellationToken;
+
+use crate::support::ccm;
+use crate::support::scope::Scope;
 
 const NAMESPACE: &str = "kube-system";
 
@@ -345,4 +350,94 @@ async fn concurrent_writes_to_the_lease_do_not_end_leadership() {
     assert_eq!(holder(&lease(&client, &name).await).as_deref(), Some("a"));
     a.stop().await;
     shutdown.cancel();
+}
+
+/// The binary's Events on its Lease (`kube-system`, involved object the Lease `name`).
+async fn lease_events(client: &kube::Client, name: &str) -> Vec<Event> {
+    let params = ListParams::default().fields(&format!(
+        "involvedObject.kind=Lease,involvedObject.name={name},involvedObject.namespace={NAMESPACE}"
+    ));
+    Api::<Event>::namespaced(client.clone(), NAMESPACE)
+        .list(&params)
+        .await
+        .expect("events")
+        .items
+}
+
+/// As client-go's `LeaseLock.RecordEvent` with the manager's recorder: winning the Lease
+/// records one `Normal` `LeaderElection` Event `<identity> became leader` on it; renewals
+/// record nothing (neither a new Event nor a higher count).
+#[tokio::test]
+async fn the_binary_records_one_became_leader_event_per_acquisition() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scope = Scope::new("leader-event").await;
+    let sim = Simulator::start(SimConfig::default().token(ccm::TOKEN))
+        .await
+        .unwrap();
+    let access = scope.admin_access("ccm").await;
+    let name = scope.lease().to_owned();
+    let ccm = ccm::spawn_ccm(
+        &access.kubeconfig,
+        &sim,
+        &[("HCLOUD_LOAD_BALANCERS_ENABLED", "false")],
+        &[
+            &scope.lease_flag(),
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=300ms",
+            "--controllers=cloud-node",
+        ],
+    );
+    let client = scope.admin.clone();
+    let leases = Api::<Lease>::namespaced(client.clone(), NAMESPACE);
+    let identity = eventually("the binary to lead", Duration::from_secs(20), || async {
+        leases
+            .get_opt(&name)
+            .await
+            .unwrap()
+            .as_ref()
+            .and_then(holder)
+    })
+    .await;
+    // At least two renewals before looking: none of them may add an Event.
+    wait_renewals(&client, &name, 2, Duration::from_secs(10)).await;
+    let events = eventually(
+        "the LeaderElection Event",
+        Duration::from_secs(10),
+        || async { Some(lease_events(&client, &name).await).filter(|e| !e.is_empty()) },
+    )
+    .await;
+    let l = lease(&client, &name).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+    assert_eq!(event.reason.as_deref(), Some("LeaderElection"));
+    assert_eq!(
+        event.message.as_deref(),
+        Some(format!("{identity} became leader").as_str())
+    );
+    assert_eq!(event.count.unwrap_or(1), 1);
+    assert_eq!(event.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let object = &event.involved_object;
+    assert_eq!(object.kind.as_deref(), Some("Lease"));
+    assert_eq!(
+        object.api_version.as_deref(),
+        Some("coordination.k8s.io/v1")
+    );
+    assert_eq!(object.namespace.as_deref(), Some(NAMESPACE));
+    assert_eq!(object.name.as_deref(), Some(name.as_str()));
+    assert_eq!(object.uid, l.metadata.uid);
+    assert_eq!(
+        event.source.as_ref().and_then(|s| s.component.as_deref()),
+        Some("cloud-controller-manager")
+    );
+
+    // Still the one Event, not counted again, after more renewals.
+    wait_renewals(&client, &name, 2, Duration::from_secs(10)).await;
+    assert_eq!(holder(&lease(&client, &name).await), Some(identity));
+    let again = lease_events(&client, &name).await;
+    assert_eq!(again.len(), 1, "{again:#?}");
+    assert_eq!(again[0].count.unwrap_or(1), 1, "{again:#?}");
+    assert_eq!(again[0].metadata.name, event.metadata.name);
+    drop(ccm);
 }
