@@ -49,7 +49,7 @@ stamp() {
 }
 
 if [[ ! -x "$BIN_DIR/kube-apiserver" || ! -x "$BIN_DIR/kube-controller-manager" || ! -x "$BIN_DIR/kubectl" ]]; then
-    log "building kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from $MODULE (the first time: about 15 minutes on 2 cores)"
+    log "building kube-apiserver, kube-controller-manager and kubectl $K8S_VERSION from $MODULE (the first time: about 12 minutes on 2 cores, with the module downloads)"
     mkdir -p "$BIN_DIR"
     work="$(mktemp -d "$BIN_DIR/build.XXXXXX")"
     (cd "$MODULE" && CGO_ENABLED=0 go build -trimpath -ldflags "$(stamp "$K8S_VERSION")" -o "$work/" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The binary's end-to-end tests on the oldest Kubernetes this project supports (tools/kubernetes-oldest,
 # the version README and docs/deploy.md claim as the lowest); the test command runs them on the newest
-# (tools/kubernetes) every time. Builds that control plane once (about 10 minutes on 2 cores, cached
-# by version like the newest), then runs `cargo test -p hcloud-ccm --test it` against it.
+# (tools/kubernetes) every time. Builds that control plane once (13 min 26 s on 2 cores the first
+# time, other work beside it; cached by version like the newest), then runs
+# `cargo test -p hcloud-ccm --test it` against it.
 #
 # Usage: scripts/oldest-kubernetes.sh [extra cargo test arguments, e.g. a test name filter]
 set -euo pipefail

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "==> control-plane binaries (the first run builds them from Go modules, about 15 minutes on 2 cores)" >&2
+echo "==> control-plane binaries (the first run builds them from Go modules, about 12 minutes on 2 cores, with the module downloads)" >&2
 scripts/control-plane.sh >/dev/null
 echo "==> building hcloud-ccm and the sandbox" >&2
 cargo build -p hcloud-ccm -p hcloud-ccm-sandbox
