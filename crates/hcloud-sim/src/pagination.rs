@@ -190,22 +190,36 @@ pub trait Sortable {
 
 /// Reads the repeatable `sort` parameter.
 pub fn sort_keys(q: &Query) -> ApiResult<Vec<SortKey>> {
+    parse_sort(q, |field| match field {
+        "id" => Some(SortField::Id),
+        "name" => Some(SortField::Name),
+        "created" => Some(SortField::Created),
+        _ => None,
+    })
+    .map(|keys| {
+        keys.into_iter()
+            .map(|(field, desc)| SortKey { field, desc })
+            .collect()
+    })
+}
+
+/// Reads the repeatable `sort` parameter, `field` or `field:asc|desc`, with `field` naming the
+/// collection's sort fields: (field, descending) in the order given. An unknown field or order
+/// is an `invalid_input` naming `sort`.
+pub fn parse_sort<F>(q: &Query, field: impl Fn(&str) -> Option<F>) -> ApiResult<Vec<(F, bool)>> {
     q.all("sort")
         .into_iter()
         .map(|s| {
-            let (field, dir) = s.split_once(':').unwrap_or((s, "asc"));
-            let field = match field {
-                "id" => SortField::Id,
-                "name" => SortField::Name,
-                "created" => SortField::Created,
-                _ => return Err(ApiError::field("sort", format!("invalid sort field {s:?}"))),
+            let (name, dir) = s.split_once(':').unwrap_or((s, "asc"));
+            let Some(field) = field(name) else {
+                return Err(ApiError::field("sort", format!("invalid sort field {s:?}")));
             };
             let desc = match dir {
                 "asc" => false,
                 "desc" => true,
                 _ => return Err(ApiError::field("sort", format!("invalid sort order {s:?}"))),
             };
-            Ok(SortKey { field, desc })
+            Ok((field, desc))
         })
         .collect()
 }

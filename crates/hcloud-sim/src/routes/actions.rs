@@ -54,26 +54,14 @@ enum ActionSortField {
 
 /// Reads the repeatable `sort` parameter of an action list.
 fn action_sort_keys(q: &Query) -> ApiResult<Vec<(ActionSortField, bool)>> {
-    q.all("sort")
-        .into_iter()
-        .map(|s| {
-            let (field, dir) = s.split_once(':').unwrap_or((s, "asc"));
-            let field = match field {
-                "id" => ActionSortField::Id,
-                "command" => ActionSortField::Command,
-                "status" => ActionSortField::Status,
-                "started" => ActionSortField::Started,
-                "finished" => ActionSortField::Finished,
-                _ => return Err(ApiError::field("sort", format!("invalid sort field {s:?}"))),
-            };
-            let desc = match dir {
-                "asc" => false,
-                "desc" => true,
-                _ => return Err(ApiError::field("sort", format!("invalid sort order {s:?}"))),
-            };
-            Ok((field, desc))
-        })
-        .collect()
+    crate::pagination::parse_sort(q, |field| match field {
+        "id" => Some(ActionSortField::Id),
+        "command" => Some(ActionSortField::Command),
+        "status" => Some(ActionSortField::Status),
+        "started" => Some(ActionSortField::Started),
+        "finished" => Some(ActionSortField::Finished),
+        _ => None,
+    })
 }
 
 /// Sorts by the keys, then by ID.
