@@ -199,12 +199,15 @@ async fn the_deletion_brake_keeps_nodes_when_most_are_reported_gone_at_once() {
     let names = ["brake-a", "brake-b", "brake-c", "brake-d"].map(|n| env.name(n));
     for (i, name) in names.iter().enumerate() {
         env.fake.set_exists(name, Answer::Ok(i == 3));
-        NodeBuilder::kubelet(name)
+        let node = NodeBuilder::kubelet(name)
             .untainted()
             .provider_id(&format!("fake://{i}"))
             .ready("False")
             .create(&env)
             .await;
+        // Every Node cached before the first pass: a pass that saw only some of them judged
+        // "2 of 3" once, a second Warning beside the "3 of 4" one (a loaded machine).
+        env.wait_cached(&node).await;
     }
     start_controller(&env);
     // Three of four reported gone, for several passes: none is deleted.
