@@ -126,3 +126,35 @@ impl Warning {
         }
     }
 }
+
+/// What one decision would do, as `plan` prints it: the changes, the writes that carry them
+/// out and the Warnings it records. Each decision renders itself into this from the value its
+/// controller applies, so the two never say different things.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Planned {
+    /// What would change, in order.
+    pub changes: Vec<Change>,
+    /// The writes that carry the changes out.
+    pub writes: Vec<Write>,
+    /// Warnings the controller would record.
+    pub warnings: Vec<Warning>,
+}
+
+impl Planned {
+    /// One change and the write that carries it out.
+    pub fn one(change: Change, write: Write) -> Self {
+        Self {
+            changes: vec![change],
+            writes: vec![write],
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Only a Warning.
+    pub fn warning(warning: Warning) -> Self {
+        Self {
+            warnings: vec![warning],
+            ..Self::default()
+        }
+    }
+}

@@ -1,13 +1,14 @@
 //! The pass of `hcloud-ccm plan`: what the controllers would change right now, without changing
 //! anything.
 //!
-//! [`run`] takes one snapshot of the cluster (Nodes, Services) and asks the provider only
-//! read-only questions (instance metadata, existence, shutdown state, the routes list and
-//! [`LoadBalancer::plan_load_balancer`]). It feeds the answers to the same decision functions the
-//! controllers run ([`crate::node::decisions`], [`crate::nodelifecycle::decide`],
-//! [`crate::service::decisions`], [`crate::route::decisions::decide`]) and collects what they would
-//! write as a [`ClusterPlan`]. Nothing here writes to Kubernetes or to the cloud, and no event is
-//! recorded.
+//! [`run`] takes one snapshot of the cluster (Nodes, Services) and runs each controller's read
+//! step (the provider's read-only questions: instance metadata, existence, shutdown state, the
+//! routes list, [`LoadBalancer::plan_load_balancer`]) and the same decision functions the
+//! controllers run ([`crate::node::decisions`], [`crate::nodelifecycle::decide`] with the
+//! deletion brake's memory after one pass, [`ServiceDecision::steps`],
+//! [`crate::route::decisions::decide`]). Each decision renders itself ([`Planned`]); this module
+//! only collects them into a [`ClusterPlan`]. Nothing here writes to Kubernetes or to the cloud,
+//! and no event is recorded.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,21 +17,19 @@ use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use serde::Serialize;
 
-pub use crate::change::{Change, Verb, Warning, Write};
+pub use crate::change::{Change, Planned, Verb, Warning, Write};
 use crate::events::error_chain;
 use crate::node::decisions::{decide as node_decide, is_uninitialized};
-use crate::nodelifecycle::decisions::TaintChange;
 use crate::nodelifecycle::{
-    LifecycleDecision, NodeLifecycleControllerConfig, REASON_DELETION_HELD, brake, decide,
+    LifecycleDecision, LifecycleError, NodeLifecycleControllerConfig, Reading, brake, decide, read,
 };
 use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
 use crate::service::OwnedClass;
 use crate::service::decisions::{
-    ServiceDecision, current_status, ingress_text, select_nodes, service_key, should_enqueue_added,
-    status_change, status_write,
+    ServiceDecision, ServiceStep, current_status, finalizer_change, ingress_text, select_nodes,
+    service_key, should_enqueue_added, status_change, status_write,
 };
-use crate::well_known::TAINT_SHUTDOWN;
 
 /// The plan for one object (a Node, a Service) or for the routes of the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -71,6 +70,10 @@ impl ObjectPlan {
         self.changes.extend(changes);
         self.writes.extend(writes);
         self.warnings.extend(warnings);
+    }
+
+    fn add(&mut self, planned: Planned) {
+        self.extend(planned.changes, planned.writes, planned.warnings);
     }
 
     /// One change and the write that carries it out.
@@ -213,29 +216,32 @@ pub async fn run(
 
     match provider.instances() {
         Some(instances) if options.node || options.node_lifecycle => {
-            let mut objects = Vec::new();
-            let mut deleted = Vec::new();
-            for node in &nodes {
-                let mut object = ObjectPlan::new("Node", name_of(node));
-                let deletes = options.node_lifecycle
-                    && plan_lifecycle(instances.as_ref(), node, &mut object).await;
+            let lifecycle = if options.node_lifecycle {
+                plan_lifecycle(instances.as_ref(), &nodes, &options.node_lifecycle_config).await
+            } else {
+                nodes
+                    .iter()
+                    .map(|_| Ok(LifecycleDecision::Nothing))
+                    .collect()
+            };
+            for (node, decision) in nodes.iter().zip(lifecycle) {
+                let name = name_of(node);
+                let mut object = ObjectPlan::new("Node", name.clone());
+                let deletes = match decision {
+                    Ok(decision) => {
+                        object.add(decision.planned(&name));
+                        decision.deletes()
+                    }
+                    Err(err) => {
+                        object.errors.push(error_chain(&err));
+                        false
+                    }
+                };
                 // A Node that goes away needs no labels or addresses (and its metadata
                 // lookup fails: its server is gone).
                 if options.node && !deletes {
                     plan_node(instances.as_ref(), node, &mut object).await;
                 }
-                if deletes {
-                    deleted.push(objects.len());
-                }
-                objects.push(object);
-            }
-            hold_deletions(
-                &options.node_lifecycle_config,
-                &nodes,
-                &deleted,
-                &mut objects,
-            );
-            for object in objects {
                 out.push(object);
             }
         }
@@ -339,75 +345,44 @@ async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPl
     }
 }
 
-/// The deletion brake over the whole pass: when the Nodes `deleted` (indexes into `objects`)
-/// are too many of the cluster's cloud Nodes, none is deleted and each gets the controller's
-/// Warning instead.
-fn hold_deletions(
-    config: &NodeLifecycleControllerConfig,
+/// The lifecycle controller over one pass: every Node read as the controller reads it, then
+/// decided with the brake's verdict as the controller's memory holds it after that pass (every
+/// Node the cloud reports gone recorded once, so the brake counts them all).
+async fn plan_lifecycle(
+    instances: &dyn Instances,
     nodes: &[Arc<Node>],
-    deleted: &[usize],
-    objects: &mut [ObjectPlan],
-) {
+    config: &NodeLifecycleControllerConfig,
+) -> Vec<Result<LifecycleDecision, LifecycleError>> {
+    let mut readings = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        readings.push(read(node, instances).await);
+    }
     let cloud_nodes = brake::cloud_nodes(
         nodes.iter().map(AsRef::as_ref),
         config.cloud_provider_id_prefix.as_deref(),
     );
-    if !brake::holds(config.deletion_max_share, deleted.len(), cloud_nodes) {
-        return;
+    let period = crate::period(config.node_monitor_period);
+    let mut memory = brake::DeletionBrake::new(config.deletion_max_share, period);
+    let now = tokio::time::Instant::now();
+    for (node, reading) in nodes.iter().zip(&readings) {
+        if matches!(reading, Ok(Reading::Gone)) {
+            memory.gone(&name_of(node), now, cloud_nodes);
+        }
     }
-    for &i in deleted {
-        let object = &mut objects[i];
-        object.changes.retain(|c| c.verb != Verb::Delete);
-        object
-            .writes
-            .retain(|w| !matches!(w, Write::Kube(k) if k.starts_with("delete ")));
-        let message = brake::held_message(
-            &object.name,
-            deleted.len(),
-            cloud_nodes,
-            config.deletion_max_share,
-        );
-        object
-            .warnings
-            .push(Warning::new(REASON_DELETION_HELD, message));
-    }
+    nodes
+        .iter()
+        .zip(readings)
+        .map(|(node, reading)| {
+            let reading = reading?;
+            let verdict =
+                (reading == Reading::Gone).then(|| memory.gone(&name_of(node), now, cloud_nodes));
+            Ok(decide(node, reading, verdict).with_max_share(config.deletion_max_share))
+        })
+        .collect()
 }
 
-/// The cloud node lifecycle controller; whether it would delete the Node.
-async fn plan_lifecycle(instances: &dyn Instances, node: &Node, object: &mut ObjectPlan) -> bool {
-    let change = match decide(node, instances).await {
-        Ok(LifecycleDecision::Nothing) => return false,
-        Ok(LifecycleDecision::DeleteNode) => {
-            object
-                .changes
-                .push(Change::new(Verb::Delete, "node").values(
-                    None,
-                    Some("its instance no longer exists in the cloud".to_owned()),
-                ));
-            object
-                .writes
-                .push(Write::kube("delete", "nodes", &name_of(node)));
-            return true;
-        }
-        Ok(LifecycleDecision::ChangeTaint(TaintChange::AddShutdown)) => Verb::Add,
-        Ok(LifecycleDecision::ChangeTaint(TaintChange::RemoveShutdown)) => Verb::Remove,
-        Err(err) => {
-            object.errors.push(error_chain(&err));
-            return false;
-        }
-    };
-    object.changes.push(Change::new(
-        change,
-        format!("taint {TAINT_SHUTDOWN}:NoSchedule"),
-    ));
-    object
-        .writes
-        .push(Write::kube("patch", "nodes", &name_of(node)));
-    false
-}
-
-/// The service controller, for one Service it would act on: the controller's decision, then
-/// the provider's plan for ensuring or deleting the load balancer.
+/// The service controller, for one Service it would act on: the steps the controller takes
+/// ([`ServiceDecision::steps`]), each printed, the load balancer's by the provider's plan.
 async fn plan_service(
     lb: &dyn LoadBalancer,
     options: &PlannedControllers,
@@ -417,35 +392,52 @@ async fn plan_service(
 ) -> ObjectPlan {
     let mut object = ObjectPlan::new("Service", service_key(service));
     let cluster_name = options.cluster_name.as_str();
-    let finalizer = decision.finalizer_change(service);
-    if decision.clean_up {
-        match lb.plan_load_balancer_deleted(cluster_name, service).await {
-            Ok(planned) => object.extend(planned.changes, planned.writes, planned.warnings),
-            Err(err) => {
-                object.errors.push(format!(
-                    "deleting the load balancer would fail: {}",
-                    error_chain(&err)
-                ));
-                return object;
+    // The status the load balancer step gives; `None`: known only once the cloud made it.
+    let mut new_status = Some(LoadBalancerStatus::default());
+    for step in decision.steps(nodes.is_empty()) {
+        match step {
+            ServiceStep::Event(event) if event.warning => {
+                object.warnings.push(event.as_warning());
             }
-        }
-        object.extend_one(finalizer);
-        object.extend_one(status_change(service, &LoadBalancerStatus::default()));
-        return object;
-    }
-
-    object.extend_one(finalizer);
-    if nodes.is_empty() {
-        object.warnings.push(Warning::new(
-            "UnAvailableLoadBalancer",
-            "There are no available nodes for LoadBalancer",
-        ));
-    }
-    match lb.plan_load_balancer(cluster_name, service, nodes).await {
-        Ok(planned) => {
-            object.extend(planned.changes, planned.writes, planned.warnings);
-            match planned.status {
-                Some(status) => object.extend_one(status_change(service, &status)),
+            ServiceStep::Event(_) => {}
+            ServiceStep::Finalizer(verb) => {
+                object.extend_one(Some(finalizer_change(service, verb)))
+            }
+            ServiceStep::DeleteLoadBalancer => {
+                match lb.plan_load_balancer_deleted(cluster_name, service).await {
+                    Ok(planned) => {
+                        object.extend(planned.changes, planned.writes, planned.warnings);
+                    }
+                    Err(err) => {
+                        object.errors.push(format!(
+                            "deleting the load balancer would fail: {}",
+                            error_chain(&err)
+                        ));
+                        return object;
+                    }
+                }
+            }
+            ServiceStep::EnsureLoadBalancer => {
+                match lb.plan_load_balancer(cluster_name, service, nodes).await {
+                    Ok(planned) => {
+                        object.extend(planned.changes, planned.writes, planned.warnings);
+                        new_status = planned.status;
+                    }
+                    Err(err) => {
+                        object.errors.push(if err.is_not_implemented() {
+                            "the provider cannot plan load balancers".to_owned()
+                        } else {
+                            format!(
+                                "ensuring the load balancer would fail: {}",
+                                error_chain(&err)
+                            )
+                        });
+                        return object;
+                    }
+                }
+            }
+            ServiceStep::WriteStatus => match &new_status {
+                Some(status) => object.extend_one(status_change(service, status)),
                 None => {
                     object.changes.push(
                         Change::new(Verb::Change, "status.loadBalancer.ingress").values(
@@ -455,15 +447,8 @@ async fn plan_service(
                     );
                     object.writes.push(status_write(service));
                 }
-            }
+            },
         }
-        Err(err) if err.is_not_implemented() => object
-            .errors
-            .push("the provider cannot plan load balancers".to_owned()),
-        Err(err) => object.errors.push(format!(
-            "ensuring the load balancer would fail: {}",
-            error_chain(&err)
-        )),
     }
     object
 }
@@ -485,63 +470,10 @@ async fn plan_routes(
             return object;
         }
     };
-    let planned = route_decisions::decide(nodes, &listed, cluster_cidrs, &|cidr| {
+    let decision = route_decisions::decide(nodes, &listed, cluster_cidrs, &|cidr| {
         routes.can_route(cidr)
     });
-    let writes = routes.route_writes();
-    for route in &planned.to_delete {
-        let via = if route.blackhole || route.target_node.is_empty() {
-            "blackhole".to_owned()
-        } else {
-            format!("via node {}", route.target_node)
-        };
-        object.changes.push(Change::new(
-            Verb::Delete,
-            format!("route {} ({via})", route.destination_cidr),
-        ));
-        object.writes.extend(writes.delete.clone());
-    }
-    // As the controller: each Node's creations, then its condition as they leave it (here:
-    // every creation succeeds).
-    for work in planned.node_work(nodes) {
-        for creation in &work.creations {
-            object.changes.push(Change::new(
-                Verb::Create,
-                format!(
-                    "route {} via node {}",
-                    creation.route.destination_cidr, creation.node
-                ),
-            ));
-            object.writes.extend(writes.create.clone());
-        }
-        let created: Vec<IpNet> = work
-            .creations
-            .iter()
-            .map(|c| c.route.destination_cidr)
-            .collect();
-        let node = nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(work.name.as_str()));
-        if let Some(condition) = node.and_then(|node| work.condition_after(node, &created)) {
-            object.changes.push(
-                Change::new(
-                    Verb::Change,
-                    format!(
-                        "node {} condition {}",
-                        work.name,
-                        route_decisions::CONDITION_NETWORK_UNAVAILABLE
-                    ),
-                )
-                .values(
-                    None,
-                    Some(format!("{} ({})", condition.status, condition.reason)),
-                ),
-            );
-            object
-                .writes
-                .push(Write::kube("patch", "nodes/status", &work.name));
-        }
-    }
+    object.add(decision.planned(nodes, &routes.route_writes()));
     object
 }
 
@@ -550,7 +482,7 @@ mod tests {
     use super::*;
     use crate::provider::{Error, LoadBalancerPlan, Outcome, Result, Route};
     use crate::service::decisions::LOAD_BALANCER_CLEANUP_FINALIZER;
-    use crate::well_known::TAINT_UNINITIALIZED;
+    use crate::well_known::{TAINT_SHUTDOWN, TAINT_UNINITIALIZED};
     use async_trait::async_trait;
     use k8s_openapi::api::core::v1::{
         LoadBalancerIngress, NodeAddress, NodeCondition, NodeSpec, NodeStatus, ServiceSpec,

@@ -10,10 +10,10 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::brake::{self, DeletionBrake, Verdict};
+use super::brake::{self, DeletionBrake};
 use super::decisions::{
-    ExistenceVerdict, FirstStep, TaintChange, apply_taint_change, existence_verdict, first_step,
-    shutdown_verdict,
+    FirstStep, LifecycleDecision, REASON_DELETING_NODE, Reading, TaintChange, apply_taint_change,
+    decide, first_step,
 };
 use crate::cache::{NodeCache, NodeChange};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
@@ -33,9 +33,6 @@ pub const COMPONENT: &str = "cloud-node-lifecycle-controller";
 pub const CONTROLLER: &str = "cloud-node-lifecycle";
 
 const TAINT_RETRIES: u32 = 5;
-
-/// The reason of the Warning on a Node whose deletion the brake holds.
-pub const REASON_DELETION_HELD: &str = "NodeDeletionHeld";
 
 // Deliberate repetition: a settings struct and its `Default`, field by field, as every config of
 // the workspace; the fields and defaults are the lifecycle controller's own flags.
@@ -127,47 +124,23 @@ impl ReconcileError for LifecycleError {
     }
 }
 
-/// What the lifecycle controller does with one Node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LifecycleDecision {
-    /// Leave the Node as it is.
-    Nothing,
-    /// The cloud confirmed the instance is gone: delete the Node.
-    DeleteNode,
-    /// Add or remove the shutdown taint.
-    ChangeTaint(TaintChange),
-}
-
-/// Decide what to do with `node`, asking the cloud only what the decisions need (reads only).
-///
-/// The controller executes the answer; `plan` prints it. Ready Nodes cost no cloud
-/// call; only `Ok(false)` from `instance_exists` leads to [`LifecycleDecision::DeleteNode`].
-pub async fn decide(
-    node: &Node,
-    instances: &dyn Instances,
-) -> Result<LifecycleDecision, LifecycleError> {
+/// The read step: ask the cloud what [`decide`] needs to know of `node` (nothing for a Ready
+/// Node; whether the instance exists, then whether it is shut down). Only `Ok(false)` from
+/// `instance_exists` reads as [`Reading::Gone`]; a failed question is an error.
+pub async fn read(node: &Node, instances: &dyn Instances) -> Result<Reading, LifecycleError> {
     match first_step(node) {
-        FirstStep::Nothing => return Ok(LifecycleDecision::Nothing),
-        FirstStep::RemoveShutdownTaint => {
-            return Ok(LifecycleDecision::ChangeTaint(TaintChange::RemoveShutdown));
-        }
+        FirstStep::Nothing | FirstStep::RemoveShutdownTaint => return Ok(Reading::Ready),
         FirstStep::CheckExistence => {}
     }
-    let exists = instances.instance_exists(node).await;
-    match existence_verdict(&exists) {
-        ExistenceVerdict::DeleteNode => Ok(LifecycleDecision::DeleteNode),
-        ExistenceVerdict::LeaveUntouched => match exists {
-            Err(err) => Err(LifecycleError::Exists(err)),
-            Ok(_) => Ok(LifecycleDecision::Nothing),
-        },
-        ExistenceVerdict::CheckShutdown => {
-            let shutdown = instances.instance_shutdown(node).await;
-            if let Some(change) = shutdown_verdict(node, &shutdown) {
-                return Ok(LifecycleDecision::ChangeTaint(change));
-            }
-            shutdown
-                .map(|_| LifecycleDecision::Nothing)
-                .map_err(LifecycleError::Shutdown)
+    match instances.instance_exists(node).await {
+        Ok(false) => Ok(Reading::Gone),
+        Err(err) => Err(LifecycleError::Exists(err)),
+        Ok(true) => {
+            let shut_down = instances
+                .instance_shutdown(node)
+                .await
+                .map_err(LifecycleError::Shutdown)?;
+            Ok(Reading::Exists { shut_down })
         }
     }
 }
@@ -393,43 +366,51 @@ impl Inner {
         )
     }
 
+    /// Read, decide, apply: the brake's verdict on a Node reported gone is part of the read
+    /// (it is the controller's memory of earlier reports).
     async fn monitor_node(&self, node: &Node) -> Result<(), LifecycleError> {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        match decide(node, self.instances.as_ref()).await? {
+        let reading = read(node, self.instances.as_ref()).await?;
+        let verdict = (reading == Reading::Gone).then(|| {
+            let nodes = self.cloud_nodes();
+            let now = tokio::time::Instant::now();
+            let mut brake = lock(&self.brake);
+            let verdict = brake.gone(name, now, nodes);
+            self.metrics.set_node_deletions_held(brake.held(now, nodes));
+            verdict
+        });
+        let decision =
+            decide(node, reading, verdict).with_max_share(self.config.deletion_max_share);
+        self.apply(node, &decision).await
+    }
+
+    /// Carry out `decision` on `node`.
+    async fn apply(&self, node: &Node, decision: &LifecycleDecision) -> Result<(), LifecycleError> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        match decision {
             LifecycleDecision::Nothing => {
                 self.forget(name);
                 Ok(())
             }
-            LifecycleDecision::DeleteNode => {
-                let nodes = self.cloud_nodes();
-                let now = tokio::time::Instant::now();
-                let (verdict, held) = {
-                    let mut brake = lock(&self.brake);
-                    let verdict = brake.gone(name, now, nodes);
-                    (verdict, brake.held(now, nodes))
-                };
-                self.metrics.set_node_deletions_held(held);
-                match verdict {
-                    Verdict::Delete => self.delete_node(node).await,
-                    Verdict::ConfirmNextPass => {
-                        tracing::info!(
-                            node = name,
-                            "the cloud reports the instance gone; the Node is deleted if it still is in the next pass"
-                        );
-                        Ok(())
-                    }
-                    Verdict::Held { gone, nodes } => {
-                        let message =
-                            brake::held_message(name, gone, nodes, self.config.deletion_max_share);
-                        tracing::warn!(node = name, gone, nodes, "{message}");
-                        self.warn_once(name, REASON_DELETION_HELD, &message).await;
-                        Ok(())
-                    }
-                }
-            }
             LifecycleDecision::ChangeTaint(change) => {
                 self.forget(name);
-                self.change_taint(node, change).await
+                self.change_taint(node, *change).await
+            }
+            LifecycleDecision::DeleteNode => self.delete_node(node).await,
+            LifecycleDecision::ConfirmDeletion => {
+                tracing::info!(
+                    node = name,
+                    "the cloud reports the instance gone; the Node is deleted if it still is in the next pass"
+                );
+                Ok(())
+            }
+            LifecycleDecision::HoldDeletion { .. } => {
+                if let Some(warning) = decision.warning(name) {
+                    tracing::warn!(node = name, "{}", warning.message);
+                    self.warn_once(name, &warning.reason, &warning.message)
+                        .await;
+                }
+                Ok(())
             }
         }
     }
@@ -441,8 +422,8 @@ impl Inner {
             .publish(
                 node,
                 EventType::Normal,
-                "DeletingNode",
-                &format!("Deleting node {name} because it does not exist in the cloud provider"),
+                REASON_DELETING_NODE,
+                &LifecycleDecision::deleting_message(name),
             )
             .await;
         let params = DeleteParams {

@@ -7,6 +7,7 @@ mod controller;
 pub mod decisions;
 
 pub use controller::{
-    COMPONENT, CONTROLLER, LifecycleDecision, LifecycleError, NodeLifecycleController,
-    NodeLifecycleControllerConfig, REASON_DELETION_HELD, decide,
+    COMPONENT, CONTROLLER, LifecycleError, NodeLifecycleController, NodeLifecycleControllerConfig,
+    read,
 };
+pub use decisions::{LifecycleDecision, REASON_DELETION_HELD, Reading, decide};

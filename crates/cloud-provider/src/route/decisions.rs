@@ -19,7 +19,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition};
 
-use crate::provider::Route;
+use crate::change::{Change, Planned, Verb, Write};
+use crate::provider::{Route, RouteWrites};
 use crate::well_known::TAINT_UNINITIALIZED;
 
 /// Type of the Node condition the route controller owns.
@@ -133,6 +134,65 @@ impl NodeRoutes {
                 pod.action = CidrAction::Keep;
             }
         }
+    }
+}
+
+impl RouteDecision {
+    /// What `plan` prints for this decision: the deletions, then each Node's creations and its
+    /// condition as they leave it (every creation succeeding), as the controller carries them
+    /// out; `writes` names the provider's requests.
+    pub fn planned(&self, nodes: &[Arc<Node>], writes: &RouteWrites) -> Planned {
+        let mut out = Planned::default();
+        for route in &self.to_delete {
+            let via = if route.blackhole || route.target_node.is_empty() {
+                "blackhole".to_owned()
+            } else {
+                format!("via node {}", route.target_node)
+            };
+            out.changes.push(Change::new(
+                Verb::Delete,
+                format!("route {} ({via})", route.destination_cidr),
+            ));
+            out.writes.extend(writes.delete.clone());
+        }
+        for work in self.node_work(nodes) {
+            for creation in &work.creations {
+                out.changes.push(Change::new(
+                    Verb::Create,
+                    format!(
+                        "route {} via node {}",
+                        creation.route.destination_cidr, creation.node
+                    ),
+                ));
+                out.writes.extend(writes.create.clone());
+            }
+            let created: Vec<IpNet> = work
+                .creations
+                .iter()
+                .map(|c| c.route.destination_cidr)
+                .collect();
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(work.name.as_str()));
+            if let Some(condition) = node.and_then(|node| work.condition_after(node, &created)) {
+                out.changes.push(
+                    Change::new(
+                        Verb::Change,
+                        format!(
+                            "node {} condition {CONDITION_NETWORK_UNAVAILABLE}",
+                            work.name
+                        ),
+                    )
+                    .values(
+                        None,
+                        Some(format!("{} ({})", condition.status, condition.reason)),
+                    ),
+                );
+                out.writes
+                    .push(Write::kube("patch", "nodes/status", &work.name));
+            }
+        }
+        out
     }
 }
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::class::OwnedClass;
 use super::decisions::{
-    needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
+    ServiceEvent, needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
     should_enqueue_updated, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
@@ -304,47 +304,16 @@ impl Inner {
         &self.config.class
     }
 
-    pub(super) async fn event(
-        &self,
-        service: &Service,
-        type_: EventType,
-        reason: &str,
-        message: &str,
-    ) {
-        self.recorder.publish(service, type_, reason, message).await;
-    }
-
-    /// The upstream Warning for a load balancer without a Node to send traffic to.
-    pub(super) async fn warn_no_nodes(&self, service: &Service) {
-        self.event(
-            service,
-            EventType::Warning,
-            "UnAvailableLoadBalancer",
-            "There are no available nodes for LoadBalancer",
-        )
-        .await;
-    }
-
-    /// The upstream Normal event before a load balancer is deleted.
-    pub(super) async fn event_deleting(&self, service: &Service) {
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletingLoadBalancer",
-            "Deleting load balancer",
-        )
-        .await;
-    }
-
-    /// The upstream Normal event once a load balancer is deleted.
-    pub(super) async fn event_deleted(&self, service: &Service) {
-        self.event(
-            service,
-            EventType::Normal,
-            "DeletedLoadBalancer",
-            "Deleted load balancer",
-        )
-        .await;
+    /// Record one of the controller's events on `service`.
+    pub(super) async fn event(&self, service: &Service, event: ServiceEvent) {
+        let type_ = if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.recorder
+            .publish(service, type_, event.reason, event.message)
+            .await;
     }
 
     /// Queue `action` for `key` (merged with one already waiting).
@@ -560,7 +529,8 @@ impl Reconciler for Inner {
     async fn user_error(&self, key: &str, reason: &str, err: &ServiceSyncError) {
         if let Some(service) = self.touchable_service(key) {
             let message = format!("Error syncing load balancer: {}", error_chain(err));
-            self.event(&service, EventType::Warning, reason, &message)
+            self.recorder
+                .publish(service.as_ref(), EventType::Warning, reason, &message)
                 .await;
         }
     }
@@ -578,13 +548,14 @@ impl Reconciler for Inner {
             if !self.last_warning.is_news(key, &message) {
                 return;
             }
-            self.event(
-                &service,
-                EventType::Warning,
-                "SyncLoadBalancerFailed",
-                &message,
-            )
-            .await;
+            self.recorder
+                .publish(
+                    service.as_ref(),
+                    EventType::Warning,
+                    "SyncLoadBalancerFailed",
+                    &message,
+                )
+                .await;
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Node, Service};
 
 use super::class::OwnedClass;
-use crate::change::{Change, Verb, Write};
+use crate::change::{Change, Verb, Warning, Write};
 
 /// The finalizer that keeps a Service until its load balancer is gone.
 pub const LOAD_BALANCER_CLEANUP_FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -291,15 +291,108 @@ impl ServiceDecision {
             finalizer,
         })
     }
+}
 
-    /// The finalizer's change and its write, if any.
-    pub fn finalizer_change(&self, service: &Service) -> Option<(Change, Write)> {
-        let verb = self.finalizer?;
-        Some((
-            Change::new(verb, format!("finalizer {LOAD_BALANCER_CLEANUP_FINALIZER}")),
-            status_write(service),
-        ))
+/// An event of the service controller, with upstream's reason and message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServiceEvent {
+    /// A Warning (else a Normal event).
+    pub warning: bool,
+    /// The event reason.
+    pub reason: &'static str,
+    /// The event message.
+    pub message: &'static str,
+}
+
+impl ServiceEvent {
+    const fn normal(reason: &'static str, message: &'static str) -> Self {
+        Self {
+            warning: false,
+            reason,
+            message,
+        }
     }
+
+    /// As `plan` prints a Warning.
+    pub fn as_warning(&self) -> Warning {
+        Warning::new(self.reason, self.message)
+    }
+}
+
+/// Before a load balancer is ensured.
+pub const EVENT_ENSURING: ServiceEvent =
+    ServiceEvent::normal("EnsuringLoadBalancer", "Ensuring load balancer");
+/// Once it is ensured.
+pub const EVENT_ENSURED: ServiceEvent =
+    ServiceEvent::normal("EnsuredLoadBalancer", "Ensured load balancer");
+/// Before a load balancer is deleted.
+pub const EVENT_DELETING: ServiceEvent =
+    ServiceEvent::normal("DeletingLoadBalancer", "Deleting load balancer");
+/// Once it is deleted.
+pub const EVENT_DELETED: ServiceEvent =
+    ServiceEvent::normal("DeletedLoadBalancer", "Deleted load balancer");
+/// Once the node sync updated a load balancer's targets.
+pub const EVENT_UPDATED_HOSTS: ServiceEvent = ServiceEvent::normal(
+    "UpdatedLoadBalancer",
+    "Updated load balancer with new hosts",
+);
+/// The upstream Warning for a load balancer without a Node to send traffic to.
+pub const EVENT_NO_NODES: ServiceEvent = ServiceEvent {
+    warning: true,
+    reason: "UnAvailableLoadBalancer",
+    message: "There are no available nodes for LoadBalancer",
+};
+
+/// One step of a Service's sync, in the order the controller takes them ([`ServiceDecision::steps`]):
+/// the controller executes each, `plan` prints each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceStep {
+    /// Record an event.
+    Event(ServiceEvent),
+    /// Add the cleanup finalizer (before any cloud call: the Service cannot vanish while its
+    /// load balancer exists) or remove it (once the load balancer is gone).
+    Finalizer(Verb),
+    /// Ensure the load balancer with the selected Nodes; it gives the status.
+    EnsureLoadBalancer,
+    /// Delete the load balancer, if the provider has one (with [`EVENT_DELETING`] first).
+    DeleteLoadBalancer,
+    /// Write the status the load balancer step gave (an empty one after a deletion), if it
+    /// differs from the stored one.
+    WriteStatus,
+}
+
+impl ServiceDecision {
+    /// The steps of the sync, given whether any Node is selected for the load balancer.
+    pub fn steps(&self, no_nodes: bool) -> Vec<ServiceStep> {
+        let mut steps = Vec::new();
+        if self.clean_up {
+            steps.push(ServiceStep::DeleteLoadBalancer);
+            if self.finalizer == Some(Verb::Remove) {
+                steps.push(ServiceStep::Finalizer(Verb::Remove));
+            }
+            steps.push(ServiceStep::Event(EVENT_DELETED));
+        } else {
+            steps.push(ServiceStep::Event(EVENT_ENSURING));
+            if self.finalizer == Some(Verb::Add) {
+                steps.push(ServiceStep::Finalizer(Verb::Add));
+            }
+            if no_nodes {
+                steps.push(ServiceStep::Event(EVENT_NO_NODES));
+            }
+            steps.push(ServiceStep::EnsureLoadBalancer);
+            steps.push(ServiceStep::Event(EVENT_ENSURED));
+        }
+        steps.push(ServiceStep::WriteStatus);
+        steps
+    }
+}
+
+/// The change of the cleanup finalizer (added or removed) and its write.
+pub fn finalizer_change(service: &Service, verb: Verb) -> (Change, Write) {
+    (
+        Change::new(verb, format!("finalizer {LOAD_BALANCER_CLEANUP_FINALIZER}")),
+        status_write(service),
+    )
 }
 
 /// The write of a patch of `services/status` of `service` (finalizers and the status).
@@ -510,6 +603,59 @@ mod tests {
             c
         ));
         assert!(should_enqueue_added(&with_finalizer(svc("NodePort")), c));
+    }
+
+    #[test]
+    fn steps_table() {
+        use ServiceStep::{DeleteLoadBalancer, EnsureLoadBalancer, Event, Finalizer, WriteStatus};
+        let decision = |clean_up, finalizer| ServiceDecision {
+            clean_up,
+            finalizer,
+        };
+        // (decision, no Nodes selected, steps in order)
+        let cases = [
+            (
+                decision(false, Some(Verb::Add)),
+                false,
+                vec![
+                    Event(EVENT_ENSURING),
+                    Finalizer(Verb::Add),
+                    EnsureLoadBalancer,
+                    Event(EVENT_ENSURED),
+                    WriteStatus,
+                ],
+            ),
+            (
+                decision(false, None),
+                true,
+                vec![
+                    Event(EVENT_ENSURING),
+                    Event(EVENT_NO_NODES),
+                    EnsureLoadBalancer,
+                    Event(EVENT_ENSURED),
+                    WriteStatus,
+                ],
+            ),
+            // The finalizer goes only once the load balancer is gone; the Nodes do not matter.
+            (
+                decision(true, Some(Verb::Remove)),
+                true,
+                vec![
+                    DeleteLoadBalancer,
+                    Finalizer(Verb::Remove),
+                    Event(EVENT_DELETED),
+                    WriteStatus,
+                ],
+            ),
+            (
+                decision(true, None),
+                false,
+                vec![DeleteLoadBalancer, Event(EVENT_DELETED), WriteStatus],
+            ),
+        ];
+        for (decision, no_nodes, want) in cases {
+            assert_eq!(decision.steps(no_nodes), want, "{decision:?} {no_nodes}");
+        }
     }
 
     #[test]

@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::Service;
 
 use super::controller::{Inner, NODE_SYNC_CONTROLLER, Work};
 use super::decisions::{
-    node_names_for_log, nodes_sufficiently_equal, select_nodes, wants_load_balancer,
+    EVENT_NO_NODES, EVENT_UPDATED_HOSTS, node_names_for_log, nodes_sufficiently_equal,
+    select_nodes, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
@@ -55,17 +56,12 @@ impl Inner {
         let err = match result {
             Ok(Outcome::Done(())) => {
                 lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
-                if nodes.is_empty() {
-                    self.warn_no_nodes(service).await;
+                let event = if nodes.is_empty() {
+                    EVENT_NO_NODES
                 } else {
-                    self.event(
-                        service,
-                        EventType::Normal,
-                        "UpdatedLoadBalancer",
-                        "Updated load balancer with new hosts",
-                    )
-                    .await;
-                }
+                    EVENT_UPDATED_HOSTS
+                };
+                self.event(service, event).await;
                 self.service_metrics
                     .nodesync_latency
                     .observe(started.elapsed().as_secs_f64());
@@ -106,13 +102,14 @@ impl Inner {
                 _ => &err,
             })
         );
-        self.event(
-            service,
-            EventType::Warning,
-            "UpdateLoadBalancerFailed",
-            &message,
-        )
-        .await;
+        self.recorder
+            .publish(
+                service,
+                EventType::Warning,
+                "UpdateLoadBalancerFailed",
+                &message,
+            )
+            .await;
         Err(err)
     }
 }

@@ -9,14 +9,14 @@ use kube::api::{Patch, PatchParams};
 
 use super::controller::Inner;
 use super::decisions::{
-    ServiceDecision, add_finalizer_patch, remove_finalizer_patch, select_nodes, status_change,
-    status_patch, wants_load_balancer,
+    EVENT_DELETED, EVENT_DELETING, ServiceDecision, ServiceStep, add_finalizer_patch,
+    remove_finalizer_patch, select_nodes, status_change, status_patch, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
 use crate::events::{EventType, error_chain};
 use crate::lock;
-use crate::provider::{self, Outcome};
+use crate::provider::Outcome;
 use crate::runtime::reconcile::is_not_found;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,23 +45,24 @@ impl Inner {
         if !wants_load_balancer(service, self.class()) {
             return Ok(());
         }
-        self.event_deleting(service).await;
+        self.event(service, EVENT_DELETING).await;
         if let Err(err) = self
             .lb
             .ensure_load_balancer_deleted(self.cluster(), service)
             .await
         {
             let message = format!("Error deleting load balancer: {}", error_chain(&err));
-            self.event(
-                service,
-                EventType::Warning,
-                "DeleteLoadBalancerFailed",
-                &message,
-            )
-            .await;
+            self.recorder
+                .publish(
+                    service,
+                    EventType::Warning,
+                    "DeleteLoadBalancerFailed",
+                    &message,
+                )
+                .await;
             return Err(ServiceSyncError::DeleteLoadBalancer(err));
         }
-        self.event_deleted(service).await;
+        self.event(service, EVENT_DELETED).await;
         Ok(())
     }
 
@@ -131,6 +132,8 @@ impl Inner {
             .map(|_| ())
     }
 
+    /// Execute the decision's steps in order ([`ServiceDecision::steps`]); `plan` prints the
+    /// same steps.
     async fn sync_load_balancer(
         &self,
         service: &Service,
@@ -140,81 +143,94 @@ impl Inner {
             // Checked by the caller; a Service of another class is never touched.
             return Ok(Operation::Delete);
         };
-        let (operation, new_status) = if decision.clean_up {
-            let existing = self
-                .lb
-                .get_load_balancer(self.cluster(), service)
-                .await
-                .map_err(ServiceSyncError::GetLoadBalancer)?;
-            if existing.is_some() {
-                tracing::info!("deleting existing load balancer");
-                self.event_deleting(service).await;
-                match self
-                    .lb
-                    .ensure_load_balancer_deleted(self.cluster(), service)
-                    .await
-                {
-                    Ok(Outcome::Done(())) => {}
-                    Ok(Outcome::ImplementedElsewhere) => {
-                        tracing::debug!(
-                            "load balancer implemented elsewhere; ignoring on deletion"
-                        );
-                    }
-                    Err(err) => return Err(ServiceSyncError::DeleteLoadBalancer(err)),
-                }
-            }
-            // Removed only now that the load balancer (and its delete action) is gone, so the
-            // Service can be deleted.
-            if decision.finalizer == Some(Verb::Remove) {
-                self.remove_finalizer(service)
-                    .await
-                    .map_err(ServiceSyncError::RemoveFinalizer)?;
-            }
-            self.event_deleted(service).await;
-            (Operation::Delete, LoadBalancerStatus::default())
+        let operation = if decision.clean_up {
+            tracing::info!("deleting load balancer, if any");
+            Operation::Delete
         } else {
             tracing::info!("ensuring load balancer");
-            self.event(
-                service,
-                EventType::Normal,
-                "EnsuringLoadBalancer",
-                "Ensuring load balancer",
-            )
-            .await;
-            // Before any cloud call: the Service cannot vanish while its load balancer exists.
-            if decision.finalizer == Some(Verb::Add) {
-                self.patch_status(service, &add_finalizer_patch())
-                    .await
-                    .map_err(ServiceSyncError::AddFinalizer)?;
-            }
-            let status = match self.ensure_load_balancer(service, key).await {
-                Ok(Outcome::Done(status)) => status,
-                Ok(Outcome::ImplementedElsewhere) => {
-                    tracing::debug!("load balancer implemented elsewhere; nothing to do");
-                    return Ok(Operation::Ensure);
-                }
-                Err(err) => return Err(ServiceSyncError::EnsureLoadBalancer(err)),
-            };
-            self.event(
-                service,
-                EventType::Normal,
-                "EnsuredLoadBalancer",
-                "Ensured load balancer",
-            )
-            .await;
-            (Operation::Ensure, status)
+            Operation::Ensure
         };
-        // Written as the provider gives it, `ipMode` included (every supported apiserver keeps
-        // it); a stored status without `ipMode` equals one that says `VIP`.
-        if status_change(service, &new_status).is_some() {
-            match self.patch_status(service, &status_patch(&new_status)).await {
-                Ok(()) => {}
-                // Mostly a Service that disappeared right after its finalizer was removed.
-                Err(err) if is_not_found(&err) => {}
-                Err(err) => return Err(ServiceSyncError::UpdateStatus(err)),
+        // Read while this Service's key is held, so no other action of it can interleave;
+        // remembered only once the cloud took them.
+        let nodes = if decision.clean_up {
+            Vec::new()
+        } else {
+            select_nodes(&self.nodes.list())
+        };
+        let mut new_status = LoadBalancerStatus::default();
+        for step in decision.steps(nodes.is_empty()) {
+            match step {
+                ServiceStep::Event(event) => self.event(service, event).await,
+                ServiceStep::Finalizer(Verb::Add) => self
+                    .patch_status(service, &add_finalizer_patch())
+                    .await
+                    .map_err(ServiceSyncError::AddFinalizer)?,
+                ServiceStep::Finalizer(_) => self
+                    .remove_finalizer(service)
+                    .await
+                    .map_err(ServiceSyncError::RemoveFinalizer)?,
+                ServiceStep::DeleteLoadBalancer => self.delete_if_present(service).await?,
+                ServiceStep::EnsureLoadBalancer => {
+                    self.service_metrics.loadbalancer_syncs.inc();
+                    match self
+                        .lb
+                        .ensure_load_balancer(self.cluster(), service, &nodes)
+                        .await
+                    {
+                        Ok(Outcome::Done(status)) => {
+                            lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
+                            new_status = status;
+                        }
+                        Ok(Outcome::ImplementedElsewhere) => {
+                            tracing::debug!("load balancer implemented elsewhere; nothing to do");
+                            return Ok(Operation::Ensure);
+                        }
+                        Err(err) => return Err(ServiceSyncError::EnsureLoadBalancer(err)),
+                    }
+                }
+                // Written as the provider gives it, `ipMode` included (every supported
+                // apiserver keeps it); a stored status without `ipMode` equals one that says
+                // `VIP`.
+                ServiceStep::WriteStatus => {
+                    if status_change(service, &new_status).is_none() {
+                        continue;
+                    }
+                    match self.patch_status(service, &status_patch(&new_status)).await {
+                        Ok(()) => {}
+                        // Mostly a Service that disappeared right after its finalizer was
+                        // removed.
+                        Err(err) if is_not_found(&err) => {}
+                        Err(err) => return Err(ServiceSyncError::UpdateStatus(err)),
+                    }
+                }
             }
         }
         Ok(operation)
+    }
+
+    /// Delete the Service's load balancer if the provider has one.
+    async fn delete_if_present(&self, service: &Service) -> Result<(), ServiceSyncError> {
+        let existing = self
+            .lb
+            .get_load_balancer(self.cluster(), service)
+            .await
+            .map_err(ServiceSyncError::GetLoadBalancer)?;
+        if existing.is_none() {
+            return Ok(());
+        }
+        self.event(service, EVENT_DELETING).await;
+        match self
+            .lb
+            .ensure_load_balancer_deleted(self.cluster(), service)
+            .await
+        {
+            Ok(Outcome::Done(())) => Ok(()),
+            Ok(Outcome::ImplementedElsewhere) => {
+                tracing::debug!("load balancer implemented elsewhere; ignoring on deletion");
+                Ok(())
+            }
+            Err(err) => Err(ServiceSyncError::DeleteLoadBalancer(err)),
+        }
     }
 
     async fn remove_finalizer(&self, service: &Service) -> Result<(), kube::Error> {
@@ -222,27 +238,5 @@ impl Inner {
             Err(err) if is_not_found(&err) => Ok(()),
             other => other,
         }
-    }
-
-    /// Ensure with the Nodes eligible now (read while this Service's key is held, so no other
-    /// action of this Service can interleave), and remember them only once the cloud took them.
-    async fn ensure_load_balancer(
-        &self,
-        service: &Service,
-        key: &str,
-    ) -> provider::Result<Outcome<LoadBalancerStatus>> {
-        let nodes = select_nodes(&self.nodes.list());
-        if nodes.is_empty() {
-            self.warn_no_nodes(service).await;
-        }
-        self.service_metrics.loadbalancer_syncs.inc();
-        let result = self
-            .lb
-            .ensure_load_balancer(self.cluster(), service, &nodes)
-            .await;
-        if result.is_ok() {
-            lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
-        }
-        result
     }
 }
