@@ -395,32 +395,6 @@ pub fn replace_block(doc: &str, block: &str) -> Result<String, ResultsError> {
     Ok(doc.replacen(old, block, 1))
 }
 
-/// The numbers (as written) in the text of every Markdown link of `doc` whose target contains
-/// `target` (e.g. `benchmarks.md#latest-results`), with the link text.
-pub fn quoted_numbers(doc: &str, target: &str) -> Vec<(String, Vec<String>)> {
-    let mut out = Vec::new();
-    let mut rest = doc;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find("](") else {
-            break;
-        };
-        let text = &after[..close];
-        let link = &after[close + 2..];
-        let link_end = link.find(')').unwrap_or(link.len());
-        if text.contains('[') {
-            // A nested bracket: start again from it.
-            rest = after;
-            continue;
-        }
-        if link[..link_end].contains(target) {
-            out.push((text.to_owned(), numbers(text)));
-        }
-        rest = &link[link_end..];
-    }
-    out
-}
-
 /// Every number in `text` (`2.03`, `110`, `24.6`), as written.
 pub fn numbers(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -558,21 +532,5 @@ mod tests {
             replace_block("no block", "x"),
             Err(ResultsError::NoBlock)
         ));
-    }
-
-    #[test]
-    fn linked_numbers_are_found() {
-        let doc = "About [2.03 requests per route](docs/benchmarks.md#latest-results), \
-                   not [this 5](other.md), and [a taint after 10.6 s.](benchmarks.md#latest-results).";
-        assert_eq!(
-            quoted_numbers(doc, "benchmarks.md#latest-results"),
-            vec![
-                (
-                    "2.03 requests per route".to_owned(),
-                    vec!["2.03".to_owned()]
-                ),
-                ("a taint after 10.6 s.".to_owned(), vec!["10.6".to_owned()]),
-            ]
-        );
     }
 }

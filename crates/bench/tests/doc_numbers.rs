@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use hcloud_ccm_bench::prose::{self, Problem};
-use hcloud_ccm_bench::{block, find_block, numbers, quoted_numbers, read_block};
+use hcloud_ccm_bench::{block, find_block, numbers, read_block};
 
 /// Sections that record measurements of their own, not the benchmark's: (file, heading, the
 /// words in the section that state the run).
@@ -42,7 +42,7 @@ const RECORDS: &[(&str, &str, &str)] = &[
     (
         "docs/reliability.md",
         "## Result of the largest run",
-        "debug build of commit\nf5ac352",
+        "commit\nf5ac352",
     ),
     (
         "docs/deploy.md",
@@ -120,6 +120,7 @@ fn every_measured_figure_is_the_results_or_states_its_source() {
     let mut records_used = BTreeSet::new();
     let mut stated_used = BTreeSet::new();
     let mut marked = 0;
+    let mut node_burst_quotes = 0;
     for (name, text) in &docs {
         marked += prose::links(text)
             .iter()
@@ -155,15 +156,21 @@ fn every_measured_figure_is_the_results_or_states_its_source() {
             }
             wrong.push(format!("{name}:{problem}"));
         }
-        for (link, numbers) in quoted_numbers(text, "benchmarks.md#results") {
-            for number in numbers {
+        for link in prose::links(text) {
+            if !link.points_to(prose::NODE_BURST_RESULTS) {
+                continue;
+            }
+            for number in numbers(link.text) {
                 if !node_burst_held.contains(&number) {
                     wrong.push(format!(
-                        "{name}: {number} in [{link}](benchmarks.md#results): not in the \
-                         node_burst results"
+                        "{name}:{}: {number} in [{}](…#{}): not in the node_burst results",
+                        prose::line_of(text, link.at.start),
+                        link.text,
+                        prose::NODE_BURST_RESULTS
                     ));
                 }
             }
+            node_burst_quotes += 1;
         }
     }
     assert!(
@@ -185,6 +192,7 @@ fn every_measured_figure_is_the_results_or_states_its_source() {
         .collect();
     assert!(unused.is_empty(), "allowed but not found: {unused:?}");
     assert!(marked >= 40, "only {marked} marked figures");
+    assert!(node_burst_quotes >= 1, "no quote of the node_burst results");
 }
 
 #[test]
