@@ -2,9 +2,13 @@
 //! table a run prints, the figures the other documents quote (derived from that table, never
 //! typed by hand), and the block of `docs/benchmarks.md` both are written into.
 //!
-//! Documents quote a figure as a Markdown link to the results, e.g.
-//! `[2.03 requests per route](docs/benchmarks.md#latest-results)`; [`quoted_numbers`] finds
-//! such links so that a test can check every number in them against the block.
+//! Documents quote a figure as a marked link to the results, e.g.
+//! `[2.03 requests](docs/benchmarks.md#latest-results "bench:routes.per_route")`: the link's
+//! title names the figure, and [`prose::write_figures`] rewrites its text whenever the block is
+//! written. [`prose`] also finds the measured figures of a document's prose that are neither
+//! marked nor linked, so that a test can fail on them.
+
+pub mod prose;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,6 +27,24 @@ pub enum ResultsError {
     /// The block has no results table.
     #[error("the results block has no table")]
     NoTable,
+    /// A document marks a figure the results block does not have.
+    #[error("{file}:{line}: the results block has no figure `{key}`")]
+    UnknownFigure {
+        /// The document.
+        file: String,
+        /// The line of the mark.
+        line: usize,
+        /// The figure's key in the mark.
+        key: String,
+    },
+    /// A document could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The document.
+        path: String,
+        /// What failed.
+        source: std::io::Error,
+    },
 }
 
 /// One row of the table.
@@ -107,12 +129,13 @@ pub fn table(rows: &[Row]) -> String {
     text
 }
 
-/// A row of a results table read back: scenario, total requests and latency.
+/// A row of a results table read back: scenario, total requests, latency and the CCM's RSS.
 #[derive(Debug, Clone, PartialEq)]
 struct TableRow {
     scenario: String,
     requests: u64,
     latency: String,
+    rss: String,
 }
 
 fn parse_table(text: &str) -> Vec<TableRow> {
@@ -124,6 +147,7 @@ fn parse_table(text: &str) -> Vec<TableRow> {
                 scenario: cells.first()?.to_string(),
                 requests: cells.get(1)?.parse().ok()?,
                 latency: cells.get(4)?.to_string(),
+                rss: cells.get(6).map_or_else(String::new, |c| c.to_string()),
             })
         })
         .collect()
@@ -145,15 +169,26 @@ fn first_number(text: &str) -> Option<&str> {
     number_after(&text[start..], "")
 }
 
-/// The figures the other documents quote, derived from a results table: (figure, value with
-/// unit). A figure whose scenario is missing from the table is left out.
-pub fn figures(table_text: &str) -> Vec<(String, String)> {
+/// One figure derived from the results table, as the documents quote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// The name a document's mark uses (`leader_start.requests`).
+    pub key: &'static str,
+    /// What the figure is, in words.
+    pub name: &'static str,
+    /// The value with its unit, as written (`23 requests`, `26.8 MiB`).
+    pub value: String,
+}
+
+/// The figures the other documents quote, derived from a results table. A figure whose scenario
+/// (or whose part of the scenario's row) is missing from the table is left out.
+pub fn figures(table_text: &str) -> Vec<Figure> {
     let rows = parse_table(table_text);
-    let find = |prefix: &'static str| rows.iter().find(|r| r.scenario.starts_with(prefix));
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut add = |name: &str, value: Option<String>| {
+    let find = |prefix: &str| rows.iter().find(|r| r.scenario.starts_with(prefix));
+    let mut out: Vec<Figure> = Vec::new();
+    let mut add = |key: &'static str, name: &'static str, value: Option<String>| {
         if let Some(value) = value {
-            out.push((name.to_owned(), value));
+            out.push(Figure { key, name, value });
         }
     };
     // The seconds written after `marker` in a row's latency text.
@@ -161,95 +196,166 @@ pub fn figures(table_text: &str) -> Vec<(String, String)> {
         |row: &TableRow, marker: &str| number_after(&row.latency, marker).map(|v| format!("{v} s"));
     let per = |row: &TableRow, prefix: &str| -> Option<String> {
         let count: f64 = number_after(&row.scenario, prefix)?.parse().ok()?;
-        Some(format!("{:.2}", row.requests as f64 / count))
+        Some(format!("{:.2} requests", row.requests as f64 / count))
     };
+    let requests = |row: &TableRow| {
+        let unit = if row.requests == 1 {
+            "request"
+        } else {
+            "requests"
+        };
+        format!("{} {unit}", row.requests)
+    };
+    // The peak in the RSS column, `now (peak) MiB`.
+    let peak_rss = |row: &TableRow| number_after(&row.rss, "(").map(|v| format!("{v} MiB"));
     if let Some(r) = find("routes for ") {
         add(
+            "routes.per_route",
             "requests per new route",
-            per(r, "routes for ").map(|v| format!("{v} requests")),
+            per(r, "routes for "),
         );
         add(
+            "routes.first_20",
+            "the first 20 routes in place after",
+            secs(r, "20 after"),
+        );
+        add(
+            "routes.all",
             "all new routes in place after",
             secs(r, "all in place after"),
         );
     }
+    let mut node_bursts = rows
+        .iter()
+        .filter(|r| r.scenario.starts_with("a burst of ") && r.scenario.contains("tainted Nodes"));
+    for keys in [
+        [
+            ("nodes_200.p50", "a burst of 200 Nodes initialised, p50"),
+            ("nodes_200.p99", "a burst of 200 Nodes initialised, p99"),
+            (
+                "nodes_200.all",
+                "a burst of 200 Nodes all initialised after",
+            ),
+            ("nodes_200.requests", "requests for a burst of 200 Nodes"),
+        ],
+        [
+            ("nodes_1000.p50", "a burst of 1000 Nodes initialised, p50"),
+            ("nodes_1000.p99", "a burst of 1000 Nodes initialised, p99"),
+            (
+                "nodes_1000.all",
+                "a burst of 1000 Nodes all initialised after",
+            ),
+            ("nodes_1000.requests", "requests for a burst of 1000 Nodes"),
+        ],
+    ] {
+        if let Some(r) = node_bursts.next() {
+            let [p50, p99, all, count] = keys;
+            add(p50.0, p50.1, secs(r, "p50"));
+            add(p99.0, p99.1, secs(r, "p99"));
+            add(all.0, all.1, secs(r, "all after"));
+            add(count.0, count.1, Some(requests(r)));
+        }
+    }
     let mut bursts = rows
         .iter()
         .filter(|r| r.scenario.contains("new LoadBalancer Services at once"));
-    if let Some(r) = bursts.next() {
-        add(
-            "requests per new load balancer (burst)",
-            per(r, "").map(|v| format!("{v} requests")),
-        );
-        add("burst ingress p50", secs(r, "p50"));
-        add("burst ingress p99", secs(r, "p99"));
-    }
-    if let Some(r) = bursts.next() {
-        add(
-            "requests per new load balancer (after the burst)",
-            per(r, "").map(|v| format!("{v} requests")),
-        );
+    for keys in [
+        [
+            ("lb_20.per_lb", "requests per new load balancer (burst)"),
+            ("lb_20.p50", "burst ingress p50"),
+            ("lb_20.p99", "burst ingress p99"),
+        ],
+        [
+            (
+                "lb_80.per_lb",
+                "requests per new load balancer (after the burst)",
+            ),
+            ("lb_80.p50", "ingress p50 after the burst"),
+            ("lb_80.p99", "ingress p99 after the burst"),
+        ],
+    ] {
+        if let Some(r) = bursts.next() {
+            let [count, p50, p99] = keys;
+            add(count.0, count.1, per(r, ""));
+            add(p50.0, p50.1, secs(r, "p50"));
+            add(p99.0, p99.1, secs(r, "p99"));
+        }
     }
     if let Some(r) = find("steady state") {
         add(
+            "steady_state.per_hour",
             "steady state",
             first_number(&r.latency).map(|v| format!("{v} requests/h")),
         );
     }
-    for (prefix, name) in [
-        ("no-op reconcile", "no-op reconcile of one Service"),
-        ("leader start", "leader start"),
-        ("one Node joins", "one Node joins"),
-    ] {
-        if let Some(r) = find(prefix) {
-            let unit = if r.requests == 1 {
-                "request"
-            } else {
-                "requests"
-            };
-            add(name, Some(format!("{} {unit}", r.requests)));
-        }
+    if let Some(r) = find("no-op reconcile") {
+        add(
+            "no_op.requests",
+            "no-op reconcile of one Service",
+            Some(requests(r)),
+        );
     }
     if let Some(r) = find("peak RSS") {
         add(
-            "peak RSS",
+            "peak_rss",
+            "peak RSS before the restart",
             first_number(&r.latency).map(|v| format!("{v} MiB")),
         );
     }
-    for (prefix, name, marker) in [
+    if let Some(r) = find("leader start") {
+        add("leader_start.requests", "leader start", Some(requests(r)));
+        add(
+            "leader_start.peak_rss",
+            "peak RSS after the leader start",
+            peak_rss(r),
+        );
+    }
+    if let Some(r) = find("one Node joins") {
+        add("join.requests", "one Node joins", Some(requests(r)));
+        add(
+            "join.targets_after",
+            "the joining Node a target of every load balancer after",
+            secs(r, "load balancer after"),
+        );
+    }
+    for (prefix, key, name, marker) in [
         (
             "a server powers off",
+            "lifecycle.shutdown_taint",
             "shutdown taint after the power-off",
             "shutdown taint after",
         ),
         (
             "a server is deleted",
+            "lifecycle.node_gone",
             "deleted server's Node gone after",
             "Node gone after",
         ),
         (
             "a server is deleted",
+            "lifecycle.route_gone",
             "its route gone after the Node",
             "its route gone",
         ),
         (
             "deleting ",
+            "lb_delete.gone",
             "load balancers of deleted Services gone after",
             "gone after",
         ),
     ] {
         if let Some(r) = find(prefix) {
-            add(name, secs(r, marker));
+            add(key, name, secs(r, marker));
         }
     }
     out
 }
 
 /// The figures as a Markdown table.
-pub fn figures_table(figures: &[(String, String)]) -> String {
-    let mut text = "| figure | value |\n|---|---:|\n".to_owned();
-    for (name, value) in figures {
-        let _ = writeln!(text, "| {name} | {value} |");
+pub fn figures_table(figures: &[Figure]) -> String {
+    let mut text = "| figure | key | value |\n|---|---|---:|\n".to_owned();
+    for f in figures {
+        let _ = writeln!(text, "| {} | `{}` | {} |", f.name, f.key, f.value);
     }
     text
 }
@@ -257,7 +363,7 @@ pub fn figures_table(figures: &[(String, String)]) -> String {
 /// The whole generated block: what was run, the table, and the figures derived from it.
 pub fn block(run: &str, table_text: &str) -> String {
     format!(
-        "{BEGIN}\n{run}\n\n{table_text}\nThe figures the other documents quote, derived from this table:\n\n{}{END}",
+        "{BEGIN}\n{run}\n\n{table_text}\nThe figures derived from this table, which the other documents quote as marked links (`[value](benchmarks.md#latest-results \"bench:key\")`, rewritten with this block):\n\n{}{END}",
         figures_table(&figures(table_text))
     )
 }
@@ -287,32 +393,6 @@ pub fn read_block(block: &str) -> Result<(String, String), ResultsError> {
 pub fn replace_block(doc: &str, block: &str) -> Result<String, ResultsError> {
     let old = find_block(doc)?;
     Ok(doc.replacen(old, block, 1))
-}
-
-/// The numbers (as written) in the text of every Markdown link of `doc` whose target contains
-/// `target` (e.g. `benchmarks.md#latest-results`), with the link text.
-pub fn quoted_numbers(doc: &str, target: &str) -> Vec<(String, Vec<String>)> {
-    let mut out = Vec::new();
-    let mut rest = doc;
-    while let Some(open) = rest.find('[') {
-        let after = &rest[open + 1..];
-        let Some(close) = after.find("](") else {
-            break;
-        };
-        let text = &after[..close];
-        let link = &after[close + 2..];
-        let link_end = link.find(')').unwrap_or(link.len());
-        if text.contains('[') {
-            // A nested bracket: start again from it.
-            rest = after;
-            continue;
-        }
-        if link[..link_end].contains(target) {
-            out.push((text.to_owned(), numbers(text)));
-        }
-        rest = &link[link_end..];
-    }
-    out
 }
 
 /// Every number in `text` (`2.03`, `110`, `24.6`), as written.
@@ -360,12 +440,19 @@ mod tests {
         off.counts.insert("GET /servers".into(), 25);
         let mut join = Row {
             scenario: "one Node joins, selected by 100 load balancers".into(),
-            latency: "route in place after 1.0 s".into(),
+            latency: "a target of every load balancer after 1.0 s".into(),
             rss: Some((20787, 22425)),
             ..Row::default()
         };
         join.counts.insert("GET /servers".into(), 110);
-        vec![routes, burst, off, join]
+        let mut nodes = Row {
+            scenario: "a burst of 200 tainted Nodes at once".into(),
+            latency: "initialised: p50 0.5 s, p99 0.9 s, all after 1.1 s (created within 0.1 s)"
+                .into(),
+            ..Row::default()
+        };
+        nodes.counts.insert("GET /servers".into(), 6);
+        vec![routes, nodes, burst, off, join]
     }
 
     #[test]
@@ -374,22 +461,55 @@ mod tests {
         assert!(text.contains("| 2034 | 1000 |"), "{text}");
         assert!(text.contains("20.3 (21.9) MiB"), "{text}");
         let figures = figures(&text);
-        let get = |name: &str| {
+        let get = |key: &str| {
             figures
                 .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
+                .find(|f| f.key == key)
+                .map(|f| f.value.as_str())
         };
-        assert_eq!(get("requests per new route"), Some("2.03 requests"));
-        assert_eq!(get("all new routes in place after"), Some("318.8 s"));
-        assert_eq!(
-            get("requests per new load balancer (burst)"),
-            Some("2.20 requests")
-        );
-        assert_eq!(get("burst ingress p99"), Some("2.5 s"));
-        assert_eq!(get("shutdown taint after the power-off"), Some("10.6 s"));
-        assert_eq!(get("one Node joins"), Some("110 requests"));
-        assert_eq!(get("leader start"), None, "no such row");
+        assert_eq!(get("routes.per_route"), Some("2.03 requests"));
+        assert_eq!(get("routes.first_20"), Some("7.3 s"));
+        assert_eq!(get("routes.all"), Some("318.8 s"));
+        assert_eq!(get("lb_20.per_lb"), Some("2.20 requests"));
+        assert_eq!(get("lb_20.p99"), Some("2.5 s"));
+        assert_eq!(get("lifecycle.shutdown_taint"), Some("10.6 s"));
+        assert_eq!(get("join.requests"), Some("110 requests"));
+        assert_eq!(get("join.targets_after"), Some("1.0 s"));
+        assert_eq!(get("nodes_200.p50"), Some("0.5 s"));
+        assert_eq!(get("nodes_200.all"), Some("1.1 s"));
+        assert_eq!(get("nodes_200.requests"), Some("6 requests"));
+        assert_eq!(get("nodes_1000.p50"), None, "one burst only");
+        assert_eq!(get("leader_start.requests"), None, "no such row");
+        assert_eq!(get("leader_start.peak_rss"), None, "no such row");
+        let keys: Vec<&str> = figures.iter().map(|f| f.key).collect();
+        let unique: std::collections::BTreeSet<&str> = keys.iter().copied().collect();
+        assert_eq!(keys.len(), unique.len(), "{keys:?}");
+    }
+
+    #[test]
+    fn the_rss_figures_are_the_peaks_of_their_rows() {
+        let mut leader = Row {
+            scenario: "leader start, 10 Nodes and 2 unchanged Services in place".into(),
+            latency: "requests until idle (5 s without one)".into(),
+            rss: Some((20787, 34611)),
+            ..Row::default()
+        };
+        leader.counts.insert("GET /servers".into(), 23);
+        let peak = Row {
+            scenario: "peak RSS of hcloud-ccm before the restart (10 Nodes, 2 Services)".into(),
+            latency: "26.8 MiB".into(),
+            ..Row::default()
+        };
+        let figures = figures(&table(&[peak, leader]));
+        let get = |key: &str| {
+            figures
+                .iter()
+                .find(|f| f.key == key)
+                .map(|f| f.value.clone())
+        };
+        assert_eq!(get("leader_start.requests").as_deref(), Some("23 requests"));
+        assert_eq!(get("leader_start.peak_rss").as_deref(), Some("33.8 MiB"));
+        assert_eq!(get("peak_rss").as_deref(), Some("26.8 MiB"));
     }
 
     #[test]
@@ -405,28 +525,12 @@ mod tests {
         assert_eq!(run, "Run: scale 1.");
         assert_eq!(read, text);
         assert!(
-            new.contains("| requests per new route | 2.03 requests |"),
+            new.contains("| requests per new route | `routes.per_route` | 2.03 requests |"),
             "{new}"
         );
         assert!(matches!(
             replace_block("no block", "x"),
             Err(ResultsError::NoBlock)
         ));
-    }
-
-    #[test]
-    fn linked_numbers_are_found() {
-        let doc = "About [2.03 requests per route](docs/benchmarks.md#latest-results), \
-                   not [this 5](other.md), and [a taint after 10.6 s.](benchmarks.md#latest-results).";
-        assert_eq!(
-            quoted_numbers(doc, "benchmarks.md#latest-results"),
-            vec![
-                (
-                    "2.03 requests per route".to_owned(),
-                    vec!["2.03".to_owned()]
-                ),
-                ("a taint after 10.6 s.".to_owned(), vec!["10.6".to_owned()]),
-            ]
-        );
     }
 }

@@ -6,7 +6,8 @@
 //! `--scale` shrinks the scenarios (Nodes, Services, observation windows) for slow machines
 //! and CI; `--check` makes the exit status non-zero when a request count is over its bar;
 //! `--write-results docs/benchmarks.md` writes the table and the figures derived from it into
-//! the document's generated block (see the library, [`hcloud_ccm_bench`]).
+//! the document's generated block and rewrites the marked figures of the README and the other
+//! documents from it (see the library, [`hcloud_ccm_bench`]).
 
 #![allow(clippy::print_stdout)] // the report is the output
 
@@ -108,7 +109,8 @@ struct Args {
     #[arg(long)]
     ccm_arg: Vec<String>,
     /// After the run, write the table and the figures derived from it into this document's
-    /// generated block (docs/benchmarks.md).
+    /// generated block (docs/benchmarks.md), and the figures into every marked figure of the
+    /// documents beside it and of the README one directory up.
     #[arg(long, value_name = "DOC")]
     write_results: Option<PathBuf>,
     /// Run nothing: derive the figures again from the table already in this document's block
@@ -979,7 +981,8 @@ impl Bench {
     }
 }
 
-/// Rewrite the generated block of `doc` with `run` and `table`.
+/// Rewrite the generated block of `doc` with `run` and `table`, then every marked figure of
+/// the documents beside it and of the README.
 fn write_results(doc: &Path, run: &str, table: &str) -> Result<()> {
     let text =
         std::fs::read_to_string(doc).with_context(|| format!("reading {}", doc.display()))?;
@@ -987,6 +990,9 @@ fn write_results(doc: &Path, run: &str, table: &str) -> Result<()> {
         .with_context(|| doc.display().to_string())?;
     std::fs::write(doc, updated).with_context(|| format!("writing {}", doc.display()))?;
     println!("results written to {}", doc.display());
+    for changed in hcloud_ccm_bench::prose::write_figures(doc)? {
+        println!("marked figures rewritten in {}", changed.display());
+    }
     Ok(())
 }
 

@@ -1,16 +1,66 @@
 //! One source of numbers: the results block of `docs/benchmarks.md` is what
 //! `hcloud-ccm-bench --write-results` writes (its figures derived from its own table, none typed
-//! by hand), and every number the README and the other documents quote from a benchmark — as a
-//! link to `benchmarks.md#latest-results` (the runner's block) or `benchmarks.md#results` (the
-//! `node_burst` bench's table) — is one that block or table holds. The README's "Cost and speed"
-//! section quotes no measured number outside such a link.
+//! by hand), and every measured figure of the README and of `docs/*.md` is one of:
+//!
+//! - a marked figure of that block, `[value](benchmarks.md#latest-results "bench:key")`, whose
+//!   text is the block's value (the runner rewrites it with the block);
+//! - a number in another link to `benchmarks.md#latest-results` that the block holds, or in a
+//!   link to `benchmarks.md#results` that the `node_burst` bench's table holds;
+//! - a figure of a measurement that is not the benchmark's, in a section of [`RECORDS`] that
+//!   states its own run, or a figure of [`STATED`] whose paragraph states where it comes from.
+//!
+//! What counts as a measured figure is `hcloud_ccm_bench::prose::measured`'s rule: a number
+//! with a unit of time, memory, requests, rate, CPU time or percent that has a decimal fraction
+//! or follows a percentile or maximum, or a duration in minutes and seconds, outside code.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use hcloud_ccm_bench::{block, find_block, numbers, quoted_numbers, read_block};
+use hcloud_ccm_bench::prose::{self, Problem};
+use hcloud_ccm_bench::{block, find_block, numbers, read_block};
+
+/// Sections that record measurements of their own, not the benchmark's: (file, heading, the
+/// words in the section that state the run).
+const RECORDS: &[(&str, &str, &str)] = &[
+    (
+        "README.md",
+        "### How long the tests take",
+        "Measured on 2026-11-28",
+    ),
+    (
+        "docs/benchmarks.md",
+        "### Results",
+        "These numbers come from one run",
+    ),
+    (
+        "docs/migration.md",
+        "### Limits of the Kubernetes client: 200 requests per second, bursts of 400",
+        "Measured on 2026-11-25 in two runs of `hcloud-ccm-bench --only-bursts`",
+    ),
+    (
+        "docs/reliability.md",
+        "## Result of the largest run",
+        "commit\nf5ac352",
+    ),
+    (
+        "docs/deploy.md",
+        "### Runs on the oldest version",
+        "| 2026-11-28 |",
+    ),
+];
+
+/// Single figures that are no figure of the benchmark: (file, figure, the words of its
+/// paragraph that say where it comes from).
+const STATED: &[(&str, &str, &str)] = &[
+    ("docs/deploy.md", "5.3 MB", "measured at commit f1ea92c"),
+    // The cost model's arithmetic, not measurements.
+    ("docs/benchmarks.md", "66.7 %", "200 × 12 = **2400/h**"),
+    ("docs/benchmarks.md", "1.3 %", "4 × 12 = **48/h**"),
+    ("docs/benchmarks.md", "10.2 s", "5 ms × (2ᵏ − 1)"),
+    ("docs/benchmarks.md", "20.5 s", "5 ms × (2ᵏ − 1)"),
+];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -20,39 +70,24 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap()
 }
 
-/// The text of the section under `heading` (up to the next heading of its level or above).
-fn section<'a>(doc: &'a str, heading: &str) -> &'a str {
-    let level = heading.chars().take_while(|c| *c == '#').count();
-    let start = doc
-        .find(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("no heading {heading:?}"))
-        + 1;
-    let body = &doc[start + heading.len()..];
-    let end = body
-        .match_indices("\n#")
-        .find(|(i, _)| {
-            let hashes = body[i + 1..].chars().take_while(|c| *c == '#').count();
-            hashes <= level && body[i + 1 + hashes..].starts_with(' ')
+/// Every document that may quote a benchmark, as the runner finds them, by their paths in the
+/// repository.
+fn documents() -> Vec<(String, String)> {
+    prose::documents(&repo().join("docs/benchmarks.md"))
+        .unwrap()
+        .into_iter()
+        .map(|path| {
+            let name = path.strip_prefix(repo()).unwrap().display().to_string();
+            (name, std::fs::read_to_string(&path).unwrap())
         })
-        .map_or(body.len(), |(i, _)| i);
-    &doc[start..start + heading.len() + end]
+        .collect()
 }
 
-/// Every document that may quote a benchmark.
-fn documents() -> Vec<(String, String)> {
-    let mut docs = vec![("README.md".to_owned(), read("README.md"))];
-    let mut files: Vec<_> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|f| f.ends_with(".md"))
-        .collect();
-    files.sort();
-    for file in files {
-        let path = format!("docs/{file}");
-        let text = read(&path);
-        docs.push((path, text));
-    }
-    docs
+/// The paragraph (between blank lines) around byte `at` of `doc`.
+fn paragraph(doc: &str, at: usize) -> &str {
+    let start = doc[..at].rfind("\n\n").map_or(0, |i| i + 2);
+    let end = doc[at..].find("\n\n").map_or(doc.len(), |i| at + i);
+    &doc[start..end]
 }
 
 #[test]
@@ -74,83 +109,111 @@ fn the_results_block_is_what_the_runner_writes_from_its_own_table() {
 }
 
 #[test]
-fn every_quoted_benchmark_number_is_in_the_results() {
+fn every_measured_figure_is_the_results_or_states_its_source() {
     let benchmarks = read("docs/benchmarks.md");
-    let sources = [
-        (
-            "benchmarks.md#latest-results",
-            find_block(&benchmarks).unwrap().to_owned(),
-        ),
-        (
-            "benchmarks.md#results",
-            section(&benchmarks, "### Results").to_owned(),
-        ),
-    ];
-    let mut quoted = 0;
+    let results = find_block(&benchmarks).unwrap();
+    let node_burst = &benchmarks[prose::section(&benchmarks, "### Results").unwrap()];
+    let node_burst_held: BTreeSet<String> = numbers(node_burst).into_iter().collect();
+    let docs = documents();
+    assert!(docs.iter().any(|(name, _)| name == "README.md"), "{docs:?}");
     let mut wrong = Vec::new();
-    for (name, text) in documents() {
-        for (target, source) in &sources {
-            let held: BTreeSet<String> = numbers(source).into_iter().collect();
-            // A link without a number only points to the results.
-            for (link, numbers) in quoted_numbers(&text, target) {
-                for number in numbers {
-                    quoted += 1;
-                    if !held.contains(&number) {
-                        wrong.push(format!("{name}: {number} in [{link}]({target})"));
-                    }
+    let mut records_used = BTreeSet::new();
+    let mut stated_used = BTreeSet::new();
+    let mut marked = 0;
+    let mut node_burst_quotes = 0;
+    for (name, text) in &docs {
+        marked += prose::links(text)
+            .iter()
+            .filter(|l| l.mark().is_some())
+            .count();
+        let records: Vec<_> = RECORDS
+            .iter()
+            .filter(|(file, ..)| file == name)
+            .map(|record @ (_, heading, stated)| {
+                let range = prose::section(text, heading)
+                    .unwrap_or_else(|| panic!("{name}: no heading {heading:?}"));
+                assert!(
+                    text[range.clone()].contains(stated),
+                    "{name} {heading:?} does not state its run ({stated:?})"
+                );
+                (record, range)
+            })
+            .collect();
+        for problem in prose::check(text, results).unwrap() {
+            if let Problem::Unquoted(found) = &problem {
+                if let Some((record, _)) = records.iter().find(|(_, r)| r.contains(&found.at)) {
+                    records_used.insert(*record);
+                    continue;
+                }
+                if let Some(stated) = STATED.iter().find(|(file, figure, stated)| {
+                    file == name
+                        && *figure == found.figure
+                        && paragraph(text, found.at).contains(stated)
+                }) {
+                    stated_used.insert(stated);
+                    continue;
                 }
             }
+            wrong.push(format!("{name}:{problem}"));
+        }
+        for link in prose::links(text) {
+            if !link.points_to(prose::NODE_BURST_RESULTS) {
+                continue;
+            }
+            for number in numbers(link.text) {
+                if !node_burst_held.contains(&number) {
+                    wrong.push(format!(
+                        "{name}:{}: {number} in [{}](…#{}): not in the node_burst results",
+                        prose::line_of(text, link.at.start),
+                        link.text,
+                        prose::NODE_BURST_RESULTS
+                    ));
+                }
+            }
+            node_burst_quotes += 1;
         }
     }
     assert!(
         wrong.is_empty(),
-        "numbers the benchmark results do not hold:\n{}",
+        "figures out of place:\n{}",
         wrong.join("\n")
     );
-    assert!(quoted >= 20, "only {quoted} numbers quoted");
+    // The allow-lists hold nothing that no longer stands in the documents.
+    let unused: Vec<_> = RECORDS
+        .iter()
+        .filter(|r| !records_used.contains(r))
+        .map(|(file, heading, _)| format!("{file} {heading}"))
+        .chain(
+            STATED
+                .iter()
+                .filter(|s| !stated_used.contains(s))
+                .map(|(file, figure, _)| format!("{file} {figure}")),
+        )
+        .collect();
+    assert!(unused.is_empty(), "allowed but not found: {unused:?}");
+    assert!(marked >= 40, "only {marked} marked figures");
+    assert!(node_burst_quotes >= 1, "no quote of the node_burst results");
 }
 
 #[test]
-fn the_readme_quotes_measured_numbers_only_as_links() {
+fn the_readme_quotes_the_benchmark_through_marked_figures() {
     let readme = read("README.md");
-    let cost = section(&readme, "## Cost and speed");
-    // Link texts of benchmark links removed, the rest may hold no number with a measured unit.
-    let mut rest = cost.to_owned();
-    for target in ["benchmarks.md#latest-results", "benchmarks.md#results"] {
-        for (link, _) in quoted_numbers(cost, target) {
-            rest = rest.replace(&format!("[{link}]"), "[]");
-        }
+    let cost = &readme[prose::section(&readme, "## Cost and speed").unwrap()];
+    let marks: Vec<String> = prose::links(cost)
+        .iter()
+        .filter_map(|l| l.mark().map(str::to_owned))
+        .collect();
+    for key in [
+        "nodes_200.requests",
+        "lifecycle.shutdown_taint",
+        "routes.per_route",
+        "lb_20.per_lb",
+        "leader_start.requests",
+        "join.requests",
+        "steady_state.per_hour",
+        "peak_rss",
+    ] {
+        assert!(marks.iter().any(|m| m == key), "{key} not in {marks:?}");
     }
-    // A period ("per 10 s", "every 15 s") is a setting, not a measurement.
-    let mut unlinked = Vec::new();
-    let words: Vec<&str> = rest.split_whitespace().collect();
-    for triple in words.windows(3) {
-        let [before, number, unit] = triple else {
-            continue;
-        };
-        let unit = unit.trim_end_matches([',', '.', ')', ';', ':']);
-        if ["s", "ms", "MiB", "MB"].contains(&unit)
-            && !["per", "every"].contains(before)
-            && number.trim_start_matches(['(', '[']).parse::<f64>().is_ok()
-        {
-            unlinked.push(format!("{number} {unit}"));
-        }
-    }
-    assert!(
-        unlinked.is_empty(),
-        "README \"Cost and speed\" quotes measured numbers without a link to the results: {unlinked:?}"
-    );
-    assert!(cost.contains("benchmarks.md#latest-results"), "{cost}");
-}
-
-#[test]
-fn a_number_the_results_do_not_hold_is_found() {
-    // The check above, on a document that quotes a wrong number.
-    let doc = "[7.77 requests per route](docs/benchmarks.md#latest-results)";
-    let quoted = quoted_numbers(doc, "benchmarks.md#latest-results");
-    let block = find_block(&read("docs/benchmarks.md")).unwrap().to_owned();
-    let held: BTreeSet<String> = numbers(&block).into_iter().collect();
-    assert_eq!(quoted[0].1, vec!["7.77".to_owned()]);
-    assert!(!held.contains("7.77"));
-    assert!(held.contains("2.02"));
+    assert_eq!(prose::measured(cost), vec![], "{cost}");
 }
