@@ -172,20 +172,18 @@ impl Inner {
                 ServiceStep::DeleteLoadBalancer => self.delete_if_present(service).await?,
                 ServiceStep::EnsureLoadBalancer => {
                     self.service_metrics.loadbalancer_syncs.inc();
-                    match self
+                    let outcome = self
                         .lb
                         .ensure_load_balancer(self.cluster(), service, &nodes)
                         .await
-                    {
-                        Ok(Outcome::Done(status)) => {
-                            lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
-                            new_status = status;
-                        }
-                        Ok(Outcome::ImplementedElsewhere) => {
+                        .map_err(ServiceSyncError::EnsureLoadBalancer)?;
+                    lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
+                    match outcome {
+                        Outcome::Done(status) => new_status = status,
+                        Outcome::ImplementedElsewhere => {
                             tracing::debug!("load balancer implemented elsewhere; nothing to do");
                             return Ok(Operation::Ensure);
                         }
-                        Err(err) => return Err(ServiceSyncError::EnsureLoadBalancer(err)),
                     }
                 }
                 // Written as the provider gives it, `ipMode` included (every supported
