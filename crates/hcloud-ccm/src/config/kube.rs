@@ -53,7 +53,7 @@ pub(super) fn check_kube(c: &mut Checker<'_>) -> KubeSettings {
     let master = c.optional(&MASTER);
     let burst = c.value(&KUBE_API_BURST);
     let rate_limit = c.optional(&KUBE_API_QPS).and_then(|qps| {
-        (qps >= 0.0).then(|| KubeRateLimit {
+        (qps >= 0.0).then_some(KubeRateLimit {
             qps: if qps == 0.0 { 5.0 } else { qps },
             burst: if burst == 0 { 10 } else { burst },
         })
