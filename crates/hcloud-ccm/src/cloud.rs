@@ -16,14 +16,9 @@ use std::time::Duration;
 
 use hcloud_api::robot::{RobotClient, RobotConfig};
 use hcloud_api::{Client, ClientConfig, Token};
-use hcloud_provider::{
-    CacheConfig, CacheMode, HcloudProvider, NetworkRef, ProviderSettings, RobotApi,
-};
+use hcloud_provider::{HcloudProvider, RobotApi};
 
-use crate::config::{
-    AddressFamily, Config, HcloudSettings, LoadBalancerAlgorithm, LoadBalancerSettings,
-    RobotSettings, ServerCacheMode,
-};
+use crate::config::{Config, HcloudSettings, RobotClientSettings};
 use crate::http::MetricsRegistry;
 use crate::metadata::{self, MetadataError};
 
@@ -32,9 +27,6 @@ use crate::metadata::{self, MetadataError};
 /// anything runs, since the fix is the same, a setting the message names.
 pub const CONFIGURATION_REFUSED_EXIT_STATUS: u8 = 2;
 
-// Deliberate repetition: an error enum has the same form as the other crates' (thiserror
-// variants with a message each); what is particular to this one is its messages, which name the
-// variable to fix, and `is_definite`.
 /// Why the Hetzner side could not be set up (fatal; each message names the variable to fix).
 #[derive(Debug, thiserror::Error)]
 pub enum CloudError {
@@ -169,11 +161,17 @@ pub fn client(settings: &HcloudSettings, metrics: &MetricsRegistry) -> Result<Cl
 /// their InternalIPs). Its metrics go to `metrics`. Nothing is asked of Robot here: bad
 /// credentials show as errors of the first lookup, as upstream.
 pub fn robot_client(
-    robot: &RobotSettings,
+    config: &Config,
     metrics: &MetricsRegistry,
 ) -> Result<Option<Arc<dyn RobotApi>>, CloudError> {
-    let (true, Some(user), Some(password)) = (robot.enabled, &robot.user, &robot.password) else {
-        if robot.enabled {
+    let enabled = config.provider.robot.enabled;
+    let RobotClientSettings {
+        user,
+        password,
+        endpoint,
+    } = &config.robot;
+    let (true, Some(user), Some(password)) = (enabled, user, password) else {
+        if enabled {
             tracing::info!(
                 "Robot support enabled without credentials: Robot Nodes are not looked up; load \
                  balancers target their InternalIPs with use-private-ip"
@@ -181,11 +179,13 @@ pub fn robot_client(
         }
         return Ok(None);
     };
-    let mut config = RobotConfig::new(user.expose(), password.expose());
-    if let Some(endpoint) = &robot.endpoint {
-        config = config.endpoint(endpoint).map_err(CloudError::RobotClient)?;
+    let mut client_config = RobotConfig::new(user.expose(), password.expose());
+    if let Some(endpoint) = endpoint {
+        client_config = client_config
+            .endpoint(endpoint)
+            .map_err(CloudError::RobotClient)?;
     }
-    let client = RobotClient::new(config).map_err(CloudError::RobotClient)?;
+    let client = RobotClient::new(client_config).map_err(CloudError::RobotClient)?;
     metrics.with(|registry| client.register_metrics(registry));
     Ok(Some(Arc::new(client)))
 }
@@ -203,8 +203,8 @@ pub async fn connect(
             err,
         ));
     }
-    let settings = provider_settings(&config.hcloud, &config.load_balancers, &config.robot);
-    let provider = HcloudProvider::with_robot(client.clone(), settings, robot).await?;
+    let provider =
+        HcloudProvider::with_robot(client.clone(), config.provider.clone(), robot).await?;
     Ok(Arc::new(provider))
 }
 
@@ -214,7 +214,7 @@ pub async fn connect(
 pub async fn connect_once(config: &Config) -> Result<Arc<HcloudProvider>, CloudError> {
     let metrics = MetricsRegistry::new();
     let api = client(&config.hcloud, &metrics)?;
-    let robot = robot_client(&config.robot, &metrics)?;
+    let robot = robot_client(config, &metrics)?;
     connect(&api, config, robot).await
 }
 
@@ -255,7 +255,7 @@ pub async fn connect_with_retries(
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Result<Option<Cloud>, CloudError> {
     let client = client(&config.hcloud, metrics)?;
-    let robot = robot_client(&config.robot, metrics)?;
+    let robot = robot_client(config, metrics)?;
     let mut failures = 0;
     loop {
         let attempt = tokio::select! {
@@ -289,82 +289,8 @@ pub async fn connect_with_retries(
     }
 }
 
-/// Map the validated `HCLOUD_*` and `ROBOT_*` settings onto the provider's.
-pub fn provider_settings(
-    settings: &HcloudSettings,
-    load_balancers: &LoadBalancerSettings,
-    robot: &RobotSettings,
-) -> ProviderSettings {
-    ProviderSettings {
-        load_balancers: load_balancers
-            .enabled
-            .then(|| load_balancer_settings(load_balancers)),
-        address_family: match settings.address_family {
-            AddressFamily::Ipv4 => hcloud_provider::AddressFamily::Ipv4,
-            AddressFamily::Ipv6 => hcloud_provider::AddressFamily::Ipv6,
-            AddressFamily::DualStack => hcloud_provider::AddressFamily::DualStack,
-        },
-        network: settings.network.as_deref().map(NetworkRef::parse),
-        zone_label_enabled: settings.zone_label_enabled,
-        // Effective only with a network; whether the route controller runs at all is decided
-        // by the flags (--configure-cloud-routes, --controllers).
-        routes_enabled: settings.routes_enabled,
-        cluster_cidrs: settings.cluster_cidrs.clone(),
-        robot: hcloud_provider::RobotSettings {
-            enabled: robot.enabled,
-            forward_internal_ips: robot.forward_internal_ips,
-            rate_limit_wait_time: robot.rate_limit_wait_time,
-        },
-        cache: CacheConfig {
-            mode: match settings.server_cache_mode {
-                ServerCacheMode::All => CacheMode::All,
-                ServerCacheMode::One => CacheMode::One,
-                ServerCacheMode::Off => CacheMode::Off,
-            },
-            max_age: settings.server_cache_max_age,
-            robot_max_age: robot.cache_timeout,
-            ..CacheConfig::default()
-        },
-    }
-}
-
-/// Map `HCLOUD_LOAD_BALANCERS_*` onto the provider's defaults for every load balancer.
-pub fn load_balancer_settings(lb: &LoadBalancerSettings) -> hcloud_provider::LoadBalancerSettings {
-    // Unset variables stay `None`: the provider then leaves that setting of a load balancer
-    // as it is, as the official CCM does.
-    hcloud_provider::LoadBalancerSettings {
-        location: lb.location.clone(),
-        network_zone: lb.network_zone.clone(),
-        lb_type: lb.lb_type.clone(),
-        algorithm: lb.algorithm.map(|algorithm| match algorithm {
-            LoadBalancerAlgorithm::RoundRobin => hcloud_api::models::AlgorithmType::RoundRobin,
-            LoadBalancerAlgorithm::LeastConnections => {
-                hcloud_api::models::AlgorithmType::LeastConnections
-            }
-        }),
-        disable_private_ingress: !lb.private_ingress_enabled,
-        use_private_ip: lb.use_private_ip,
-        disable_ipv6: !lb.ipv6_enabled,
-        disable_public_network: lb.disable_public_network,
-        // Validation accepts only an IPv4 range here.
-        private_subnet_ip_range: match lb.private_subnet_ip_range {
-            Some(ipnet::IpNet::V4(range)) => Some(range),
-            _ => None,
-        },
-        uses_proxyprotocol: lb.uses_proxy_protocol,
-        // As the official CCM reads them, 0 means unset: the health check is left as it is.
-        health_check_interval: lb.health_check_interval.filter(|d| !d.is_zero()),
-        health_check_timeout: lb.health_check_timeout.filter(|d| !d.is_zero()),
-        health_check_retries: lb.health_check_retries.filter(|n| *n != 0),
-        cluster_name: lb.cluster_name.clone(),
-        ..hcloud_provider::LoadBalancerSettings::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     /// An answer of the API (or of whatever answers at the endpoint) to the token check.
@@ -437,30 +363,5 @@ mod tests {
                 "{status} {code:?}: {err}"
             );
         }
-    }
-
-    #[test]
-    fn zero_health_check_variables_mean_unset() {
-        let zero = LoadBalancerSettings {
-            health_check_interval: Some(Duration::ZERO),
-            health_check_timeout: Some(Duration::ZERO),
-            health_check_retries: Some(0),
-            ..LoadBalancerSettings::default()
-        };
-        let mapped = load_balancer_settings(&zero);
-        assert_eq!(mapped.health_check_interval, None);
-        assert_eq!(mapped.health_check_timeout, None);
-        assert_eq!(mapped.health_check_retries, None);
-
-        let set = LoadBalancerSettings {
-            health_check_interval: Some(Duration::from_secs(5)),
-            health_check_timeout: Some(Duration::from_secs(3)),
-            health_check_retries: Some(2),
-            ..LoadBalancerSettings::default()
-        };
-        let mapped = load_balancer_settings(&set);
-        assert_eq!(mapped.health_check_interval, Some(Duration::from_secs(5)));
-        assert_eq!(mapped.health_check_timeout, Some(Duration::from_secs(3)));
-        assert_eq!(mapped.health_check_retries, Some(2));
     }
 }

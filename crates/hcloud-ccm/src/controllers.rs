@@ -324,8 +324,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
 /// The load balancer class the service controller owns (also what `plan` filters by).
 pub fn load_balancer_class(config: &Config) -> cloud_provider::service::OwnedClass {
     config
-        .load_balancers
-        .class
+        .load_balancer_class
         .as_deref()
         .map(cloud_provider::service::OwnedClass::named)
         .unwrap_or_default()

@@ -1,4 +1,5 @@
-//! Settings of the Hetzner instances implementation (filled from `HCLOUD_*` by the binary).
+//! Settings of the Hetzner instances implementation (filled from `HCLOUD_*` by the binary's
+//! configuration, which parses the variables with these types).
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,31 +27,47 @@ impl AddressFamily {
     }
 }
 
-// Deliberate repetition: AddressFamily and CacheMode each read their own three names with their own
-// message; a shared table helper would save little over two short matches.
+impl AddressFamily {
+    /// Each value with its name in `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
+    const NAMES: [(&'static str, Self); 3] = [
+        ("ipv4", Self::Ipv4),
+        ("ipv6", Self::Ipv6),
+        ("dualstack", Self::DualStack),
+    ];
+}
+
 impl FromStr for AddressFamily {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "ipv4" => Ok(Self::Ipv4),
-            "ipv6" => Ok(Self::Ipv6),
-            "dualstack" => Ok(Self::DualStack),
-            other => Err(format!(
-                "{other:?} is not an address family (expected ipv4, ipv6 or dualstack)"
-            )),
-        }
+        one_of(s, &Self::NAMES)
     }
 }
 
 impl fmt::Display for AddressFamily {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Ipv4 => "ipv4",
-            Self::Ipv6 => "ipv6",
-            Self::DualStack => "dualstack",
-        })
+        let name = Self::NAMES
+            .iter()
+            .find(|(_, family)| family == self)
+            .map_or("", |(name, _)| name);
+        f.write_str(name)
     }
+}
+
+/// The value named `value` (case-sensitive, as upstream) among `names`, or an error listing
+/// the names.
+fn one_of<T: Copy>(value: &str, names: &[(&str, T)]) -> Result<T, String> {
+    names
+        .iter()
+        .find(|(name, _)| *name == value)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let expected: Vec<&str> = names.iter().map(|(name, _)| *name).collect();
+            format!(
+                "invalid value {value:?}, expected one of: {}",
+                expected.join(", ")
+            )
+        })
 }
 
 /// `HCLOUD_SERVER_CACHE_MODE`: how server lookups are cached.
@@ -65,19 +82,14 @@ pub enum CacheMode {
     Off,
 }
 
-// Deliberate repetition: see AddressFamily's FromStr above.
 impl FromStr for CacheMode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "all" => Ok(Self::All),
-            "one" => Ok(Self::One),
-            "off" => Ok(Self::Off),
-            other => Err(format!(
-                "{other:?} is not a cache mode (expected all, one or off)"
-            )),
-        }
+        one_of(
+            s,
+            &[("all", Self::All), ("one", Self::One), ("off", Self::Off)],
+        )
     }
 }
 
@@ -202,8 +214,6 @@ pub struct InstancesConfig {
     pub cache: CacheConfig,
 }
 
-// Deliberate repetition: a plain settings struct with its defaults; it shares only the field layout
-// with other structs.
 impl Default for InstancesConfig {
     fn default() -> Self {
         Self {
@@ -228,8 +238,16 @@ mod tests {
                 .unwrap_err()
                 .contains("\"IPv4\"")
         );
+        assert_eq!(
+            "ipv5".parse::<AddressFamily>(),
+            Err("invalid value \"ipv5\", expected one of: ipv4, ipv6, dualstack".to_owned())
+        );
+        assert_eq!(AddressFamily::DualStack.to_string(), "dualstack");
         assert_eq!("one".parse(), Ok(CacheMode::One));
-        assert!("some".parse::<CacheMode>().is_err());
+        assert_eq!(
+            "some".parse::<CacheMode>(),
+            Err("invalid value \"some\", expected one of: all, one, off".to_owned())
+        );
         assert_eq!(NetworkRef::parse("123"), NetworkRef::Id(123));
         assert_eq!(NetworkRef::parse("k8s"), NetworkRef::Name("k8s".into()));
         assert_eq!(NetworkRef::parse("0"), NetworkRef::Name("0".into()));

@@ -1,77 +1,31 @@
-//! Command-line flags and environment variables, exactly as written by the user.
+//! The command line and the environment, exactly as written by the user: [`Args`] holds each
+//! setting's text (given or defaulted) by flag name.
 //!
 //! Values that can be wrong are kept as text here and parsed by
 //! [`Args::validate`](crate::config::Args::validate), so that one run reports every problem at
-//! once instead of stopping at the first.
-//!
-//! Deliberate repetition: the `defaults` constants, the fields of [`Args`] and the rows of
-//! [`NO_EFFECT_FLAGS`] are each one entry of the official CCM's command line and environment
-//! (a flag or variable with its name, value type, default and help text). They are written out
-//! one by one because that list is the contract users read and compare with upstream; folding
-//! them into a generator would hide exactly the names and defaults a reader looks for.
+//! once instead of stopping at the first. The settings themselves are declared in their areas'
+//! files ([`SETTINGS`] lists them all); the flags accepted without effect are
+//! [`NO_EFFECT_FLAGS`].
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use clap::parser::ValueSource;
-use clap::{CommandFactory, FromArgMatches, Parser};
+use clap::{CommandFactory, FromArgMatches};
 
+use super::setting::{Setting, Spec};
 use super::values::Secret;
 
-/// Defaults of the environment variables; an empty variable counts as unset and gets these.
-pub mod defaults {
-    /// Default of `HCLOUD_DEBUG`.
-    pub const HCLOUD_DEBUG: &str = "false";
-    /// Default of `HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK`.
-    pub const HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK: &str = "false";
-    /// Default of `HCLOUD_METADATA_ENDPOINT` (as hcloud-go's metadata client).
-    pub const HCLOUD_METADATA_ENDPOINT: &str = "http://169.254.169.254/hetzner/v1/metadata";
-    /// Default of `HCLOUD_NETWORK_ROUTES_ENABLED`.
-    pub const HCLOUD_NETWORK_ROUTES_ENABLED: &str = "true";
-    /// Default of `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
-    pub const HCLOUD_INSTANCES_ADDRESS_FAMILY: &str = "ipv4";
-    /// Default of `HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`.
-    pub const HCLOUD_INSTANCES_ZONE_LABEL_ENABLED: &str = "true";
-    /// Default of `HCLOUD_SERVER_CACHE_MODE`.
-    pub const HCLOUD_SERVER_CACHE_MODE: &str = "all";
-    /// Default of `HCLOUD_SERVER_CACHE_MAX_AGE`.
-    pub const HCLOUD_SERVER_CACHE_MAX_AGE: &str = "10s";
-    /// Default of `HCLOUD_RATE_LIMIT_RESERVE` (requests per hour).
-    pub const HCLOUD_RATE_LIMIT_RESERVE: &str = "600";
-    /// Default of `HCLOUD_NODE_DELETION_MAX_PERCENT`.
-    pub const HCLOUD_NODE_DELETION_MAX_PERCENT: &str = "50";
-    /// Default of `HCLOUD_METRICS_ENABLED`.
-    pub const HCLOUD_METRICS_ENABLED: &str = "true";
-    /// Default of `HCLOUD_METRICS_ADDRESS`.
-    pub const HCLOUD_METRICS_ADDRESS: &str = ":8233";
-    /// Default of `HCLOUD_LOAD_BALANCERS_ENABLED`.
-    pub const HCLOUD_LOAD_BALANCERS_ENABLED: &str = "true";
-    /// Default of `HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS`.
-    pub const HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS: &str = "false";
-    /// Default of `HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP`.
-    pub const HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP: &str = "false";
-    /// Default of `HCLOUD_LOAD_BALANCERS_DISABLE_IPV6`.
-    pub const HCLOUD_LOAD_BALANCERS_DISABLE_IPV6: &str = "false";
-    /// Default of `ROBOT_ENABLED`.
-    pub const ROBOT_ENABLED: &str = "false";
-    /// Default of `ROBOT_CACHE_TIMEOUT`.
-    pub const ROBOT_CACHE_TIMEOUT: &str = "5m";
-    /// Default of `ROBOT_RATE_LIMIT_WAIT_TIME`.
-    pub const ROBOT_RATE_LIMIT_WAIT_TIME: &str = "0s";
-    /// Default of `ROBOT_FORWARD_INTERNAL_IPS`.
-    pub const ROBOT_FORWARD_INTERNAL_IPS: &str = "true";
-}
-
-const KUBE: &str = "Kubernetes client";
-const CONTROLLERS: &str = "Controllers";
-const LEADER: &str = "Leader election";
-const SERVING: &str = "Secure serving";
-const LOGGING: &str = "Logging";
-const COMPAT: &str = "Upstream compatibility";
+pub(super) const KUBE: &str = "Kubernetes client";
+pub(super) const CONTROLLERS: &str = "Controllers";
+pub(super) const LEADER: &str = "Leader election";
+pub(super) const SERVING: &str = "Secure serving";
+pub(super) const LOGGING: &str = "Logging";
+pub(super) const COMPAT: &str = "Upstream compatibility";
 const NO_EFFECT: &str = "Accepted without effect (a startup line says so when one is given)";
-const HCLOUD: &str = "Hetzner Cloud (environment)";
-const LB: &str = "Load balancers (environment)";
-const ROBOT: &str = "Robot dedicated servers (environment)";
+pub(super) const HCLOUD: &str = "Hetzner Cloud (environment)";
+pub(super) const LB: &str = "Load balancers (environment)";
+pub(super) const ROBOT: &str = "Robot dedicated servers (environment)";
 
 const LONG_ABOUT: &str = "\
 Kubernetes cloud-controller-manager for Hetzner Cloud.
@@ -115,416 +69,121 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// Every flag and environment variable the binary understands.
-#[derive(Debug, Clone, Parser)]
-#[command(
-    name = "hcloud-ccm",
-    version = VERSION,
-    about = "Kubernetes cloud-controller-manager for Hetzner Cloud",
-    long_about = LONG_ABOUT,
-    max_term_width = 110,
-    args_override_self = true
-)]
+/// Every setting, in `--help` order (each area's list, area by area).
+pub fn all_settings() -> impl Iterator<Item = &'static Spec> {
+    SETTINGS.iter().flat_map(|area| area.iter().copied())
+}
+
+/// The areas' lists of settings, in `--help` order.
+const SETTINGS: &[&[&Spec]] = &[
+    super::kube::SETTINGS,
+    super::validate::CONTROLLER_SETTINGS,
+    super::leader::SETTINGS,
+    super::serving::SETTINGS,
+    super::validate::LOGGING_SETTINGS,
+    super::validate::COMPAT_SETTINGS,
+    super::hcloud::SETTINGS,
+    super::load_balancers::SETTINGS,
+    super::robot::SETTINGS,
+];
+
+/// The reference table of docs/configuration.md: one row per setting of [`all_settings`]
+/// (variable, flag, default, help) and one per secret of [`SECRET_FLAGS`].
+pub fn reference_table() -> String {
+    let mut table = String::from("| Variable | Flag | Default | Meaning |\n|---|---|---|---|\n");
+    for spec in all_settings() {
+        table.push_str(&spec.table_row());
+        table.push('\n');
+    }
+    for (_, variable) in SECRET_FLAGS {
+        table.push_str(&format!(
+            "| `{variable}` | – | – | Secret, read from the environment only (or from the file \
+             named by {variable}_FILE); never a flag |\n"
+        ));
+    }
+    table
+}
+
+/// Every flag and environment variable the binary understands, as written: each setting of
+/// [`all_settings`] by flag name (given, or its default), the secrets, and the flags accepted
+/// without effect that were given.
+#[derive(Debug, Clone, Default)]
 pub struct Args {
-    // ---- Cloud provider and Kubernetes client ----
-    /// The cloud provider; must be `hcloud`.
-    #[arg(long, value_name = "NAME", help_heading = KUBE)]
-    pub cloud_provider: Option<String>,
-
-    /// Path to a kubeconfig file. Without it the in-cluster configuration is used.
-    #[arg(long, value_name = "PATH", help_heading = KUBE)]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Address of the Kubernetes API server (overrides the server in the kubeconfig).
-    #[arg(long, value_name = "URL", help_heading = KUBE)]
-    pub master: Option<String>,
-
-    /// Name of the cluster, passed to load balancer and route calls.
-    #[arg(long, value_name = "NAME", default_value = "kubernetes", help_heading = KUBE)]
-    pub cluster_name: String,
-
-    /// Requests per second to the Kubernetes API, per client (client-side token bucket; a
-    /// negative value disables the limit, 0 means client-go's default of 5). Upstream's
-    /// default is 20; see docs/migration.md.
-    #[arg(long, value_name = "QPS", default_value = "200", help_heading = KUBE)]
-    pub kube_api_qps: String,
-
-    /// Burst of requests to the Kubernetes API above --kube-api-qps, per client (0 means
-    /// client-go's default of 10). Upstream's default is 30; see docs/migration.md.
-    #[arg(long, value_name = "N", default_value = "400", help_heading = KUBE)]
-    pub kube_api_burst: String,
-
-    // ---- Controllers ----
-    /// Controllers to run: `*` for all, `name` to enable, `-name` to disable. Names:
-    /// cloud-node-controller (cloud-node), cloud-node-lifecycle-controller
-    /// (cloud-node-lifecycle), service-lb-controller (service), node-route-controller (route).
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "*",
-        help_heading = CONTROLLERS
-    )]
-    pub controllers: Vec<String>,
-
-    /// CIDR range(s) of pods (comma-separated; at most one IPv4 and one IPv6). Routes need it:
-    /// with HCLOUD_NETWORK set but this missing or unusable, routes are off (a warning says so).
-    #[arg(long, value_name = "CIDRS", help_heading = CONTROLLERS)]
-    pub cluster_cidr: Option<String>,
-
-    /// Whether pod CIDRs are allocated to nodes. Accepted; no effect here (true logs so once):
-    /// kube-controller-manager allocates them, and routes do not need it.
-    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = CONTROLLERS)]
-    pub allocate_node_cidrs: String,
-
-    /// Whether routes for pod CIDRs are programmed in the cloud.
-    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = CONTROLLERS)]
-    pub configure_cloud_routes: String,
-
-    /// Number of Services synchronised in parallel.
-    #[arg(long, value_name = "N", default_value = "1", help_heading = CONTROLLERS)]
-    pub concurrent_service_syncs: String,
-
-    /// Number of Nodes initialised in parallel by the cloud node controller.
-    #[arg(long, value_name = "N", default_value = "1", help_heading = CONTROLLERS)]
-    pub concurrent_node_syncs: String,
-
-    /// Number of workers updating Node status (0 = one pass at a time).
-    #[arg(long, value_name = "N", default_value = "0", help_heading = CONTROLLERS)]
-    pub concurrent_node_status_updates: String,
-
-    /// Period of the node lifecycle check.
-    #[arg(long, value_name = "DURATION", default_value = "5s", help_heading = CONTROLLERS)]
-    pub node_monitor_period: String,
-
-    /// Period of the node address and label refresh.
-    #[arg(long, value_name = "DURATION", default_value = "5m", help_heading = CONTROLLERS)]
-    pub node_status_update_frequency: String,
-
-    /// Period of the route reconciliation.
-    #[arg(long, value_name = "DURATION", default_value = "10s", help_heading = CONTROLLERS)]
-    pub route_reconciliation_period: String,
-
-    /// Minimum resync period of informers. Accepted; no effect here (another value logs so
-    /// once): the caches are watches without periodic resyncs.
-    #[arg(long, value_name = "DURATION", default_value = "12h", help_heading = CONTROLLERS)]
-    pub min_resync_period: String,
-
-    // ---- Leader election ----
-    /// Whether to elect a leader before running controllers (needed with several replicas).
-    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = LEADER)]
-    pub leader_elect: String,
-
-    /// How long a standby waits after the last renewal before taking the lease over.
-    #[arg(long, value_name = "DURATION", default_value = "15s", help_heading = LEADER)]
-    pub leader_elect_lease_duration: String,
-
-    /// How long the leader keeps trying to renew before giving up leadership.
-    #[arg(long, value_name = "DURATION", default_value = "10s", help_heading = LEADER)]
-    pub leader_elect_renew_deadline: String,
-
-    /// Pause between attempts to acquire or renew the lease.
-    #[arg(long, value_name = "DURATION", default_value = "2s", help_heading = LEADER)]
-    pub leader_elect_retry_period: String,
-
-    /// Lock object type; only `leases` is supported.
-    #[arg(long, value_name = "TYPE", default_value = "leases", help_heading = LEADER)]
-    pub leader_elect_resource_lock: String,
-
-    /// Name of the Lease.
-    #[arg(long, value_name = "NAME", default_value = "cloud-controller-manager",
-        help_heading = LEADER)]
-    pub leader_elect_resource_name: String,
-
-    /// Namespace of the Lease.
-    #[arg(long, value_name = "NAMESPACE", default_value = "kube-system", help_heading = LEADER)]
-    pub leader_elect_resource_namespace: String,
-
-    /// Leader migration from kube-controller-manager (not supported; must stay false).
-    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = LEADER)]
-    pub enable_leader_migration: String,
-
-    /// Leader migration configuration file (not supported).
-    #[arg(long, value_name = "PATH", help_heading = LEADER)]
-    pub leader_migration_config: Option<PathBuf>,
-
-    // ---- Secure serving ----
-    /// HTTPS port for /healthz, /readyz and /metrics; 0 disables it.
-    #[arg(long, value_name = "PORT", default_value = "10258", help_heading = SERVING)]
-    pub secure_port: String,
-
-    /// IP address the secure port listens on.
-    #[arg(long, value_name = "IP", default_value = "0.0.0.0", help_heading = SERVING)]
-    pub bind_address: String,
-
-    /// PEM certificate (chain) for the secure port. Without it a self-signed certificate is
-    /// generated in memory.
-    #[arg(long, value_name = "PATH", help_heading = SERVING)]
-    pub tls_cert_file: Option<PathBuf>,
-
-    /// PEM private key matching --tls-cert-file.
-    #[arg(long, value_name = "PATH", help_heading = SERVING)]
-    pub tls_private_key_file: Option<PathBuf>,
-
-    /// Paths served on the secure port without authorisation.
-    #[arg(long, value_name = "PATHS", value_delimiter = ',',
-        default_value = "/healthz,/readyz,/livez", help_heading = SERVING)]
-    pub authorization_always_allow_paths: Vec<String>,
-
-    // ---- Logging ----
-    /// Log format: text or json.
-    #[arg(long, alias = "logging-format", value_name = "FORMAT", default_value = "text",
-        help_heading = LOGGING)]
-    pub log_format: String,
-
-    /// Log verbosity: 0-2 info, 3-4 debug, 5 and more trace (RUST_LOG overrides).
-    #[arg(short = 'v', long = "v", value_name = "LEVEL", default_value = "0",
-        help_heading = LOGGING)]
-    pub verbosity: String,
-
-    // ---- Compatibility with upstream ----
-    /// Required by the official CCM, which stops without it (Hetzner Cloud has no cluster ID);
-    /// here `false` only logs a warning.
-    #[arg(long, value_name = "BOOL", default_value = "false", num_args = 0..=1,
-        require_equals = true, default_missing_value = "true", help_heading = COMPAT)]
-    pub allow_untagged_cloud: String,
-
-    /// Feature gates, `Name=BOOL,...`. Implemented:
-    /// CloudControllerManagerWatchBasedRoutesReconciliation (routes also reconcile on Node
-    /// changes). Other names are warned about and ignored.
-    #[arg(long, value_name = "GATES", help_heading = COMPAT)]
-    pub feature_gates: Option<String>,
-
-    /// Period of a full load balancer backend pass (every Service's targets re-sent even when
-    /// no Node changed); 0 = only on Node changes, as upstream.
-    #[arg(long, value_name = "DURATION", default_value = "0s", help_heading = COMPAT)]
-    pub node_sync_period: String,
-
-    /// Secure port of cloud provider webhooks [default: 10260]. This CCM has none: 0 (off, as
-    /// the official manifests pass) is silent, another port has no effect.
-    #[arg(long, value_name = "PORT", help_heading = COMPAT)]
-    pub webhook_secure_port: Option<String>,
-
-    // ---- Hetzner Cloud (environment) ----
+    /// Each setting's text by flag name (a list's values joined by commas); absent when it was
+    /// neither given nor has a default.
+    values: BTreeMap<&'static str, String>,
     /// `HCLOUD_TOKEN`, read from the environment only: there is no `--hcloud-token` flag, a
     /// token on a command line shows in `ps` and Pod specs.
-    #[arg(skip)]
     pub hcloud_token: Option<Secret>,
-
-    /// File holding the API token, used when HCLOUD_TOKEN is unset. The token itself is read
-    /// from the environment variable HCLOUD_TOKEN only (no flag).
-    #[arg(long, env = "HCLOUD_TOKEN_FILE", value_name = "PATH", help_heading = HCLOUD)]
-    pub hcloud_token_file: Option<PathBuf>,
-
-    /// API endpoint [default: <https://api.hetzner.cloud/v1>].
-    #[arg(long, env = "HCLOUD_ENDPOINT", value_name = "URL", help_heading = HCLOUD)]
-    pub hcloud_endpoint: Option<String>,
-
-    /// Log every API request and response in full, the token redacted (trace level for the
-    /// API client).
-    #[arg(long, env = "HCLOUD_DEBUG", value_name = "BOOL", default_value = defaults::HCLOUD_DEBUG,
-        help_heading = HCLOUD)]
-    pub hcloud_debug: String,
-
-    /// Private network (name or ID) whose IP becomes each node's InternalIP; enables routes.
-    #[arg(long, env = "HCLOUD_NETWORK", value_name = "NAME_OR_ID", help_heading = HCLOUD)]
-    pub hcloud_network: Option<String>,
-
-    /// Skip the check that the CCM's own server is attached to HCLOUD_NETWORK.
-    #[arg(long, env = "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", value_name = "BOOL",
-        default_value = defaults::HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK, help_heading = HCLOUD)]
-    pub hcloud_network_disable_attached_check: String,
-
-    /// Hetzner metadata service asked for the attached-network check (this project's variable,
-    /// for tests and unusual setups).
-    #[arg(long, env = "HCLOUD_METADATA_ENDPOINT", value_name = "URL",
-        default_value = defaults::HCLOUD_METADATA_ENDPOINT, help_heading = HCLOUD)]
-    pub hcloud_metadata_endpoint: String,
-
-    /// Whether routes are programmed in HCLOUD_NETWORK (only when it is set).
-    #[arg(long, env = "HCLOUD_NETWORK_ROUTES_ENABLED", value_name = "BOOL",
-        default_value = defaults::HCLOUD_NETWORK_ROUTES_ENABLED, help_heading = HCLOUD)]
-    pub hcloud_network_routes_enabled: String,
-
-    /// Node address family: ipv4, ipv6 or dualstack.
-    #[arg(long, env = "HCLOUD_INSTANCES_ADDRESS_FAMILY", value_name = "FAMILY",
-        default_value = defaults::HCLOUD_INSTANCES_ADDRESS_FAMILY, help_heading = HCLOUD)]
-    pub hcloud_instances_address_family: String,
-
-    /// Whether the zone label uses the legacy datacenter names (nbg1-dc3, …).
-    #[arg(long, env = "HCLOUD_INSTANCES_ZONE_LABEL_ENABLED", value_name = "BOOL",
-        default_value = defaults::HCLOUD_INSTANCES_ZONE_LABEL_ENABLED, help_heading = HCLOUD)]
-    pub hcloud_instances_zone_label_enabled: String,
-
-    /// Server cache mode: all, one or off (experimental upstream).
-    #[arg(long, env = "HCLOUD_SERVER_CACHE_MODE", value_name = "MODE", default_value = defaults::HCLOUD_SERVER_CACHE_MODE,
-        help_heading = HCLOUD)]
-    pub hcloud_server_cache_mode: String,
-
-    /// Maximum age of cached servers (experimental upstream).
-    #[arg(long, env = "HCLOUD_SERVER_CACHE_MAX_AGE", value_name = "DURATION",
-        default_value = defaults::HCLOUD_SERVER_CACHE_MAX_AGE, help_heading = HCLOUD)]
-    pub hcloud_server_cache_max_age: String,
-
-    /// Requests per hour of the API's budget kept for other tools (CSI driver, autoscaler,
-    /// people): spend freely while the API reports more remaining, pace to the refill rate
-    /// once it reports this few; 0 paces only at an empty budget (this project's variable).
-    #[arg(long, env = "HCLOUD_RATE_LIMIT_RESERVE", value_name = "REQUESTS",
-        default_value = defaults::HCLOUD_RATE_LIMIT_RESERVE, help_heading = HCLOUD)]
-    pub hcloud_rate_limit_reserve: String,
-
-    /// Deletion brake: when one pass of the lifecycle controller would delete more than this
-    /// percentage of the Nodes with an hcloud:// providerID (and at least 2 Nodes), it deletes
-    /// none until fewer are reported gone; 100 turns the brake off (this project's variable).
-    #[arg(long, env = "HCLOUD_NODE_DELETION_MAX_PERCENT", value_name = "PERCENT",
-        default_value = defaults::HCLOUD_NODE_DELETION_MAX_PERCENT, help_heading = HCLOUD)]
-    pub hcloud_node_deletion_max_percent: String,
-
-    /// Whether /metrics is served on plain HTTP at HCLOUD_METRICS_ADDRESS.
-    #[arg(long, env = "HCLOUD_METRICS_ENABLED", value_name = "BOOL", default_value = defaults::HCLOUD_METRICS_ENABLED,
-        help_heading = HCLOUD)]
-    pub hcloud_metrics_enabled: String,
-
-    /// Listen address of the plain-HTTP metrics endpoint.
-    #[arg(long, env = "HCLOUD_METRICS_ADDRESS", value_name = "ADDRESS", default_value = defaults::HCLOUD_METRICS_ADDRESS,
-        help_heading = HCLOUD)]
-    pub hcloud_metrics_address: String,
-
-    // ---- Load balancers ----
-    /// Whether Services of type LoadBalancer are handled.
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_ENABLED", value_name = "BOOL",
-        default_value = defaults::HCLOUD_LOAD_BALANCERS_ENABLED, help_heading = LB)]
-    pub hcloud_load_balancers_enabled: String,
-
-    /// Default location of new load balancers (exclusive with the network zone).
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_LOCATION", value_name = "LOCATION",
-        help_heading = LB)]
-    pub hcloud_load_balancers_location: Option<String>,
-
-    /// Default network zone of new load balancers (exclusive with the location).
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_NETWORK_ZONE", value_name = "ZONE",
-        help_heading = LB)]
-    pub hcloud_load_balancers_network_zone: Option<String>,
-
-    /// Default load balancer type [default: lb11].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_TYPE", value_name = "TYPE", help_heading = LB)]
-    pub hcloud_load_balancers_type: Option<String>,
-
-    /// Default algorithm: round_robin or least_connections [default: round_robin].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE", value_name = "ALGORITHM",
-        help_heading = LB)]
-    pub hcloud_load_balancers_algorithm_type: Option<String>,
-
-    /// Do not publish private IPs in the Service status by default.
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS", value_name = "BOOL",
-        default_value = defaults::HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS, help_heading = LB)]
-    pub hcloud_load_balancers_disable_private_ingress: String,
-
-    /// Reach targets over the private network by default.
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP", value_name = "BOOL",
-        default_value = defaults::HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP, help_heading = LB)]
-    pub hcloud_load_balancers_use_private_ip: String,
-
-    /// Do not publish the IPv6 address by default.
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_DISABLE_IPV6", value_name = "BOOL",
-        default_value = defaults::HCLOUD_LOAD_BALANCERS_DISABLE_IPV6, help_heading = LB)]
-    pub hcloud_load_balancers_disable_ipv6: String,
-
-    /// Disable the public interface by default [default: false].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK", value_name = "BOOL",
-        help_heading = LB)]
-    pub hcloud_load_balancers_disable_public_network: Option<String>,
-
-    /// Default subnet (CIDR) to attach load balancers in.
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE", value_name = "CIDR",
-        help_heading = LB)]
-    pub hcloud_load_balancers_private_subnet_ip_range: Option<String>,
-
-    /// Enable the PROXY protocol by default [default: false].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL", value_name = "BOOL",
-        help_heading = LB)]
-    pub hcloud_load_balancers_uses_proxyprotocol: Option<String>,
-
-    /// Default health check interval [default: API default, 15s].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL", value_name = "DURATION",
-        help_heading = LB)]
-    pub hcloud_load_balancers_health_check_interval: Option<String>,
-
-    /// Default health check timeout [default: API default, 10s].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT", value_name = "DURATION",
-        help_heading = LB)]
-    pub hcloud_load_balancers_health_check_timeout: Option<String>,
-
-    /// Default health check retries [default: API default, 3].
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES", value_name = "N",
-        help_heading = LB)]
-    pub hcloud_load_balancers_health_check_retries: Option<String>,
-
-    /// Beyond the official CCM: this cluster's name, for several clusters in one project. Every
-    /// load balancer and managed certificate created gets the label
-    /// hcloud-ccm/cluster-name=NAME, lookups see only this cluster's (and unlabelled) ones, and
-    /// `plan` lists orphans. Unset: no label, no selector (the official behaviour).
-    #[arg(long, env = "HCLOUD_LOAD_BALANCERS_CLUSTER_NAME", value_name = "NAME",
-        help_heading = LB)]
-    pub hcloud_load_balancers_cluster_name: Option<String>,
-    /// Handle only Services whose spec.loadBalancerClass is this class [default: unset, only
-    /// Services without a class] (this project's variable).
-    #[arg(long = "load-balancer-class", alias = "hcloud-load-balancer-class",
-        env = "HCLOUD_LOAD_BALANCER_CLASS", value_name = "CLASS", help_heading = LB)]
-    pub load_balancer_class: Option<String>,
-
-    // ---- Robot ----
-    /// Enable support for Robot dedicated servers.
-    #[arg(long, env = "ROBOT_ENABLED", value_name = "BOOL", default_value = defaults::ROBOT_ENABLED,
-        help_heading = ROBOT)]
-    pub robot_enabled: String,
-
     /// `ROBOT_USER`, read from the environment only (no flag, as for `HCLOUD_TOKEN`).
-    #[arg(skip)]
     pub robot_user: Option<Secret>,
-
-    /// File holding the Robot user, used when ROBOT_USER is unset. The user itself is read
-    /// from the environment variable ROBOT_USER only (no flag).
-    #[arg(long, env = "ROBOT_USER_FILE", value_name = "PATH", help_heading = ROBOT)]
-    pub robot_user_file: Option<PathBuf>,
-
     /// `ROBOT_PASSWORD`, read from the environment only (no flag, as for `HCLOUD_TOKEN`).
-    #[arg(skip)]
     pub robot_password: Option<Secret>,
-
-    /// File holding the Robot password, used when ROBOT_PASSWORD is unset. The password itself
-    /// is read from the environment variable ROBOT_PASSWORD only (no flag).
-    #[arg(long, env = "ROBOT_PASSWORD_FILE", value_name = "PATH", help_heading = ROBOT)]
-    pub robot_password_file: Option<PathBuf>,
-
-    /// How long Robot server data is cached.
-    #[arg(long, env = "ROBOT_CACHE_TIMEOUT", value_name = "DURATION", default_value = defaults::ROBOT_CACHE_TIMEOUT,
-        help_heading = ROBOT)]
-    pub robot_cache_timeout: String,
-
-    /// How long to wait after hitting the Robot rate limit (0 = fail at once).
-    #[arg(long, env = "ROBOT_RATE_LIMIT_WAIT_TIME", value_name = "DURATION",
-        default_value = defaults::ROBOT_RATE_LIMIT_WAIT_TIME, help_heading = ROBOT)]
-    pub robot_rate_limit_wait_time: String,
-
-    /// The Robot webservice (default: the real one). Beyond the official CCM: for a test
-    /// webservice or a proxy.
-    #[arg(long, env = "ROBOT_ENDPOINT", value_name = "URL", help_heading = ROBOT)]
-    pub robot_endpoint: Option<String>,
-
-    /// Keep InternalIPs that the kubelet set (--node-ip) on Robot nodes.
-    #[arg(long, env = "ROBOT_FORWARD_INTERNAL_IPS", value_name = "BOOL", default_value = defaults::ROBOT_FORWARD_INTERNAL_IPS,
-        help_heading = ROBOT)]
-    pub robot_forward_internal_ips: String,
-
     /// Flags of [`NO_EFFECT_FLAGS`] given on the command line (filled by
     /// [`Args::try_parse_command_line`]).
-    #[arg(skip)]
     pub no_effect: Vec<GivenFlag>,
+}
+
+impl Args {
+    /// The text of the setting with this flag name, if given or defaulted.
+    pub fn value(&self, flag: &str) -> Option<&str> {
+        self.values.get(flag).map(String::as_str)
+    }
+
+    /// Sets `setting` as if it was given this value.
+    pub fn set<T>(&mut self, setting: &Setting<T>, value: impl Into<String>) {
+        self.values.insert(setting.spec.flag, value.into());
+    }
+
+    /// Sets the setting with this flag name (of [`all_settings`]) as if it was given this
+    /// value; `false` when there is no such setting.
+    pub fn set_text(&mut self, flag: &str, value: impl Into<String>) -> bool {
+        match all_settings().find(|spec| spec.flag == flag) {
+            Some(spec) => {
+                self.values.insert(spec.flag, value.into());
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl CommandFactory for Args {
+    fn command() -> clap::Command {
+        all_settings().fold(
+            clap::Command::new("hcloud-ccm")
+                .version(VERSION)
+                .about("Kubernetes cloud-controller-manager for Hetzner Cloud")
+                .long_about(LONG_ABOUT)
+                .max_term_width(110)
+                .args_override_self(true),
+            |cmd, spec| cmd.arg(spec.arg()),
+        )
+    }
+
+    fn command_for_update() -> clap::Command {
+        Self::command()
+    }
+}
+
+impl FromArgMatches for Args {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(Args {
+            values: all_settings()
+                .filter_map(|spec| Some((spec.flag, spec.value_in(matches)?)))
+                .collect(),
+            ..Args::default()
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for spec in all_settings() {
+            if let Some(value) = spec.value_in(matches) {
+                self.values.insert(spec.flag, value);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The value type of a flag accepted without effect (checked like upstream would).
@@ -735,8 +394,8 @@ pub enum CommandLineError {
     },
 }
 
-/// Secrets read from the environment only: (flag, variable).
-const SECRET_FLAGS: [(&str, &str); 3] = [
+/// The secrets, read from the environment only: (refused flag, variable).
+pub const SECRET_FLAGS: [(&str, &str); 3] = [
     ("hcloud-token", "HCLOUD_TOKEN"),
     ("robot-user", "ROBOT_USER"),
     ("robot-password", "ROBOT_PASSWORD"),

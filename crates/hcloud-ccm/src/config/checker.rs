@@ -1,21 +1,31 @@
-//! The [`Checker`]: collects problems and warnings while settings are parsed, and the small
-//! parsing helpers every area uses.
+//! The [`Checker`]: reads the settings of [`Args`], collecting problems and warnings, and the
+//! parsers the settings are declared with.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{Problem, Secret, parse_go_bool, parse_go_duration};
+use super::setting::Setting;
+use super::{Args, FlagKind, Problem, Secret, parse_go_bool, parse_go_duration};
 
-/// Collects problems and warnings while settings are parsed.
-#[derive(Debug, Default)]
-pub(super) struct Checker {
+/// Collects problems and warnings while the settings of [`Args`] are read.
+#[derive(Debug)]
+pub(super) struct Checker<'a> {
+    args: &'a Args,
     pub(super) problems: Vec<Problem>,
     pub(super) warnings: Vec<String>,
 }
 
-impl Checker {
+impl<'a> Checker<'a> {
+    pub(super) fn new(args: &'a Args) -> Self {
+        Checker {
+            args,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
     pub(super) fn problem(&mut self, setting: &str, message: impl Into<String>) {
         self.problems.push(Problem {
             setting: setting.to_owned(),
@@ -27,87 +37,53 @@ impl Checker {
         self.warnings.push(message.into());
     }
 
-    pub(super) fn bool(&mut self, setting: &str, value: &str) -> bool {
-        parse_go_bool(value).unwrap_or_else(|| {
-            self.problem(
-                setting,
-                format!("invalid boolean {value:?} (expected true or false, 1 or 0)"),
-            );
-            false
-        })
+    /// The value of `setting` as written: given, or its default when not given. An
+    /// environment-backed setting that is empty counts as not given.
+    pub(super) fn raw(&self, setting: &Setting<impl Sized>) -> Option<&'a str> {
+        let spec = &setting.spec;
+        let given = self
+            .args
+            .value(spec.flag)
+            .filter(|v| spec.env.is_none() || !v.is_empty());
+        given.or(spec.default)
     }
 
-    /// An environment-backed boolean: empty means the default.
-    pub(super) fn env_bool(&mut self, setting: &str, value: &str, default: &str) -> bool {
-        self.bool(setting, or_default(value, default))
+    /// `setting`, parsed; a problem naming it (and the type's default) when it does not
+    /// parse. Not given and without default it parses the empty string.
+    pub(super) fn value<T: Default>(&mut self, setting: &Setting<T>) -> T {
+        let raw = self.raw(setting).unwrap_or_default();
+        self.parse(setting, raw).unwrap_or_default()
     }
 
-    /// An environment-backed value of a [`FromStr`] type: empty means the default.
-    pub(super) fn env_parsed<T: FromStr<Err = String> + Default>(
-        &mut self,
-        setting: &str,
-        value: &str,
-        default: &str,
-    ) -> T {
-        self.parsed(setting, or_default(value, default))
+    /// `setting`, parsed, when given (and not empty) or defaulted; a problem naming it when it
+    /// does not parse.
+    pub(super) fn optional<T>(&mut self, setting: &Setting<T>) -> Option<T> {
+        let raw = self.raw(setting).filter(|v| !v.is_empty())?;
+        self.parse(setting, raw)
     }
 
-    /// An environment-backed Go duration: empty means the default.
-    pub(super) fn env_duration(&mut self, setting: &str, value: &str, default: &str) -> Duration {
-        self.duration(setting, or_default(value, default))
+    fn parse<T>(&mut self, setting: &Setting<T>, raw: &str) -> Option<T> {
+        (setting.parse)(raw)
+            .map_err(|message| self.problem(&setting.spec.name(), message))
+            .ok()
     }
 
-    pub(super) fn opt_bool(&mut self, setting: &str, value: Option<&str>) -> Option<bool> {
-        non_empty(value).map(|v| self.bool(setting, v))
-    }
-
-    pub(super) fn duration(&mut self, setting: &str, value: &str) -> Duration {
-        parse_go_duration(value).unwrap_or_else(|e| {
-            self.problem(setting, e.to_string());
-            Duration::ZERO
-        })
-    }
-
-    pub(super) fn positive_duration(&mut self, setting: &str, value: &str) -> Duration {
-        match parse_go_duration(value) {
-            Ok(d) if d.is_zero() => {
-                self.problem(setting, "must be greater than zero");
-                d
-            }
-            Ok(d) => d,
-            Err(e) => {
-                self.problem(setting, e.to_string());
-                Duration::ZERO
+    /// A flag accepted without effect, checked like upstream's: its name for problems.
+    pub(super) fn check_kind(&mut self, flag: &str, kind: FlagKind, value: &str) -> bool {
+        let checked = match kind {
+            FlagKind::Bool => boolean(value).map(drop),
+            FlagKind::Duration => duration(value).map(drop),
+            FlagKind::Int => at_least(value, i64::MIN).map(drop),
+            FlagKind::Text => Ok(()),
+        };
+        match checked {
+            Ok(()) => true,
+            Err(message) => {
+                self.problem(flag, message);
+                // As before: only a malformed duration withholds the "no effect" line.
+                kind != FlagKind::Duration
             }
         }
-    }
-
-    pub(super) fn number<T>(&mut self, setting: &str, value: &str, min: T) -> T
-    where
-        T: FromStr + Default + PartialOrd + fmt::Display + Copy,
-    {
-        match value.parse::<T>() {
-            Ok(n) if n < min => {
-                self.problem(setting, format!("must be at least {min}, got {n}"));
-                n
-            }
-            Ok(n) => n,
-            Err(_) => {
-                self.problem(setting, format!("{value:?} is not a valid number"));
-                T::default()
-            }
-        }
-    }
-
-    pub(super) fn parsed<T: FromStr<Err = String> + Default>(
-        &mut self,
-        setting: &str,
-        value: &str,
-    ) -> T {
-        value.parse().unwrap_or_else(|e| {
-            self.problem(setting, e);
-            T::default()
-        })
     }
 
     /// A secret from `VAR` or, when that is unset or empty, the file named by `VAR_FILE`.
@@ -150,18 +126,67 @@ impl Checker {
     }
 }
 
-pub(super) fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
-    if value.is_empty() { default } else { value }
+/// A Go boolean (`true`, `1`, `t`, …).
+pub(super) fn boolean(value: &str) -> Result<bool, String> {
+    parse_go_bool(value)
+        .ok_or_else(|| format!("invalid boolean {value:?} (expected true or false, 1 or 0)"))
 }
 
-pub(super) fn non_empty(value: Option<&str>) -> Option<&str> {
-    value.filter(|v| !v.is_empty())
+/// A Go duration.
+pub(super) fn duration(value: &str) -> Result<Duration, String> {
+    parse_go_duration(value).map_err(|e| e.to_string())
 }
 
-/// Checks that `value` is an http(s) URL with a host.
-pub(super) fn check_url(c: &mut Checker, setting: &str, value: &str) {
+/// A Go duration greater than zero.
+pub(super) fn positive_duration(value: &str) -> Result<Duration, String> {
+    match duration(value)? {
+        d if d.is_zero() => Err("must be greater than zero".to_owned()),
+        d => Ok(d),
+    }
+}
+
+/// A number of at least `min`.
+pub(super) fn at_least<T>(value: &str, min: T) -> Result<T, String>
+where
+    T: FromStr + PartialOrd + fmt::Display,
+{
+    match value.parse::<T>() {
+        Ok(n) if n < min => Err(format!("must be at least {min}, got {n}")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{value:?} is not a valid number")),
+    }
+}
+
+/// A value of a [`FromStr`] type whose error is the message.
+pub(super) fn parsed<T: FromStr<Err = String>>(value: &str) -> Result<T, String> {
+    value.parse()
+}
+
+/// Any text.
+pub(super) fn text(value: &str) -> Result<String, String> {
+    Ok(value.to_owned())
+}
+
+/// A path.
+pub(super) fn path(value: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(value))
+}
+
+/// Any text but the empty one.
+pub(super) fn non_empty_text(value: &str) -> Result<String, String> {
+    if value.is_empty() {
+        Err("must not be empty".to_owned())
+    } else {
+        Ok(value.to_owned())
+    }
+}
+
+/// An http(s) URL with a host.
+pub(super) fn url(value: &str) -> Result<String, String> {
     match value.parse::<http::Uri>() {
-        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {}
-        _ => c.problem(setting, format!("{value:?} is not an http(s) URL")),
+        Ok(uri) if matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some() => {
+            Ok(value.to_owned())
+        }
+        _ => Err(format!("{value:?} is not an http(s) URL")),
     }
 }

@@ -1,80 +1,109 @@
-//! Robot dedicated servers: `ROBOT_*`.
+//! Robot dedicated servers: `ROBOT_*`, read into the provider's [`RobotSettings`] and cache
+//! age, and the client's credentials and endpoint ([`RobotClientSettings`]).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use super::checker::{Checker, check_url, non_empty, or_default};
-use super::{Args, RobotSettings, defaults};
+use hcloud_provider::RobotSettings;
 
-impl Args {
-    pub(super) fn check_robot(&self, c: &mut Checker, routes_enabled: bool) -> RobotSettings {
-        // Deliberate repetition: one Checker call per `ROBOT_*` variable, as in the other
-        // areas; each names its own variable, default and result type.
-        let enabled = c.env_bool(
-            "ROBOT_ENABLED",
-            &self.robot_enabled,
-            defaults::ROBOT_ENABLED,
-        );
-        let user = c.secret_with_file(
-            "ROBOT_USER",
-            self.robot_user.as_ref(),
-            self.robot_user_file.as_deref(),
-        );
-        let password = c.secret_with_file(
-            "ROBOT_PASSWORD",
-            self.robot_password.as_ref(),
-            self.robot_password_file.as_deref(),
-        );
-        let cache_text = or_default(&self.robot_cache_timeout, defaults::ROBOT_CACHE_TIMEOUT);
-        // The official CCM accepts a negative timeout: the list is then stale at once and asked
-        // for on every lookup. A zero (also `-0s`) means the default.
-        let magnitude_text = cache_text.strip_prefix('-').filter(|m| !m.is_empty());
-        let magnitude = c.duration("ROBOT_CACHE_TIMEOUT", magnitude_text.unwrap_or(cache_text));
-        let cache_timeout = if magnitude.is_zero() {
-            Duration::from_secs(300)
-        } else if magnitude_text.is_some() {
-            Duration::ZERO
-        } else {
-            magnitude
-        };
-        let endpoint = non_empty(self.robot_endpoint.as_deref()).map(str::to_owned);
-        if let Some(url) = &endpoint {
-            check_url(c, "ROBOT_ENDPOINT", url);
+use super::args::ROBOT;
+use super::checker::{Checker, boolean, duration, path, url};
+use super::setting::{Form, Spec, settings};
+use super::{RobotClientSettings, Secret};
+
+settings! {
+    SETTINGS, ROBOT;
+    /// Enable support for Robot dedicated servers.
+    pub(super) ENABLED: bool =
+        Spec::env("robot-enabled", "ROBOT_ENABLED", "BOOL").default("false").parse(boolean);
+    /// File holding the Robot user, used when ROBOT_USER is unset. The user itself is read
+    /// from the environment variable ROBOT_USER only (no flag).
+    pub(super) USER_FILE: PathBuf =
+        Spec::env("robot-user-file", "ROBOT_USER_FILE", "PATH").form(Form::Path).parse(path);
+    /// File holding the Robot password, used when ROBOT_PASSWORD is unset. The password itself
+    /// is read from the environment variable ROBOT_PASSWORD only (no flag).
+    pub(super) PASSWORD_FILE: PathBuf =
+        Spec::env("robot-password-file", "ROBOT_PASSWORD_FILE", "PATH")
+            .form(Form::Path)
+            .parse(path);
+    /// How long Robot server data is cached.
+    pub(super) CACHE_TIMEOUT: Duration =
+        Spec::env("robot-cache-timeout", "ROBOT_CACHE_TIMEOUT", "DURATION")
+            .default("5m")
+            .parse(cache_timeout);
+    /// How long to wait after hitting the Robot rate limit (0 = fail at once).
+    pub(super) RATE_LIMIT_WAIT_TIME: Duration =
+        Spec::env("robot-rate-limit-wait-time", "ROBOT_RATE_LIMIT_WAIT_TIME", "DURATION")
+            .default("0s")
+            .parse(duration);
+    /// The Robot webservice (default: the real one). Beyond the official CCM: for a test
+    /// webservice or a proxy.
+    pub(super) ENDPOINT: String = Spec::env("robot-endpoint", "ROBOT_ENDPOINT", "URL").parse(url);
+    /// Keep InternalIPs that the kubelet set (--node-ip) on Robot nodes.
+    pub(super) FORWARD_INTERNAL_IPS: bool =
+        Spec::env("robot-forward-internal-ips", "ROBOT_FORWARD_INTERNAL_IPS", "BOOL")
+            .default("true")
+            .parse(boolean);
+}
+
+/// The official CCM accepts a negative timeout: the list is then stale at once and asked for
+/// on every lookup. A zero (also `-0s`) means the default, 5 minutes.
+fn cache_timeout(value: &str) -> Result<Duration, String> {
+    let magnitude_text = value.strip_prefix('-').filter(|m| !m.is_empty());
+    let magnitude = duration(magnitude_text.unwrap_or(value))?;
+    Ok(if magnitude.is_zero() {
+        Duration::from_secs(300)
+    } else if magnitude_text.is_some() {
+        Duration::ZERO
+    } else {
+        magnitude
+    })
+}
+
+/// The Robot settings: the provider's (with the cache age in `robot_max_age`) and the
+/// client's.
+pub(super) fn check_robot(
+    c: &mut Checker<'_>,
+    (user, password): (Option<&Secret>, Option<&Secret>),
+    routes_enabled: bool,
+    robot_max_age: &mut Duration,
+) -> (RobotSettings, RobotClientSettings) {
+    let enabled = c.value(&ENABLED);
+    let user_file = c.optional(&USER_FILE);
+    let user = c.secret_with_file("ROBOT_USER", user, user_file.as_deref());
+    let password_file = c.optional(&PASSWORD_FILE);
+    let password = c.secret_with_file("ROBOT_PASSWORD", password, password_file.as_deref());
+    *robot_max_age = c.value(&CACHE_TIMEOUT);
+    let endpoint = c.optional(&ENDPOINT);
+    let rate_limit_wait_time = c.value(&RATE_LIMIT_WAIT_TIME);
+    let forward_internal_ips = c.value(&FORWARD_INTERNAL_IPS);
+    if enabled {
+        if user.is_some() != password.is_some() {
+            c.problem(
+                "ROBOT_USER/ROBOT_PASSWORD",
+                "both must be provided, or neither (partial Robot credentials)",
+            );
         }
-        let rate_limit_wait_time = c.env_duration(
-            "ROBOT_RATE_LIMIT_WAIT_TIME",
-            &self.robot_rate_limit_wait_time,
-            defaults::ROBOT_RATE_LIMIT_WAIT_TIME,
-        );
-        let forward_internal_ips = c.env_bool(
-            "ROBOT_FORWARD_INTERNAL_IPS",
-            &self.robot_forward_internal_ips,
-            defaults::ROBOT_FORWARD_INTERNAL_IPS,
-        );
-        if enabled {
-            if user.is_some() != password.is_some() {
-                c.problem(
-                    "ROBOT_USER/ROBOT_PASSWORD",
-                    "both must be provided, or neither (partial Robot credentials)",
-                );
-            }
-            if routes_enabled {
-                c.problem(
-                    "ROBOT_ENABLED/HCLOUD_NETWORK_ROUTES_ENABLED",
-                    "routes are not supported together with Robot; set \
-                     HCLOUD_NETWORK_ROUTES_ENABLED=false",
-                );
-            }
-        } else if user.is_some() || password.is_some() {
-            c.warn("Robot credentials are set but ROBOT_ENABLED is false; they are not used");
+        if routes_enabled {
+            c.problem(
+                "ROBOT_ENABLED/HCLOUD_NETWORK_ROUTES_ENABLED",
+                "routes are not supported together with Robot; set \
+                 HCLOUD_NETWORK_ROUTES_ENABLED=false",
+            );
         }
+    } else if user.is_some() || password.is_some() {
+        c.warn("Robot credentials are set but ROBOT_ENABLED is false; they are not used");
+    }
+    (
         RobotSettings {
             enabled,
+            forward_internal_ips: enabled && forward_internal_ips,
+            rate_limit_wait_time,
+        },
+        RobotClientSettings {
             user,
             password,
             endpoint,
-            cache_timeout,
-            rate_limit_wait_time,
-            forward_internal_ips: enabled && forward_internal_ips,
-        }
-    }
+        },
+    )
 }

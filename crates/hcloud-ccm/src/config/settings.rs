@@ -1,8 +1,5 @@
-//! The validated settings: [`Config`] and the settings of each area.
-//!
-//! Deliberate repetition: every struct here is a plain record of validated values, one field per
-//! flag or variable with a doc line naming it. They look alike because they are data, not
-//! logic; each area's struct changes with its own flags.
+//! The validated settings: [`Config`] and the settings of each area the binary itself uses.
+//! What the provider uses is the provider's own [`ProviderSettings`], filled by validation.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -10,10 +7,9 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
-use super::{
-    AddressFamily, Controller, EnabledControllers, FeatureGates, ListenAddress,
-    LoadBalancerAlgorithm, LogFormat, Secret, ServerCacheMode,
-};
+use hcloud_provider::{LoadBalancerSettings, ProviderSettings};
+
+use super::{Controller, EnabledControllers, FeatureGates, ListenAddress, LogFormat, Secret};
 
 /// Client-side limit of requests to the Kubernetes API (`--kube-api-qps`, `--kube-api-burst`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -88,7 +84,8 @@ pub struct LoggingSettings {
     pub hcloud_debug: bool,
 }
 
-/// Hetzner Cloud API and instance settings.
+/// The Hetzner Cloud settings the binary uses (the API client, the attached-network check, the
+/// lifecycle controller's brake); the provider's are in [`Config::provider`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HcloudSettings {
     /// `HCLOUD_TOKEN` or the content of `HCLOUD_TOKEN_FILE`.
@@ -97,92 +94,32 @@ pub struct HcloudSettings {
     pub endpoint: Option<String>,
     /// `HCLOUD_DEBUG`.
     pub debug: bool,
-    /// `HCLOUD_NETWORK` (name or ID).
+    /// `HCLOUD_NETWORK` (name or ID), as written.
     pub network: Option<String>,
     /// Inverse of `HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK`.
     pub network_attached_check: bool,
-    /// `--cluster-cidr`, parsed (same as [`Config::cluster_cidrs`]), for the provider's route
-    /// checks.
-    pub cluster_cidrs: Vec<IpNet>,
     /// `HCLOUD_METADATA_ENDPOINT`: the metadata service asked by the attached-network check.
     pub metadata_endpoint: String,
-    /// `HCLOUD_NETWORK_ROUTES_ENABLED`, effective only with a network (false without one, and
-    /// false when `--cluster-cidr` is missing or unusable, as the official CCM).
-    pub routes_enabled: bool,
-    /// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
-    pub address_family: AddressFamily,
-    /// `HCLOUD_INSTANCES_ZONE_LABEL_ENABLED`.
-    pub zone_label_enabled: bool,
-    /// `HCLOUD_SERVER_CACHE_MODE`.
-    pub server_cache_mode: ServerCacheMode,
     /// `HCLOUD_RATE_LIMIT_RESERVE`: requests per hour left to other tools.
     pub rate_limit_reserve: u32,
-    /// `HCLOUD_SERVER_CACHE_MAX_AGE`.
-    pub server_cache_max_age: Duration,
     /// `HCLOUD_NODE_DELETION_MAX_PERCENT` (0 to 100).
     pub node_deletion_max_percent: u8,
 }
 
-/// Load balancer defaults (`HCLOUD_LOAD_BALANCERS_*`); not used until load balancers exist.
+/// What the Robot webservice client needs: `ROBOT_USER`, `ROBOT_PASSWORD` (or their files) and
+/// `ROBOT_ENDPOINT`. The provider's Robot settings are in [`Config::provider`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LoadBalancerSettings {
-    /// `HCLOUD_LOAD_BALANCERS_ENABLED`.
-    pub enabled: bool,
-    /// `HCLOUD_LOAD_BALANCERS_LOCATION`.
-    pub location: Option<String>,
-    /// `HCLOUD_LOAD_BALANCERS_NETWORK_ZONE`.
-    pub network_zone: Option<String>,
-    /// `HCLOUD_LOAD_BALANCERS_TYPE` (`lb11` when unset).
-    pub lb_type: Option<String>,
-    /// `HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE`.
-    pub algorithm: Option<LoadBalancerAlgorithm>,
-    /// Inverse of `HCLOUD_LOAD_BALANCERS_DISABLE_PRIVATE_INGRESS`.
-    pub private_ingress_enabled: bool,
-    /// `HCLOUD_LOAD_BALANCERS_USE_PRIVATE_IP`.
-    pub use_private_ip: bool,
-    /// Inverse of `HCLOUD_LOAD_BALANCERS_DISABLE_IPV6`.
-    pub ipv6_enabled: bool,
-    /// `HCLOUD_LOAD_BALANCERS_DISABLE_PUBLIC_NETWORK` (`None` = unset).
-    pub disable_public_network: Option<bool>,
-    /// `HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE`.
-    pub private_subnet_ip_range: Option<IpNet>,
-    /// `HCLOUD_LOAD_BALANCERS_USES_PROXYPROTOCOL` (`None` = unset).
-    pub uses_proxy_protocol: Option<bool>,
-    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_INTERVAL`.
-    pub health_check_interval: Option<Duration>,
-    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_TIMEOUT`.
-    pub health_check_timeout: Option<Duration>,
-    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`.
-    pub health_check_retries: Option<u32>,
-    /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME` (beyond the official CCM; `None` = unset).
-    pub cluster_name: Option<String>,
-    /// `--load-balancer-class` / `HCLOUD_LOAD_BALANCER_CLASS`: the `spec.loadBalancerClass`
-    /// of the Services handled; `None`: the Services without a class.
-    pub class: Option<String>,
-}
-
-/// Robot settings (`ROBOT_*`); not used until Robot support exists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RobotSettings {
-    /// `ROBOT_ENABLED`.
-    pub enabled: bool,
+pub struct RobotClientSettings {
     /// `ROBOT_USER` or the content of `ROBOT_USER_FILE`.
     pub user: Option<Secret>,
     /// `ROBOT_PASSWORD` or the content of `ROBOT_PASSWORD_FILE`.
     pub password: Option<Secret>,
     /// `ROBOT_ENDPOINT`; `None` = the real webservice.
     pub endpoint: Option<String>,
-    /// `ROBOT_CACHE_TIMEOUT` (0 means the default, 5 minutes, as upstream; a negative value
-    /// reads as zero: the list is asked for on every lookup).
-    pub cache_timeout: Duration,
-    /// `ROBOT_RATE_LIMIT_WAIT_TIME`.
-    pub rate_limit_wait_time: Duration,
-    /// `ROBOT_FORWARD_INTERNAL_IPS`, effective only with Robot enabled.
-    pub forward_internal_ips: bool,
 }
 
 /// The validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// `--cloud-provider` (always `hcloud`).
     pub cloud_provider: String,
@@ -225,12 +162,19 @@ pub struct Config {
     pub metrics_address: Option<ListenAddress>,
     /// Logging.
     pub logging: LoggingSettings,
-    /// Hetzner Cloud.
+    /// Hetzner Cloud, as the binary uses it.
     pub hcloud: HcloudSettings,
-    /// Load balancer defaults.
+    /// `HCLOUD_LOAD_BALANCERS_*`, also when `HCLOUD_LOAD_BALANCERS_ENABLED` is false (then
+    /// `provider.load_balancers` is `None`).
     pub load_balancers: LoadBalancerSettings,
+    /// `--load-balancer-class` / `HCLOUD_LOAD_BALANCER_CLASS`: the `spec.loadBalancerClass`
+    /// of the Services handled; `None`: the Services without a class.
+    pub load_balancer_class: Option<String>,
+    /// The Robot webservice client's settings.
+    pub robot: RobotClientSettings,
+    /// What the provider is given: instances, caches, routes, load balancers (when enabled),
     /// Robot.
-    pub robot: RobotSettings,
+    pub provider: ProviderSettings,
     /// Things worth a warning at startup (log them once logging is set up).
     pub warnings: Vec<String>,
 }
@@ -251,7 +195,7 @@ impl Config {
             return Some(format!("{controller}: turned off by --controllers"));
         }
         match controller {
-            Controller::ServiceLb if !self.load_balancers.enabled => Some(format!(
+            Controller::ServiceLb if self.provider.load_balancers.is_none() => Some(format!(
                 "{controller}: turned off by HCLOUD_LOAD_BALANCERS_ENABLED=false"
             )),
             Controller::NodeRoute if !self.configure_cloud_routes => Some(format!(
@@ -260,7 +204,7 @@ impl Config {
             Controller::NodeRoute if self.hcloud.network.is_none() => Some(format!(
                 "{controller}: no HCLOUD_NETWORK (routes live in a private network)"
             )),
-            Controller::NodeRoute if !self.hcloud.routes_enabled => Some(
+            Controller::NodeRoute if !self.provider.routes_enabled => Some(
                 // The start-up warning of an unusable --cluster-cidr, else the switch.
                 self.warnings
                     .iter()

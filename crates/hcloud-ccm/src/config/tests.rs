@@ -2,6 +2,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::CommandFactory;
+use hcloud_api::models::AlgorithmType;
+use hcloud_provider::{AddressFamily, CacheMode};
 use ipnet::IpNet;
 
 use super::*;
@@ -138,15 +140,20 @@ fn defaults_match_upstream() {
         cfg.hcloud.metadata_endpoint,
         "http://169.254.169.254/hetzner/v1/metadata"
     );
-    assert!(!cfg.hcloud.routes_enabled, "no routes without a network");
-    assert_eq!(cfg.hcloud.address_family, AddressFamily::Ipv4);
-    assert!(cfg.hcloud.zone_label_enabled);
-    assert_eq!(cfg.hcloud.server_cache_mode, ServerCacheMode::All);
-    assert_eq!(cfg.hcloud.server_cache_max_age, Duration::from_secs(10));
+    assert!(!cfg.provider.routes_enabled, "no routes without a network");
+    assert_eq!(cfg.provider.address_family, AddressFamily::Ipv4);
+    assert!(cfg.provider.zone_label_enabled);
+    assert_eq!(cfg.provider.cache.mode, CacheMode::All);
+    assert_eq!(cfg.provider.cache.max_age, Duration::from_secs(10));
     assert_eq!(cfg.hcloud.rate_limit_reserve, 600);
 
     let lb = &cfg.load_balancers;
-    assert!(lb.enabled && lb.private_ingress_enabled && lb.ipv6_enabled && !lb.use_private_ip);
+    assert!(
+        cfg.provider.load_balancers.as_ref() == Some(lb)
+            && !lb.disable_private_ingress
+            && !lb.disable_ipv6
+            && !lb.use_private_ip
+    );
     assert_eq!(
         (
             lb.location.as_ref(),
@@ -156,15 +163,15 @@ fn defaults_match_upstream() {
         (None, None, None)
     );
     assert_eq!(
-        (lb.disable_public_network, lb.uses_proxy_protocol),
+        (lb.disable_public_network, lb.uses_proxyprotocol),
         (None, None)
     );
 
-    assert!(!cfg.robot.enabled);
-    assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(300));
-    assert_eq!(cfg.robot.rate_limit_wait_time, Duration::ZERO);
+    assert!(!cfg.provider.robot.enabled);
+    assert_eq!(cfg.provider.cache.robot_max_age, Duration::from_secs(300));
+    assert_eq!(cfg.provider.robot.rate_limit_wait_time, Duration::ZERO);
     assert!(
-        !cfg.robot.forward_internal_ips,
+        !cfg.provider.robot.forward_internal_ips,
         "only effective with Robot enabled"
     );
 
@@ -375,7 +382,7 @@ fn routes_would_run_rules() {
     // A network turns routes on by default; they then need a usable --cluster-cidr.
     let cfg = config(&["--hcloud-network=net", "--cluster-cidr=10.244.0.0/16"]);
     assert!(cfg.controller_wanted(Controller::NodeRoute));
-    assert!(cfg.hcloud.routes_enabled);
+    assert!(cfg.provider.routes_enabled);
     assert_eq!(
         cfg.cluster_cidrs,
         vec!["10.244.0.0/16".parse::<IpNet>().unwrap()]
@@ -402,7 +409,7 @@ fn routes_would_run_rules() {
         let mut extra = vec!["--hcloud-network=net"];
         extra.extend(cidr);
         let cfg = config(&extra);
-        assert!(!cfg.hcloud.routes_enabled, "{cidr:?}");
+        assert!(!cfg.provider.routes_enabled, "{cidr:?}");
         assert!(!cfg.controller_wanted(Controller::NodeRoute), "{cidr:?}");
         assert!(cfg.cluster_cidrs.is_empty(), "{cidr:?}");
         assert_eq!(cfg.warnings.len(), 1, "{cidr:?}: {:?}", cfg.warnings);
@@ -421,7 +428,7 @@ fn routes_would_run_rules() {
 fn robot_rules_with_robot_implemented() {
     let run = |extra: &[&str]| args(extra).validate();
     let cfg = run(&["--robot-enabled=true"]).unwrap();
-    assert!(cfg.robot.enabled && cfg.robot.forward_internal_ips);
+    assert!(cfg.provider.robot.enabled && cfg.provider.robot.forward_internal_ips);
     let cfg = args_with_robot(&["--robot-enabled=true"], "u", "p")
         .validate()
         .unwrap();
@@ -449,7 +456,7 @@ fn robot_rules_with_robot_implemented() {
     assert_mentions(&err, &["HCLOUD_NETWORK_ROUTES_ENABLED", "ROBOT_ENABLED"]);
     // Upstream reads a zero cache timeout as the default.
     let cfg = run(&["--robot-cache-timeout=0"]).unwrap();
-    assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(300));
+    assert_eq!(cfg.provider.cache.robot_max_age, Duration::from_secs(300));
 }
 
 #[test]
@@ -486,20 +493,20 @@ fn robot_endpoint_and_cache_timeout() {
         Some("http://127.0.0.1:9/robot")
     );
     assert_eq!(
-        cfg.robot.cache_timeout,
+        cfg.provider.cache.robot_max_age,
         Duration::ZERO,
         "negative: ask every time"
     );
     for zero in ["0", "-0s"] {
         let cfg = config(&[&format!("--robot-cache-timeout={zero}")]);
         assert_eq!(
-            cfg.robot.cache_timeout,
+            cfg.provider.cache.robot_max_age,
             Duration::from_secs(300),
             "{zero}: the default"
         );
     }
     let cfg = config(&["--robot-cache-timeout=90s"]);
-    assert_eq!(cfg.robot.cache_timeout, Duration::from_secs(90));
+    assert_eq!(cfg.provider.cache.robot_max_age, Duration::from_secs(90));
     assert_refused(
         &["--robot-endpoint=robot.example", "--robot-cache-timeout=-x"],
         &["ROBOT_ENDPOINT", "ROBOT_CACHE_TIMEOUT"],
@@ -523,7 +530,7 @@ fn load_balancer_settings_are_parsed() {
     assert_eq!(cfg.load_balancers.health_check_retries, Some(5));
     assert_eq!(
         cfg.load_balancers.algorithm,
-        Some(LoadBalancerAlgorithm::LeastConnections)
+        Some(AlgorithmType::LeastConnections)
     );
     assert!(cfg.load_balancers.use_private_ip);
     assert!(cfg.controller_wanted(Controller::ServiceLb));
@@ -563,9 +570,10 @@ fn the_cluster_name_is_optional_and_a_label_value() {
     let cfg = config(&["--hcloud-load-balancers-cluster-name=prod-eu"]);
     assert_eq!(cfg.load_balancers.cluster_name.as_deref(), Some("prod-eu"));
     assert_eq!(
-        crate::cloud::load_balancer_settings(&cfg.load_balancers)
-            .cluster_name
-            .as_deref(),
+        cfg.provider
+            .load_balancers
+            .as_ref()
+            .and_then(|lb| lb.cluster_name.as_deref()),
         Some("prod-eu")
     );
     for bad in ["prod/eu", "-prod", &"x".repeat(64)] {
@@ -750,7 +758,7 @@ const OFFICIAL_NETWORK_ARGS: &[&str] = &[
 #[test]
 fn the_official_manifest_arguments_are_understood() {
     let mut a = parse(OFFICIAL_NETWORK_ARGS);
-    a.hcloud_network = Some("net".into());
+    a.set(&hcloud::NETWORK, "net");
     let cfg = a.validate().unwrap();
     assert!(cfg.feature_gates.watch_based_routes);
     assert_eq!(cfg.route_reconciliation_period, Duration::from_secs(30));
@@ -1072,9 +1080,9 @@ fn help_documents_every_flag_and_variable() {
 
 #[test]
 fn load_balancer_class() {
-    assert_eq!(config(&[]).load_balancers.class, None, "unset by default");
+    assert_eq!(config(&[]).load_balancer_class, None, "unset by default");
     assert_eq!(
-        config(&["--load-balancer-class="]).load_balancers.class,
+        config(&["--load-balancer-class="]).load_balancer_class,
         None,
         "empty means unset"
     );
@@ -1084,11 +1092,11 @@ fn load_balancer_class() {
         "lb.example.com/hetzner_cloud.v1",
     ] {
         let cfg = config(&[&format!("--load-balancer-class={valid}")]);
-        assert_eq!(cfg.load_balancers.class.as_deref(), Some(valid));
+        assert_eq!(cfg.load_balancer_class.as_deref(), Some(valid));
     }
     // Like every variable, also a flag of its name in lower case.
     let cfg = config(&["--hcloud-load-balancer-class=hcloud"]);
-    assert_eq!(cfg.load_balancers.class.as_deref(), Some("hcloud"));
+    assert_eq!(cfg.load_balancer_class.as_deref(), Some("hcloud"));
     for invalid in [
         "Example.com/hcloud",
         "example.com/",
@@ -1155,5 +1163,161 @@ fn a_controller_turned_off_says_which_setting_did_it() {
             cfg.controller_wanted(controller),
             cfg.why_not_wanted(controller).is_none()
         );
+    }
+}
+
+#[test]
+fn zero_health_check_variables_mean_unset() {
+    // As the official CCM reads them, 0 means unset: the health check is left as it is.
+    let cfg = config(&[
+        "--hcloud-load-balancers-health-check-interval=0s",
+        "--hcloud-load-balancers-health-check-timeout=0",
+        "--hcloud-load-balancers-health-check-retries=0",
+    ]);
+    let lb = cfg.provider.load_balancers.unwrap();
+    assert_eq!(lb.health_check_interval, None);
+    assert_eq!(lb.health_check_timeout, None);
+    assert_eq!(lb.health_check_retries, None);
+
+    let cfg = config(&[
+        "--hcloud-load-balancers-health-check-interval=5s",
+        "--hcloud-load-balancers-health-check-timeout=3s",
+        "--hcloud-load-balancers-health-check-retries=2",
+    ]);
+    let lb = cfg.provider.load_balancers.unwrap();
+    assert_eq!(lb.health_check_interval, Some(Duration::from_secs(5)));
+    assert_eq!(lb.health_check_timeout, Some(Duration::from_secs(3)));
+    assert_eq!(lb.health_check_retries, Some(2));
+}
+
+#[test]
+fn enumerated_values_and_their_messages() {
+    // The algorithm is read case-insensitively, the other enumerations exactly, as upstream.
+    let algorithm = |value: &str| {
+        config(&[&format!("--hcloud-load-balancers-algorithm-type={value}")])
+            .load_balancers
+            .algorithm
+    };
+    assert_eq!(
+        algorithm(" Least_Connections "),
+        Some(AlgorithmType::LeastConnections)
+    );
+    assert_eq!(algorithm("round_robin"), Some(AlgorithmType::RoundRobin));
+    let cfg = config(&[
+        "--hcloud-instances-address-family=dualstack",
+        "--hcloud-server-cache-mode=off",
+    ]);
+    assert_eq!(cfg.provider.address_family, AddressFamily::DualStack);
+    assert_eq!(cfg.provider.cache.mode, CacheMode::Off);
+    let err = problems(&[
+        "--hcloud-instances-address-family=IPv4",
+        "--hcloud-server-cache-mode=some",
+        "--hcloud-load-balancers-algorithm-type=random",
+    ]);
+    let lines: Vec<String> = err.problems.iter().map(ToString::to_string).collect();
+    for expected in [
+        "HCLOUD_INSTANCES_ADDRESS_FAMILY: invalid value \"IPv4\", expected one of: ipv4, ipv6, \
+         dualstack",
+        "HCLOUD_SERVER_CACHE_MODE: invalid value \"some\", expected one of: all, one, off",
+        "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE: unsupported value \"random\", expected \
+         round_robin or least_connections",
+    ] {
+        assert!(lines.iter().any(|l| l == expected), "{expected}: {lines:?}");
+    }
+}
+
+#[test]
+fn a_set_but_empty_variable_means_its_default() {
+    let mut a = args(&[]);
+    for spec in all_settings().filter(|s| s.env.is_some()) {
+        a.set_text(spec.flag, "");
+    }
+    let cfg = a.validate().unwrap();
+    let defaults = config(&[]);
+    assert_eq!(cfg.provider.cache, defaults.provider.cache);
+    assert_eq!(cfg.hcloud, defaults.hcloud);
+    assert_eq!(cfg.load_balancers, defaults.load_balancers);
+    assert_eq!(cfg.metrics_address, defaults.metrics_address);
+    assert_eq!(cfg.provider.robot, defaults.provider.robot);
+}
+
+/// Where the generated reference table sits in docs/configuration.md.
+const TABLE_BEGIN: &str = "<!-- BEGIN settings table -->\n";
+const TABLE_END: &str = "<!-- END settings table -->";
+
+/// docs/configuration.md's table of every setting is generated from the declarations (regenerate
+/// with `UPDATE_DOCS=1 cargo test -p hcloud-ccm --lib config::tests::docs`), and the document
+/// names no flag or variable that is not declared.
+#[test]
+fn docs_reference_table_is_the_declarations() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let mut doc = std::fs::read_to_string(&path).unwrap();
+    let start = doc.find(TABLE_BEGIN).expect("begin marker") + TABLE_BEGIN.len();
+    let end = doc.find(TABLE_END).expect("end marker");
+    let table = reference_table();
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        doc = format!("{}{table}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&path, &doc).unwrap();
+    } else {
+        assert!(
+            doc[start..end] == table,
+            "docs/configuration.md's settings table is out of date; regenerate with \
+             UPDATE_DOCS=1 cargo test -p hcloud-ccm --lib config::tests::docs"
+        );
+    }
+    for spec in all_settings() {
+        let help = spec.help_text();
+        assert!(!help.is_empty(), "--{} has no help", spec.flag);
+        assert!(
+            doc.contains(&help.replace('|', "\\|")),
+            "--{}: {help}",
+            spec.flag
+        );
+    }
+
+    // Every variable and flag the document mentions is declared.
+    let mut variables: Vec<String> = all_settings()
+        .filter_map(|s| s.env.map(str::to_owned))
+        .collect();
+    variables.extend(SECRET_FLAGS.iter().map(|(_, v)| (*v).to_owned()));
+    let mut flags: Vec<String> = all_settings()
+        .flat_map(|s| std::iter::once(s.flag).chain(s.aliases.iter().copied()))
+        .chain(NO_EFFECT_FLAGS.iter().map(|f| f.name))
+        .map(str::to_owned)
+        .collect();
+    // Not settings: the refused secret flags, clap's own, `plan`'s, the kubelet's --node-ip,
+    // and the placeholder of "--flag=value has no effect".
+    flags.extend(SECRET_FLAGS.iter().map(|(f, _)| (*f).to_owned()));
+    flags.extend(
+        [
+            "help",
+            "version",
+            "output",
+            "detailed-exitcode",
+            "node-ip",
+            "flag",
+        ]
+        .map(str::to_owned),
+    );
+    let words = doc.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_' || ch == '-'));
+    for word in words {
+        if let Some(flag) = word
+            .strip_prefix("--")
+            .filter(|f| f.starts_with(|ch: char| ch.is_ascii_lowercase()))
+        {
+            let flag = flag.replace('_', "-");
+            assert!(
+                flags.contains(&flag),
+                "docs/configuration.md names --{flag}"
+            );
+        } else if word.starts_with("HCLOUD_") || word.starts_with("ROBOT_") {
+            // `HCLOUD_LOAD_BALANCERS_*` names a group: some variable must have the prefix.
+            let known = if word.ends_with('_') {
+                variables.iter().any(|v| v.starts_with(word))
+            } else {
+                variables.iter().any(|v| v == word)
+            };
+            assert!(known, "docs/configuration.md names {word}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Small value types of the configuration: secrets, listen addresses, enumerations, Go booleans.
+//! Small value types of the configuration: secrets, listen addresses, the log format.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -101,88 +101,6 @@ impl fmt::Display for ListenAddress {
     }
 }
 
-// Deliberate repetition: each enumeration below is the value set of one setting, with a
-// `FromStr` that spells out the exact words that setting accepts (some case-sensitive as
-// upstream, the algorithm not) and an error listing them.
-
-/// `HCLOUD_INSTANCES_ADDRESS_FAMILY`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum AddressFamily {
-    /// IPv4 addresses only (default).
-    #[default]
-    Ipv4,
-    /// IPv6 addresses only.
-    Ipv6,
-    /// Both families.
-    DualStack,
-}
-
-impl FromStr for AddressFamily {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        match value {
-            "ipv4" => Ok(AddressFamily::Ipv4),
-            "ipv6" => Ok(AddressFamily::Ipv6),
-            "dualstack" => Ok(AddressFamily::DualStack),
-            other => Err(format!(
-                "invalid value {other:?}, expected one of: ipv4, ipv6, dualstack"
-            )),
-        }
-    }
-}
-
-/// `HCLOUD_SERVER_CACHE_MODE` (experimental upstream).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ServerCacheMode {
-    /// Cache the list of all servers (default).
-    #[default]
-    All,
-    /// Cache servers one by one.
-    One,
-    /// No cache.
-    Off,
-}
-
-impl FromStr for ServerCacheMode {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        match value {
-            "all" => Ok(ServerCacheMode::All),
-            "one" => Ok(ServerCacheMode::One),
-            "off" => Ok(ServerCacheMode::Off),
-            other => Err(format!(
-                "invalid value {other:?}, expected one of: all, one, off"
-            )),
-        }
-    }
-}
-
-/// `HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LoadBalancerAlgorithm {
-    /// Round robin (the API's default).
-    #[default]
-    RoundRobin,
-    /// Least connections.
-    LeastConnections,
-}
-
-impl FromStr for LoadBalancerAlgorithm {
-    type Err = String;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        match value.trim().to_ascii_lowercase().as_str() {
-            "round_robin" => Ok(LoadBalancerAlgorithm::RoundRobin),
-            "least_connections" => Ok(LoadBalancerAlgorithm::LeastConnections),
-            _ => Err(format!(
-                "unsupported value {value:?}, expected round_robin or least_connections"
-            )),
-        }
-    }
-}
-
 /// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
@@ -236,13 +154,6 @@ mod tests {
 
     #[test]
     fn enumerations() {
-        assert_eq!("dualstack".parse(), Ok(AddressFamily::DualStack));
-        assert!("IPv4".parse::<AddressFamily>().is_err());
-        assert_eq!(
-            " Least_Connections ".parse(),
-            Ok(LoadBalancerAlgorithm::LeastConnections)
-        );
-        assert_eq!("off".parse(), Ok(ServerCacheMode::Off));
         assert_eq!("json".parse(), Ok(LogFormat::Json));
         assert!("logfmt".parse::<LogFormat>().is_err());
     }

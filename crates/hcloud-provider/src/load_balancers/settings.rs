@@ -1,14 +1,9 @@
 //! [`LoadBalancerSettings`]: the `HCLOUD_LOAD_BALANCERS_*` defaults.
 //!
-//! The binary reads and validates the variables (it is the one configuration source) and maps
-//! them here. A field that is `None` was not set: the load balancer keeps what it has (and on
-//! creation the field is not sent, so the API's default applies), exactly as the official CCM
-//! treats an unset variable.
-//!
-//! Deliberate repetition: [`LoadBalancerSettings`] lists the variables one field each, as the
-//! binary's own settings struct does; that one mirrors the environment as read (an `enabled`
-//! switch, the class, inverted flags, a range of either family), this one is what the provider
-//! needs after the binary has checked it, so the two change separately.
+//! The binary's configuration reads and validates the variables (it is the one configuration
+//! source) straight into this type. A field that is `None` was not set: the load balancer keeps
+//! what it has (and on creation the field is not sent, so the API's default applies), exactly
+//! as the official CCM treats an unset variable.
 
 use std::time::Duration;
 
@@ -20,7 +15,7 @@ pub const DEFAULT_LB_TYPE: &str = "lb11";
 
 /// Defaults for every Service's load balancer (the `HCLOUD_LOAD_BALANCERS_*` variables; an
 /// annotation on the Service always wins) plus timing knobs of the implementation.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadBalancerSettings {
     /// `HCLOUD_LOAD_BALANCERS_LOCATION`.
     pub location: Option<String>,
