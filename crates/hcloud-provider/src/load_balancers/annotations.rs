@@ -545,8 +545,6 @@ mod tests {
                     .map(|v| v.map(|n| n.to_string())),
                 "load-balancer.hetzner.cloud/health-check-interval: \"2s\" must be whole seconds between 3s and 60s",
             ),
-            // Deliberate repetition: table rows, each one reader given one bad value, with the
-            // message it must give.
             (
                 ann(&[(keys::HEALTH_CHECK_RETRIES, "many")])
                     .number(keys::HEALTH_CHECK_RETRIES, 0, 5)

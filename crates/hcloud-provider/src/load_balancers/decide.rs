@@ -1,39 +1,36 @@
-//! The one decision of ensure: what the Service's load balancer needs, found with reads only.
+//! The decisions, pure: what ensure, update and delete do, from what was read (`read.rs`).
 //!
-//! [`HcloudLoadBalancers::decide`] reads (the load balancer by label or name, certificates,
-//! load balancer types) and decides (the desired state, the creation request, the steps of
-//! every round). `ensure` carries the decision out ([`HcloudLoadBalancers::carry_out`]);
-//! `plan` prints it ([`Decision::to_plan`]). There is no second path: what `plan` shows is
-//! what ensure does, round for round; only what the API alone knows (addresses, a server
-//! that turns out not to exist) can differ, and ensure diffs the real load balancer again
-//! after each round.
+//! [`decide`] turns a [`Read`] into a [`Decision`]: the desired state, the certificate to
+//! create or wait for, the creation request, and the steps of every round, each round diffed
+//! against the load balancer as the rounds before it leave it ([`predict`]). Ensure carries
+//! the decision out (`apply.rs`), round for round, without diffing again; `plan` prints it
+//! ([`Decision::to_plan`]). What only the API's answers tell is named by stand-ins in the
+//! steps: the ID of the managed certificate created first ([`NEW_CERTIFICATE`]) and the
+//! public addresses of a load balancer being created ([`predict::NEW_IPV4`],
+//! [`predict::NEW_IPV6`]).
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use cloud_provider::change::{Change, Verb, Warning, Write};
 use cloud_provider::provider::Result;
-use cloud_provider::{Category, Error, LoadBalancerPlan};
+use cloud_provider::{Error, LoadBalancerPlan};
 use hcloud_api::models::{
-    self, Certificate, CreateLoadBalancerRequest, IssuanceStatus, LoadBalancerType,
+    self, Certificate, CreateLoadBalancerRequest, IssuanceStatus, LoadBalancerType, TargetSpec,
 };
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
-use super::HcloudLoadBalancers;
 use super::annotations::keys;
 use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, Step, Subject};
-use super::naming::service_key;
-use super::predict;
+use super::read::{Found, ManagedRead, Read, TypeRead};
 use super::services::NEW_CERTIFICATE;
 use super::steps::reasons;
-use crate::metrics::op::load_balancers as lbs_op;
 
-/// How many diff-and-apply rounds one ensure runs (a type change can make room for more
-/// targets and a re-attached network can drop private targets, which only the next round
-/// sees).
+/// How many rounds one ensure runs at most (a type change can make room for more targets,
+/// which only the next round's diff sees).
 pub(super) const ROUNDS: usize = 3;
 
 /// The managed certificate ensure needs before its load balancer changes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum PendingCertificate {
     /// None exists: create it, then wait until it is issued.
     Create(ManagedCertificate),
@@ -42,18 +39,18 @@ pub(super) enum PendingCertificate {
 }
 
 /// What happens to the load balancer itself.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) enum Target {
     /// It exists: the rounds change it.
     Existing(Box<models::LoadBalancer>),
-    /// It is created with this request, of this type.
+    /// It is created with this request; the rounds change the created one.
     Create(Box<CreateLoadBalancerRequest>),
     /// The name belongs to another Service's load balancer: nothing is done (retried).
     Refused(String),
 }
 
 /// What ensure will do for one Service (see the module docs).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Decision {
     /// The desired state, certificate IDs filled in where known.
     pub desired: Desired,
@@ -69,8 +66,17 @@ pub(super) struct Decision {
     pub notices: Vec<Notice>,
 }
 
-/// What deleting a Service's load balancers does (see [`HcloudLoadBalancers::decide_deletion`]).
-#[derive(Clone, Debug, Default)]
+/// What `update_load_balancer` does: the target steps on the Service's load balancer.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct TargetUpdate {
+    /// The load balancer, as found.
+    pub lb: models::LoadBalancer,
+    /// The target steps of every round.
+    pub rounds: Vec<Vec<Step>>,
+}
+
+/// What deleting a Service's load balancers does.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(super) struct Deletion {
     /// The load balancers deleted, lowest ID first.
     pub load_balancers: Vec<models::LoadBalancer>,
@@ -81,7 +87,194 @@ pub(super) struct Deletion {
     pub certificates: Vec<Certificate>,
 }
 
+/// Decide what ensure does with what `read` found.
+pub(super) fn decide(read: Read) -> Result<Decision> {
+    let Read {
+        service,
+        mut desired,
+        found,
+        managed,
+        lb_type,
+        now,
+    } = read;
+    let mut notices = desired.notices.clone();
+    notices.extend(found.notices.iter().cloned());
+    if let Some(owned) = found.refusal() {
+        return Ok(Decision {
+            desired,
+            certificate: None,
+            target: Target::Refused(owned.message.clone()),
+            rounds: Vec::new(),
+            predicted: None,
+            notices,
+        });
+    }
+    let certificate = pending_certificate(&mut desired, managed)?;
+    // A managed certificate created first is named by its stand-in ID, so that the plan
+    // shows the services that will carry it.
+    let mut predicting = desired.clone();
+    if let Some(PendingCertificate::Create(_)) = certificate {
+        predicting.set_certificates(&[NEW_CERTIFICATE]);
+    }
+    let types = Types {
+        service: &service,
+        read: lb_type.as_ref(),
+        now,
+    };
+    let (target, start, new_type) = match found.lb {
+        Some(lb) => {
+            let new_type = match desired.type_change(&lb) {
+                Some(to) => Some(types.orderable(to, &mut notices)?),
+                None => {
+                    if desired.create_type == lb.load_balancer_type.name {
+                        // Already of that type: a deprecation is only a warning.
+                        match desired::deprecation(&lb.load_balancer_type, now) {
+                            Ok(notice) => notices.extend(notice),
+                            Err(why) => notices
+                                .push(Notice::warn(reasons::LOAD_BALANCER_TYPE_DEPRECATED, why)),
+                        }
+                    }
+                    None
+                }
+            };
+            (Target::Existing(Box::new(lb.clone())), lb, new_type)
+        }
+        None => {
+            let placement = desired.placement.as_ref().ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "service {service}: cannot create load balancer {:?}: no location or network zone: set the {} or {} annotation, or HCLOUD_LOAD_BALANCERS_LOCATION or HCLOUD_LOAD_BALANCERS_NETWORK_ZONE",
+                    desired.name,
+                    keys::LOCATION,
+                    keys::NETWORK_ZONE,
+                ))
+            })?;
+            let lb_type = types.orderable(&desired.create_type, &mut notices)?;
+            let max_targets = match lb_type.max_targets {
+                0 => usize::MAX,
+                n => n as usize,
+            };
+            let request = predicting.create_request(placement, max_targets);
+            let created = predict::created(&request, &lb_type);
+            (Target::Create(Box::new(request)), created, None)
+        }
+    };
+    let (rounds, predicted) = predict_rounds(&predicting, start, new_type.as_deref(), false);
+    notices.extend(desired.left_out(&predicted));
+    Ok(Decision {
+        desired,
+        certificate,
+        target,
+        rounds,
+        predicted: Some(predicted),
+        notices,
+    })
+}
+
+/// Decide what `update_load_balancer` does for `desired` with what the lookup `found` (for
+/// the Service `service`): target steps only. No load balancer is
+/// [`cloud_provider::Category::NotFound`].
+pub(super) fn decide_update(
+    service: &str,
+    desired: &Desired,
+    found: Found,
+) -> Result<TargetUpdate> {
+    let Some(lb) = found.lb else {
+        return Err(Error::not_found_msg(format!(
+            "service {service}: load balancer {:?}",
+            desired.name
+        )));
+    };
+    let (rounds, _) = predict_rounds(desired, lb.clone(), None, true);
+    Ok(TargetUpdate { lb, rounds })
+}
+
+/// The targets a creation had to leave out (one of their servers does not exist) as the
+/// first steps of the first round: added one by one, the missing ones left out.
+pub(super) fn add_first(rounds: &mut Vec<Vec<Step>>, targets: Vec<TargetSpec>) {
+    if rounds.is_empty() {
+        rounds.push(Vec::new());
+    }
+    rounds[0].splice(0..0, targets.into_iter().map(Step::AddTarget));
+}
+
+/// Fill in the managed certificate's ID where `managed` knows it; the certificate to create
+/// or wait for first, if any.
+fn pending_certificate(
+    desired: &mut Desired,
+    managed: Option<ManagedRead>,
+) -> Result<Option<PendingCertificate>> {
+    // Every HTTPS service carries the managed certificate, as officially: also when it had
+    // another one (e.g. the Service switched from uploaded).
+    let Certificates::Managed(want) = &desired.certificates else {
+        return Ok(None);
+    };
+    match managed {
+        None => Ok(None),
+        Some(ManagedRead::Remembered(id)) => {
+            desired.set_certificates(&[id]);
+            Ok(None)
+        }
+        Some(ManagedRead::Listed(None)) => Ok(Some(PendingCertificate::Create(want.clone()))),
+        Some(ManagedRead::Listed(Some(cert))) => {
+            desired.set_certificates(&[cert.id]);
+            match issuance(&cert)? {
+                true => Ok(None),
+                false => Ok(Some(PendingCertificate::Wait(cert))),
+            }
+        }
+    }
+}
+
+/// The load balancer types as read, checked for ordering.
+struct Types<'a> {
+    service: &'a str,
+    read: Option<&'a TypeRead>,
+    now: DateTime<Utc>,
+}
+
+impl Types<'_> {
+    /// The type `name`, checked: `Err` when the API does not offer it (now) or it can no
+    /// longer be ordered, a `LoadBalancerTypeDeprecated` notice while deprecated.
+    fn orderable(&self, name: &str, notices: &mut Vec<Notice>) -> Result<Arc<LoadBalancerType>> {
+        let service = self.service;
+        // A type the API does not offer (now) is the API's answer, not a typo we can tell:
+        // retried, as the catalog may change.
+        let lb_type = self
+            .read
+            .filter(|t| t.name == name)
+            .and_then(|t| t.found.clone())
+            .ok_or_else(|| {
+                Error::rejected(format!(
+                    "service {service}: load balancer type {name:?} does not exist ({} or HCLOUD_LOAD_BALANCERS_TYPE)",
+                    keys::TYPE
+                ))
+            })?;
+        match desired::deprecation(&lb_type, self.now) {
+            Ok(notice) => notices.extend(notice),
+            Err(why) => return Err(Error::rejected(format!("service {service}: {why}"))),
+        }
+        Ok(lb_type)
+    }
+}
+
 impl Deletion {
+    /// The deletion of `labelled` (every load balancer labelled with the Service's UID): the
+    /// protected ones are kept. The certificates are added by the caller when
+    /// [`Deletion::deletes_certificates`].
+    pub(super) fn of(labelled: Vec<models::LoadBalancer>) -> Self {
+        let (kept, load_balancers) = labelled.into_iter().partition(|lb| lb.protection.delete);
+        Self {
+            load_balancers,
+            kept,
+            certificates: Vec::new(),
+        }
+    }
+
+    /// Whether the Service's managed certificates go too: all of its load balancers go.
+    pub(super) fn deletes_certificates(&self) -> bool {
+        !self.load_balancers.is_empty() && self.kept.is_empty()
+    }
+
     /// The deletion as the provider-neutral plan.
     pub(super) fn to_plan(&self) -> LoadBalancerPlan {
         let mut out = LoadBalancerPlan::default();
@@ -107,6 +300,21 @@ impl Deletion {
     }
 }
 
+/// The managed certificates of `certificates` (listed by the Service's UID label) that carry
+/// the UID `uid`: what deleting the Service deletes.
+pub(super) fn managed_of(uid: &str, certificates: Vec<Certificate>) -> Vec<Certificate> {
+    certificates
+        .into_iter()
+        .filter(|c| {
+            c.kind == Some(models::CertificateType::Managed)
+                && c.labels
+                    .get(super::naming::SERVICE_UID_LABEL)
+                    .map(String::as_str)
+                    == Some(uid)
+        })
+        .collect()
+}
+
 /// The `DeleteProtected` Warning for `lb`, kept when its Service is deleted.
 pub(super) fn kept_message(lb: &models::LoadBalancer) -> String {
     format!(
@@ -116,211 +324,6 @@ pub(super) fn kept_message(lb: &models::LoadBalancer) -> String {
         super::naming::SERVICE_UID_LABEL,
         keys::NAME
     )
-}
-
-impl HcloudLoadBalancers {
-    /// Decide what deleting the Service with `uid` does: every load balancer labelled with
-    /// the UID as the API lists them now (one request by label selector, never the snapshot:
-    /// the Service is released once this finds none), and, when all of them go, the managed
-    /// certificates this CCM (or the official one) created for it.
-    pub(super) async fn decide_deletion(&self, uid: &str) -> Result<Deletion> {
-        let (kept, load_balancers): (Vec<_>, Vec<_>) = self
-            .list_labelled_now(uid)
-            .await?
-            .into_iter()
-            .partition(|lb| lb.protection.delete);
-        let certificates = if load_balancers.is_empty() || !kept.is_empty() {
-            Vec::new()
-        } else {
-            self.labelled_certificates(uid)
-                .await?
-                .into_iter()
-                .filter(|c| {
-                    c.kind == Some(models::CertificateType::Managed)
-                        && c.labels
-                            .get(super::naming::SERVICE_UID_LABEL)
-                            .map(String::as_str)
-                            == Some(uid)
-                })
-                .collect()
-        };
-        Ok(Deletion {
-            load_balancers,
-            kept,
-            certificates,
-        })
-    }
-
-    /// Decide what ensure does for `service` with `nodes` (reads only).
-    pub(super) async fn decide(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Decision> {
-        let uid = Self::uid(service)?;
-        let mut desired = self.desired(service, nodes).await?;
-        let found = self.find(uid, &desired.name, true).await?;
-        let mut notices = desired.notices.clone();
-        notices.extend(found.notices.iter().cloned());
-        if found.lb.is_none()
-            && let Some(owned) = found.notices.iter().find(|n| {
-                n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
-                    || n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER)
-            })
-        {
-            return Ok(Decision {
-                desired,
-                certificate: None,
-                target: Target::Refused(owned.message.clone()),
-                rounds: Vec::new(),
-                predicted: None,
-                notices,
-            });
-        }
-        let certificate = self.decide_certificates(&mut desired).await?;
-        // A managed certificate created first is predicted with a stand-in ID, so that the
-        // plan shows the services that will carry it.
-        let mut predicting = desired.clone();
-        if let Some(PendingCertificate::Create(_)) = certificate {
-            predicting.set_certificates(&[NEW_CERTIFICATE]);
-        }
-        let (target, start, new_type) = match found.lb {
-            Some(lb) => {
-                let first = predicting.diff(&lb);
-                let new_type = self
-                    .type_notices(service, &desired, &lb, &first, &mut notices)
-                    .await?;
-                (Target::Existing(Box::new(lb.clone())), lb, new_type)
-            }
-            None => {
-                let (request, lb_type) = self
-                    .create_request(service, &predicting, &mut notices)
-                    .await?;
-                let created = predict::created(&request, &lb_type);
-                (Target::Create(Box::new(request)), created, None)
-            }
-        };
-        let (rounds, predicted) = predict_rounds(&predicting, start, new_type.as_deref());
-        notices.extend(desired.left_out(&predicted));
-        Ok(Decision {
-            desired,
-            certificate,
-            target,
-            rounds,
-            predicted: Some(predicted),
-            notices,
-        })
-    }
-
-    /// Fill in the certificate IDs the desired state needs, as far as reads can: uploaded ones
-    /// by ID or name, a managed one by the Service UID label (or as remembered). A managed
-    /// certificate that does not exist yet, or is not issued yet, is what ensure creates or
-    /// waits for first.
-    async fn decide_certificates(
-        &self,
-        desired: &mut Desired,
-    ) -> Result<Option<PendingCertificate>> {
-        self.resolve_port_certificates(desired).await?;
-        match desired.certificates.clone() {
-            Certificates::Unset => Ok(None),
-            Certificates::Uploaded(refs) => {
-                let ids = self
-                    .resolve_uploaded(&refs, |_| keys::HTTP_CERTIFICATES.to_owned())
-                    .await?;
-                desired.set_certificates(&ids);
-                Ok(None)
-            }
-            Certificates::Managed(want) => {
-                // Every HTTPS service carries the managed certificate, as officially: also
-                // when it had another one (e.g. the Service switched from uploaded). Its ID is
-                // looked up once per Service and process, so a no-op ensure costs no
-                // certificate request.
-                if let Some(id) = self.remembered_managed_certificate(&desired.uid) {
-                    desired.set_certificates(&[id]);
-                    return Ok(None);
-                }
-                self.operations
-                    .count(crate::metrics::op::load_balancer_ops::RECONCILE_MANAGED_CERTIFICATE);
-                let existing = self.labelled_certificates(&desired.uid).await?;
-                let found = existing
-                    .into_iter()
-                    .filter(|c| c.kind == Some(models::CertificateType::Managed))
-                    .min_by_key(|c| c.id);
-                match found {
-                    None => Ok(Some(PendingCertificate::Create(want))),
-                    Some(cert) => {
-                        desired.set_certificates(&[cert.id]);
-                        match issuance(&cert)? {
-                            true => {
-                                self.remember_managed_certificate(&desired.uid, cert.id);
-                                Ok(None)
-                            }
-                            false => Ok(Some(PendingCertificate::Wait(Box::new(cert)))),
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Carry `decision` out: the managed certificate first, then the load balancer (created,
-    /// or as found), then the rounds, each diffed against the load balancer as the API left
-    /// it. Returns the status and the notices of the last round.
-    pub(super) async fn carry_out(
-        &self,
-        service: &Service,
-        decision: Decision,
-    ) -> Result<(LoadBalancerStatus, Vec<Notice>)> {
-        let Decision {
-            mut desired,
-            certificate,
-            target,
-            ..
-        } = decision;
-        let mut notices = Vec::new();
-        if let Some(pending) = certificate {
-            let id = match pending {
-                PendingCertificate::Create(want) => {
-                    let created = self.create_managed_certificate(&desired.uid, &want).await?;
-                    self.issued(created).await?
-                }
-                PendingCertificate::Wait(cert) => self.issued(*cert).await?,
-            };
-            self.remember_managed_certificate(&desired.uid, id);
-            desired.set_certificates(&[id]);
-        }
-        let lb = match target {
-            Target::Refused(message) => return Err(Error::rejected(message)),
-            Target::Existing(lb) => *lb,
-            Target::Create(mut request) => {
-                // The certificate may be known only now.
-                request.services = desired.create_request_services();
-                match self.create(service, &desired, &request).await {
-                    // One target server does not exist (the answer does not say which):
-                    // create without targets; the rounds add them one by one and leave out
-                    // only the missing ones.
-                    Err(err)
-                        if err.category() == Category::NotFound && !request.targets.is_empty() =>
-                    {
-                        tracing::warn!(
-                            service = %service_key(service),
-                            error = %err,
-                            "a target server does not exist; creating the load balancer without targets first"
-                        );
-                        request.targets.clear();
-                        self.create(service, &desired, &request).await?
-                    }
-                    other => other?,
-                }
-            }
-        };
-        let (lb, more) = self.apply_rounds(service, &desired, lb, false).await?;
-        notices.extend(more);
-        self.operations
-            .count(lbs_op::GET_LOAD_BALANCER_STATUS_INGRESS);
-        let status = desired::status(&lb, &desired.status).map_err(|why| {
-            // Still being created as last seen: read it again next time.
-            self.snapshot.doubt(lb.id);
-            Error::retry(why, self.settings.retry_after)
-        })?;
-        Ok((status, notices))
-    }
 }
 
 /// Whether `cert` is issued: `Ok(false)` while pending, an error naming it once issuance
@@ -346,17 +349,21 @@ pub(super) fn issuance(cert: &Certificate) -> Result<bool> {
     }
 }
 
-/// The steps of every round from `start` (at most [`ROUNDS`]), and the load balancer they
-/// are predicted to leave.
+/// The steps of every round from `start` (at most [`ROUNDS`]; only target steps with
+/// `targets_only`), and the load balancer they are predicted to leave.
 fn predict_rounds(
     desired: &Desired,
     start: models::LoadBalancer,
     new_type: Option<&LoadBalancerType>,
+    targets_only: bool,
 ) -> (Vec<Vec<Step>>, models::LoadBalancer) {
     let mut lb = start;
     let mut rounds = Vec::new();
     for _ in 0..ROUNDS {
-        let steps = desired.diff(&lb);
+        let mut steps = desired.diff(&lb);
+        if targets_only {
+            steps.retain(Step::is_target_step);
+        }
         if steps.is_empty() {
             break;
         }
@@ -443,5 +450,721 @@ impl Decision {
             _ => None,
         };
         out
+    }
+}
+
+pub(super) mod predict {
+    //! What a load balancer looks like after a creation or a [`Step`], as far as that is known
+    //! without asking the API.
+    //!
+    //! The decision works in rounds: the difference to the wanted state gives steps, the
+    //! predicted result of the steps gives the next round (a type change makes room for more
+    //! targets). Ensure runs these rounds and `plan` shows them. What the API alone decides
+    //! (defaults it fills in, addresses) is not predicted; the public addresses of a load
+    //! balancer being created are stand-ins, which carrying a step out replaces.
+
+    use hcloud_api::models::{
+        Algorithm, CreateLoadBalancerRequest, LoadBalancer, LoadBalancerPrivateNet,
+        LoadBalancerService, LoadBalancerTarget, LoadBalancerType, ServiceSpec, TargetSpec,
+    };
+
+    use super::super::desired::Step;
+
+    /// The public IPv4 of a load balancer being created, for which a step is decided: it is
+    /// known once the API created it (never an IP itself).
+    pub const NEW_IPV4: &str = "the new public IPv4";
+
+    /// The public IPv6 of a load balancer being created (see [`NEW_IPV4`]).
+    pub const NEW_IPV6: &str = "the new public IPv6";
+
+    /// The load balancer as `request` creates it, of type `lb_type`: its public addresses are
+    /// the stand-ins [`NEW_IPV4`] and [`NEW_IPV6`].
+    pub fn created(
+        request: &CreateLoadBalancerRequest,
+        lb_type: &LoadBalancerType,
+    ) -> LoadBalancer {
+        let mut lb = LoadBalancer {
+            name: request.name.clone(),
+            labels: request.labels.clone().unwrap_or_default(),
+            load_balancer_type: lb_type.clone(),
+            algorithm: request
+                .algorithm
+                .clone()
+                .unwrap_or_else(|| Algorithm::new(hcloud_api::models::AlgorithmType::RoundRobin)),
+            services: request.services.iter().map(service).collect(),
+            targets: request.targets.iter().map(target).collect(),
+            ..LoadBalancer::default()
+        };
+        lb.public_net.enabled = request.public_interface.unwrap_or(true);
+        lb.public_net.ipv4.ip = Some(NEW_IPV4.to_owned());
+        lb.public_net.ipv6.ip = Some(NEW_IPV6.to_owned());
+        if let Some(network) = request.network {
+            lb.private_net.push(LoadBalancerPrivateNet {
+                network,
+                ip: String::new(),
+            });
+        }
+        lb
+    }
+
+    /// `lb` after `step`; `new_type` is the type a [`Step::ChangeType`] changes to.
+    pub fn after(step: &Step, lb: &mut LoadBalancer, new_type: Option<&LoadBalancerType>) {
+        match step {
+            Step::Update { name, labels } => {
+                if let Some(name) = name {
+                    lb.name.clone_from(name);
+                }
+                if let Some(labels) = labels {
+                    lb.labels.clone_from(labels);
+                }
+            }
+            Step::ChangeLabels { labels, .. } => lb.labels.clone_from(labels),
+            Step::ChangeProtection(delete) => lb.protection.delete = *delete,
+            Step::DetachNetwork(network) => lb.private_net.retain(|p| p.network != *network),
+            Step::AttachNetwork(request) => lb.private_net.push(LoadBalancerPrivateNet {
+                network: request.network,
+                ip: request.ip.clone().unwrap_or_default(),
+            }),
+            Step::ChangeType { .. } => {
+                if let Some(new_type) = new_type {
+                    lb.load_balancer_type = new_type.clone();
+                }
+            }
+            Step::ChangeAlgorithm { to, .. } => lb.algorithm.kind = to.clone(),
+            Step::DeleteService(port) => lb.services.retain(|s| s.listen_port != *port),
+            Step::AddService(spec) => lb.services.push(service(spec)),
+            Step::UpdateService { update, .. } => {
+                if let Some(current) = lb
+                    .services
+                    .iter_mut()
+                    .find(|s| s.listen_port == update.listen_port)
+                {
+                    if let Some(protocol) = &update.protocol {
+                        current.protocol = protocol.clone();
+                    }
+                    if let Some(port) = update.destination_port {
+                        current.destination_port = port;
+                    }
+                    if let Some(proxyprotocol) = update.proxyprotocol {
+                        current.proxyprotocol = proxyprotocol;
+                    }
+                    if update.http.is_some() {
+                        current.http.clone_from(&update.http);
+                    }
+                    if update.health_check.is_some() {
+                        current.health_check.clone_from(&update.health_check);
+                    }
+                }
+            }
+            Step::AddTarget(_) | Step::RemoveTarget(_) => {
+                step.apply_to(lb);
+            }
+            Step::EnablePublicInterface => lb.public_net.enabled = true,
+            Step::DisablePublicInterface => lb.public_net.enabled = false,
+            Step::ChangeDnsPtr(request) => {
+                for ip in [&mut lb.public_net.ipv4, &mut lb.public_net.ipv6] {
+                    if ip.ip.as_deref() == Some(request.ip.as_str()) {
+                        ip.dns_ptr.clone_from(&request.dns_ptr);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The service as the load balancer holds it once `spec` was sent.
+    pub(in crate::load_balancers) fn service(spec: &ServiceSpec) -> LoadBalancerService {
+        LoadBalancerService {
+            protocol: spec.protocol.clone(),
+            listen_port: spec.listen_port,
+            destination_port: spec.destination_port,
+            proxyprotocol: spec.proxyprotocol,
+            http: spec.http.clone(),
+            health_check: spec.health_check.clone(),
+        }
+    }
+
+    fn target(spec: &TargetSpec) -> LoadBalancerTarget {
+        let mut lb = LoadBalancer::default();
+        Step::AddTarget(spec.clone()).apply_to(&mut lb);
+        lb.targets.pop().unwrap_or_default()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use hcloud_api::models::{AlgorithmType, ServiceProtocol};
+
+        #[test]
+        fn a_created_load_balancer_has_what_its_request_asked_for() {
+            let request = CreateLoadBalancerRequest {
+                name: "web".into(),
+                load_balancer_type: "lb11".into(),
+                services: vec![ServiceSpec {
+                    protocol: ServiceProtocol::Tcp,
+                    listen_port: 80,
+                    destination_port: 30080,
+                    ..ServiceSpec::default()
+                }],
+                targets: vec![TargetSpec::server(7, false)],
+                network: Some(3),
+                public_interface: Some(false),
+                ..CreateLoadBalancerRequest::default()
+            };
+            let lb_type = LoadBalancerType {
+                name: "lb11".into(),
+                max_targets: 25,
+                ..LoadBalancerType::default()
+            };
+            let lb = created(&request, &lb_type);
+            assert_eq!(lb.name, "web");
+            assert_eq!(lb.load_balancer_type.max_targets, 25);
+            assert_eq!(lb.algorithm.kind, AlgorithmType::RoundRobin);
+            assert_eq!(lb.services[0].destination_port, 30080);
+            assert_eq!(lb.targets[0].server.as_ref().map(|s| s.id), Some(7));
+            assert_eq!(lb.private_net[0].network, 3);
+            assert!(!lb.public_net.enabled);
+        }
+
+        #[test]
+        fn steps_change_what_they_name() {
+            let mut lb = LoadBalancer::default();
+            let bigger = LoadBalancerType {
+                name: "lb21".into(),
+                max_targets: 75,
+                ..LoadBalancerType::default()
+            };
+            after(
+                &Step::ChangeType {
+                    from: "lb11".into(),
+                    to: "lb21".into(),
+                },
+                &mut lb,
+                Some(&bigger),
+            );
+            assert_eq!(lb.load_balancer_type.max_targets, 75);
+            after(
+                &Step::ChangeAlgorithm {
+                    from: AlgorithmType::RoundRobin,
+                    to: AlgorithmType::LeastConnections,
+                },
+                &mut lb,
+                None,
+            );
+            assert_eq!(lb.algorithm.kind, AlgorithmType::LeastConnections);
+            after(&Step::DisablePublicInterface, &mut lb, None);
+            assert!(!lb.public_net.enabled);
+            after(
+                &Step::AttachNetwork(hcloud_api::models::AttachToNetworkRequest {
+                    network: 4,
+                    ip: Some("10.0.0.9".into()),
+                    ip_range: None,
+                }),
+                &mut lb,
+                None,
+            );
+            assert_eq!(lb.private_net[0].ip, "10.0.0.9");
+            after(&Step::DetachNetwork(4), &mut lb, None);
+            assert!(lb.private_net.is_empty());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load_balancers::LoadBalancerSettings;
+    use crate::load_balancers::desired::RobotView;
+    use crate::test_support::annotations as ann;
+    use hcloud_api::models::{CertificateStatus, CertificateType, LoadBalancerService};
+    use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort};
+
+    const UID: &str = "0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab";
+
+    fn service(ports: &[(i32, i32)]) -> Service {
+        crate::test_support::web_service(
+            UID,
+            ports.iter().map(|&(port, node_port)| ServicePort {
+                port,
+                protocol: Some("TCP".into()),
+                node_port: Some(node_port),
+                ..ServicePort::default()
+            }),
+        )
+    }
+
+    fn nodes(servers: &[i64]) -> Vec<Arc<Node>> {
+        servers
+            .iter()
+            .map(|id| {
+                let mut node = Node::default();
+                node.metadata.name = Some(format!("node-{id}"));
+                node.spec = Some(NodeSpec {
+                    provider_id: Some(format!("hcloud://{id}")),
+                    ..NodeSpec::default()
+                });
+                Arc::new(node)
+            })
+            .collect()
+    }
+
+    fn lb_type(name: &str, max_targets: u32) -> LoadBalancerType {
+        LoadBalancerType {
+            id: max_targets.into(),
+            name: name.into(),
+            max_targets,
+            ..LoadBalancerType::default()
+        }
+    }
+
+    /// What `read.rs` would read for a Service with `ports`, `pairs` (annotations, the
+    /// location `fsn1` added) and the Nodes of `servers`, finding `lb`.
+    fn read(
+        ports: &[(i32, i32)],
+        pairs: &[(&str, &str)],
+        servers: &[i64],
+        lb: Option<models::LoadBalancer>,
+    ) -> Read {
+        let mut pairs = pairs.to_vec();
+        pairs.push((keys::LOCATION, "fsn1"));
+        let mut desired = Desired::new(
+            &service(ports),
+            &ann(&pairs),
+            &LoadBalancerSettings::default(),
+            None,
+            &nodes(servers),
+        )
+        .unwrap();
+        desired.choose_robot_targets(RobotView::Off);
+        let type_name = match &lb {
+            Some(lb) => desired.type_change(lb).map(str::to_owned),
+            None => Some(desired.create_type.clone()),
+        };
+        Read {
+            service: "default/web".into(),
+            desired,
+            found: Found {
+                lb,
+                ..Found::default()
+            },
+            managed: None,
+            lb_type: type_name.map(|name| TypeRead {
+                found: Some(Arc::new(match name.as_str() {
+                    "lb21" => lb_type("lb21", 5),
+                    other => lb_type(other, 25),
+                })),
+                name,
+            }),
+            now: Utc::now(),
+        }
+    }
+
+    /// The load balancer the plain Service (port 80, the Nodes of servers 1 and 2) gets, as
+    /// the API shows it once created.
+    fn current() -> models::LoadBalancer {
+        let decision = decide(read(&[(80, 30080)], &[], &[1, 2], None)).unwrap();
+        let Target::Create(request) = &decision.target else {
+            panic!("{decision:?}");
+        };
+        let mut lb = predict::created(request, &lb_type("lb11", 25));
+        lb.id = 7;
+        lb.public_net.ipv4.ip = Some("198.51.100.1".into());
+        lb.public_net.ipv6.ip = Some("2001:db8::1".into());
+        lb
+    }
+
+    fn rounds(decision: &Decision) -> Vec<Vec<String>> {
+        decision
+            .rounds
+            .iter()
+            .map(|round| round.iter().map(ToString::to_string).collect())
+            .collect()
+    }
+
+    fn target(decision: &Decision) -> &'static str {
+        match decision.target {
+            Target::Existing(_) => "existing",
+            Target::Create(_) => "create",
+            Target::Refused(_) => "refused",
+        }
+    }
+
+    type Change = fn(&mut models::LoadBalancer);
+
+    /// A Service with `ports`, `pairs` and the Nodes of `servers`, whose load balancer is
+    /// [`current`] changed by `change` (none with `None`): the `target` and `rounds` decided.
+    struct Row {
+        name: &'static str,
+        ports: &'static [(i32, i32)],
+        pairs: &'static [(&'static str, &'static str)],
+        servers: &'static [i64],
+        change: Option<Change>,
+        target: &'static str,
+        rounds: &'static [&'static [&'static str]],
+    }
+
+    #[test]
+    fn decisions_table() {
+        let with_8080: Change = |lb| {
+            lb.services.push(LoadBalancerService {
+                listen_port: 8080,
+                destination_port: 30088,
+                ..lb.services[0].clone()
+            });
+        };
+        let small_type: Change = |lb| {
+            lb.load_balancer_type = lb_type("lb11", 1);
+            lb.targets.truncate(1);
+        };
+        let cases = [
+            Row {
+                name: "create: everything in the one request",
+                ports: &[(80, 30080)],
+                pairs: &[],
+                servers: &[1, 2],
+                change: None,
+                target: "create",
+                rounds: &[],
+            },
+            Row {
+                name: "create: the reverse DNS of the new address is set after it",
+                ports: &[(80, 30080)],
+                pairs: &[(keys::IPV4_RDNS, "web.example.com")],
+                servers: &[1, 2],
+                change: None,
+                target: "create",
+                rounds: &[&["set reverse DNS of the new public IPv4 to \"web.example.com\""]],
+            },
+            Row {
+                name: "no-op",
+                ports: &[(80, 30080)],
+                pairs: &[],
+                servers: &[1, 2],
+                change: Some(|_| {}),
+                target: "existing",
+                rounds: &[],
+            },
+            Row {
+                name: "port added",
+                ports: &[(80, 30080), (443, 30443)],
+                pairs: &[],
+                servers: &[1, 2],
+                change: Some(|_| {}),
+                target: "existing",
+                rounds: &[&["add service 443 (tcp -> 30443)"]],
+            },
+            Row {
+                name: "port removed",
+                ports: &[(80, 30080)],
+                pairs: &[],
+                servers: &[1, 2],
+                change: Some(with_8080),
+                target: "existing",
+                rounds: &[&["delete service 8080"]],
+            },
+            Row {
+                name: "targets changed",
+                ports: &[(80, 30080)],
+                pairs: &[],
+                servers: &[1, 3],
+                change: Some(|_| {}),
+                target: "existing",
+                rounds: &[&["remove target server 2", "add target server 3"]],
+            },
+            Row {
+                name: "a type change makes room for a target in a second round",
+                ports: &[(80, 30080)],
+                pairs: &[(keys::TYPE, "lb21")],
+                servers: &[1, 2],
+                change: Some(small_type),
+                target: "existing",
+                rounds: &[&["change type lb11 -> lb21"], &["add target server 2"]],
+            },
+            Row {
+                name: "the reverse DNS of a known address",
+                ports: &[(80, 30080)],
+                pairs: &[(keys::IPV4_RDNS, "web.example.com")],
+                servers: &[1, 2],
+                change: Some(|_| {}),
+                target: "existing",
+                rounds: &[&["set reverse DNS of 198.51.100.1 to \"web.example.com\""]],
+            },
+        ];
+        for Row {
+            name,
+            ports,
+            pairs,
+            servers,
+            change,
+            target: want_target,
+            rounds: want_rounds,
+        } in cases
+        {
+            let lb = change.map(|change| {
+                let mut lb = current();
+                change(&mut lb);
+                lb
+            });
+            let decision = decide(read(ports, pairs, servers, lb)).unwrap();
+            assert_eq!(target(&decision), want_target, "{name}");
+            let want: Vec<Vec<String>> = want_rounds
+                .iter()
+                .map(|round| round.iter().map(|s| (*s).to_owned()).collect())
+                .collect();
+            assert_eq!(rounds(&decision), want, "{name}");
+            // The plan names one request per step, and the creation.
+            let plan = decision.to_plan();
+            let steps: usize = decision.rounds.iter().map(Vec::len).sum();
+            let creates = usize::from(want_target == "create");
+            assert_eq!(plan.writes.len(), steps + creates, "{name}: {plan:?}");
+        }
+    }
+
+    #[test]
+    fn a_created_load_balancer_gets_the_services_and_targets_in_its_request() {
+        let decision = decide(read(&[(80, 30080)], &[], &[1, 2], None)).unwrap();
+        let Target::Create(request) = &decision.target else {
+            panic!("{decision:?}");
+        };
+        assert_eq!(request.location.as_deref(), Some("fsn1"));
+        assert_eq!(request.services.len(), 1);
+        let servers: Vec<i64> = request
+            .targets
+            .iter()
+            .filter_map(|t| t.server.map(|s| s.id))
+            .collect();
+        assert_eq!(servers, [1, 2]);
+        let writes: Vec<String> = decision
+            .to_plan()
+            .writes
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(writes, ["POST /load_balancers"]);
+        // Predicted as created: nothing left to do, and no status known yet.
+        assert!(decision.rounds.is_empty());
+        assert_eq!(decision.to_plan().status, None);
+    }
+
+    #[test]
+    fn errors_and_refusals_table() {
+        let no_location = {
+            let mut read = read(&[(80, 30080)], &[], &[1], None);
+            read.desired.placement = None;
+            read
+        };
+        let unknown_type = {
+            let mut read = read(&[(80, 30080)], &[(keys::TYPE, "lb99")], &[1], None);
+            read.lb_type = Some(TypeRead {
+                name: "lb99".into(),
+                found: None,
+            });
+            read
+        };
+        let owned = {
+            let mut read = read(&[(80, 30080)], &[], &[1], None);
+            read.found.notices.push(Notice::warn(
+                reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
+                "someone else's",
+            ));
+            read
+        };
+        let category = |read: Read| decide(read).map(|d| target(&d)).map_err(|e| e.category());
+        assert_eq!(category(no_location), Err(cloud_provider::Category::User));
+        assert_eq!(
+            category(unknown_type),
+            Err(cloud_provider::Category::Rejected)
+        );
+        assert_eq!(category(owned.clone()), Ok("refused"));
+        let refused = decide(owned).unwrap();
+        assert!(refused.rounds.is_empty() && refused.to_plan().writes.is_empty());
+    }
+
+    fn managed_read(managed: Option<ManagedRead>, lb: Option<models::LoadBalancer>) -> Read {
+        let mut read = read(
+            &[(443, 30443)],
+            &[
+                (keys::PROTOCOL, "https"),
+                (keys::CERTIFICATE_TYPE, "managed"),
+                (keys::HTTP_MANAGED_CERTIFICATE_DOMAINS, "shop.example.com"),
+            ],
+            &[1],
+            lb,
+        );
+        read.managed = managed;
+        read
+    }
+
+    fn certificate(id: i64, issuance: IssuanceStatus) -> Box<Certificate> {
+        Box::new(Certificate {
+            id,
+            name: "ccm-managed-certificate".into(),
+            kind: Some(CertificateType::Managed),
+            status: Some(CertificateStatus {
+                issuance: Some(issuance),
+                ..CertificateStatus::default()
+            }),
+            ..Certificate::default()
+        })
+    }
+
+    /// The certificate IDs the services of the creation request carry.
+    fn requested_certificates(decision: &Decision) -> Vec<i64> {
+        let Target::Create(request) = &decision.target else {
+            panic!("{decision:?}");
+        };
+        request
+            .services
+            .iter()
+            .flat_map(|s| s.http.iter().flat_map(|h| h.certificates.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn managed_certificates_table() {
+        let cases = [
+            (
+                ManagedRead::Listed(None),
+                Some("create"),
+                vec![NEW_CERTIFICATE],
+            ),
+            (
+                ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Pending))),
+                Some("wait"),
+                vec![5],
+            ),
+            (
+                ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Completed))),
+                None,
+                vec![5],
+            ),
+            (ManagedRead::Remembered(6), None, vec![6]),
+        ];
+        for (managed, want_pending, want_ids) in cases {
+            let decision = decide(managed_read(Some(managed.clone()), None)).unwrap();
+            let pending = decision.certificate.as_ref().map(|p| match p {
+                PendingCertificate::Create(want) => {
+                    assert_eq!(want.domains, ["shop.example.com"]);
+                    "create"
+                }
+                PendingCertificate::Wait(_) => "wait",
+            });
+            assert_eq!(pending, want_pending, "{managed:?}");
+            assert_eq!(requested_certificates(&decision), want_ids, "{managed:?}");
+        }
+        let failed = ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Failed)));
+        let err = decide(managed_read(Some(failed), None)).unwrap_err();
+        assert!(err.to_string().contains("issuance failed"), "{err}");
+    }
+
+    #[test]
+    fn a_certificate_created_first_is_named_by_its_stand_in_on_an_existing_load_balancer() {
+        let mut lb = current();
+        lb.services[0].listen_port = 443;
+        lb.services[0].destination_port = 30443;
+        lb.targets.truncate(1);
+        let decision = decide(managed_read(Some(ManagedRead::Listed(None)), Some(lb))).unwrap();
+        let carried: Vec<Vec<i64>> = decision
+            .rounds
+            .iter()
+            .flatten()
+            .filter_map(|step| match step {
+                Step::UpdateService { update, .. } => {
+                    update.http.as_ref().map(|h| h.certificates.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(carried, [vec![NEW_CERTIFICATE]], "{:?}", decision.rounds);
+        let writes: Vec<String> = decision
+            .to_plan()
+            .writes
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(writes[0], "POST /certificates");
+    }
+
+    #[test]
+    fn an_update_decides_target_steps_only() {
+        let lb = current();
+        let read = read(
+            &[(80, 30080), (443, 30443)],
+            &[(keys::ALGORITHM_TYPE, "least_connections")],
+            &[2, 3],
+            None,
+        );
+        let found = Found {
+            lb: Some(lb.clone()),
+            ..Found::default()
+        };
+        let update = decide_update("default/web", &read.desired, found).unwrap();
+        assert_eq!(update.lb, lb);
+        let steps: Vec<Vec<String>> = update
+            .rounds
+            .iter()
+            .map(|round| round.iter().map(ToString::to_string).collect())
+            .collect();
+        assert_eq!(steps, [["remove target server 1", "add target server 3"]]);
+        let none = decide_update("default/web", &read.desired, Found::default()).unwrap_err();
+        assert_eq!(none.category(), cloud_provider::Category::NotFound);
+    }
+
+    #[test]
+    fn targets_a_creation_left_out_come_first_in_the_first_round() {
+        let mut rounds = vec![vec![Step::EnablePublicInterface]];
+        add_first(&mut rounds, vec![TargetSpec::server(1, false)]);
+        assert_eq!(
+            rounds,
+            [vec![
+                Step::AddTarget(TargetSpec::server(1, false)),
+                Step::EnablePublicInterface
+            ]]
+        );
+        let mut none = Vec::new();
+        add_first(&mut none, vec![TargetSpec::server(2, false)]);
+        assert_eq!(none, [vec![Step::AddTarget(TargetSpec::server(2, false))]]);
+    }
+
+    #[test]
+    fn deletions_table() {
+        let lb = |id: i64, protected: bool| {
+            let mut lb = models::LoadBalancer {
+                id,
+                name: format!("lb-{id}"),
+                ..models::LoadBalancer::default()
+            };
+            lb.protection.delete = protected;
+            lb
+        };
+        let cases = [
+            (vec![], vec![], vec![], false),
+            (vec![lb(1, false), lb(2, false)], vec![1, 2], vec![], true),
+            (vec![lb(1, false), lb(2, true)], vec![1], vec![2], false),
+        ];
+        for (labelled, deleted, kept, certificates) in cases {
+            let deletion = Deletion::of(labelled);
+            let ids = |lbs: &[models::LoadBalancer]| lbs.iter().map(|lb| lb.id).collect::<Vec<_>>();
+            assert_eq!(ids(&deletion.load_balancers), deleted);
+            assert_eq!(ids(&deletion.kept), kept);
+            assert_eq!(deletion.deletes_certificates(), certificates);
+            let plan = deletion.to_plan();
+            assert_eq!(plan.writes.len(), deleted.len());
+            assert_eq!(plan.warnings.len(), kept.len());
+        }
+        let labelled = |id: i64, kind: CertificateType, uid: &str| Certificate {
+            id,
+            kind: Some(kind),
+            labels: crate::test_support::labels(&[(super::super::naming::SERVICE_UID_LABEL, uid)]),
+            ..Certificate::default()
+        };
+        let managed = managed_of(
+            UID,
+            vec![
+                labelled(1, CertificateType::Managed, UID),
+                labelled(2, CertificateType::Uploaded, UID),
+                labelled(3, CertificateType::Managed, "another"),
+            ],
+        );
+        assert_eq!(managed.iter().map(|c| c.id).collect::<Vec<_>>(), [1]);
     }
 }

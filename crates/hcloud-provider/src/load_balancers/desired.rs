@@ -26,7 +26,7 @@ use super::annotations::{AnnotationError, Annotations, CertificateType, Errors, 
 use super::cluster::CLUSTER_NAME_LABEL;
 use super::naming::{SERVICE_UID_LABEL, default_name};
 use super::per_port::{PerPort, PortSettings};
-pub use super::robot_targets::{IpTargetPlan, RobotNode, RobotView};
+pub use super::robot_targets::{DesiredIpTarget, RobotNode, RobotView};
 pub use super::services::{
     DesiredHealthCheck, DesiredHealthCheckHttp, DesiredHttp, DesiredService,
 };
@@ -89,7 +89,7 @@ pub struct PortCertificates {
 
 /// A target server and the node it stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetPlan {
+pub struct DesiredTarget {
     /// Server ID.
     pub server: i64,
     /// Node name (for events).
@@ -147,8 +147,6 @@ impl StatusOptions {
     }
 }
 
-// Deliberate repetition: Desired is the one record of what a Service asks for; its fields are plain
-// data, each documented, and only share the doc-and-field layout with other structs.
 /// Everything the Service asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
@@ -176,17 +174,16 @@ pub struct Desired {
     pub kept_ports: BTreeSet<u16>,
     /// Certificates of the https services; resolved to IDs before diffing.
     pub certificates: Certificates,
-    // Deliberate repetition: (see above) fields of one record.
     /// Uploaded certificates (IDs or names) of the https services that name their own, by
     /// listen port (per-port annotations); the `certificates` field is for the others.
     pub port_certificates: BTreeMap<u16, PortCertificates>,
     /// Target servers, sorted by server ID.
-    pub targets: Vec<TargetPlan>,
+    pub targets: Vec<DesiredTarget>,
     /// The selected Nodes with a Robot providerID, sorted by server number.
     pub robot_nodes: Vec<RobotNode>,
     /// IP targets (of Robot Nodes), chosen by [`Desired::choose_robot_targets`]; every other
     /// IP target is removed.
-    pub ip_targets: Vec<IpTargetPlan>,
+    pub ip_targets: Vec<DesiredIpTarget>,
     /// Targets are reached over the private network.
     pub use_private_ip: bool,
     /// The network to be attached to; `None`: detached from every network.
@@ -512,7 +509,7 @@ impl Desired {
             port_certificates,
             targets: targets
                 .into_iter()
-                .map(|(server, node)| TargetPlan { server, node })
+                .map(|(server, node)| DesiredTarget { server, node })
                 .collect(),
             robot_nodes: robot_nodes
                 .into_iter()
@@ -832,13 +829,10 @@ impl Desired {
             }
         }
 
-        if let Some(t) = &self.lb_type
-            && *t != lb.load_balancer_type.name
-            && t.parse::<i64>().ok() != Some(lb.load_balancer_type.id)
-        {
+        if let Some(to) = self.type_change(lb) {
             steps.push(Step::ChangeType {
                 from: lb.load_balancer_type.name.clone(),
-                to: t.clone(),
+                to: to.to_owned(),
             });
         }
         if let Some(algorithm) = &self.algorithm
@@ -904,6 +898,14 @@ impl Desired {
             }
         }
         steps
+    }
+
+    /// The type `lb` is changed to (name or ID), when it is not of the wanted one.
+    pub fn type_change(&self, lb: &LoadBalancer) -> Option<&str> {
+        self.lb_type.as_deref().filter(|t| {
+            *t != lb.load_balancer_type.name
+                && t.parse::<i64>().ok() != Some(lb.load_balancer_type.id)
+        })
     }
 
     /// Removals, additions (within the type's limit) and the nodes left out for the limit.
@@ -1116,7 +1118,7 @@ mod tests {
         service(&[(80, "TCP", Some(30080))])
     }
 
-    fn plan_with(
+    fn desired_with(
         svc: &Service,
         pairs: &[(&str, &str)],
         settings: &LoadBalancerSettings,
@@ -1127,22 +1129,27 @@ mod tests {
     }
 
     fn desired_of(svc: &Service, pairs: &[(&str, &str)], nodes: &[Arc<Node>]) -> Desired {
-        plan_with(svc, pairs, &LoadBalancerSettings::default(), None, nodes)
+        desired_with(svc, pairs, &LoadBalancerSettings::default(), None, nodes)
     }
 
-    /// The LB as the API would show it right after creating `plan`.
-    fn created(plan: &Desired) -> LoadBalancer {
-        let request = plan.create_request(&Placement::Location("fsn1".into()), usize::MAX);
+    /// The LB as the API would show it right after creating `desired`.
+    fn created(desired: &Desired) -> LoadBalancer {
+        let request = desired.create_request(&Placement::Location("fsn1".into()), usize::MAX);
         let mut lb = LoadBalancer {
             id: 1,
-            name: plan.name.clone(),
-            labels: plan.labels(&Labels::new()),
+            name: desired.name.clone(),
+            labels: desired.labels(&Labels::new()),
             load_balancer_type: LoadBalancerType {
-                name: plan.create_type.clone(),
+                name: desired.create_type.clone(),
                 max_targets: 25,
                 ..LoadBalancerType::default()
             },
-            algorithm: Algorithm::new(plan.algorithm.clone().unwrap_or(AlgorithmType::RoundRobin)),
+            algorithm: Algorithm::new(
+                desired
+                    .algorithm
+                    .clone()
+                    .unwrap_or(AlgorithmType::RoundRobin),
+            ),
             public_net: LoadBalancerPublicNet {
                 enabled: request.public_interface.unwrap_or(true),
                 ipv4: LoadBalancerIp {
@@ -1234,7 +1241,7 @@ mod tests {
         };
         let base = desired_of(&svc, &[], &[]);
         let lb = created(&base);
-        let p = plan_with(
+        let p = desired_with(
             &svc,
             &[
                 (keys::ALGORITHM_TYPE, "LEAST_CONNECTIONS"),
@@ -1278,7 +1285,7 @@ mod tests {
             health_check_timeout: Some(Duration::from_secs(4)),
             ..LoadBalancerSettings::default()
         };
-        let p = plan_with(&svc, &https, &settings, None, &[]);
+        let p = desired_with(&svc, &https, &settings, None, &[]);
         let hc = &p.services[0].health_check;
         assert_eq!(hc.protocol, HealthCheckProtocol::Https);
         assert_eq!(hc.timeout, Some(4));
@@ -1374,7 +1381,7 @@ mod tests {
             (vec![(keys::LOCATION, "")], &env_location, None),
         ];
         for (pairs, settings, want) in cases {
-            let p = plan_with(&svc, &pairs, settings, None, &[]);
+            let p = desired_with(&svc, &pairs, settings, None, &[]);
             assert_eq!(p.placement, want, "{pairs:?}");
         }
     }
@@ -1394,9 +1401,9 @@ mod tests {
             },
         ];
         let s = LoadBalancerSettings::default();
-        let ours = plan_with(&svc, &[], &s, Some(7), &[]);
+        let ours = desired_with(&svc, &[], &s, Some(7), &[]);
         assert_eq!(texts(&ours.diff(&lb)), vec!["detach from network 9"]);
-        let moved = plan_with(&svc, &[(keys::PRIVATE_IPV4, "10.0.0.50")], &s, Some(7), &[]);
+        let moved = desired_with(&svc, &[(keys::PRIVATE_IPV4, "10.0.0.50")], &s, Some(7), &[]);
         assert_eq!(
             texts(&moved.diff(&lb)),
             vec![
@@ -1405,7 +1412,7 @@ mod tests {
                 "attach to network 7 with IP 10.0.0.50"
             ]
         );
-        let none = plan_with(&svc, &[], &s, None, &[]);
+        let none = desired_with(&svc, &[], &s, None, &[]);
         assert_eq!(
             texts(&none.diff(&lb)),
             vec!["detach from network 7", "detach from network 9"]
@@ -1816,7 +1823,7 @@ mod tests {
             cluster_name: Some("prod".into()),
             ..LoadBalancerSettings::default()
         };
-        let named = plan_with(&svc, &[], &named_settings, None, &[]);
+        let named = desired_with(&svc, &[], &named_settings, None, &[]);
         let with = crate::test_support::labels;
         let uid = named.uid.clone();
         let create = named.create_request(&Placement::Location("fsn1".into()), usize::MAX);

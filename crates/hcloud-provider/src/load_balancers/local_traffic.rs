@@ -61,8 +61,8 @@ pub fn http() -> DesiredHealthCheckHttp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load_balancers::decide::predict;
     use crate::load_balancers::desired::{Desired, Placement};
-    use crate::load_balancers::predict;
     use crate::load_balancers::settings::LoadBalancerSettings;
     use hcloud_api::models::{HealthCheckProtocol, LoadBalancer, LoadBalancerType};
     use k8s_openapi::api::core::v1::ServiceSpec;

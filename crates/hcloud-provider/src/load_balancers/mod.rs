@@ -4,7 +4,7 @@
 //!
 //! - **Lookup**: by the label `hcloud-ccm/service-uid=<uid>`, else by name (adopted: the
 //!   label is added), else the load balancer is created. Lookups are answered by one shared
-//!   snapshot of all load balancers (see `snapshot.rs`): a burst of lookups (a leader start,
+//!   cache of all load balancers (see `cache.rs`): a burst of lookups (a leader start,
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
 //!   lookup within [`crate::CacheConfig::load_balancer_max_age`] (10 s) of a listing nothing.
 //!   With a cluster name, only this cluster's (and unlabelled) load balancers are the
@@ -37,7 +37,7 @@
 //!   all UDP or SCTP ([`desired::no_tcp_port`]) gets no load balancer, which would be billed
 //!   and carry nothing (Hetzner load balancers carry TCP only). Ensure writes one
 //!   `UnsupportedProtocolConfigured` Warning naming the ports, deletes a load balancer labelled
-//!   with the Service's UID as the deletion does (the snapshot says whether there is one, the
+//!   with the Service's UID as the deletion does (the cache says whether there is one, the
 //!   API lists what is deleted), and succeeds with an empty status, which the controller
 //!   writes: no error, so no retry until the Service changes. Update has nothing to update
 //!   then; `plan` shows the deletion and the Warning.
@@ -46,10 +46,10 @@
 //!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
 //!   `InternalIPNotConfigured`, `ServerNotFound`) and, where this CCM is stricter on
 //!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
-//! - **One decision**: ensure reads and decides (`decide.rs`: the load balancer, the
-//!   certificate to create or wait for, the creation request, the steps of every round,
-//!   predicted with `predict.rs`), then carries the decision out; `plan` is the same decision
-//!   printed, without carrying it out.
+//! - **Read, decide, apply**: `read.rs` reads (the load balancer, certificates, types, the
+//!   Robot servers), `decide.rs` decides without I/O (the certificate to create or wait for,
+//!   the creation request, the steps of every round, predicted), `apply.rs` carries the
+//!   decision out, round for round, without deciding again. `plan` prints the same decision.
 //! - A load balancer that is busy with someone else's action, or still being created, gives
 //!   an error of category [`cloud_provider::Category::Transient`] (see [`Error::retry`]) with
 //!   [`LoadBalancerSettings::retry_after`].
@@ -58,25 +58,23 @@
 //! may run at the same time).
 
 pub mod annotations;
+mod apply;
+mod cache;
 pub mod cluster;
 mod decide;
 pub mod desired;
-mod ensure;
 mod local_traffic;
 pub mod naming;
-mod ops;
-mod orphans;
 pub mod per_port;
-mod predict;
+mod read;
 mod robot_targets;
 pub mod selector;
 mod services;
 mod settings;
-mod snapshot;
 mod steps;
 mod user_labels;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
@@ -95,10 +93,12 @@ pub use selector::NodeSelector;
 pub use settings::{DEFAULT_LB_TYPE, LoadBalancerSettings};
 pub use steps::reasons;
 
-use crate::errors::{Call, categorize};
+use crate::errors::Call;
 use crate::metrics::op::load_balancers as lbs_op;
+use apply::{Applier, Executor, StandIns};
+use cluster::Orphan;
 use naming::service_key;
-use ops::Executor;
+use read::Reader;
 
 /// Hetzner load balancers for Services.
 #[derive(Debug)]
@@ -110,11 +110,10 @@ pub struct HcloudLoadBalancers {
     events: crate::events::Events,
     operations: crate::metrics::Operations,
     lb_types: Option<crate::lb_type_cache::LoadBalancerTypeCache>,
-    /// The issued managed certificate of each Service (by UID) seen by this process, so that
-    /// a no-op ensure can tell whether its HTTPS services carry it without a request.
-    managed_certificates: std::sync::Mutex<HashMap<String, i64>>,
+    /// The issued managed certificate of each Service seen by this process.
+    managed_certificates: read::ManagedCertificates,
     /// Every load balancer as last listed or written (the lookups of all Services).
-    snapshot: snapshot::Snapshot,
+    cache: cache::LoadBalancerCache,
     /// Whether the token's project is the cluster's: nothing is created while it is not.
     project: crate::project::ProjectGuard,
     /// The service controller's worker pool, which waits for actions lend their slot to.
@@ -128,11 +127,11 @@ impl HcloudLoadBalancers {
     /// `HCLOUD_NETWORK`) when given.
     pub fn new(client: Client, settings: LoadBalancerSettings, network_id: Option<i64>) -> Self {
         Self {
-            snapshot: snapshot::Snapshot::new(
-                client.clone(),
+            cache: Self::cache_of(
+                &client,
+                &settings,
                 crate::CacheConfig::default().load_balancer_max_age,
-            )
-            .scoped(cluster::selector(settings.cluster_name.as_deref())),
+            ),
             client,
             settings,
             network_id,
@@ -140,15 +139,22 @@ impl HcloudLoadBalancers {
             events: crate::events::Events::default(),
             operations: crate::metrics::Operations::default(),
             lb_types: None,
-            managed_certificates: std::sync::Mutex::default(),
+            managed_certificates: read::ManagedCertificates::default(),
             project: crate::project::ProjectGuard::default(),
             workers: std::sync::OnceLock::new(),
             robot: crate::robot::Robot::default(),
         }
     }
 
-    // Deliberate repetition: one builder setter per handle the provider shares; each sets one field
-    // and its doc says what sharing that handle means here.
+    fn cache_of(
+        client: &Client,
+        settings: &LoadBalancerSettings,
+        max_age: std::time::Duration,
+    ) -> cache::LoadBalancerCache {
+        cache::LoadBalancerCache::new(client.clone(), max_age)
+            .scoped(cluster::selector(settings.cluster_name.as_deref()))
+    }
+
     /// Make Robot Nodes IP targets through `robot` (the provider's shared Robot).
     #[must_use]
     pub fn with_robot(mut self, robot: crate::robot::Robot) -> Self {
@@ -164,34 +170,11 @@ impl HcloudLoadBalancers {
         self
     }
 
-    fn remembered_managed_certificate(&self, uid: &str) -> Option<i64> {
-        self.managed_certificates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(uid)
-            .copied()
-    }
-
-    fn remember_managed_certificate(&self, uid: &str, id: i64) {
-        self.managed_certificates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uid.to_owned(), id);
-    }
-
-    fn forget_managed_certificate(&self, uid: &str) {
-        self.managed_certificates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid);
-    }
-
-    /// Keep the snapshot of all load balancers for [`crate::CacheConfig::load_balancer_max_age`]
+    /// Keep the cache of all load balancers for [`crate::CacheConfig::load_balancer_max_age`]
     /// of `config` (the provider's settings) instead of the default.
     #[must_use]
     pub fn with_cache_config(mut self, config: &crate::CacheConfig) -> Self {
-        self.snapshot = snapshot::Snapshot::new(self.client.clone(), config.load_balancer_max_age)
-            .scoped(cluster::selector(self.settings.cluster_name.as_deref()));
+        self.cache = Self::cache_of(&self.client, &self.settings, config.load_balancer_max_age);
         self
     }
 
@@ -205,12 +188,6 @@ impl HcloudLoadBalancers {
         self
     }
 
-    /// The load balancer type cache, when given.
-    pub fn lb_type_cache(&self) -> Option<&crate::lb_type_cache::LoadBalancerTypeCache> {
-        self.lb_types.as_ref()
-    }
-
-    // Deliberate repetition: builder setters, as above.
     /// Write events through `events` (the provider's shared handle).
     #[must_use]
     pub fn with_events(mut self, events: crate::events::Events) -> Self {
@@ -225,12 +202,17 @@ impl HcloudLoadBalancers {
         self
     }
 
-    /// The event handle.
+    /// The load balancer type cache, when given.
+    pub fn lb_type_cache(&self) -> Option<&crate::lb_type_cache::LoadBalancerTypeCache> {
+        self.lb_types.as_ref()
+    }
+
+    /// Where the Warning events go.
     pub fn events(&self) -> &crate::events::Events {
         &self.events
     }
 
-    /// The operations counter.
+    /// The counts of operations, as the official CCM's metrics name them.
     pub fn operations(&self) -> &crate::metrics::Operations {
         &self.operations
     }
@@ -243,6 +225,75 @@ impl HcloudLoadBalancers {
     /// The network load balancers are attached to.
     pub fn network_id(&self) -> Option<i64> {
         self.network_id
+    }
+
+    /// The cluster name (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`), when set.
+    pub fn cluster_name(&self) -> Option<&str> {
+        self.settings.cluster_name.as_deref()
+    }
+
+    /// Every load balancer labelled with this cluster's name, as the API lists them now (one
+    /// request by the cluster label). `None` without a cluster name: then nothing tells this
+    /// cluster's load balancers from another's.
+    pub async fn list_cluster(&self) -> Result<Option<Vec<models::LoadBalancer>>> {
+        self.reader().list_cluster().await
+    }
+
+    /// The load balancers labelled with this cluster's name whose Service UID label names
+    /// none of `services` (the UIDs of every Service of the cluster), lowest ID first (see
+    /// [`HcloudLoadBalancers::list_cluster`]; `None` without a cluster name).
+    ///
+    /// Before deleting, list the load balancers first and the Services after, and use
+    /// [`cluster::orphans`]: a Service created meanwhile then cannot own a load balancer
+    /// that looks orphaned.
+    pub async fn orphans(&self, services: &HashSet<String>) -> Result<Option<Vec<Orphan>>> {
+        let listed = self.list_cluster().await?;
+        Ok(listed
+            .zip(self.cluster_name())
+            .map(|(lbs, name)| cluster::orphans(&lbs, name, services)))
+    }
+
+    /// Delete `orphan` and the managed certificates labelled with its Service UID (not
+    /// another cluster's). Returns whether it is gone: `false` when it has delete protection
+    /// (kept).
+    pub async fn delete_orphan(&self, orphan: &Orphan) -> Result<bool> {
+        let lb = &orphan.lb;
+        if lb.protection.delete {
+            tracing::info!(
+                load_balancer = lb.name,
+                id = lb.id,
+                "keeping the orphaned load balancer: it has delete protection"
+            );
+            return Ok(false);
+        }
+        let key = format!(
+            "(orphan of cluster {})",
+            self.cluster_name().unwrap_or_default()
+        );
+        self.applier().delete_one(&key, lb).await?;
+        if let Some(uid) = &orphan.service_uid {
+            let certificates: Vec<models::Certificate> = self
+                .reader()
+                .labelled_certificates(uid)
+                .await?
+                .into_iter()
+                // Not another cluster's (see `labelled_certificates`); one made before the
+                // cluster name was set has no cluster label but the orphan's UID.
+                .filter(|c| c.kind == Some(models::CertificateType::Managed))
+                .collect();
+            self.applier()
+                .delete_certificates(&key, &certificates)
+                .await?;
+        }
+        Ok(true)
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader { lbs: self }
+    }
+
+    fn applier(&self) -> Applier<'_> {
+        Applier { lbs: self }
     }
 
     async fn lock(&self, uid: &str) -> tokio::sync::OwnedMutexGuard<()> {
@@ -292,83 +343,6 @@ impl HcloudLoadBalancers {
             })
     }
 
-    /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from
-    /// its cache, when a selected Node is a Robot Node: a failure fails the reconcile before
-    /// any change).
-    async fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
-        self.operations
-            .count(crate::metrics::op::load_balancer_ops::SERVICE_OPTS_EXTRACT);
-        let mut desired = Desired::new(
-            service,
-            &Annotations::of(service),
-            &self.settings,
-            self.network_id,
-            nodes,
-        )
-        .map_err(|why| Error::invalid_input(format!("service {}: {why}", service_key(service))))?;
-        if !self.robot.enabled() {
-            desired.choose_robot_targets(RobotView::Off);
-        } else if !self.robot.has_client() {
-            desired.choose_robot_targets(RobotView::WithoutClient);
-        } else if desired.robot_nodes.is_empty() {
-            // No Robot Node is selected: no IP target stays, whatever Robot lists.
-            desired.choose_robot_targets(RobotView::Listed(&[]));
-        } else {
-            let listed = self.robot.servers().await.map_err(|err| {
-                categorize(
-                    format!(
-                        "service {}: listing the Robot servers for the targets",
-                        service_key(service)
-                    ),
-                    err,
-                )
-            })?;
-            desired.choose_robot_targets(RobotView::Listed(&listed));
-        }
-        Ok(desired)
-    }
-
-    /// What ensuring a Service without a TCP port (see [`desired::no_tcp_port`]) deletes: the
-    /// load balancers labelled with `uid`, as the deletion finds them. Whether there is one
-    /// at all is answered by the snapshot, as ensure's own lookup (no request of its own when
-    /// it is fresh); only then is the API asked by label, for what is deleted.
-    async fn decide_without_tcp(&self, uid: &str) -> Result<decide::Deletion> {
-        if self.find(uid, "", false).await?.lb.is_none() {
-            return Ok(decide::Deletion::default());
-        }
-        self.decide_deletion(uid).await
-    }
-
-    /// Carry `deletion` out for `service` (with `uid`): the load balancers, then the managed
-    /// certificates; a protected load balancer is kept with a `DeleteProtected` Warning.
-    async fn carry_out_deletion(
-        &self,
-        service: &Service,
-        uid: &str,
-        deletion: &decide::Deletion,
-    ) -> Result<()> {
-        let key = service_key(service);
-        for lb in &deletion.kept {
-            tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "keeping the load balancer: it has delete protection");
-            self.events
-                .warn(
-                    service,
-                    reasons::DELETE_PROTECTED,
-                    &decide::kept_message(lb),
-                )
-                .await;
-        }
-        for lb in &deletion.load_balancers {
-            self.delete_one(&key, lb).await?;
-        }
-        self.delete_certificates(&key, &deletion.certificates)
-            .await?;
-        if deletion.kept.is_empty() {
-            self.forget_managed_certificate(uid);
-        }
-        Ok(())
-    }
-
     /// Ensure for a Service without a TCP port: `warning` (published first, so that it says
     /// why even when the deletion fails and is retried), no load balancer (one labelled with
     /// the Service's UID is deleted), an empty status.
@@ -378,60 +352,26 @@ impl HcloudLoadBalancers {
         uid: &str,
         warning: &Notice,
     ) -> Result<LoadBalancerStatus> {
-        self.publish(service, &[], std::slice::from_ref(warning))
+        let apply = self.applier();
+        apply
+            .publish(service, &[], std::slice::from_ref(warning))
             .await;
-        let deletion = self.decide_without_tcp(uid).await?;
+        let deletion = self.reader().deletion_without_tcp(uid).await?;
         if !deletion.load_balancers.is_empty() {
             tracing::info!(service = %service_key(service), "the Service has no TCP port: deleting its load balancer");
         }
-        self.carry_out_deletion(service, uid, &deletion).await?;
+        apply.carry_out_deletion(service, uid, &deletion).await?;
         Ok(LoadBalancerStatus::default())
-    }
-
-    /// Delete one load balancer of the Service (kept when the API says it is protected).
-    async fn delete_one(&self, key: &str, lb: &models::LoadBalancer) -> Result<()> {
-        self.operations
-            .count(crate::metrics::op::load_balancer_ops::DELETE);
-        tracing::info!(service = %key, load_balancer = lb.name, id = lb.id, "deleting load balancer");
-        match self.client.load_balancers().delete(lb.id).await {
-            // The load balancer is gone once its delete action succeeded.
-            Ok(Some(action)) => {
-                let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
-                let waited = self.executor(lb, &lb.name).wait(&what, &[action]).await;
-                match &waited {
-                    Ok(()) => self.snapshot.remove(lb.id),
-                    Err(_) => self.snapshot.doubt(lb.id),
-                }
-                waited
-            }
-            Ok(None) => {
-                self.snapshot.remove(lb.id);
-                Ok(())
-            }
-            Err(err) if err.is_not_found() => {
-                self.snapshot.remove(lb.id);
-                Ok(())
-            }
-            Err(err) if err.code() == Some(&hcloud_api::ErrorCode::Protected) => {
-                tracing::info!(service = %key, load_balancer = lb.name, "keeping the load balancer: it has delete protection");
-                Ok(())
-            }
-            Err(err) => Err({
-                self.snapshot.doubt(lb.id);
-                let what = format!("deleting load balancer {:?} (ID {})", lb.name, lb.id);
-                categorize(self.lb_call(what), err)
-            }),
-        }
     }
 }
 
 #[async_trait]
 impl LoadBalancer for HcloudLoadBalancers {
-    /// More than one update coming: the first lookup of a stale snapshot lists all load
+    /// More than one update coming: the first lookup of a stale cache lists all load
     /// balancers (the others share that listing) instead of first asking for its own alone.
     fn expect_lookups(&self, services: usize) {
         if services > 1 {
-            self.snapshot.expect_burst();
+            self.cache.expect_burst();
         }
     }
 
@@ -455,9 +395,15 @@ impl LoadBalancer for HcloudLoadBalancers {
         let uid = Self::uid(service)?;
         // Lenient: broken annotations must not block the deletion path that asks this.
         let annotations = Annotations::of(service);
-        // Asked of the API, never answered from the snapshot: "none" here releases the
+        // Asked of the API, never answered from the cache: "none" here releases the
         // Service (its finalizer goes), so it must not come from a listing that missed one.
-        let Some(lb) = self.list_labelled_now(uid).await?.into_iter().next() else {
+        let Some(lb) = self
+            .reader()
+            .list_labelled_now(uid)
+            .await?
+            .into_iter()
+            .next()
+        else {
             return Ok(None);
         };
         self.operations
@@ -488,16 +434,17 @@ impl LoadBalancer for HcloudLoadBalancers {
                 .await
                 .map(Outcome::Done);
         }
-        let decision = self.decide(service, nodes).await?;
+        let decision = decide::decide(self.reader().read(service, nodes).await?)?;
         let mut notices = decision.notices.clone();
-        let result = self.carry_out(service, decision).await;
+        let apply = self.applier();
+        let result = apply.carry_out(service, decision).await;
         match &result {
             Ok((_, more)) => notices.extend(more.iter().cloned()),
             // The remembered certificate may be what failed (deleted by hand): look it up
             // again next time.
-            Err(_) => self.forget_managed_certificate(uid),
+            Err(_) => self.managed_certificates.forget(uid),
         }
-        self.publish(service, nodes, &notices).await;
+        apply.publish(service, nodes, &notices).await;
         result.map(|(status, _)| Outcome::Done(status))
     }
 
@@ -516,22 +463,25 @@ impl LoadBalancer for HcloudLoadBalancers {
             // report an updated load balancer. So: nothing of this controller's to update.
             return Ok(Outcome::ImplementedElsewhere);
         }
-        let plan = self.desired(service, nodes).await?;
+        let read = self.reader();
+        let desired = read.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
-        let found = self.find(uid, &plan.name, false).await?;
-        let Some(lb) = found.lb else {
-            return Err(Error::not_found_msg(format!(
-                "service {}: load balancer {:?}",
-                service_key(service),
-                plan.name
-            )));
-        };
-        let (_, notices) = self.apply_rounds(service, &plan, lb, true).await?;
-        self.publish(service, nodes, &notices).await;
+        let found = read.find(uid, &desired.name, false).await?;
+        let update = decide::decide_update(&service_key(service), &desired, found)?;
+        let apply = self.applier();
+        let (_, notices) = apply
+            .run_rounds(
+                service,
+                &desired,
+                update.lb,
+                &update.rounds,
+                &StandIns::default(),
+            )
+            .await?;
+        apply.publish(service, nodes, &notices).await;
         Ok(Outcome::Done(()))
     }
 
-    // Deliberate repetition: the signatures of these methods are the `LoadBalancer` trait's.
     async fn ensure_load_balancer_deleted(
         &self,
         _cluster_name: &str,
@@ -540,8 +490,10 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
-        let deletion = self.decide_deletion(uid).await?;
-        self.carry_out_deletion(service, uid, &deletion).await?;
+        let deletion = self.reader().deletion(uid).await?;
+        self.applier()
+            .carry_out_deletion(service, uid, &deletion)
+            .await?;
         Ok(Outcome::Done(()))
     }
 
@@ -551,10 +503,9 @@ impl LoadBalancer for HcloudLoadBalancers {
         service: &Service,
     ) -> Result<LoadBalancerPlan> {
         let uid = Self::uid(service)?;
-        Ok(self.decide_deletion(uid).await?.to_plan())
+        Ok(self.reader().deletion(uid).await?.to_plan())
     }
 
-    // Deliberate repetition: the signature is the `LoadBalancer` trait's.
     async fn plan_load_balancer(
         &self,
         _cluster_name: &str,
@@ -564,7 +515,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         if let Some(warning) = desired::no_tcp_port(service) {
             // As ensure: the Warning, the deletion of a load balancer it has, an empty status.
             let uid = Self::uid(service)?;
-            let mut plan = self.decide_without_tcp(uid).await?.to_plan();
+            let mut plan = self.reader().deletion_without_tcp(uid).await?.to_plan();
             if let Some(reason) = warning.reason {
                 plan.warnings
                     .insert(0, Warning::new(reason, warning.message));
@@ -572,6 +523,7 @@ impl LoadBalancer for HcloudLoadBalancers {
             plan.status = Some(LoadBalancerStatus::default());
             return Ok(plan);
         }
-        Ok(self.decide(service, nodes).await?.to_plan())
+        let read = self.reader().read(service, nodes).await?;
+        Ok(decide::decide(read)?.to_plan())
     }
 }

@@ -28,13 +28,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cloud_provider::provider::Result;
 use hcloud_api::models::ServiceProtocol;
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 
-use super::HcloudLoadBalancers;
 use super::annotations::{AnnotationError, Annotations, Errors, PREFIX, keys};
-use super::desired::{Certificates, Desired, Notice, PortCertificates};
+use super::desired::{Certificates, Notice, PortCertificates};
 use super::services::{DesiredHealthCheck, DesiredHttp, DesiredService};
 
 /// The prefix of every per-port annotation; the port and the setting follow.
@@ -382,53 +380,11 @@ pub fn some_port_uses_proxyprotocol(a: &Annotations) -> bool {
     })
 }
 
-impl HcloudLoadBalancers {
-    /// Resolve the uploaded certificates each https port names for itself
-    /// ([`Desired::port_certificates`]) and put their IDs into those services; a name used by
-    /// several ports is looked up once.
-    pub(super) async fn resolve_port_certificates(&self, desired: &mut Desired) -> Result<()> {
-        let names: BTreeSet<&String> = desired
-            .port_certificates
-            .values()
-            .flat_map(|p| &p.refs)
-            .collect();
-        let names: Vec<String> = names.into_iter().cloned().collect();
-        if names.is_empty() {
-            return Ok(());
-        }
-        // A missing certificate is reported under the annotations of the ports that name it.
-        let keys_naming = |name: &str| {
-            let keys: BTreeSet<&str> = desired
-                .port_certificates
-                .values()
-                .filter(|p| p.refs.iter().any(|r| r == name))
-                .map(|p| p.key.as_str())
-                .collect();
-            keys.into_iter().collect::<Vec<_>>().join(", ")
-        };
-        let ids = self.resolve_uploaded(&names, keys_naming).await?;
-        let id_of: BTreeMap<&String, i64> = names.iter().zip(ids).collect();
-        for service in &mut desired.services {
-            if let Some(port) = desired.port_certificates.get(&service.listen_port)
-                && let Some(http) = &mut service.http
-            {
-                http.certificates = Some(
-                    port.refs
-                        .iter()
-                        .filter_map(|r| id_of.get(r).copied())
-                        .collect(),
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::load_balancers::LoadBalancerSettings;
-    use crate::load_balancers::desired::Step;
+    use crate::load_balancers::desired::{Desired, Step};
     use hcloud_api::models::{HealthCheckProtocol, LoadBalancer, LoadBalancerService};
 
     /// A Service with ports `(name, port)` (NodePort = 30000 + port) and these annotations
@@ -498,7 +454,6 @@ mod tests {
         assert!(warnings(&d).is_empty());
     }
 
-    // Deliberate repetition: each test reads as its own scenario, ports and annotations in full.
     #[test]
     fn a_port_value_beats_the_service_wide_one() {
         let d = desired(

@@ -31,7 +31,7 @@ pub struct RobotNode {
 
 /// An IP target and the Node it stands for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IpTargetPlan {
+pub struct DesiredIpTarget {
     /// The target's IP.
     pub ip: String,
     /// Node name (for events).
@@ -67,7 +67,7 @@ impl Desired {
                 RobotView::Listed(servers) => self.listed(node, find_number(servers, node.number)),
             };
             if let Some(ip) = ip {
-                chosen.push(IpTargetPlan {
+                chosen.push(DesiredIpTarget {
                     ip,
                     node: node.node.clone(),
                 });

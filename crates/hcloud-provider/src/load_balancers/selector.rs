@@ -88,8 +88,8 @@ fn split_top_level(s: &str) -> Result<Vec<&str>, String> {
     let mut parts = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
-    // Deliberate repetition: the simulator's label-selector parser splits the same way, but the
-    // simulator is the API's independent model and shares no code with the client side.
+    // The simulator's label-selector parser splits the same way: it is the API's independent
+    // model and shares no code with the client side.
     for (i, c) in s.char_indices() {
         match c {
             '(' => depth += 1,

@@ -7,10 +7,9 @@
 //! timeout 10 s, 3 retries, path `/`, status codes `2??,3??`, no PROXY protocol, no sticky
 //! sessions or redirect), which is what the API would pick if the field were left out.
 //!
-//! Deliberate repetition: the `Desired*` structs follow the API's service models field by
-//! field (each one an `Option`), and merging and comparing walk those same fields one line
-//! each; the fields differ in type and default, so a shared walker would only hide which field
-//! gets which rule.
+//! The `Desired*` structs follow the API's service models field by field (each one an
+//! `Option`); merging and comparing name each field, since the fields differ in type and
+//! default.
 
 use hcloud_api::models::{
     HealthCheck, HealthCheckHttp, HealthCheckProtocol, LoadBalancerService, ServiceHttp,
@@ -286,7 +285,7 @@ impl DesiredService {
     }
 }
 
-/// Certificate IDs for people, sorted; [`NEW_CERTIFICATE`] (a plan's stand-in for a managed
+/// Certificate IDs for people, sorted; [`NEW_CERTIFICATE`] (the stand-in for a managed
 /// certificate not created yet) shows as `new`.
 fn certificate_ids(ids: &[i64]) -> String {
     let ids: Vec<String> = sorted(ids)
@@ -299,15 +298,16 @@ fn certificate_ids(ids: &[i64]) -> String {
     format!("[{}]", ids.join(", "))
 }
 
-/// The certificate ID a plan predicts with for a managed certificate that ensure creates
-/// first (the API never gives out ID 0).
+/// The certificate ID the decision's steps name for the managed certificate ensure creates
+/// first (the API never gives out ID 0); carrying the steps out puts the created
+/// certificate's ID in its place.
 pub const NEW_CERTIFICATE: i64 = 0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     // The service as the load balancer has it after its spec was sent.
-    use crate::load_balancers::predict::service as current;
+    use crate::load_balancers::decide::predict::service as current;
 
     fn tcp(port: u16, node_port: u16) -> DesiredService {
         DesiredService {
@@ -344,8 +344,8 @@ mod tests {
         hc.interval = 5;
         hc.timeout = 3;
         hc.retries = 1;
-        let plan = tcp(80, 30080);
-        assert!(plan.changes(&lb).is_empty(), "{:?}", plan.changes(&lb));
+        let wanted = tcp(80, 30080);
+        assert!(wanted.changes(&lb).is_empty(), "{:?}", wanted.changes(&lb));
         // A changed NodePort only changes the ports; interval etc. are sent as they are.
         let moved = tcp(80, 30081);
         assert_eq!(
@@ -364,54 +364,54 @@ mod tests {
     #[test]
     fn set_fields_are_enforced() {
         let lb = current(&tcp(80, 30080).spec());
-        let mut plan = tcp(80, 30080);
-        plan.proxyprotocol = Some(true);
-        plan.health_check.interval = Some(5);
+        let mut wanted = tcp(80, 30080);
+        wanted.proxyprotocol = Some(true);
+        wanted.health_check.interval = Some(5);
         assert_eq!(
-            plan.changes(&lb),
+            wanted.changes(&lb),
             vec![
                 "proxy protocol false -> true",
                 "health check interval 15s -> 5s"
             ]
         );
-        assert_eq!(plan.update(&lb).proxyprotocol, Some(true));
+        assert_eq!(wanted.update(&lb).proxyprotocol, Some(true));
     }
 
     #[test]
     fn http_settings_merge_and_certificates_compare_unordered() {
-        let mut plan = tcp(443, 30443);
-        plan.protocol = ServiceProtocol::Https;
-        plan.http = Some(DesiredHttp {
+        let mut wanted = tcp(443, 30443);
+        wanted.protocol = ServiceProtocol::Https;
+        wanted.http = Some(DesiredHttp {
             certificates: Some(vec![2, 1]),
             ..DesiredHttp::default()
         });
-        let mut lb = current(&plan.spec());
+        let mut lb = current(&wanted.spec());
         let http = lb.http.as_mut().unwrap();
         http.certificates = vec![1, 2];
         http.sticky_sessions = true;
         http.cookie_name = Some("S".into());
-        assert!(plan.changes(&lb).is_empty(), "{:?}", plan.changes(&lb));
-        plan.http.as_mut().unwrap().sticky_sessions = Some(false);
-        assert_eq!(plan.changes(&lb), vec!["sticky sessions true -> false"]);
-        let http = plan.update(&lb).http.unwrap();
+        assert!(wanted.changes(&lb).is_empty(), "{:?}", wanted.changes(&lb));
+        wanted.http.as_mut().unwrap().sticky_sessions = Some(false);
+        assert_eq!(wanted.changes(&lb), vec!["sticky sessions true -> false"]);
+        let http = wanted.update(&lb).http.unwrap();
         assert_eq!(http.cookie_name.as_deref(), Some("S"));
     }
 
     #[test]
     fn http_health_check_fields() {
-        let mut plan = tcp(80, 30080);
-        plan.health_check.protocol = HealthCheckProtocol::Http;
-        plan.health_check.http = Some(DesiredHealthCheckHttp {
+        let mut wanted = tcp(80, 30080);
+        wanted.health_check.protocol = HealthCheckProtocol::Http;
+        wanted.health_check.http = Some(DesiredHealthCheckHttp {
             status_codes: Some(vec!["200".into()]),
             ..DesiredHealthCheckHttp::default()
         });
-        let hc = plan.spec().health_check.unwrap();
+        let hc = wanted.spec().health_check.unwrap();
         let http = hc.http.unwrap();
         assert_eq!(http.status_codes, vec!["200"]);
         assert_eq!(http.path.as_deref(), Some("/"));
         let lb = current(&tcp(80, 30080).spec());
         assert_eq!(
-            plan.changes(&lb),
+            wanted.changes(&lb),
             vec![
                 "health check protocol tcp -> http",
                 "health check path unset -> \"/\"",

@@ -297,8 +297,6 @@ impl fmt::Display for Notice {
     }
 }
 
-// Deliberate repetition: a table of event reasons, one documented constant each, spelled as the
-// official CCM writes them.
 /// Event reasons, as the official CCM writes them.
 pub mod reasons {
     /// A node could not be added: the type's target limit is reached.

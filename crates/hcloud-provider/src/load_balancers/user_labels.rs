@@ -135,9 +135,9 @@ pub fn delete_protection(a: &Annotations, errors: &mut Errors) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load_balancers::decide::predict;
     use crate::load_balancers::desired::{Desired, Placement, Step};
     use crate::load_balancers::naming::SERVICE_UID_LABEL;
-    use crate::load_balancers::predict;
     use crate::load_balancers::settings::LoadBalancerSettings;
     use crate::test_support::labels;
     use hcloud_api::models::LoadBalancerType;

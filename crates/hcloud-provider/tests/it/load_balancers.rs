@@ -1925,6 +1925,39 @@ async fn a_plan_names_exactly_the_requests_ensure_makes() {
     assert!(made.contains(&"POST /certificates".to_owned()), "{made:?}");
 }
 
+/// The reverse DNS of a load balancer being created names addresses only the creation gives:
+/// the plan names the steps on them, and the first ensure sets them on the created ones.
+#[tokio::test]
+async fn the_reverse_dns_of_a_new_load_balancer_is_planned_and_set_by_the_first_ensure() {
+    let env = Env::start().await;
+    let lbs = env.lbs_with(located(), false).await;
+    let svc = service(
+        &[(80, "TCP", 30080)],
+        &[
+            ("ipv4-rdns", "web.example.com"),
+            ("ipv6-rdns", "web6.example.com"),
+        ],
+    );
+    let made = plan_then_ensure(&env, &lbs, &svc, &[env.node(0)]).await;
+    assert_eq!(
+        made,
+        [
+            "POST /load_balancers",
+            "POST /load_balancers/{id}/actions/change_dns_ptr",
+            "POST /load_balancers/{id}/actions/change_dns_ptr",
+        ]
+    );
+    let lb = env.all().await.into_iter().next().unwrap();
+    assert_eq!(
+        lb.public_net.ipv4.dns_ptr.as_deref(),
+        Some("web.example.com")
+    );
+    assert_eq!(
+        lb.public_net.ipv6.dns_ptr.as_deref(),
+        Some("web6.example.com")
+    );
+}
+
 /// Beyond the official CCM: `externalTrafficPolicy: Local`, user labels, delete protection.
 mod beyond_official;
 mod cluster;

@@ -8,7 +8,7 @@
 //!
 //! - **When to list**: a lookup that finds no fresh listing joins the one under way, or starts
 //!   one when there is none yet, when it fits one page anyway, or when lookups come in a burst
-//!   (a second lookup within `max_age`, or a burst announced by [`Snapshot::expect_burst`]); a
+//!   (a second lookup within `max_age`, or a burst announced by [`LoadBalancerCache::expect_burst`]); a
 //!   lone lookup of a stale snapshot with many load balancers asks by label instead (one
 //!   request, as before).
 //! - **Write-through**: what this process learns from its own writes (a created load
@@ -18,19 +18,19 @@
 //! - **Doubt means a read**: an entry whose change failed half-way is marked stale and read
 //!   again (`GET /load_balancers/{id}`) by the next lookup that would use it. A Service whose
 //!   load balancer may have been created without this process learning its ID (the answer to
-//!   the create was lost) is looked up by its label again ([`Snapshot::doubt_service`]).
+//!   the create was lost) is looked up by its label again ([`LoadBalancerCache::doubt_service`]).
 //! - **Absence is never concluded from the snapshot**: before a Service lets go of its load
-//!   balancer, [`Snapshot::labelled_now`] asks the API by label selector. A listing can miss
+//!   balancer, [`LoadBalancerCache::labelled_now`] asks the API by label selector. A listing can miss
 //!   an entry (a page shift while others are deleted, a create whose answer was lost), and a
 //!   Service released on such an answer would leave its load balancer billed for good.
 //!
 //! - **One cluster's**: with a cluster name (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`) the listing
-//!   asks for the cluster label only ([`Snapshot::scoped`]); a lookup it answers with nothing
+//!   asks for the cluster label only ([`LoadBalancerCache::scoped`]); a lookup it answers with nothing
 //!   asks the API for that Service alone, so load balancers without the label are still found.
 //!
 //! What a stale snapshot can hide is a load balancer created by someone else in the last
 //! `max_age`. Creating ours then fails on the name (names are unique in a project), which
-//! [`Snapshot::forget`] answers with a new listing on the retry: the stranger is found by name
+//! [`LoadBalancerCache::forget`] answers with a new listing on the retry: the stranger is found by name
 //! and adopted, or refused when it belongs to another Service.
 //!
 //! [`CacheConfig::load_balancer_max_age`]: crate::CacheConfig::load_balancer_max_age
@@ -113,7 +113,7 @@ impl View<'_> {
 
 /// The load balancers as last seen (see the module docs).
 #[derive(Debug)]
-pub(super) struct Snapshot {
+pub(super) struct LoadBalancerCache {
     client: Client,
     max_age: Duration,
     /// The cluster label selector of listings (`HCLOUD_LOAD_BALANCERS_CLUSTER_NAME`); `None`:
@@ -129,8 +129,8 @@ enum Next {
     Direct,
 }
 
-impl Snapshot {
-    /// A snapshot that answers lookups for `max_age` after its listing started.
+impl LoadBalancerCache {
+    /// A cache that answers lookups for `max_age` after its listing started.
     pub fn new(client: Client, max_age: Duration) -> Self {
         Self {
             client,
@@ -425,15 +425,15 @@ mod tests {
         lb
     }
 
-    /// A snapshot whose client reaches nothing: listings are landed by hand.
-    fn offline(max_age: Duration) -> Snapshot {
+    /// A cache whose client reaches nothing: listings are landed by hand.
+    fn offline(max_age: Duration) -> LoadBalancerCache {
         let config = hcloud_api::ClientConfig::new(hcloud_api::Token::new("t"))
             .with_endpoint("http://127.0.0.1:9");
-        Snapshot::new(Client::new(config).unwrap(), max_age)
+        LoadBalancerCache::new(Client::new(config).unwrap(), max_age)
     }
 
     /// A listing of `lbs` that takes `took`, started (first polled) now.
-    fn listing(snapshot: &Snapshot, lbs: Vec<LoadBalancer>, took: Duration) -> Listing {
+    fn listing(snapshot: &LoadBalancerCache, lbs: Vec<LoadBalancer>, took: Duration) -> Listing {
         snapshot.listing.refresh(move || {
             Box::pin(async move {
                 tokio::time::sleep(took).await;
@@ -442,7 +442,7 @@ mod tests {
         })
     }
 
-    fn names(snapshot: &Snapshot) -> Vec<(i64, String)> {
+    fn names(snapshot: &LoadBalancerCache) -> Vec<(i64, String)> {
         let mut names: Vec<(i64, String)> = snapshot
             .view()
             .lbs()
