@@ -231,6 +231,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     },
                 )
                 .with_heartbeat(heartbeat.clone())
+                .with_recoveries(ctx.provider.recoveries())
                 .run(ctx.stop.clone())
                 .boxed()
             }),
@@ -285,6 +286,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                 )
                 .with_service_metrics(ctx.service_metrics.clone())
                 .with_heartbeat(heartbeat.clone())
+                .with_recoveries(ctx.provider.recoveries())
                 .run(ctx.stop.clone())
                 .boxed()
             }),

@@ -12,6 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::addresses::NodeIpError;
@@ -25,7 +26,7 @@ use crate::provider::{self, Category, InstanceMetadata, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::next_change;
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, is_conflict, kube_category};
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
 
 /// Event source component.
 pub const COMPONENT: &str = "cloud-node-controller";
@@ -180,6 +181,7 @@ struct Inner {
 pub struct NodeController {
     inner: Arc<Inner>,
     heartbeat: Heartbeat,
+    recoveries: Option<watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -226,6 +228,7 @@ impl NodeController {
                 warned: LastWarnings::default(),
             }),
             heartbeat: Heartbeat::new(CONTROLLER),
+            recoveries: None,
         }
     }
 
@@ -236,10 +239,22 @@ impl NodeController {
         self
     }
 
+    /// Retry the Nodes whose last failure was transient as soon as `recoveries` (the
+    /// provider's, see `CloudProvider::recoveries`) counts a recovery of the cloud API.
+    #[must_use]
+    pub fn with_recoveries(mut self, recoveries: Option<watch::Receiver<u64>>) -> Self {
+        self.recoveries = recoveries;
+        self
+    }
+
     /// Run until `shutdown` is cancelled, or until one of its tasks dies (reported to the
     /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
-        let Self { inner, heartbeat } = self;
+        let Self {
+            inner,
+            heartbeat,
+            recoveries,
+        } = self;
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
         let start = inner
             .cache
@@ -248,6 +263,12 @@ impl NodeController {
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
+        if let Some(recoveries) = recoveries {
+            tasks.spawn(
+                "recovery",
+                expedite_on_recovery(inner.queue.clone(), recoveries, shutdown.clone()),
+            );
+        }
         tasks.spawn(
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),
