@@ -596,7 +596,8 @@ pub fn generate(seed: u64) -> Schedule {
     // were before this shape existed.
     let mut outage_rng = StdRng::seed_from_u64(seed ^ OUTAGE_STREAM);
     if outage_rng.random_bool(OUTAGE_SHARE) {
-        let start = timeline.last().map_or(Duration::ZERO, |(at, _)| *at) + ms(&mut outage_rng, 150..=600);
+        let start =
+            timeline.last().map_or(Duration::ZERO, |(at, _)| *at) + ms(&mut outage_rng, 150..=600);
         let mut tail = Vec::new();
         target_update_outage(&mut outage_rng, &mut model, start, &mut tail);
         flush(&mut model, &mut tail, &mut timeline, None);
@@ -941,7 +942,10 @@ mod tests {
             assert_eq!(joined, 2, "seed {seed}\n{schedule}");
             assert_eq!(at, cleared_at, "seed {seed}: the outage ends the schedule");
         }
-        assert!((20..=60).contains(&outages), "{outages} outages in 200 seeds");
+        assert!(
+            (20..=60).contains(&outages),
+            "{outages} outages in 200 seeds"
+        );
     }
 
     #[test]

@@ -782,7 +782,11 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(2), "at the recovery");
         assert_eq!(q.num_requeues(&"transient"), 1, "the failure count is kept");
         assert_eq!(q.get().await, Some("hinted"));
-        assert_eq!(start.elapsed(), Duration::from_secs(30), "not before its hint");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(30),
+            "not before its hint"
+        );
         assert_eq!(q.get().await, Some("later"));
         let rest = [q.get().await, q.get().await];
         assert!(

@@ -369,20 +369,41 @@ async fn a_success_after_transient_failures_counts_one_recovery() {
     // 503 `unavailable` is not retried: the call fails, and so does a 404 after it (an answer,
     // but no success).
     sim.admin()
-        .inject_fault(Fault::new("/servers/{id}").method("GET").status(503).count(1))
+        .inject_fault(
+            Fault::new("/servers/{id}")
+                .method("GET")
+                .status(503)
+                .count(1),
+        )
         .await
         .expect("fault");
     let err = client.servers().get(id).await.expect_err("503");
     assert_eq!(err.status(), Some(503));
     assert!(client.servers().get(id + 1000).await.is_err(), "not found");
-    assert!(!recoveries.has_changed().unwrap(), "not answered with success yet");
-    client.servers().get(id).await.expect("the API answers again");
+    assert!(
+        !recoveries.has_changed().unwrap(),
+        "not answered with success yet"
+    );
+    client
+        .servers()
+        .get(id)
+        .await
+        .expect("the API answers again");
     assert_eq!(*recoveries.borrow_and_update(), 1);
     // A retried failure that ends in success within one call is a recovery too.
     sim.admin()
-        .inject_fault(Fault::new("/servers/{id}").method("GET").code("bad_gateway").count(2))
+        .inject_fault(
+            Fault::new("/servers/{id}")
+                .method("GET")
+                .code("bad_gateway")
+                .count(2),
+        )
         .await
         .expect("fault");
-    client.servers().get(id).await.expect("retried until success");
+    client
+        .servers()
+        .get(id)
+        .await
+        .expect("retried until success");
     assert_eq!(*recoveries.borrow_and_update(), 2);
 }
