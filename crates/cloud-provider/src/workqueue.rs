@@ -256,15 +256,22 @@ struct LastFailure {
     last_expedited: Option<Instant>,
 }
 
-/// The shortest spacing of two expedited retries of one key; it doubles with each expedited
-/// retry that fails again (up to the queue's own backoff cap) and starts over once the key
+/// The shortest spacing of two expedited retries of one key: it doubles with each expedited
+/// retry that fails again, up to [`EXPEDITE_SPACING_MAX`], and starts over once the key
 /// succeeds.
 ///
-/// An object that keeps failing while other calls succeed (one load balancer answering 500)
-/// would otherwise be brought forward by every success that follows its own failure; spaced so,
-/// it is tried after 1, 2, 4, ... seconds and then as seldom as its backoff cap allows. An
-/// outage that ends brings every object forward at once (its first expedite is not spaced).
+/// An object whose calls keep failing while other calls succeed (one load balancer answering
+/// 500, or an outage of one kind of request) is brought forward by every success after its
+/// own failure. Spaced so, it is tried 1, 2, 4 and then every 8 seconds: an outage of a part of
+/// the API is over for it at most 8 s before it notices. An outage of the whole API ends with
+/// one recovery that brings every object forward at once (its first expedite is not spaced).
 const EXPEDITE_SPACING: Duration = Duration::from_secs(1);
+/// The longest spacing of two expedited retries of one key.
+const EXPEDITE_SPACING_MAX: Duration = Duration::from_secs(8);
+/// How often a key is brought forward before it succeeds again; after that it waits out its
+/// backoff like a key that failed otherwise. Bounds what a persistent failure of one object
+/// costs (16 retries over about 2 minutes), where the API answers every other call.
+const EXPEDITES_PER_FAILURE_STREAK: u32 = 16;
 
 #[derive(Debug)]
 struct State<K> {
@@ -435,8 +442,9 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     ///
     /// - not before its failure's retry-after hint,
     /// - not sooner after its last expedited retry than [`EXPEDITE_SPACING`], doubled for each
-    ///   one since it last succeeded, at most the backoff's cap (a key that keeps failing while
-    ///   other calls succeed is not retried on every success),
+    ///   one since it last succeeded, at most [`EXPEDITE_SPACING_MAX`], and at most
+    ///   [`EXPEDITES_PER_FAILURE_STREAK`] times before it succeeds (a key that keeps failing
+    ///   while other calls succeed is not retried on every success, nor for ever),
     /// - through the queue-wide bucket (10 per second after a burst of 100), so that a mass
     ///   outage does not end in a retry storm.
     ///
@@ -460,10 +468,12 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 let Some(last) = last_failure.get_mut(key) else {
                     continue;
                 };
-                if last.category != Category::Transient {
+                if last.category != Category::Transient
+                    || last.expedited >= EXPEDITES_PER_FAILURE_STREAK
+                {
                     continue;
                 }
-                let spacing = self.spacing(last.expedited);
+                let spacing = Self::spacing(last.expedited);
                 let earliest = last
                     .last_expedited
                     .map_or(now, |at| at + spacing)
@@ -489,14 +499,14 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     }
 
     /// The spacing after `expedited` expedited retries: [`EXPEDITE_SPACING`] doubled for each
-    /// but the first, at most the backoff's cap.
-    fn spacing(&self, expedited: u32) -> Duration {
+    /// but the first, at most [`EXPEDITE_SPACING_MAX`].
+    fn spacing(expedited: u32) -> Duration {
         if expedited == 0 {
             return Duration::ZERO;
         }
         Backoff {
             base: EXPEDITE_SPACING,
-            max: self.backoff.max.max(EXPEDITE_SPACING),
+            max: EXPEDITE_SPACING_MAX,
         }
         .delay(expedited - 1)
     }
@@ -811,7 +821,7 @@ mod tests {
         let mut retried_at = Vec::new();
         let start = Instant::now();
         q.add_failed("lb", Category::Transient, Duration::ZERO);
-        for _ in 0..4 {
+        for _ in 0..EXPEDITES_PER_FAILURE_STREAK {
             // Other calls succeed right after each failure of this one.
             assert_eq!(q.expedite_transient(), 1);
             assert_eq!(q.get().await, Some("lb"));
@@ -819,10 +829,15 @@ mod tests {
             q.add_failed("lb", Category::Transient, Duration::ZERO);
             q.done(&"lb");
         }
-        assert_eq!(retried_at, [0, 1, 3, 7], "spaced 1, 2, 4 s");
-        assert_eq!(q.num_requeues(&"lb"), 5);
-        // Once it succeeds, the next outage's end brings it forward at once again.
+        assert_eq!(retried_at[..6], [0, 1, 3, 7, 15, 23], "spaced 1, 2, 4, 8, 8 s");
+        assert_eq!(retried_at.last(), Some(&103));
+        assert_eq!(q.num_requeues(&"lb"), 17);
+        // Enough: it waits out its backoff now.
+        assert_eq!(q.expedite_transient(), 0);
+        let before = Instant::now();
         assert_eq!(q.get().await, Some("lb"));
+        assert_eq!(before.elapsed(), Duration::from_secs(1000), "its backoff cap");
+        // Once it succeeds, the next outage's end brings it forward at once again.
         q.forget(&"lb");
         q.done(&"lb");
         let now = Instant::now();
