@@ -251,26 +251,24 @@ struct LastFailure {
     category: Category,
     /// Never retried before this (the failure's retry-after hint).
     not_before: Instant,
-    /// Times the key was brought forward since it last succeeded, and when the last time.
+    /// Tries brought forward since the key last succeeded (see [`WorkQueue::add_failed`]).
     expedited: u32,
-    last_expedited: Option<Instant>,
 }
 
-/// The shortest spacing of two expedited retries of one key: it doubles with each expedited
-/// retry that fails again, up to [`EXPEDITE_SPACING_MAX`], and starts over once the key
-/// succeeds.
+/// The delay before the next try of a key that failed again after a recovery brought it
+/// forward: it doubles with each such failure, up to [`EXPEDITE_SPACING_MAX`].
 ///
-/// An object whose calls keep failing while other calls succeed (one load balancer answering
-/// 500, or an outage of one kind of request) is brought forward by every success after its
-/// own failure. Spaced so, it is tried 1, 2, 4 and then every 8 seconds: an outage of a part of
-/// the API is over for it at most 8 s before it notices. An outage of the whole API ends with
-/// one recovery that brings every object forward at once (its first expedite is not spaced).
+/// The API may answer every call but some (an outage of one kind of request, one load
+/// balancer answering 500): then nothing but a try of the failing object tells when it is over,
+/// and every success of another call after its failure is a recovery. A key brought forward
+/// so is tried 1, 2, 4 and then every 8 seconds after each further failure, so such an outage is
+/// over for it at most 8 s before it notices, without a retry on every success.
 const EXPEDITE_SPACING: Duration = Duration::from_secs(1);
 /// The longest spacing of two expedited retries of one key.
 const EXPEDITE_SPACING_MAX: Duration = Duration::from_secs(8);
-/// How often a key is brought forward before it succeeds again; after that it waits out its
-/// backoff like a key that failed otherwise. Bounds what a persistent failure of one object
-/// costs (16 retries over about 2 minutes), where the API answers every other call.
+/// How many tries of a key are brought forward before it succeeds again; after that it waits
+/// out its backoff like a key that failed otherwise. Bounds what a persistent failure of one
+/// object costs where the API answers every other call (16 tries over about 2 minutes).
 const EXPEDITES_PER_FAILURE_STREAK: u32 = 16;
 
 #[derive(Debug)]
@@ -396,63 +394,65 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// retry-after): the delay is `max(at_least, per-key backoff, bucket)`, so a hint can only
     /// lengthen the backoff, never shortcut it. Returns the delay.
     pub fn add_rate_limited_at_least(&self, key: K, at_least: Duration) -> Duration {
+        self.requeue_failed(key, None, at_least)
+    }
+
+    /// [`WorkQueue::add_rate_limited_at_least`] after a failure of `category`, remembered until
+    /// [`WorkQueue::forget`]. A key whose last failure was [`Category::Transient`] is brought
+    /// forward by [`WorkQueue::expedite_transient`]; once it was, each further transient failure
+    /// before it succeeds is retried after [`EXPEDITE_SPACING`] (doubling, at most
+    /// [`EXPEDITE_SPACING_MAX`]) instead of its backoff, [`EXPEDITES_PER_FAILURE_STREAK`] times
+    /// at most. Returns the delay.
+    pub fn add_failed(&self, key: K, category: Category, at_least: Duration) -> Duration {
+        self.requeue_failed(key, Some(category), at_least)
+    }
+
+    /// Count a failure of `key` (of `category`, remembered, if given) and queue it after
+    /// `max(at_least, its own delay, the bucket's)`.
+    fn requeue_failed(&self, key: K, category: Option<Category>, at_least: Duration) -> Duration {
         let delay = {
+            let now = Instant::now();
             let mut state = self.lock();
             if let Some(m) = &self.instruments {
                 m.retries.inc();
             }
             let failures = state.failures.entry(key.clone()).or_insert(0);
-            let per_item = self.backoff.delay(*failures);
+            let mut own = self.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            per_item
-                .max(state.bucket.reserve(Instant::now()))
-                .max(at_least)
+            if let Some(category) = category {
+                let mut expedited = state.last_failure.get(&key).map_or(0, |l| l.expedited);
+                if category == Category::Transient
+                    && (1..EXPEDITES_PER_FAILURE_STREAK).contains(&expedited)
+                {
+                    own = own.min(Self::spacing(expedited));
+                    expedited += 1;
+                }
+                state.last_failure.insert(
+                    key.clone(),
+                    LastFailure {
+                        category,
+                        not_before: now + at_least.min(MAX_DELAY),
+                        expedited,
+                    },
+                );
+            }
+            own.max(state.bucket.reserve(now)).max(at_least)
         };
         self.add_after(key, delay);
         delay
     }
 
-    /// [`WorkQueue::add_rate_limited_at_least`] after a failure of `category`, remembered until
-    /// [`WorkQueue::forget`]: a key whose last failure was [`Category::Transient`] is brought
-    /// forward by [`WorkQueue::expedite_transient`]. Returns the delay.
-    pub fn add_failed(&self, key: K, category: Category, at_least: Duration) -> Duration {
-        {
-            let not_before = Instant::now() + at_least.min(MAX_DELAY);
-            let mut state = self.lock();
-            let (expedited, last_expedited) = state
-                .last_failure
-                .get(&key)
-                .map_or((0, None), |last| (last.expedited, last.last_expedited));
-            state.last_failure.insert(
-                key.clone(),
-                LastFailure {
-                    category,
-                    not_before,
-                    expedited,
-                    last_expedited,
-                },
-            );
-        }
-        self.add_rate_limited_at_least(key, at_least)
-    }
-
     /// Bring forward every key waiting out its backoff after a [`Category::Transient`] failure
-    /// (see [`WorkQueue::add_failed`]): call it when the cloud answers again after transient
-    /// failures. Each key is due at once, but
+    /// (see [`WorkQueue::add_failed`]) that was not brought forward since it last succeeded:
+    /// call it when the cloud answers again after transient failures. Each key is due at once,
+    /// but not before its failure's retry-after hint, and through the queue-wide bucket (10 per
+    /// second after a burst of 100), so that a mass outage does not end in a retry storm.
     ///
-    /// - not before its failure's retry-after hint,
-    /// - not sooner after its last expedited retry than [`EXPEDITE_SPACING`], doubled for each
-    ///   one since it last succeeded, at most [`EXPEDITE_SPACING_MAX`], and at most
-    ///   [`EXPEDITES_PER_FAILURE_STREAK`] times before it succeeds (a key that keeps failing
-    ///   while other calls succeed is not retried on every success, nor for ever),
-    /// - through the queue-wide bucket (10 per second after a burst of 100), so that a mass
-    ///   outage does not end in a retry storm.
-    ///
-    /// The failure counts are kept: a key that fails again goes on backing off from where it
-    /// was (an API that fails again right away gets no more retries than the backoff allows),
-    /// and one that succeeds is forgotten as usual. Keys whose last failure was of another
-    /// category (a refusal, a conflict) are left alone: the cloud answering again says nothing
-    /// about them. Returns how many keys were brought forward.
+    /// The failure counts are kept: a key that fails again goes on from where it was (on the
+    /// short spacing of [`EXPEDITE_SPACING`] for a while, then on its backoff), one that
+    /// succeeds is forgotten as usual. Keys whose last failure was of another category (a
+    /// refusal, a conflict) are left alone: the cloud answering again says nothing about them.
+    /// Returns how many keys were brought forward.
     pub fn expedite_transient(&self) -> usize {
         let now = Instant::now();
         let mut moved = 0;
@@ -468,25 +468,17 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 let Some(last) = last_failure.get_mut(key) else {
                     continue;
                 };
-                if last.category != Category::Transient
-                    || last.expedited >= EXPEDITES_PER_FAILURE_STREAK
-                {
+                if last.category != Category::Transient || last.expedited > 0 {
                     continue;
                 }
-                let spacing = Self::spacing(last.expedited);
-                let earliest = last
-                    .last_expedited
-                    .map_or(now, |at| at + spacing)
-                    .max(last.not_before)
-                    .max(now);
+                let earliest = last.not_before.max(now);
                 if earliest >= *deadline {
                     continue;
                 }
                 let at = earliest.max(now + bucket.reserve(now));
                 if at < *deadline {
                     *deadline = at;
-                    last.expedited = last.expedited.saturating_add(1);
-                    last.last_expedited = Some(at);
+                    last.expedited = 1;
                     moved += 1;
                 }
             }
@@ -498,17 +490,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         moved
     }
 
-    /// The spacing after `expedited` expedited retries: [`EXPEDITE_SPACING`] doubled for each
-    /// but the first, at most [`EXPEDITE_SPACING_MAX`].
+    /// The delay after the failure of a key's try number `expedited` (1 for the first) brought
+    /// forward: [`EXPEDITE_SPACING`] doubled for each but the first, at most
+    /// [`EXPEDITE_SPACING_MAX`].
     fn spacing(expedited: u32) -> Duration {
-        if expedited == 0 {
-            return Duration::ZERO;
-        }
         Backoff {
             base: EXPEDITE_SPACING,
             max: EXPEDITE_SPACING_MAX,
         }
-        .delay(expedited - 1)
+        .delay(expedited.saturating_sub(1))
     }
 
     /// Whether `key` failed (since its last [`WorkQueue::forget`]) and waits out the delay.
@@ -821,22 +811,31 @@ mod tests {
         let mut retried_at = Vec::new();
         let start = Instant::now();
         q.add_failed("lb", Category::Transient, Duration::ZERO);
+        assert_eq!(q.expedite_transient(), 1);
         for _ in 0..EXPEDITES_PER_FAILURE_STREAK {
-            // Other calls succeed right after each failure of this one.
-            assert_eq!(q.expedite_transient(), 1);
+            // Brought forward once, and other calls succeed after each failure of this one.
+            assert_eq!(q.expedite_transient(), 0, "no retry on every success");
             assert_eq!(q.get().await, Some("lb"));
             retried_at.push(start.elapsed().as_secs());
             q.add_failed("lb", Category::Transient, Duration::ZERO);
             q.done(&"lb");
         }
-        assert_eq!(retried_at[..6], [0, 1, 3, 7, 15, 23], "spaced 1, 2, 4, 8, 8 s");
+        assert_eq!(
+            retried_at[..6],
+            [0, 1, 3, 7, 15, 23],
+            "spaced 1, 2, 4, 8, 8 s"
+        );
         assert_eq!(retried_at.last(), Some(&103));
         assert_eq!(q.num_requeues(&"lb"), 17);
-        // Enough: it waits out its backoff now.
+        // Enough: it waits out its backoff now, whatever the recoveries.
         assert_eq!(q.expedite_transient(), 0);
         let before = Instant::now();
         assert_eq!(q.get().await, Some("lb"));
-        assert_eq!(before.elapsed(), Duration::from_secs(1000), "its backoff cap");
+        assert_eq!(
+            before.elapsed(),
+            Duration::from_secs(1000),
+            "its backoff cap"
+        );
         // Once it succeeds, the next outage's end brings it forward at once again.
         q.forget(&"lb");
         q.done(&"lb");
