@@ -129,10 +129,14 @@ pub struct ProxyRule {
 
 impl fmt::Display for ProxyRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = if self.count == u32::MAX {
+            "every".to_owned()
+        } else {
+            format!("the next {}", self.count)
+        };
         write!(
             f,
-            "the next {} {} {} get {}",
-            self.count,
+            "{count} {} {} get {}",
             self.method.as_deref().unwrap_or("*"),
             self.path,
             self.kind

@@ -328,6 +328,10 @@ async fn apply(
             Ok(())
         }
         Action::CloudFault(fault) => Ok(admin.inject_fault(fault.clone()).await?),
+        Action::ClearProxyFaults => {
+            proxy.clear();
+            Ok(())
+        }
     }
 }
 

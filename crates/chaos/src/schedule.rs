@@ -145,6 +145,8 @@ pub enum Action {
     ProxyFault(ProxyRule),
     /// A fault rule in the simulator (failed actions).
     CloudFault(Fault),
+    /// Every proxy fault rule is dropped: an outage ends.
+    ClearProxyFaults,
 }
 
 impl fmt::Display for Action {
@@ -189,6 +191,7 @@ impl fmt::Display for Action {
                 fault.method.as_deref().unwrap_or("*"),
                 fault.path
             ),
+            Action::ClearProxyFaults => write!(f, "proxy faults cleared (the outage ends)"),
         }
     }
 }
@@ -390,7 +393,7 @@ impl Model {
             }
             Action::KillCcm { replica } => return self.down.insert(*replica),
             Action::StartCcm { replica } => return self.down.remove(replica),
-            Action::ProxyFault(_) | Action::CloudFault(_) => {}
+            Action::ProxyFault(_) | Action::CloudFault(_) | Action::ClearProxyFaults => {}
         }
         true
     }
@@ -589,6 +592,16 @@ pub fn generate(seed: u64) -> Schedule {
         }
     }
     flush(&mut model, &mut pending, &mut timeline, None);
+    // Drawn from a stream of its own, after the steps: the steps of every seed stay as they
+    // were before this shape existed.
+    let mut outage_rng = StdRng::seed_from_u64(seed ^ OUTAGE_STREAM);
+    if outage_rng.random_bool(OUTAGE_SHARE) {
+        let start =
+            timeline.last().map_or(Duration::ZERO, |(at, _)| *at) + ms(&mut outage_rng, 150..=600);
+        let mut tail = Vec::new();
+        target_update_outage(&mut outage_rng, &mut model, start, &mut tail);
+        flush(&mut model, &mut tail, &mut timeline, None);
+    }
 
     let mut steps: Vec<Step> = Vec::new();
     let mut last = Duration::ZERO;
@@ -739,6 +752,54 @@ fn choose(
     Vec::new()
 }
 
+/// Derives the RNG stream of the target-update outage from the seed.
+const OUTAGE_STREAM: u64 = 0x7461_7267_6574_7321;
+/// The share of schedules that end with a target-update outage.
+const OUTAGE_SHARE: f64 = 0.2;
+
+/// A target-update outage: from `start`, every request that adds or removes load balancer
+/// targets fails (a 5xx, or a reset before it is forwarded) while two Nodes join (selected by
+/// every Service: they carry the label the `node-selector` asks for); 20–35 s later the
+/// outage ends. Every Service whose target update failed backs off meanwhile, its backoff
+/// growing with each try; once the outage is over, the Nodes must still reach every load
+/// balancer within the convergence limit.
+fn target_update_outage(
+    rng: &mut StdRng,
+    model: &mut Model,
+    start: Duration,
+    pending: &mut Vec<(Duration, Action)>,
+) {
+    let kind = match rng.random_range(0..4) {
+        0 => FaultKind::ResetBeforeForward,
+        n => FaultKind::ServerError {
+            status: [500, 502, 503][n - 1],
+            html: rng.random_bool(0.3),
+        },
+    };
+    pending.push((
+        start,
+        Action::ProxyFault(ProxyRule {
+            method: Some("POST".to_owned()),
+            path: "/load_balancers/{id}/actions/*_target".to_owned(),
+            count: u32::MAX,
+            kind,
+        }),
+    ));
+    let mut at = start;
+    for _ in 0..2 {
+        at += ms(rng, 300..=2500);
+        model.next_server += 1;
+        pending.push((
+            at,
+            Action::AddNode {
+                name: server_name(model.next_server),
+                labels: BTreeMap::from([(LB_LABEL.to_owned(), "yes".to_owned())]),
+            },
+        ));
+    }
+    pending.push((start + ms(rng, 20_000..=35_000), Action::ClearProxyFaults));
+}
+
 /// The lifecycle blind spot: a running server's kubelet stops (its Node turns NotReady) while
 /// an older server is powered off; a little more than one of the CCM's 10-s status periods
 /// later (so that a status check has seen both), the first server is deleted and the older one
@@ -840,6 +901,54 @@ mod tests {
     }
 
     #[test]
+    fn some_schedules_end_with_nodes_joining_during_a_target_update_outage() {
+        let mut outages = 0;
+        for seed in 0..200 {
+            let schedule = generate(seed);
+            let mut at = Duration::ZERO;
+            let mut fault_at = None;
+            let mut joined = 0;
+            let mut cleared_at = None;
+            for step in &schedule.steps {
+                at += step.delay;
+                for action in &step.actions {
+                    match action {
+                        Action::ProxyFault(rule) if rule.count == u32::MAX => {
+                            assert_eq!(rule.path, "/load_balancers/{id}/actions/*_target");
+                            fault_at = Some(at);
+                        }
+                        Action::AddNode { labels, .. }
+                            if fault_at.is_some() && cleared_at.is_none() =>
+                        {
+                            assert_eq!(labels.get(LB_LABEL).map(String::as_str), Some("yes"));
+                            joined += 1;
+                        }
+                        Action::ClearProxyFaults => cleared_at = Some(at),
+                        _ => {}
+                    }
+                }
+            }
+            let Some(fault_at) = fault_at else {
+                assert_eq!(cleared_at, None, "seed {seed}");
+                continue;
+            };
+            outages += 1;
+            let cleared_at = cleared_at.unwrap_or_else(|| panic!("seed {seed}: never cleared"));
+            let outage = cleared_at - fault_at;
+            assert!(
+                (Duration::from_secs(20)..=Duration::from_secs(35)).contains(&outage),
+                "seed {seed}: {outage:?}"
+            );
+            assert_eq!(joined, 2, "seed {seed}\n{schedule}");
+            assert_eq!(at, cleared_at, "seed {seed}: the outage ends the schedule");
+        }
+        assert!(
+            (20..=60).contains(&outages),
+            "{outages} outages in 200 seeds"
+        );
+    }
+
+    #[test]
     fn the_generator_covers_every_kind_of_change_and_fault() {
         let mut seen = BTreeSet::new();
         let mut fault_kinds = BTreeSet::new();
@@ -885,6 +994,7 @@ mod tests {
             "StartCcm",
             "ProxyFault",
             "CloudFault",
+            "ClearProxyFaults",
         ] {
             assert!(seen.contains(kind), "{kind} never generated: {seen:?}");
         }

@@ -573,6 +573,15 @@ pub trait CloudProvider: Send + Sync {
     fn routes(&self) -> Option<Arc<dyn Routes>> {
         None
     }
+
+    /// The cloud API's recoveries: a count that changes each time a call succeeds after one or
+    /// more transient failures (5xx, timeouts, connection errors, rate limits). The controllers
+    /// given it retry their transiently failed objects promptly instead of after their grown
+    /// backoff ([`crate::workqueue::WorkQueue::expedite_transient`]). `None` (the default):
+    /// the provider cannot tell, and backoffs run their course.
+    fn recoveries(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,11 @@
 //! it is processed is queued again when [`WorkQueue::done`] is called), may be added after a
 //! delay, and has a per-key failure count that drives exponential backoff.
 //!
+//! A key that failed remembers the [`Category`] of its last failure. When the cloud answers
+//! again after transient failures, [`WorkQueue::expedite_transient`] brings the keys waiting
+//! out a backoff after a transient failure forward ([`expedite_on_recovery`] does so on each of
+//! a provider's recoveries), so that a backoff grown during an outage does not outlast it.
+//!
 //! A queue given [`WorkQueueMetrics`] and a name ([`WorkQueue::with_metrics`]) exports
 //! client-go's work-queue series under their upstream names, labelled `name`.
 
@@ -18,9 +23,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use crate::provider::Category;
 use crate::token_bucket::TokenBucket;
 
 /// The longest delay a key can be queued with (one day).
@@ -238,6 +245,32 @@ impl Instruments {
     }
 }
 
+/// The last failure of a key, kept until [`WorkQueue::forget`].
+#[derive(Clone, Copy, Debug)]
+struct LastFailure {
+    category: Category,
+    /// Never retried before this (the failure's retry-after hint).
+    not_before: Instant,
+    /// Tries brought forward since the key last succeeded (see [`WorkQueue::add_failed`]).
+    expedited: u32,
+}
+
+/// The delay before the next try of a key that failed again after a recovery brought it
+/// forward: it doubles with each such failure, up to [`EXPEDITE_SPACING_MAX`].
+///
+/// The API may answer every call but some (an outage of one kind of request, one load
+/// balancer answering 500): then nothing but a try of the failing object tells when it is over,
+/// and every success of another call after its failure is a recovery. A key brought forward
+/// so is tried 1, 2, 4 and then every 8 seconds after each further failure, so such an outage is
+/// over for it at most 8 s before it notices, without a retry on every success.
+const EXPEDITE_SPACING: Duration = Duration::from_secs(1);
+/// The longest spacing of two expedited retries of one key.
+const EXPEDITE_SPACING_MAX: Duration = Duration::from_secs(8);
+/// How many tries of a key are brought forward before it succeeds again; after that it waits
+/// out its backoff like a key that failed otherwise. Bounds what a persistent failure of one
+/// object costs where the API answers every other call (16 tries over about 2 minutes).
+const EXPEDITES_PER_FAILURE_STREAK: u32 = 16;
+
 #[derive(Debug)]
 struct State<K> {
     queue: VecDeque<K>,
@@ -245,6 +278,7 @@ struct State<K> {
     processing: HashSet<K>,
     waiting: HashMap<K, Instant>,
     failures: HashMap<K, u32>,
+    last_failure: HashMap<K, LastFailure>,
     bucket: TokenBucket,
     shut_down: bool,
     /// With metrics: when each dirty key was added, and when each processed key was handed out.
@@ -271,6 +305,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 processing: HashSet::new(),
                 waiting: HashMap::new(),
                 failures: HashMap::new(),
+                last_failure: HashMap::new(),
                 bucket: overall_bucket(Instant::now()),
                 shut_down: false,
                 added_at: HashMap::new(),
@@ -359,25 +394,124 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// retry-after): the delay is `max(at_least, per-key backoff, bucket)`, so a hint can only
     /// lengthen the backoff, never shortcut it. Returns the delay.
     pub fn add_rate_limited_at_least(&self, key: K, at_least: Duration) -> Duration {
+        self.requeue_failed(key, None, at_least)
+    }
+
+    /// [`WorkQueue::add_rate_limited_at_least`] after a failure of `category`, remembered until
+    /// [`WorkQueue::forget`]. A key whose last failure was [`Category::Transient`] is brought
+    /// forward by [`WorkQueue::expedite_transient`]; once it was, each further transient failure
+    /// before it succeeds is retried after [`EXPEDITE_SPACING`] (doubling, at most
+    /// [`EXPEDITE_SPACING_MAX`]) instead of its backoff, [`EXPEDITES_PER_FAILURE_STREAK`] times
+    /// at most. Returns the delay.
+    pub fn add_failed(&self, key: K, category: Category, at_least: Duration) -> Duration {
+        self.requeue_failed(key, Some(category), at_least)
+    }
+
+    /// Count a failure of `key` (of `category`, remembered, if given) and queue it after
+    /// `max(at_least, its own delay, the bucket's)`.
+    fn requeue_failed(&self, key: K, category: Option<Category>, at_least: Duration) -> Duration {
         let delay = {
+            let now = Instant::now();
             let mut state = self.lock();
             if let Some(m) = &self.instruments {
                 m.retries.inc();
             }
             let failures = state.failures.entry(key.clone()).or_insert(0);
-            let per_item = self.backoff.delay(*failures);
+            let mut own = self.backoff.delay(*failures);
             *failures = failures.saturating_add(1);
-            per_item
-                .max(state.bucket.reserve(Instant::now()))
-                .max(at_least)
+            if let Some(category) = category {
+                let mut expedited = state.last_failure.get(&key).map_or(0, |l| l.expedited);
+                if category == Category::Transient
+                    && (1..EXPEDITES_PER_FAILURE_STREAK).contains(&expedited)
+                {
+                    own = own.min(Self::spacing(expedited));
+                    expedited += 1;
+                }
+                state.last_failure.insert(
+                    key.clone(),
+                    LastFailure {
+                        category,
+                        not_before: now + at_least.min(MAX_DELAY),
+                        expedited,
+                    },
+                );
+            }
+            own.max(state.bucket.reserve(now)).max(at_least)
         };
         self.add_after(key, delay);
         delay
     }
 
-    /// Reset the failure count of `key`.
+    /// Bring forward every key waiting out its backoff after a [`Category::Transient`] failure
+    /// (see [`WorkQueue::add_failed`]) that was not brought forward since it last succeeded:
+    /// call it when the cloud answers again after transient failures. Each key is due at once,
+    /// but not before its failure's retry-after hint, and through the queue-wide bucket (10 per
+    /// second after a burst of 100), so that a mass outage does not end in a retry storm.
+    ///
+    /// The failure counts are kept: a key that fails again goes on from where it was (on the
+    /// short spacing of [`EXPEDITE_SPACING`] for a while, then on its backoff), one that
+    /// succeeds is forgotten as usual. Keys whose last failure was of another category (a
+    /// refusal, a conflict) are left alone: the cloud answering again says nothing about them.
+    /// Returns how many keys were brought forward.
+    pub fn expedite_transient(&self) -> usize {
+        let now = Instant::now();
+        let mut moved = 0;
+        {
+            let mut guard = self.lock();
+            let State {
+                waiting,
+                last_failure,
+                bucket,
+                ..
+            } = &mut *guard;
+            for (key, deadline) in waiting.iter_mut() {
+                let Some(last) = last_failure.get_mut(key) else {
+                    continue;
+                };
+                if last.category != Category::Transient || last.expedited > 0 {
+                    continue;
+                }
+                let earliest = last.not_before.max(now);
+                if earliest >= *deadline {
+                    continue;
+                }
+                let at = earliest.max(now + bucket.reserve(now));
+                if at < *deadline {
+                    *deadline = at;
+                    last.expedited = 1;
+                    moved += 1;
+                }
+            }
+        }
+        if moved > 0 {
+            // Every idle worker recomputes its sleep: several keys may be due now.
+            self.notify.notify_waiters();
+        }
+        moved
+    }
+
+    /// The delay after the failure of a key's try number `expedited` (1 for the first) brought
+    /// forward: [`EXPEDITE_SPACING`] doubled for each but the first, at most
+    /// [`EXPEDITE_SPACING_MAX`].
+    fn spacing(expedited: u32) -> Duration {
+        Backoff {
+            base: EXPEDITE_SPACING,
+            max: EXPEDITE_SPACING_MAX,
+        }
+        .delay(expedited.saturating_sub(1))
+    }
+
+    /// Whether `key` failed (since its last [`WorkQueue::forget`]) and waits out the delay.
+    pub fn backing_off(&self, key: &K) -> bool {
+        let state = self.lock();
+        state.waiting.contains_key(key) && state.last_failure.contains_key(key)
+    }
+
+    /// Reset the failure count of `key` (and forget its last failure).
     pub fn forget(&self, key: &K) {
-        self.lock().failures.remove(key);
+        let mut state = self.lock();
+        state.failures.remove(key);
+        state.last_failure.remove(key);
     }
 
     /// Failures counted for `key` since the last [`WorkQueue::forget`].
@@ -472,6 +606,38 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// Whether no key is ready now.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Until `shutdown`: on each change of `recoveries` (a provider's count of calls that
+/// succeeded after transient failures, see `CloudProvider::recoveries`), bring `queue`'s
+/// transiently failed keys forward ([`WorkQueue::expedite_transient`]). Changes that come
+/// while one is handled are taken together. Lives until `shutdown` also when the provider
+/// drops its end.
+pub async fn expedite_on_recovery<K: Clone + Eq + Hash>(
+    queue: Arc<WorkQueue<K>>,
+    mut recoveries: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = recoveries.changed() => {
+                if changed.is_err() {
+                    shutdown.cancelled().await;
+                    return;
+                }
+            }
+        }
+        let recovery = *recoveries.borrow_and_update();
+        let moved = queue.expedite_transient();
+        if moved > 0 {
+            tracing::info!(
+                recovery,
+                keys = moved,
+                "the cloud answers again; retrying what failed transiently"
+            );
+        }
     }
 }
 
@@ -581,6 +747,103 @@ mod tests {
             Duration::from_secs(20)
         );
         assert_eq!(q.num_requeues(&"lb"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recovery_brings_forward_only_keys_that_failed_transiently() {
+        let q = Arc::new(WorkQueue::new(Backoff {
+            base: Duration::from_secs(100),
+            max: Duration::from_secs(1000),
+        }));
+        let start = Instant::now();
+        for (key, category, hint) in [
+            ("transient", Category::Transient, 0),
+            ("hinted", Category::Transient, 30),
+            ("rejected", Category::Rejected, 0),
+            ("conflict", Category::Conflict, 0),
+        ] {
+            assert_eq!(
+                q.add_failed(key, category, Duration::from_secs(hint)),
+                Duration::from_secs(100)
+            );
+        }
+        q.add_after("later", Duration::from_secs(50));
+        assert!(q.backing_off(&"transient") && !q.backing_off(&"later"));
+        let (recovered, recoveries) = watch::channel(0u64);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(expedite_on_recovery(
+            q.clone(),
+            recoveries,
+            shutdown.clone(),
+        ));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        recovered.send_modify(|n| *n += 1);
+        assert_eq!(q.get().await, Some("transient"));
+        assert_eq!(start.elapsed(), Duration::from_secs(2), "at the recovery");
+        assert_eq!(q.num_requeues(&"transient"), 1, "the failure count is kept");
+        assert_eq!(q.get().await, Some("hinted"));
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(30),
+            "not before its hint"
+        );
+        assert_eq!(q.get().await, Some("later"));
+        let rest = [q.get().await, q.get().await];
+        assert!(
+            rest.contains(&Some("rejected")) && rest.contains(&Some("conflict")),
+            "{rest:?}"
+        );
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(100),
+            "keys that failed otherwise wait out their backoff"
+        );
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_that_keeps_failing_is_expedited_ever_more_seldom() {
+        let q = WorkQueue::new(Backoff {
+            base: Duration::from_secs(100),
+            max: Duration::from_secs(1000),
+        });
+        let mut retried_at = Vec::new();
+        let start = Instant::now();
+        q.add_failed("lb", Category::Transient, Duration::ZERO);
+        assert_eq!(q.expedite_transient(), 1);
+        for _ in 0..EXPEDITES_PER_FAILURE_STREAK {
+            // Brought forward once, and other calls succeed after each failure of this one.
+            assert_eq!(q.expedite_transient(), 0, "no retry on every success");
+            assert_eq!(q.get().await, Some("lb"));
+            retried_at.push(start.elapsed().as_secs());
+            q.add_failed("lb", Category::Transient, Duration::ZERO);
+            q.done(&"lb");
+        }
+        assert_eq!(
+            retried_at[..6],
+            [0, 1, 3, 7, 15, 23],
+            "spaced 1, 2, 4, 8, 8 s"
+        );
+        assert_eq!(retried_at.last(), Some(&103));
+        assert_eq!(q.num_requeues(&"lb"), 17);
+        // Enough: it waits out its backoff now, whatever the recoveries.
+        assert_eq!(q.expedite_transient(), 0);
+        let before = Instant::now();
+        assert_eq!(q.get().await, Some("lb"));
+        assert_eq!(
+            before.elapsed(),
+            Duration::from_secs(1000),
+            "its backoff cap"
+        );
+        // Once it succeeds, the next outage's end brings it forward at once again.
+        q.forget(&"lb");
+        q.done(&"lb");
+        let now = Instant::now();
+        q.add_failed("lb", Category::Transient, Duration::ZERO);
+        assert_eq!(q.expedite_transient(), 1);
+        assert_eq!(q.get().await, Some("lb"));
+        assert_eq!(now.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

@@ -6,9 +6,16 @@
 //! - `hcloud_api_request_duration_seconds{method}`: request latency histogram
 //! - `hcloud_api_rate_limit_remaining`: the API's remaining budget as last reported
 //!
+//! Beside them the client counts **recoveries** ([`Metrics::recoveries`]): an answer after one or
+//! more transient failures (5xx, 429, timeouts, connection errors), the sign that the API
+//! answers again. Callers that back off after transient failures watch it to retry at once.
+//!
 //! `api_endpoint` is a route template: numeric path segments become `-`
 //! (`/servers/42/actions/poweron` → `/servers/-/actions/poweron`), so its cardinality is
 //! bounded.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -16,6 +23,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 
 /// The names (and help texts) a set of request metrics is registered under.
 #[derive(Debug)]
@@ -71,6 +79,14 @@ pub struct Metrics {
     in_flight: Gauge,
     duration: HistogramFamily,
     rate_limit_remaining: Gauge,
+    health: Arc<Health>,
+}
+
+/// Whether the last tries failed transiently, and the recoveries counted so far.
+#[derive(Debug)]
+struct Health {
+    failing: AtomicBool,
+    recoveries: watch::Sender<u64>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -93,6 +109,10 @@ impl Metrics {
             in_flight: Gauge::default(),
             duration: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             rate_limit_remaining: Gauge::default(),
+            health: Arc::new(Health {
+                failing: AtomicBool::new(false),
+                recoveries: watch::Sender::new(0),
+            }),
         }
     }
 
@@ -142,6 +162,26 @@ impl Metrics {
     pub(crate) fn set_rate_limit_remaining(&self, remaining: u64) {
         self.rate_limit_remaining
             .set(i64::try_from(remaining).unwrap_or(i64::MAX));
+    }
+
+    /// A try failed in a way that may go away by itself (a 5xx or 429 answer, a timeout, a
+    /// connection error).
+    pub(crate) fn record_transient_failure(&self) {
+        self.health.failing.store(true, Ordering::Relaxed);
+    }
+
+    /// A try was answered with success: after transient failures, that is a recovery.
+    pub(crate) fn record_success(&self) {
+        if self.health.failing.swap(false, Ordering::Relaxed) {
+            self.health.recoveries.send_modify(|count| *count += 1);
+        }
+    }
+
+    /// The number of recoveries so far, changing with each new one: a success after one or
+    /// more transient failures of any request of this client (and its clones). A caller that
+    /// backs off after transient failures waits for a change to retry promptly.
+    pub fn recoveries(&self) -> watch::Receiver<u64> {
+        self.health.recoveries.subscribe()
     }
 
     /// Count of answered requests with these labels (for tests and diagnostics).
@@ -217,6 +257,25 @@ mod tests {
             endpoint_template("/load_balancer_types"),
             "/load_balancer_types"
         );
+    }
+
+    #[tokio::test]
+    async fn a_success_after_transient_failures_is_one_recovery() {
+        let metrics = Metrics::new();
+        let mut recoveries = metrics.recoveries();
+        metrics.record_success();
+        assert!(!recoveries.has_changed().unwrap(), "nothing failed before");
+        metrics.record_transient_failure();
+        metrics.record_transient_failure();
+        assert!(!recoveries.has_changed().unwrap(), "no success yet");
+        metrics.record_success();
+        metrics.record_success();
+        assert_eq!(*recoveries.borrow_and_update(), 1);
+        let clone = metrics.clone();
+        clone.record_transient_failure();
+        metrics.record_success();
+        assert!(recoveries.has_changed().unwrap(), "clones share the count");
+        assert_eq!(*recoveries.borrow_and_update(), 2);
     }
 
     #[test]

@@ -39,6 +39,13 @@ pub fn retryable_transport(connect: bool, timeout: bool, method: &reqwest::Metho
     connect || (timeout && *method != reqwest::Method::POST)
 }
 
+/// True for an answer status that may go away by itself: 429 and every 5xx. Whether such an
+/// answer is retried depends on the method and code ([`is_retryable_api_error`]); either way,
+/// the next success after it counts as a recovery ([`crate::Metrics::recoveries`]).
+pub fn is_transient_status(status: u16) -> bool {
+    status == 429 || status >= 500
+}
+
 /// Delay before retry number `retry` (0 for the first retry): `base * 2^retry`, at most
 /// `cap`; with jitter, a uniformly random point between `base` and that value, so that many
 /// clients failing together do not retry together. (This crate stands alone; the controllers
@@ -114,6 +121,16 @@ mod tests {
                 !is_retryable_api_error(&api(status, code), &reqwest::Method::GET),
                 "{status} {code}"
             );
+        }
+    }
+
+    #[test]
+    fn transient_statuses_are_429_and_5xx() {
+        for status in [429, 500, 502, 503, 504] {
+            assert!(is_transient_status(status), "{status}");
+        }
+        for status in [200, 201, 204, 400, 401, 404, 409, 422, 423] {
+            assert!(!is_transient_status(status), "{status}");
         }
     }
 

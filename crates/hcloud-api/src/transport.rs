@@ -11,7 +11,9 @@ use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
 use crate::error::{ApiError, ConfigError, Error, ErrorCode, TransportError};
 use crate::metrics::Metrics;
 use crate::ratelimit::{RateLimitHeaders, Reserve, ServerBucket};
-use crate::retry::{backoff_delay, is_retryable_api_error, is_retryable_transport_error};
+use crate::retry::{
+    backoff_delay, is_retryable_api_error, is_retryable_transport_error, is_transient_status,
+};
 
 /// How fast the API refills its bucket: one request per second.
 const API_REFILL: Duration = Duration::from_secs(1);
@@ -210,8 +212,8 @@ impl Transport {
         }
     }
 
-    /// One try: waits for budget, sends, reads the answer, records metrics and rate-limit
-    /// headers.
+    /// One try: waits for budget, sends, reads the answer, records metrics (recoveries
+    /// included) and rate-limit headers.
     async fn try_once(
         &self,
         method: &Method,
@@ -246,6 +248,14 @@ impl Transport {
             headers: RateLimitHeaders::from_headers(&raw.headers),
             body: raw.body,
         });
+        match &result {
+            Ok(answer) if (200..300).contains(&answer.status) => self.metrics.record_success(),
+            Ok(answer) if is_transient_status(answer.status) => {
+                self.metrics.record_transient_failure();
+            }
+            Ok(_) => {}
+            Err(_) => self.metrics.record_transient_failure(),
+        }
         if let Ok(answer) = &result {
             self.bucket.observe(&answer.headers);
             if let Some(remaining) = answer.headers.remaining {

@@ -229,6 +229,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                 )
                 .with_recorder(recorder)
                 .with_heartbeat(heartbeat.clone())
+                .with_recoveries(ctx.provider.recoveries())
                 .run(ctx.stop.clone())
                 .boxed()
             }),
@@ -280,6 +281,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                 )
                 .with_service_metrics(ctx.service_metrics.clone())
                 .with_heartbeat(heartbeat.clone())
+                .with_recoveries(ctx.provider.recoveries())
                 .run(ctx.stop.clone())
                 .boxed()
             }),

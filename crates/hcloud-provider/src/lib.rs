@@ -138,6 +138,8 @@ pub struct HcloudProvider {
     events: Events,
     operations: Operations,
     lb_types: LoadBalancerTypeCache,
+    /// The API client's recoveries (see [`hcloud_api::Metrics::recoveries`]).
+    recoveries: tokio::sync::watch::Receiver<u64>,
 }
 
 impl HcloudProvider {
@@ -160,6 +162,7 @@ impl HcloudProvider {
         robot: Option<Arc<dyn RobotApi>>,
     ) -> Result<Self, Error> {
         let robot = Robot::new(settings.robot.clone(), robot, &settings.cache);
+        let recoveries = client.metrics().recoveries();
         let operations = Operations::new();
         let events = Events::new();
         let project = project::ProjectGuard::default();
@@ -215,6 +218,7 @@ impl HcloudProvider {
             events,
             operations,
             lb_types,
+            recoveries,
         })
     }
 
@@ -409,6 +413,11 @@ impl CloudProvider for HcloudProvider {
 
     fn routes(&self) -> Option<Arc<dyn Routes>> {
         self.routes.clone().map(|routes| routes as Arc<dyn Routes>)
+    }
+
+    /// The API client's recoveries: a success after transient failures of any call.
+    fn recoveries(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.recoveries.clone())
     }
 }
 

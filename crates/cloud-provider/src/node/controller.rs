@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::addresses::NodeIpError;
@@ -24,7 +25,7 @@ use crate::provider::{self, Category, InstanceMetadata, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, is_conflict, kube_category};
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
 
 /// Event source component.
 pub const COMPONENT: &str = "cloud-node-controller";
@@ -179,6 +180,7 @@ struct NodeReconciler {
 pub struct NodeController {
     inner: NodeReconciler,
     heartbeat: Heartbeat,
+    recoveries: Option<watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for NodeController {
@@ -212,6 +214,7 @@ impl NodeController {
                 warned: LastWarnings::default(),
             },
             heartbeat: Heartbeat::new(CONTROLLER),
+            recoveries: None,
         }
     }
 
@@ -229,10 +232,22 @@ impl NodeController {
         self
     }
 
+    /// Retry the Nodes whose last failure was transient as soon as `recoveries` (the
+    /// provider's, see `CloudProvider::recoveries`) counts a recovery of the cloud API.
+    #[must_use]
+    pub fn with_recoveries(mut self, recoveries: Option<watch::Receiver<u64>>) -> Self {
+        self.recoveries = recoveries;
+        self
+    }
+
     /// Run until `shutdown` is cancelled, or until one of its tasks dies (reported to the
     /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
-        let Self { inner, heartbeat } = self;
+        let Self {
+            inner,
+            heartbeat,
+            recoveries,
+        } = self;
         let inner = Arc::new(inner);
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
         let start = inner
@@ -242,6 +257,12 @@ impl NodeController {
         tracing::info!(controller = CONTROLLER, "starting");
         let mut tasks = Tasks::new(heartbeat);
         tasks.spawn("node-feed", feed(inner.clone(), changes, shutdown.clone()));
+        if let Some(recoveries) = recoveries {
+            tasks.spawn(
+                "recovery",
+                expedite_on_recovery(inner.queue.clone(), recoveries, shutdown.clone()),
+            );
+        }
         tasks.spawn(
             "address-refresh",
             address_loop(inner.clone(), shutdown.clone()),

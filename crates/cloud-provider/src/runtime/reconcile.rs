@@ -116,7 +116,7 @@ pub fn requeue(
         return Retry::WaitForChange;
     }
     metrics.record_retry(controller, category);
-    Retry::After(queue.add_rate_limited_at_least(key.to_owned(), retry_after.unwrap_or_default()))
+    Retry::After(queue.add_failed(key.to_owned(), category, retry_after.unwrap_or_default()))
 }
 
 /// One controller's reconcile of one key.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::class::OwnedClass;
@@ -32,7 +33,7 @@ use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{self, Feed, Informer, WatchEvent};
 use crate::runtime::reconcile::{self, Reconciler};
 use crate::runtime::scope::WatchScope;
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "service-controller";
@@ -143,6 +144,7 @@ pub struct ServiceController {
     service_metrics: ServiceMetrics,
     config: ServiceControllerConfig,
     heartbeat: Heartbeat,
+    recoveries: Option<watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for ServiceController {
@@ -173,6 +175,7 @@ impl ServiceController {
             service_metrics: ServiceMetrics::new(),
             config,
             heartbeat: Heartbeat::new(CONTROLLER),
+            recoveries: None,
         }
     }
 
@@ -195,6 +198,14 @@ impl ServiceController {
     #[must_use]
     pub fn with_heartbeat(mut self, heartbeat: Heartbeat) -> Self {
         self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Retry the Services whose last failure was transient as soon as `recoveries` (the
+    /// provider's, see `CloudProvider::recoveries`) counts a recovery of the cloud API.
+    #[must_use]
+    pub fn with_recoveries(mut self, recoveries: Option<watch::Receiver<u64>>) -> Self {
+        self.recoveries = recoveries;
         self
     }
 
@@ -257,6 +268,12 @@ impl ServiceController {
             node_feed(inner.clone(), node_changes, shutdown.clone()),
         );
         tasks.spawn("resync", resync_loop(inner.clone(), shutdown.clone()));
+        if let Some(recoveries) = self.recoveries {
+            tasks.spawn(
+                "recovery",
+                expedite_on_recovery(inner.queue.clone(), recoveries, shutdown.clone()),
+            );
+        }
         if !inner.config.node_sync_period.is_zero() {
             tasks.spawn(
                 "periodic-node-sync",
@@ -321,8 +338,9 @@ impl ServiceReconciler {
         self.queue.add(key);
     }
 
-    /// Queue a target update for every remembered Service with a load balancer, except those
-    /// already waiting for a full sync (which sets the targets anyway, after its backoff).
+    /// Queue a target update for every remembered Service with a load balancer. One already
+    /// waiting for a full sync gets that sync (which sets the targets) now if it is backing off
+    /// after a failure (see [`ServiceReconciler::sync_now_for_nodes`]).
     fn enqueue_target_updates(&self, force: bool) {
         let keys: Vec<String> = lock(&self.remembered)
             .iter()
@@ -334,6 +352,7 @@ impl ServiceReconciler {
         }
         for key in keys {
             if lock(&self.pending).get(&key) == Some(&Work::Sync) {
+                self.sync_now_for_nodes(key);
                 continue;
             }
             self.enqueue(key, Work::UpdateTargets { force });

@@ -3,6 +3,8 @@
 //! Queued on the Service's own key (never beside a full sync of the same Service), it reads
 //! the eligible Nodes when it runs and records them only after the cloud accepted them, so an
 //! older plan can never overwrite a newer one and a failed update is never mistaken for done.
+//! A Service backing off after a failure does not hold a Node change back: its full sync (which
+//! sets the targets) runs at once ([`ServiceReconciler::sync_now_for_nodes`]).
 
 use std::time::Instant;
 
@@ -20,6 +22,21 @@ use crate::provider::{Category, Outcome};
 use crate::runtime::reconcile::ReconcileError;
 
 impl ServiceReconciler {
+    /// A Node change for a Service waiting for a full sync: if the Service is backing off
+    /// after a failure, the sync runs now instead of after its backoff, so that the change
+    /// reaches its load balancer within moments, as upstream's node sync updates every load
+    /// balancer whatever its Service's backoff. The queue takes the Node changes of a batch
+    /// together (one sync per load balancer), the failure count is kept (a sync that fails
+    /// again backs off further) and the pending retry stays where it was. A Service whose
+    /// sync is queued anyway needs nothing, and one that waits for a change of its own (a
+    /// user error) goes on waiting.
+    pub(super) fn sync_now_for_nodes(&self, key: String) {
+        if self.queue.backing_off(&key) {
+            tracing::debug!(service = %key, "a Node change while the Service backs off; syncing it now");
+            self.queue.add(key);
+        }
+    }
+
     /// Set the load balancer's targets to the eligible Nodes, unless they equal the last set
     /// sent (`force` sends them anyway). A Service never synced gets a full sync instead, and so
     /// does one whose load balancer the provider no longer finds (the ensure creates it; a

@@ -1074,3 +1074,4 @@ async fn a_load_balancer_not_found_on_a_target_update_is_ensured_again_without_a
 /// `spec.loadBalancerClass` (owned classes, the apiserver's immutability) and the ingress
 /// `ipMode` as the apiserver stores them.
 mod class_and_ip_mode;
+mod recovery;

@@ -358,3 +358,52 @@ async fn user_agent_and_auth_header_are_sent() {
         "{request}"
     );
 }
+
+#[tokio::test]
+async fn a_success_after_transient_failures_counts_one_recovery() {
+    let (sim, client) = setup().await;
+    let id = server(&sim).await;
+    let mut recoveries = client.metrics().recoveries();
+    client.servers().get(id).await.expect("healthy");
+    assert!(!recoveries.has_changed().unwrap(), "no failure before");
+    // 503 `unavailable` is not retried: the call fails, and so does a 404 after it (an answer,
+    // but no success).
+    sim.admin()
+        .inject_fault(
+            Fault::new("/servers/{id}")
+                .method("GET")
+                .status(503)
+                .count(1),
+        )
+        .await
+        .expect("fault");
+    let err = client.servers().get(id).await.expect_err("503");
+    assert_eq!(err.status(), Some(503));
+    assert!(client.servers().get(id + 1000).await.is_err(), "not found");
+    assert!(
+        !recoveries.has_changed().unwrap(),
+        "not answered with success yet"
+    );
+    client
+        .servers()
+        .get(id)
+        .await
+        .expect("the API answers again");
+    assert_eq!(*recoveries.borrow_and_update(), 1);
+    // A retried failure that ends in success within one call is a recovery too.
+    sim.admin()
+        .inject_fault(
+            Fault::new("/servers/{id}")
+                .method("GET")
+                .code("bad_gateway")
+                .count(2),
+        )
+        .await
+        .expect("fault");
+    client
+        .servers()
+        .get(id)
+        .await
+        .expect("retried until success");
+    assert_eq!(*recoveries.borrow_and_update(), 2);
+}

@@ -1192,3 +1192,31 @@ async fn a_mismatch_ends_when_a_nodes_server_is_seen() {
     assert!(metadata.is_some());
     assert!(!instances.project().holds_deletions());
 }
+
+#[tokio::test]
+async fn the_provider_reports_a_recovery_of_the_api() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let id = seed(&sim, ServerSeed::new("node-1")).await;
+    let p = provider(
+        &sim,
+        ProviderSettings {
+            cache: CacheConfig {
+                mode: CacheMode::Off,
+                ..CacheConfig::default()
+            },
+            ..settings()
+        },
+    )
+    .await;
+    let mut recoveries = p.recoveries().expect("the provider reports recoveries");
+    let instances = p.instances().unwrap();
+    let known = node("node-1", Some(&format!("hcloud://{id}")));
+    sim.admin()
+        .inject_fault(Fault::new("*").status(503).code("unavailable").count(1))
+        .await
+        .unwrap();
+    assert!(instances.instance_exists(&known).await.is_err());
+    assert!(!recoveries.has_changed().unwrap(), "no success yet");
+    assert!(instances.instance_exists(&known).await.unwrap());
+    assert_eq!(*recoveries.borrow_and_update(), 1);
+}
