@@ -468,9 +468,13 @@ async fn plan_routes(
             return object;
         }
     };
-    let decision = route_decisions::decide(nodes, &listed, cluster_cidrs, &|cidr| {
-        routes.can_route(cidr)
-    });
+    let decision = route_decisions::decide(
+        nodes,
+        &listed,
+        cluster_cidrs,
+        &|cidr| routes.can_route(cidr),
+        &|node| routes.routes_node(node),
+    );
     object.add(decision.planned(nodes, &routes.route_writes()));
     object
 }

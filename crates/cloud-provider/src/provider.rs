@@ -527,6 +527,14 @@ pub trait Routes: Send + Sync {
         true
     }
 
+    /// Whether the cloud can route pod traffic to `node` at all (e.g. not to a dedicated
+    /// server outside the cloud's networks). The route controller makes no route for a Node
+    /// it cannot route, records one Warning on it and leaves its `NetworkUnavailable`
+    /// condition to the CNI.
+    fn routes_node(&self, _node: &Node) -> bool {
+        true
+    }
+
     /// The cloud requests that create one route and delete one, as `plan` names them (`None`:
     /// not named). They must be what [`Routes::create_route`] and [`Routes::delete_route`]
     /// send when nothing unexpected happens.

@@ -8,8 +8,12 @@
 //!   default 5 min) and answers every lookup by number and by name, so a burst of dedicated
 //!   Nodes costs one listing. A lookup that misses does not refresh the list (as upstream: a
 //!   new server is seen once the list is older than its age). A failed refresh is every
-//!   waiter's error and serves no stale list. The power state (`GET /reset/N`) is never
-//!   cached.
+//!   waiter's error and serves no stale list. The power state (`GET /reset/N`) of a server
+//!   is read at most once per [`RobotSettings::power_state_max_age`]
+//!   (`ROBOT_POWER_STATE_CACHE_TIMEOUT`, default 1 min; the official CCM reads it on every
+//!   shutdown check, every 5 s per NotReady dedicated Node): between reads the last answer
+//!   is reused, concurrent questions share one read, and a failed read is not kept. Robot
+//!   allows few requests an hour per endpoint, shared by all servers.
 //! - The rate-limit guard sits outside the cache: once Robot answered "rate limit exceeded"
 //!   (or a bare 403), every call fails at once for [`RobotSettings::rate_limit_wait_time`]
 //!   (`ROBOT_RATE_LIMIT_WAIT_TIME`; zero, the default, never holds anything back), even
@@ -18,7 +22,7 @@
 //!   the question never do (`Robot::servers_after` reads a list made after the question
 //!   before a Node may be deleted).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -70,6 +74,9 @@ pub struct RobotSettings {
     /// `ROBOT_RATE_LIMIT_WAIT_TIME`: how long every Robot call fails at once after Robot
     /// answered "rate limit exceeded" (zero: never).
     pub rate_limit_wait_time: Duration,
+    /// `ROBOT_POWER_STATE_CACHE_TIMEOUT`: how long a server's power state is reused before
+    /// it is read again (zero: read on every shutdown check).
+    pub power_state_max_age: Duration,
 }
 
 /// Event reason: a Node's name is a cloud server's and a Robot server's.
@@ -82,6 +89,9 @@ pub const MISCONFIGURED_INTERNAL_IP: &str = "MisconfiguredInternalIP";
 /// The list of all dedicated servers, as one snapshot.
 type Servers = Vec<RobotServer>;
 
+/// The last power state of each server asked about, by server number.
+type PowerStates = HashMap<u64, SnapshotCache<RobotReset, CacheError>>;
+
 /// Dedicated servers through the Robot webservice: cached list, rate-limit guard, uncached
 /// power state (see the module docs). Cheap to clone; clones share the cache and the guard.
 #[derive(Clone, Default)]
@@ -92,6 +102,9 @@ pub struct Robot {
     max_age: Duration,
     /// Until when every call fails at once (set by a rate-limit answer).
     held_until: Arc<Mutex<Option<Instant>>>,
+    /// The power states read lately (see [`RobotSettings::power_state_max_age`]).
+    power_states: Arc<Mutex<PowerStates>>,
+    refresh_deadline: Duration,
 }
 
 // Deliberate repetition: a hand-written Debug that leaves out what cannot or should not be printed;
@@ -121,6 +134,8 @@ impl Robot {
             servers: SnapshotCache::with_deadline(cache.refresh_deadline, CacheError::Deadline),
             max_age: cache.robot_max_age,
             held_until: Arc::default(),
+            power_states: Arc::default(),
+            refresh_deadline: cache.refresh_deadline,
         }
     }
 
@@ -232,12 +247,35 @@ impl Robot {
         Ok(find_name(&self.servers().await?, name).cloned())
     }
 
-    /// The power state of server `number`, asked of Robot every time.
+    /// The power state of server `number`: the last one read when it is younger than
+    /// [`RobotSettings::power_state_max_age`], else read from Robot (one read for concurrent
+    /// questions).
     pub(crate) async fn reset(&self, number: u64) -> Result<RobotReset, CacheError> {
         self.guard()?;
-        let client = self.client()?;
-        let reset = client.reset(number).await.map_err(CacheError::from);
-        self.note(reset)
+        let client = self.client()?.clone();
+        let max_age = self.settings.power_state_max_age;
+        let state = {
+            let mut states = self
+                .power_states
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // Only the states still of use are kept: a server no longer asked about (its
+            // Node Ready again, or gone) is forgotten.
+            states.retain(|_, state| state.is_refreshing() || state.fresh(max_age).is_some());
+            states
+                .entry(number)
+                .or_insert_with(|| {
+                    SnapshotCache::with_deadline(self.refresh_deadline, CacheError::Deadline)
+                })
+                .clone()
+        };
+        let read = state
+            .get(max_age, move || async move {
+                client.reset(number).await.map_err(CacheError::from)
+            })
+            .await
+            .map(|snapshot| (*snapshot).clone());
+        self.note(read)
     }
 }
 
@@ -584,6 +622,7 @@ mod tests {
             enabled: true,
             forward_internal_ips: true,
             rate_limit_wait_time: wait,
+            power_state_max_age: Duration::from_secs(60),
         };
         let cache = CacheConfig {
             robot_max_age: Duration::from_secs(60),
@@ -672,6 +711,45 @@ mod tests {
         // The new list answers the next lookups.
         assert!(robot.by_number(321).await.unwrap().is_none());
         assert_eq!(fake.lists.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_power_state_is_read_once_per_max_age_and_shared() {
+        let (fake, robot) = with_one_server(Duration::ZERO);
+        // Concurrent questions share one read; within the age the answer is reused.
+        let answers = futures::future::join_all((0..5).map(|_| robot.reset(321))).await;
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().unwrap().operating_status == "running")
+        );
+        for _ in 0..10 {
+            tokio::time::advance(Duration::from_secs(5)).await;
+            robot.reset(321).await.unwrap();
+        }
+        assert_eq!(fake.resets.load(Ordering::SeqCst), 1, "50 s: one read");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        robot.reset(321).await.unwrap();
+        assert_eq!(
+            fake.resets.load(Ordering::SeqCst),
+            2,
+            "a minute on: read again"
+        );
+        // Each server has its own.
+        robot.reset(322).await.unwrap();
+        assert_eq!(fake.resets.load(Ordering::SeqCst), 3);
+        // Zero: read on every question.
+        let every = Robot::new(
+            RobotSettings {
+                power_state_max_age: Duration::ZERO,
+                ..robot.settings().clone()
+            },
+            Some(fake.clone()),
+            &CacheConfig::default(),
+        );
+        every.reset(321).await.unwrap();
+        every.reset(321).await.unwrap();
+        assert_eq!(fake.resets.load(Ordering::SeqCst), 5);
     }
 
     #[tokio::test]

@@ -750,6 +750,11 @@ impl Routes for HcloudRoutes {
         matches!(destination, IpNet::V4(_))
     }
 
+    /// Network routes lead to cloud servers only: a Robot dedicated server gets none.
+    fn routes_node(&self, node: &Node) -> bool {
+        crate::robot::robot_number(node).is_none()
+    }
+
     async fn list_routes(&self, _cluster_name: &str) -> Result<Vec<Route>> {
         let core = &self.core;
         core.operations.count(op::routes::LIST_ROUTES);

@@ -57,8 +57,9 @@ struct Args {
     #[arg(long, default_value = "120")]
     timeout_seconds: u64,
     /// Dedicated servers to put in the simulator's Robot account (`sandbox-dedicated-N`); each
-    /// gets a Node, and hcloud-ccm runs with Robot on (and so without routes, which Robot rules
-    /// out).
+    /// gets a Node, and hcloud-ccm runs with Robot on beside routes: the cloud Nodes get routes,
+    /// the dedicated ones none (a `RouteNotSupported` Warning each: their pod traffic needs the
+    /// CNI).
     #[arg(long, default_value = "0")]
     dedicated_servers: u32,
 }
@@ -166,7 +167,6 @@ async fn main() -> anyhow::Result<()> {
             ("ROBOT_USER", sim.robot_user().to_owned()),
             ("ROBOT_PASSWORD", sim.robot_password().to_owned()),
             ("ROBOT_ENDPOINT", sim.robot_url()),
-            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false".to_owned()),
         ]);
     }
     let mut ccm = tokio::process::Command::new(&ccm_binary)
@@ -226,8 +226,8 @@ async fn main() -> anyhow::Result<()> {
         "{}",
         table::render(&nodes.list(&ListParams::default()).await?.items)
     );
-    // Routes follow within a route reconciliation period (none with Robot).
-    let deadline = Instant::now() + Duration::from_secs(if robot { 0 } else { 30 });
+    // Routes follow within a route reconciliation period, for the cloud servers only.
+    let deadline = Instant::now() + Duration::from_secs(30);
     let routes = loop {
         let routes = table::network_routes(&admin.state().await?, NETWORK);
         if routes.len() >= SERVERS.len() || Instant::now() > deadline {
@@ -238,6 +238,11 @@ async fn main() -> anyhow::Result<()> {
     println!("Routes of network {NETWORK:?} (pod CIDR -> node's private IP):");
     for (destination, gateway) in &routes {
         println!("  {destination:<16} -> {gateway}");
+    }
+    if robot {
+        println!(
+            "  (none for the dedicated Nodes: a network route leads to a cloud server only; each has a RouteNotSupported Warning saying its pod traffic needs the CNI)"
+        );
     }
     step("creating Service default/web of type LoadBalancer");
     println!(

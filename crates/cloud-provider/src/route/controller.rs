@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{CreateBackoff, FailedCreations};
 use super::decisions::{
-    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, decide,
+    CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, NotRouted,
+    RouteCreation, decide,
 };
 use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, error_chain};
@@ -255,6 +256,8 @@ pub struct RouteController {
     queue: Arc<WorkQueue<String>>,
     /// Creations that failed, each with its backoff and the reason last reported.
     failed: FailedCreations,
+    /// The Nodes (name, UID) the cloud does not route that were warned about, once each.
+    warned_not_routed: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -338,6 +341,7 @@ impl RouteController {
             config,
             heartbeat: Heartbeat::new(CONTROLLER),
             failed: FailedCreations::default(),
+            warned_not_routed: std::sync::Mutex::default(),
         }
     }
 
@@ -434,14 +438,19 @@ impl RouteController {
         // The listed Nodes are needed only to plan: the work names its Nodes (see `NodeWork`).
         let (plan, work) = {
             let nodes = self.cache.list();
-            let plan = decide(&nodes, &listed, &self.config.cluster_cidrs, &|cidr| {
-                self.routes.can_route(cidr)
-            });
+            let plan = decide(
+                &nodes,
+                &listed,
+                &self.config.cluster_cidrs,
+                &|cidr| self.routes.can_route(cidr),
+                &|node| self.routes.routes_node(node),
+            );
             let work = plan.node_work(&nodes);
             (plan, work)
         };
         // Failures of routes no longer wanted are forgotten.
         self.failed.retain(&plan.to_create);
+        self.warn_not_routed(&plan.not_routed).await;
         for (name, cidr) in &plan.unroutable {
             tracing::debug!(node = %name, %cidr, "pod CIDR the cloud cannot route; no route for it");
         }
@@ -541,6 +550,35 @@ impl RouteController {
             failed: results.len() - created.len() - backed_off,
             backed_off,
             condition_written,
+        }
+    }
+
+    /// One Warning on each Node the cloud does not route, the first time a pass sees it.
+    async fn warn_not_routed(&self, not_routed: &[NotRouted]) {
+        let fresh: Vec<&NotRouted> = {
+            let mut warned = self
+                .warned_not_routed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let key = |n: &NotRouted| (n.node.clone(), n.uid.clone());
+            warned.retain(|known| not_routed.iter().any(|n| key(n) == *known));
+            not_routed
+                .iter()
+                .filter(|n| warned.insert(key(n)))
+                .collect()
+        };
+        for node in fresh {
+            let warning = node.warning();
+            if let Some(target) = self.cache.get(&node.node) {
+                self.recorder
+                    .publish(
+                        target.as_ref(),
+                        EventType::Warning,
+                        &warning.reason,
+                        &warning.message,
+                    )
+                    .await;
+            }
         }
     }
 

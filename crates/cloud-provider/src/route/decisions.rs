@@ -5,9 +5,11 @@
 //! delete, the routes to create and, once the cloud calls are done, the `NetworkUnavailable`
 //! condition each Node in the working map should carry.
 //!
-//! Three additions to upstream's rules: pod CIDRs the cloud cannot route
+//! Four additions to upstream's rules: pod CIDRs the cloud cannot route
 //! ([`crate::provider::Routes::can_route`], e.g. IPv6 ones in a cloud whose networks route IPv4
-//! only) are left out, a listed route that leads to another instance than the Node's
+//! only) are left out, Nodes the cloud routes no traffic to
+//! ([`crate::provider::Routes::routes_node`], e.g. dedicated servers outside the cloud) get no
+//! route and one Warning ([`NotRouted`]), a listed route that leads to another instance than the Node's
 //! providerID does not serve the Node (see [`decide`]), and a Node that is not initialised yet
 //! gets no new route until it is ([`CidrAction::Waiting`]: a Node's pod CIDR often comes before
 //! its addresses, and a route made then would fail or point by guess).
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition};
 
-use crate::change::{Change, Planned, Verb, Write};
+use crate::change::{Change, Planned, Verb, Warning, Write};
 use crate::provider::{Route, RouteWrites};
 use crate::well_known::TAINT_UNINITIALIZED;
 
@@ -50,6 +52,54 @@ pub const NO_ROUTE_CREATED: NetworkCondition = NetworkCondition {
     reason: "NoRouteCreated",
     message: "RouteController failed to create a route",
 };
+
+/// A Node the cloud routes no traffic to, while this controller had set its condition `True`
+/// (e.g. before the Node was initialised and known to be such a Node): `NetworkUnavailable=False`,
+/// so that it is not left unavailable by a route that never comes. Otherwise such a Node's
+/// condition is left as the CNI sets it.
+pub const ROUTE_NOT_SUPPORTED: NetworkCondition = NetworkCondition {
+    status: "False",
+    reason: REASON_ROUTE_NOT_SUPPORTED,
+    message: "RouteController creates no route for this node; its pod traffic is the CNI's",
+};
+
+/// Event reason (Warning, once per Node) and condition reason for a Node the cloud routes no
+/// traffic to ([`NotRouted`]).
+pub const REASON_ROUTE_NOT_SUPPORTED: &str = "RouteNotSupported";
+
+/// A Node with pod CIDRs (or listed routes) that the cloud routes no traffic to
+/// ([`crate::provider::Routes::routes_node`] said no): no route is created for it, routes
+/// listed for it are deleted as routes of no Node, and one Warning says that its pod traffic
+/// needs the CNI.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotRouted {
+    /// Name of the Node.
+    pub node: String,
+    /// Its UID (the controller warns once per Node, by UID).
+    pub uid: String,
+    /// Its `spec.providerID`.
+    pub provider_id: String,
+    /// Its pod CIDRs the cloud could otherwise route, as written in the Node spec.
+    pub pod_cidrs: Vec<String>,
+}
+
+impl NotRouted {
+    /// The Warning recorded on the Node (reason [`REASON_ROUTE_NOT_SUPPORTED`]).
+    pub fn warning(&self) -> Warning {
+        let cidrs = if self.pod_cidrs.is_empty() {
+            "its pod CIDRs".to_owned()
+        } else {
+            format!("its pod CIDR(s) {}", self.pod_cidrs.join(", "))
+        };
+        Warning::new(
+            REASON_ROUTE_NOT_SUPPORTED,
+            format!(
+                "No cloud route is made for node {} (providerID {:?}): the cloud routes pod traffic only to its own instances, and this node is not one. Pod traffic to {cidrs} needs the CNI (an overlay or the CNI's own routing); NetworkUnavailable is left to the CNI",
+                self.node, self.provider_id
+            ),
+        )
+    }
+}
 
 /// What happens to one pod CIDR of a Node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,8 +132,12 @@ pub struct PodCidr {
 /// A Node of the working map: it has pod CIDRs, or at least one listed route targets it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeRoutes {
-    /// The Node's pod CIDRs (empty when only routes point at it).
+    /// The Node's pod CIDRs (empty when only routes point at it, and for a Node the cloud
+    /// does not route).
     pub pod_cidrs: Vec<PodCidr>,
+    /// The cloud routes no traffic to this Node ([`NotRouted`]): its condition is written only
+    /// to undo a `True` of this controller ([`ROUTE_NOT_SUPPORTED`]).
+    pub not_routed: bool,
 }
 
 impl NodeRoutes {
@@ -123,6 +177,8 @@ pub struct RouteDecision {
     pub nodes: BTreeMap<String, NodeRoutes>,
     /// Pod CIDRs left out because the cloud cannot route them: (Node name, CIDR).
     pub unroutable: Vec<(String, IpNet)>,
+    /// Nodes the cloud routes no traffic to, in the order of the Nodes.
+    pub not_routed: Vec<NotRouted>,
 }
 
 impl NodeRoutes {
@@ -143,6 +199,8 @@ impl RouteDecision {
     /// out; `writes` names the provider's requests.
     pub fn planned(&self, nodes: &[Arc<Node>], writes: &RouteWrites) -> Planned {
         let mut out = Planned::default();
+        out.warnings
+            .extend(self.not_routed.iter().map(NotRouted::warning));
         for route in &self.to_delete {
             let via = if route.blackhole || route.target_node.is_empty() {
                 "blackhole".to_owned()
@@ -338,11 +396,14 @@ fn action_for(
 ///   that CIDR, of an empty target and routes marked *update*. Routes outside the cluster CIDRs
 ///   are never touched.
 /// * Create a route for every *add* and *update*, named by the Node UID.
+/// * A Node that `routes_node` refuses gets no route ([`NotRouted`]); routes listed for it are
+///   deleted like those of a Node without that CIDR.
 pub fn decide(
     nodes: &[Arc<Node>],
     routes: &[Route],
     cluster_cidrs: &[IpNet],
     can_route: &dyn Fn(&IpNet) -> bool,
+    routes_node: &dyn Fn(&Node) -> bool,
 ) -> RouteDecision {
     let mut by_target: BTreeMap<&str, Vec<&Route>> = BTreeMap::new();
     for route in routes {
@@ -360,6 +421,7 @@ pub fn decide(
 
     let mut to_create = Vec::new();
     let mut unroutable = Vec::new();
+    let mut not_routed = Vec::new();
     // Destinations a Node wants but no listed route serves it (action Add).
     let mut added: Vec<IpNet> = Vec::new();
     for node in nodes {
@@ -374,15 +436,25 @@ pub fn decide(
             }
             _ => true,
         });
-        if cidrs.is_empty() {
-            continue;
-        }
-        let addresses = node_addresses(node);
         let provider_id = node
             .spec
             .as_ref()
             .and_then(|s| s.provider_id.as_deref())
             .unwrap_or_default();
+        if (!cidrs.is_empty() || working.contains_key(name)) && !routes_node(node) {
+            working.entry(name.to_owned()).or_default().not_routed = true;
+            not_routed.push(NotRouted {
+                node: name.to_owned(),
+                uid: node.metadata.uid.clone().unwrap_or_default(),
+                provider_id: provider_id.to_owned(),
+                pod_cidrs: cidrs,
+            });
+            continue;
+        }
+        if cidrs.is_empty() {
+            continue;
+        }
+        let addresses = node_addresses(node);
         let targeting = by_target.get(name).map(Vec::as_slice).unwrap_or_default();
         let uninitialized = node
             .spec
@@ -445,6 +517,7 @@ pub fn decide(
         wait_for_deletions: routes.first().is_some_and(|r| r.enable_node_addresses),
         nodes: working,
         unroutable,
+        not_routed,
     }
 }
 
@@ -467,9 +540,18 @@ pub fn network_condition(node: &Node) -> Option<&NodeCondition> {
 }
 
 /// The condition to write on `node`, or `None` when its status **and** reason already match.
+/// A Node the cloud does not route gets [`ROUTE_NOT_SUPPORTED`] only when it carries this
+/// controller's `True` ([`NO_ROUTE_CREATED`]), and nothing otherwise.
 pub fn condition_update(node: &Node, entry: &NodeRoutes) -> Option<NetworkCondition> {
-    let wanted = entry.wanted_condition();
     let current = network_condition(node);
+    if entry.not_routed {
+        let ours = current.is_some_and(|c| {
+            c.status == NO_ROUTE_CREATED.status
+                && c.reason.as_deref() == Some(NO_ROUTE_CREATED.reason)
+        });
+        return ours.then_some(ROUTE_NOT_SUPPORTED);
+    }
+    let wanted = entry.wanted_condition();
     let matches = current
         .is_some_and(|c| c.status == wanted.status && c.reason.as_deref() == Some(wanted.reason));
     (!matches).then_some(wanted)
@@ -547,7 +629,7 @@ mod tests {
 
     /// The plan of a cloud that can route every pod CIDR.
     fn decide(nodes: &[Arc<Node>], routes: &[Route], cluster_cidrs: &[IpNet]) -> RouteDecision {
-        super::decide(nodes, routes, cluster_cidrs, &|_| true)
+        super::decide(nodes, routes, cluster_cidrs, &|_| true, &|_| true)
     }
 
     fn node(name: &str, cidrs: &[&str], addresses: Vec<NodeAddress>) -> Arc<Node> {
@@ -914,7 +996,7 @@ mod tests {
         ];
         let cluster = vec![net("10.244.0.0/16"), net("fd00:10::/56")];
         let ipv4_only = |cidr: &IpNet| matches!(cidr, IpNet::V4(_));
-        let mut planned = super::decide(&nodes, &[], &cluster, &ipv4_only);
+        let mut planned = super::decide(&nodes, &[], &cluster, &ipv4_only, &|_| true);
         assert_eq!(created(&planned), pairs(&[("dual", "10.244.2.0/24")]));
         assert_eq!(
             planned.unroutable,
@@ -936,9 +1018,146 @@ mod tests {
 
         // Once in place, the IPv4 route is kept and nothing else is asked for.
         let routes = vec![route("dual", "10.244.2.0/24")];
-        let kept = super::decide(&nodes, &routes, &cluster, &ipv4_only);
+        let kept = super::decide(&nodes, &routes, &cluster, &ipv4_only, &|_| true);
         assert!(kept.to_create.is_empty() && kept.to_delete.is_empty());
         assert_eq!(kept.nodes["dual"].wanted_condition(), ROUTE_CREATED);
+    }
+
+    #[test]
+    fn nodes_the_cloud_does_not_route_get_no_route_and_no_stuck_condition() {
+        let dedicated = |name: &str, provider_id: &str, cidrs: &[&str]| {
+            let mut n = (*node(name, cidrs, vec![])).clone();
+            n.spec.get_or_insert_default().provider_id = Some(provider_id.into());
+            Arc::new(n)
+        };
+        // Robot-like providerIDs are the ones the (test) cloud does not route.
+        let routes_node = |n: &Node| {
+            let id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+            !id.is_some_and(|id| id.starts_with("hrobot://") || id.starts_with("hcloud://bm-"))
+        };
+        struct Case {
+            what: &'static str,
+            node: Arc<Node>,
+            listed: Vec<Route>,
+            create: Vec<(String, String)>,
+            delete: Vec<(String, String)>,
+            condition: Option<NetworkCondition>,
+            warned: bool,
+        }
+        let d = dedicated("dedi", "hrobot://321", &["10.244.7.0/24"]);
+        let cases = vec![
+            Case {
+                what: "a dedicated Node with a pod CIDR: no route, a Warning, no condition",
+                node: d.clone(),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: None,
+                warned: true,
+            },
+            Case {
+                what: "the legacy providerID is a dedicated Node too",
+                node: dedicated("dedi", "hcloud://bm-321", &["10.244.7.0/24"]),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: None,
+                warned: true,
+            },
+            Case {
+                what: "our True (written before the Node was known as dedicated) is undone",
+                node: with_condition(&d, "True", NO_ROUTE_CREATED.reason),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: Some(ROUTE_NOT_SUPPORTED),
+                warned: true,
+            },
+            Case {
+                what: "the CNI's condition is left as it is, True or False",
+                node: with_condition(&d, "True", "CalicoIsDown"),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: None,
+                warned: true,
+            },
+            Case {
+                what: "our undone condition is not written again",
+                node: with_condition(&d, "False", REASON_ROUTE_NOT_SUPPORTED),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: None,
+                warned: true,
+            },
+            Case {
+                what: "a listed route to it serves no Node and is deleted",
+                node: d.clone(),
+                listed: vec![route("dedi", "10.244.7.0/24")],
+                create: vec![],
+                delete: pairs(&[("dedi", "10.244.7.0/24")]),
+                condition: None,
+                warned: true,
+            },
+            Case {
+                what: "a dedicated Node without a pod CIDR or route is left alone",
+                node: dedicated("dedi", "hrobot://321", &[]),
+                listed: vec![],
+                create: vec![],
+                delete: vec![],
+                condition: None,
+                warned: false,
+            },
+            Case {
+                what: "a cloud Node beside them is routed as before",
+                node: dedicated("cloud", "hcloud://5", &["10.244.8.0/24"]),
+                listed: vec![],
+                create: pairs(&[("cloud", "10.244.8.0/24")]),
+                delete: vec![],
+                condition: Some(NO_ROUTE_CREATED),
+                warned: false,
+            },
+        ];
+        for case in cases {
+            let nodes = vec![case.node.clone()];
+            let plan = super::decide(&nodes, &case.listed, &cluster(), &|_| true, &routes_node);
+            assert_eq!(created(&plan), case.create, "{}: creations", case.what);
+            assert_eq!(deleted(&plan), case.delete, "{}: deletions", case.what);
+            assert_eq!(
+                condition_writes(&nodes, &plan).first().map(|(_, c)| *c),
+                case.condition,
+                "{}: condition",
+                case.what
+            );
+            assert_eq!(!plan.not_routed.is_empty(), case.warned, "{}", case.what);
+            // `plan` shows the skipped Node as the Warning the controller records.
+            let planned = plan.planned(&nodes, &RouteWrites::default());
+            assert_eq!(
+                planned.warnings.len(),
+                usize::from(case.warned),
+                "{}",
+                case.what
+            );
+        }
+        let plan = super::decide(
+            std::slice::from_ref(&d),
+            &[],
+            &cluster(),
+            &|_| true,
+            &routes_node,
+        );
+        let warning = plan.not_routed[0].warning();
+        assert_eq!(warning.reason, "RouteNotSupported");
+        assert!(
+            warning.message.contains("dedi")
+                && warning.message.contains("hrobot://321")
+                && warning.message.contains("10.244.7.0/24")
+                && warning.message.contains("CNI"),
+            "{}",
+            warning.message
+        );
+        assert_eq!(plan.not_routed[0].uid, "uid-dedi");
     }
 
     #[test]
@@ -1031,6 +1250,7 @@ mod tests {
                     action: *a,
                 })
                 .collect(),
+            not_routed: false,
         };
         use CidrAction::*;
         let cases = [

@@ -36,6 +36,16 @@ settings! {
         Spec::env("robot-rate-limit-wait-time", "ROBOT_RATE_LIMIT_WAIT_TIME", "DURATION")
             .default("0s")
             .parse(duration);
+    /// How long the power state of a dedicated server (`GET /reset/N`) is reused by the
+    /// shutdown checks of its NotReady Node before it is read again (0 = every check, as the
+    /// official CCM). Beyond the official CCM: Robot allows few requests an hour.
+    pub(super) POWER_STATE_CACHE_TIMEOUT: Duration = Spec::env(
+        "robot-power-state-cache-timeout",
+        "ROBOT_POWER_STATE_CACHE_TIMEOUT",
+        "DURATION",
+    )
+    .default("1m")
+    .parse(duration);
     /// The Robot webservice (default: the real one). Beyond the official CCM: for a test
     /// webservice or a proxy.
     pub(super) ENDPOINT: String = Spec::env("robot-endpoint", "ROBOT_ENDPOINT", "URL").parse(url);
@@ -61,11 +71,11 @@ fn cache_timeout(value: &str) -> Result<Duration, String> {
 }
 
 /// The Robot settings: the provider's (with the cache age in `robot_max_age`) and the
-/// client's.
+/// client's. Routes may be on too (the official CCM refuses that): the route controller then
+/// routes the cloud Nodes only.
 pub(super) fn check_robot(
     c: &mut Checker<'_>,
     (user, password): (Option<&Secret>, Option<&Secret>),
-    routes_enabled: bool,
     robot_max_age: &mut Duration,
 ) -> (RobotSettings, RobotClientSettings) {
     let enabled = c.value(&ENABLED);
@@ -76,19 +86,13 @@ pub(super) fn check_robot(
     *robot_max_age = c.value(&CACHE_TIMEOUT);
     let endpoint = c.optional(&ENDPOINT);
     let rate_limit_wait_time = c.value(&RATE_LIMIT_WAIT_TIME);
+    let power_state_max_age = c.value(&POWER_STATE_CACHE_TIMEOUT);
     let forward_internal_ips = c.value(&FORWARD_INTERNAL_IPS);
     if enabled {
         if user.is_some() != password.is_some() {
             c.problem(
                 "ROBOT_USER/ROBOT_PASSWORD",
                 "both must be provided, or neither (partial Robot credentials)",
-            );
-        }
-        if routes_enabled {
-            c.problem(
-                "ROBOT_ENABLED/HCLOUD_NETWORK_ROUTES_ENABLED",
-                "routes are not supported together with Robot; set \
-                 HCLOUD_NETWORK_ROUTES_ENABLED=false",
             );
         }
     } else if user.is_some() || password.is_some() {
@@ -99,6 +103,7 @@ pub(super) fn check_robot(
             enabled,
             forward_internal_ips: enabled && forward_internal_ips,
             rate_limit_wait_time,
+            power_state_max_age,
         },
         RobotClientSettings {
             user,

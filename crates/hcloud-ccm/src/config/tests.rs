@@ -334,8 +334,6 @@ fn every_problem_is_reported_at_once() {
             "HCLOUD_LOAD_BALANCERS_PRIVATE_SUBNET_IP_RANGE",
             "HCLOUD_LOAD_BALANCERS_ALGORITHM_TYPE",
             "HCLOUD_METRICS_ADDRESS",
-            "HCLOUD_NETWORK_ROUTES_ENABLED",
-            "ROBOT_ENABLED",
             "ROBOT_USER",
             "ROBOT_PASSWORD",
         ],
@@ -347,11 +345,8 @@ fn every_problem_is_reported_at_once() {
     )));
     // One line per problem.
     assert_eq!(text.lines().count(), err.problems.len() + 1);
-    // Robot + routes is reported in addition to "Robot not implemented".
-    assert!(
-        text.contains("routes are not supported together with Robot"),
-        "{text}"
-    );
+    // Robot beside routes is no problem (the official CCM refuses it).
+    assert!(!err.mentions("HCLOUD_NETWORK_ROUTES_ENABLED"), "{text}");
 }
 
 #[test]
@@ -447,13 +442,14 @@ fn robot_rules_with_robot_implemented() {
         err.mentions("ROBOT_USER") && err.problems.len() == 1,
         "{err}"
     );
-    let err = run(&[
+    // Robot beside routes starts, routes on (for the cloud Nodes), unlike the official CCM.
+    let cfg = run(&[
         "--robot-enabled=true",
         "--hcloud-network=n",
         "--cluster-cidr=10.244.0.0/16",
     ])
-    .unwrap_err();
-    assert_mentions(&err, &["HCLOUD_NETWORK_ROUTES_ENABLED", "ROBOT_ENABLED"]);
+    .unwrap();
+    assert!(cfg.provider.robot.enabled && cfg.provider.routes_enabled);
     // Upstream reads a zero cache timeout as the default.
     let cfg = run(&["--robot-cache-timeout=0"]).unwrap();
     assert_eq!(cfg.provider.cache.robot_max_age, Duration::from_secs(300));

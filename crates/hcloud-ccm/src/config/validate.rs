@@ -245,7 +245,6 @@ impl Args {
         let (robot_settings, robot) = robot::check_robot(
             &mut c,
             (self.robot_user.as_ref(), self.robot_password.as_ref()),
-            provider.routes_enabled,
             &mut provider.cache.robot_max_age,
         );
         provider.robot = robot_settings;

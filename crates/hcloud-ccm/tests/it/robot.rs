@@ -2,8 +2,9 @@
 //! Robot webservice: the scenarios of the official CCM's Robot end-to-end tests (a hybrid
 //! cluster initialised with labels and ExternalIP, a load balancer that picks only Robot Nodes)
 //! and the lifecycle (shutdown taint from the power state, deletion of a Node whose server left
-//! Robot, no deletion while Robot fails or rate-limits). The Robot list cache and the lifecycle
-//! period are shortened to a second, so that each change is seen within a few seconds.
+//! Robot, no deletion while Robot fails or rate-limits), and Robot beside routes (routes for
+//! the cloud Nodes only). The Robot list cache, the power-state cache and the lifecycle period
+//! are shortened to a second, so that each change is seen within a few seconds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,9 +14,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ccm::{TOKEN, lb_service, spawn_ccm};
-use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Node, NodeSpec};
-use kube::api::{Api, ObjectMeta};
+use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, ServerSeed, SimConfig, Simulator};
+use k8s_openapi::api::core::v1::{Event, Node, NodeSpec};
+use kube::api::{Api, ListParams, ObjectMeta};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::{Value, json};
 
@@ -39,8 +40,8 @@ async fn simulator() -> Simulator {
     .unwrap()
 }
 
-/// The binary in `scope` against `sim` with Robot on: the Robot list cached for 1 s, the
-/// lifecycle check every second, load balancers in fsn1.
+/// The binary in `scope` against `sim` with Robot on: the Robot list and power states cached
+/// for 1 s, the lifecycle check every second, load balancers in fsn1.
 async fn start_ccm(scope: &Scope, sim: &Simulator) -> (Access, tokio::process::Child) {
     let access = scope.admin_access("ccm").await;
     let robot_url = sim.robot_url();
@@ -53,6 +54,7 @@ async fn start_ccm(scope: &Scope, sim: &Simulator) -> (Access, tokio::process::C
             ("ROBOT_PASSWORD", ROBOT_PASSWORD),
             ("ROBOT_ENDPOINT", &robot_url),
             ("ROBOT_CACHE_TIMEOUT", "1s"),
+            ("ROBOT_POWER_STATE_CACHE_TIMEOUT", "1s"),
             ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
         ],
         &[&scope.lease_flag(), "--node-monitor-period=1s"],
@@ -352,4 +354,183 @@ async fn load_balancers_target_dedicated_servers_by_ip() {
         .collect();
     assert_eq!(servers, vec![json!(cloud_id)], "{both:?}");
     assert_eq!(ips, vec![json!(ip)], "{both:?}");
+}
+
+/// A Node `name` with `provider_id`, `pod_cidr`, `addresses` and `conditions` besides Ready,
+/// as a kubelet with `--provider-id` registers it once initialised (the apiserver keeps the
+/// status a Node is created with).
+async fn node_with_pod_cidr(
+    scope: &Scope,
+    name: &str,
+    provider_id: &str,
+    pod_cidr: &str,
+    addresses: &[(&str, &str)],
+    conditions: &[Value],
+) {
+    let addresses: Vec<_> = addresses
+        .iter()
+        .map(|(type_, address)| json!({ "type": type_, "address": address }))
+        .collect();
+    let mut all = vec![json!({ "type": "Ready", "status": "True", "reason": "KubeletReady" })];
+    all.extend(conditions.iter().cloned());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "providerID": provider_id, "podCIDR": pod_cidr, "podCIDRs": [pod_cidr] },
+        "status": { "addresses": addresses, "conditions": all },
+    }))
+    .unwrap();
+    scope.create_node(node).await;
+}
+
+/// Node `name`'s NetworkUnavailable condition: (status, reason).
+async fn network_unavailable(nodes: &Api<Node>, name: &str) -> Option<(String, String)> {
+    let node = nodes.get(name).await.unwrap();
+    node.status?
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| (c.status, c.reason.unwrap_or_default()))
+}
+
+/// The `RouteNotSupported` events on Node `name`.
+async fn route_not_supported(scope: &Scope, name: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(scope.admin.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("RouteNotSupported")
+                && e.involved_object.name.as_deref() == Some(name)
+        })
+        .collect()
+}
+
+/// Robot beside routes (the official CCM refuses to start): the binary starts; the cloud Node
+/// gets its route and `NetworkUnavailable=False`; the dedicated Nodes (`hrobot://N` and the
+/// legacy `hcloud://bm-N`) get no route and one `RouteNotSupported` Warning each, however many
+/// passes follow; the `NetworkUnavailable=True` the route controller wrote on one of them
+/// before it was known as dedicated is undone, and the other's condition is left to the CNI
+/// (it has none).
+#[tokio::test]
+async fn beside_routes_only_the_cloud_nodes_get_routes() {
+    let scope = Scope::new("robot-routes").await;
+    let (sim, host) = ccm::simulator_with_host_in_network("host-1").await;
+    let network = host["private_net"][0]["network"].as_i64().unwrap();
+    let (cloud, dedi, legacy) = (
+        scope.name("cloud"),
+        scope.name("dedi"),
+        scope.name("legacy"),
+    );
+    let server = sim
+        .admin()
+        .create_server(ServerSeed::new(&cloud).network(network))
+        .await
+        .unwrap();
+    let cloud_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
+    let (dedi_number, dedi_ip) = dedicated(&sim, &dedi).await;
+    let (legacy_number, legacy_ip) = dedicated(&sim, &legacy).await;
+    node_with_pod_cidr(
+        &scope,
+        &cloud,
+        &format!("hcloud://{}", server["id"]),
+        "10.244.1.0/24",
+        &[("InternalIP", &cloud_ip), ("Hostname", &cloud)],
+        &[],
+    )
+    .await;
+    let stuck = json!({
+        "type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated",
+        "message": "RouteController failed to create a route",
+    });
+    node_with_pod_cidr(
+        &scope,
+        &dedi,
+        &format!("hrobot://{dedi_number}"),
+        "10.244.2.0/24",
+        &[("ExternalIP", &dedi_ip), ("Hostname", &dedi)],
+        &[stuck],
+    )
+    .await;
+    node_with_pod_cidr(
+        &scope,
+        &legacy,
+        &format!("hcloud://bm-{legacy_number}"),
+        "10.244.3.0/24",
+        &[("ExternalIP", &legacy_ip), ("Hostname", &legacy)],
+        &[],
+    )
+    .await;
+
+    let access = scope.admin_access("ccm").await;
+    let (robot_url, metadata) = (sim.robot_url(), sim.metadata_url());
+    let metrics_port = ccm::free_port();
+    let metrics_address = format!("127.0.0.1:{metrics_port}");
+    let _ccm = spawn_ccm(
+        &access.kubeconfig,
+        &sim,
+        &[
+            ("ROBOT_ENABLED", "true"),
+            ("ROBOT_USER", sim.robot_user()),
+            ("ROBOT_PASSWORD", sim.robot_password()),
+            ("ROBOT_ENDPOINT", &robot_url),
+            ("HCLOUD_NETWORK", "k8s"),
+            ("HCLOUD_METADATA_ENDPOINT", &metadata),
+            ("HCLOUD_METRICS_ENABLED", "true"),
+            ("HCLOUD_METRICS_ADDRESS", &metrics_address),
+            ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
+        ],
+        &[
+            "--cluster-cidr=10.244.0.0/16",
+            "--route-reconciliation-period=1s",
+            &scope.lease_flag(),
+        ],
+    );
+    let nodes = scope.nodes();
+    let wait = Duration::from_secs(30);
+    eventually("the cloud Node's route", wait, || async {
+        (network_unavailable(&nodes, &cloud).await
+            == Some(("False".to_owned(), "RouteCreated".to_owned())))
+        .then_some(())
+    })
+    .await;
+    eventually("the stuck condition undone", wait, || async {
+        (network_unavailable(&nodes, &dedi).await
+            == Some(("False".to_owned(), "RouteNotSupported".to_owned())))
+        .then_some(())
+    })
+    .await;
+    // More passes: the Warnings stay one per Node.
+    let passes = || async {
+        let text = ccm::metrics(metrics_port).await?;
+        Some(ccm::metric(&text, "route_controller_route_sync_total", "") as u64)
+    };
+    let start = eventually("route passes", wait, passes).await;
+    eventually("three more route passes", wait, || async {
+        passes().await.filter(|n| *n >= start + 3)
+    })
+    .await;
+    for name in [&dedi, &legacy] {
+        let events = route_not_supported(&scope, name).await;
+        assert_eq!(events.len(), 1, "{name}: {events:?}");
+        assert_eq!(events[0].count.unwrap_or(1), 1, "{name}: {events:?}");
+        assert_eq!(events[0].type_.as_deref(), Some("Warning"));
+        let message = events[0].message.as_deref().unwrap_or_default();
+        assert!(message.contains("CNI"), "{message}");
+    }
+    assert_eq!(network_unavailable(&nodes, &legacy).await, None);
+    let routes: Vec<(String, String)> = sim.admin().state().await.unwrap()["networks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|n| n["routes"].as_array().cloned().unwrap_or_default())
+        .map(|r| {
+            (
+                r["destination"].as_str().unwrap_or_default().to_owned(),
+                r["gateway"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(routes, vec![("10.244.1.0/24".to_owned(), cloud_ip)]);
 }

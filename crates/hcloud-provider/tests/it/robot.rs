@@ -125,6 +125,8 @@ fn robot_settings(max_age: Duration, rate_limit_wait: Duration) -> ProviderSetti
             enabled: true,
             forward_internal_ips: true,
             rate_limit_wait_time: rate_limit_wait,
+            // Every shutdown check reads the power state, unless a test says otherwise.
+            power_state_max_age: Duration::ZERO,
         },
         cache: CacheConfig {
             robot_max_age: max_age,
@@ -310,6 +312,49 @@ async fn the_shutdown_answer_is_the_power_state_read_every_time() {
     // A power state Robot does not give is an error, never an answer.
     robot.fail(Some((404, "RESET_NOT_AVAILABLE"))).await;
     assert!(instances.instance_shutdown(&n).await.is_err());
+}
+
+#[tokio::test]
+async fn a_power_state_is_read_once_per_interval_and_never_for_a_server_robot_no_longer_lists() {
+    let sim = sim().await;
+    let robot = SimRobot::with(&sim, vec![dedicated(7, "dedi-7"), dedicated(8, "dedi-8")]).await;
+    let with_interval = |interval: Duration| {
+        let mut settings = robot_settings(Duration::from_millis(300), Duration::ZERO);
+        settings.robot.power_state_max_age = interval;
+        settings
+    };
+    let p = provider(&sim, with_interval(Duration::from_secs(3600))).await;
+    let instances = p.instances().unwrap();
+    let (n7, n8) = (
+        node("dedi-7", Some("hrobot://7")),
+        node("dedi-8", Some("hrobot://8")),
+    );
+    // The shutdown checks of two NotReady Nodes, pass after pass: one read each.
+    for _ in 0..20 {
+        assert!(!instances.instance_shutdown(&n7).await.unwrap());
+        assert!(!instances.instance_shutdown(&n8).await.unwrap());
+    }
+    assert_eq!(robot.resets().await, 2);
+    // Between reads the last answer stands.
+    robot.power(7, "shut off").await;
+    assert!(!instances.instance_shutdown(&n7).await.unwrap());
+    assert_eq!(robot.resets().await, 2);
+    // A server the list no longer has: no power-state read, and no "shut down" either.
+    robot.remove(8).await;
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let err = instances.instance_shutdown(&n8).await.unwrap_err();
+    assert!(err.is_instance_not_found(), "{err}");
+    assert_eq!(robot.resets().await, 2);
+
+    // Once the interval is over, the power state is read again.
+    let short = provider(&sim, with_interval(Duration::from_millis(200))).await;
+    let instances = short.instances().unwrap();
+    robot.power(7, "running").await;
+    assert!(!instances.instance_shutdown(&n7).await.unwrap());
+    robot.power(7, "shut off").await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(instances.instance_shutdown(&n7).await.unwrap());
+    assert_eq!(robot.resets().await, 4);
 }
 
 #[tokio::test]
@@ -643,6 +688,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
         enabled: true,
         forward_internal_ips: true,
         rate_limit_wait_time: Duration::ZERO,
+        power_state_max_age: Duration::from_millis(300),
     };
     setup.settings.cache.robot_max_age = Duration::from_millis(300);
     let api = robot_client(&env.sim);
