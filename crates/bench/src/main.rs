@@ -75,8 +75,6 @@ impl Counted {
     }
 }
 
-// Deliberate repetition: clap arguments; the chaos tool has the same layout, but each tool has its
-// own flags and only `--ccm` means the same in both.
 #[derive(Debug, Parser)]
 #[command(
     name = "hcloud-ccm-bench",
@@ -792,8 +790,6 @@ impl Bench {
             Ok(left + count <= before)
         })
         .await?;
-        // Deliberate repetition: every scenario ends so, waiting until the CCM is idle and
-        // pushing its row; what it reports is each scenario's own.
         let counts = self
             .until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;

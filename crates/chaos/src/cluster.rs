@@ -86,8 +86,6 @@ pub struct Cluster {
     runner_deleted: Arc<Mutex<BTreeSet<String>>>,
 }
 
-// Deliberate repetition: a hand-written Debug that leaves out the clients, the log and the
-// bookkeeping; its shape is the standard one.
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
@@ -297,8 +295,6 @@ impl Cluster {
         Ok(())
     }
 
-    // Deliberate repetition: label_node and annotate are two named actions of the runner over one
-    // helper, set_metadata_entry.
     /// Sets (`Some`) or removes a Service annotation.
     pub async fn annotate(
         &mut self,

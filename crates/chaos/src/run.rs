@@ -36,8 +36,6 @@ pub struct Options {
     pub converge_within: Duration,
 }
 
-// Deliberate repetition: a plain record of one schedule's counts and findings, one documented field
-// each; it shares only the field layout with other structs.
 /// What one schedule did and found.
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -55,7 +53,6 @@ pub struct Outcome {
     pub kills: u64,
     /// CCM exits nobody asked for, by reason.
     pub exits: BTreeMap<String, u64>,
-    // Deliberate repetition: (see above) fields of one record.
     /// Continuous checks made.
     pub continuous_checks: u64,
     /// Convergence snapshots checked.

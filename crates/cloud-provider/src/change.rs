@@ -38,8 +38,6 @@ impl Verb {
     }
 }
 
-// Deliberate repetition: a serde model struct, field by field with its attributes, as every
-// serialized type of the workspace; these fields are the plan output's own.
 /// One change a controller would make.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {

@@ -12,7 +12,7 @@
 //! pace the 100 target changes at the rate of their events.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
+use parking_lot::Mutex;
 
 /// Namespace for events about cluster-scoped objects.
 pub const CLUSTER_SCOPED_EVENT_NAMESPACE: &str = "default";
@@ -137,8 +138,6 @@ struct Pending {
     message: String,
 }
 
-// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
-// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for EventRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventRecorder")
@@ -157,14 +156,15 @@ impl LastWarnings {
     /// Remember `message` as the last Warning of `key`; whether it is news (differs from the
     /// one remembered before), that is whether to write it.
     pub(crate) fn is_news(&self, key: &str, message: &str) -> bool {
-        crate::lock(&self.0)
+        self.0
+            .lock()
             .insert(key.to_owned(), message.to_owned())
             .is_none_or(|last| last != message)
     }
 
     /// `key` is fine again (or gone): its next failure is news.
     pub(crate) fn forget(&self, key: &str) {
-        crate::lock(&self.0).remove(key);
+        self.0.lock().remove(key);
     }
 }
 
@@ -330,7 +330,7 @@ impl EventRecorder {
             reason: reason.to_owned(),
             message: message.to_owned(),
         };
-        let allowed = crate::lock(&self.spam).allow(
+        let allowed = self.spam.lock().allow(
             (
                 key.namespace.clone(),
                 key.kind.clone(),
@@ -346,7 +346,7 @@ impl EventRecorder {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let now = Time(Timestamp::now());
 
-        let previous = self.lock_cache().entries.get(&key).cloned();
+        let previous = self.cache.lock().entries.get(&key).cloned();
         if let Some(previous) = previous {
             let count = previous.count.saturating_add(1);
             let patch = serde_json::json!({ "count": count, "lastTimestamp": now });
@@ -359,7 +359,7 @@ impl EventRecorder {
                 .await
             {
                 Ok(_) => {
-                    self.lock_cache().remember(
+                    self.cache.lock().remember(
                         key,
                         Written {
                             event_name: previous.event_name,
@@ -397,7 +397,7 @@ impl EventRecorder {
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        self.lock_cache().remember(
+        self.cache.lock().remember(
             key,
             Written {
                 event_name,
@@ -405,11 +405,6 @@ impl EventRecorder {
             },
         );
         Ok(())
-    }
-
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, DedupCache> {
-        // A poisoned cache only loses aggregation; keep using it.
-        crate::lock(&self.cache)
     }
 }
 

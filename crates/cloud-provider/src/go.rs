@@ -187,8 +187,6 @@ impl fmt::Display for GoDuration {
 mod tests {
     use super::*;
 
-    // Deliberate repetition: the spellings `strconv.ParseBool` accepts, listed as the
-    // specification of `parse_bool`; tests elsewhere list them again for what reads through it.
     #[test]
     fn booleans_as_go_reads_them() {
         for t in ["1", "t", "T", "TRUE", "true", "True"] {

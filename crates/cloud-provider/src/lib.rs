@@ -83,8 +83,9 @@ pub(crate) fn jittered(base: std::time::Duration) -> std::time::Duration {
 
 pub(crate) use token_bucket::refilled;
 
-/// Lock `mutex`, also when a panic poisoned it: every lock of this crate guards plain
-/// bookkeeping that stays consistent between statements.
+/// Lock the std `mutex`, also when a panic poisoned it: every lock of this crate guards plain
+/// bookkeeping that stays consistent between statements. The crate's other locks are
+/// `parking_lot` mutexes, which have no poisoning and need no helper.
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()

@@ -44,8 +44,6 @@ fn delay_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 15))
 }
 
-// Deliberate repetition: a struct of Prometheus families, one field per series, as the
-// work-queue metrics; the series are this crate's own.
 /// All metrics of this crate. Cheap to clone (handles share their values).
 #[derive(Clone, Debug)]
 pub struct Metrics {

@@ -1,7 +1,4 @@
 //! Well-known label, taint and annotation names shared with Kubernetes.
-//!
-//! Deliberate repetition: this file is a list of documented string constants, one per name
-//! Kubernetes defines; other lists of constants look alike but name other things.
 
 /// Taint the kubelet (`--cloud-provider=external`) puts on a new Node until the cloud node
 /// controller has initialized it.

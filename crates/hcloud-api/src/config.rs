@@ -120,10 +120,6 @@ impl ClientConfig {
         }
     }
 
-    // Deliberate repetition: one `with_*` setter per setting, each a plain assignment, so that
-    // a configuration reads as one chain; a macro writing them would hide each setter's
-    // signature and doc.
-
     /// Sets the endpoint.
     pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.endpoint = endpoint.into();

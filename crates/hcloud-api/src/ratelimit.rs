@@ -9,8 +9,10 @@
 //! autoscaler and humans. Once the API reports `RateLimit-Remaining: 0`, requests wait for the
 //! API's refill. Concurrent callers queue one slot apart instead of all hitting the API.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
 
 /// Rate-limit headers of one answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -195,7 +197,7 @@ impl ServerBucket {
             return;
         };
         let now = SystemTime::now();
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state.lock();
         state.remaining = Some(remaining);
         state.estimate = Some(remaining);
         state.limit = headers.limit.or(state.limit);
@@ -232,7 +234,7 @@ impl ServerBucket {
     /// While the bucket is exhausted or at the reserve, consecutive reservations are one
     /// interval apart, so concurrent callers queue instead of all hitting the API at once.
     pub(crate) fn reserve(&self) -> Option<Instant> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state.lock();
         if !state.exhausted && !state.reserving {
             // Count the request against the estimate; once the estimate reaches the reserve,
             // pace from here on (until an answer reports plenty again).
@@ -256,18 +258,12 @@ impl ServerBucket {
 
     /// Last remaining budget reported by the API.
     pub(crate) fn remaining(&self) -> Option<u64> {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remaining
+        self.state.lock().remaining
     }
 
     /// Whether requests are being paced to keep the reserve.
     pub(crate) fn reserving(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .reserving
+        self.state.lock().reserving
     }
 }
 
@@ -357,7 +353,7 @@ mod tests {
         let bucket = ServerBucket::new(Duration::from_secs(1), max_wait, reserve);
         bucket.observe(&headers);
         assert!(bucket.reserving());
-        let state = bucket.state.lock().unwrap();
+        let state = bucket.state.lock();
         assert_eq!(state.interval, max_wait);
     }
 

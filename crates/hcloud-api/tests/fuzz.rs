@@ -10,13 +10,14 @@
 #[path = "../../hcloud-sim/tests/fuzz_support/mod.rs"]
 mod fuzz_support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use hcloud_api::ratelimit::{RateLimitHeaders, Reserve, refill_interval};
 use hcloud_api::{
     Client, ClientConfig, Error, ListParams, ListServersParams, RetryConfig, TargetSpec, Token,
 };
+use parking_lot::Mutex;
 use proptest::prelude::*;
 
 use fuzz_support::soup;
@@ -500,7 +501,7 @@ impl Rig {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     continue;
                 };
-                let reply = served.lock().unwrap().clone();
+                let reply = served.lock().clone();
                 tokio::spawn(async move {
                     // Read the request head (and whatever body came with it), then answer.
                     let mut request = Vec::new();
@@ -536,7 +537,7 @@ impl Rig {
 
     /// Serves `raw` (a whole HTTP answer) from now on.
     fn serve(&self, raw: Vec<u8>) {
-        *self.answer.lock().unwrap() = Arc::new(raw);
+        *self.answer.lock() = Arc::new(raw);
     }
 
     /// Makes `call` and measures what the client (and the server, which copies nothing)

@@ -85,8 +85,6 @@ impl HcloudInstances {
         }
     }
 
-    // Deliberate repetition: one builder setter per handle the provider shares; each sets one field
-    // and its doc says what sharing that handle means here.
     /// Answer for Robot Nodes through `robot` (the provider's shared Robot).
     #[must_use]
     pub fn with_robot(mut self, robot: Robot) -> Self {
@@ -98,6 +96,20 @@ impl HcloudInstances {
     #[must_use]
     pub fn with_project(mut self, project: ProjectGuard) -> Self {
         self.project = project;
+        self
+    }
+
+    /// Count operations into `operations` (the provider's shared handle).
+    #[must_use]
+    pub fn with_operations(mut self, operations: Operations) -> Self {
+        self.operations = operations;
+        self
+    }
+
+    /// Write events through `events` (the provider's shared handle).
+    #[must_use]
+    pub fn with_events(mut self, events: Events) -> Self {
+        self.events = events;
         self
     }
 
@@ -213,21 +225,6 @@ impl HcloudInstances {
             .await
             .map_err(|err| categorize(format!("looking for {name} in a newer listing"), err))?;
         Ok(server_of(node, wanted, &newer.servers))
-    }
-
-    // Deliberate repetition: builder setters, as above.
-    /// Count operations into `operations` (the provider's shared handle).
-    #[must_use]
-    pub fn with_operations(mut self, operations: Operations) -> Self {
-        self.operations = operations;
-        self
-    }
-
-    /// Write events through `events` (the provider's shared handle).
-    #[must_use]
-    pub fn with_events(mut self, events: Events) -> Self {
-        self.events = events;
-        self
     }
 
     /// The shared server cache.

@@ -27,8 +27,6 @@ pub mod op {
         pub const SERVER_IS_ATTACHED_TO_NETWORK: &str = "serverIsAttachedToNetwork";
     }
 
-    // Deliberate repetition: a table of the official `op` label values, one documented constant
-    // each, spelled as upstream writes them.
     /// InstancesV2.
     pub mod instances {
         /// `InstanceExists`.
@@ -171,8 +169,6 @@ impl Operations {
     }
 }
 
-// Deliberate repetition: these tests only look like other modules' tests (make a value, use it,
-// assert); there is no set-up to share.
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -32,6 +32,7 @@ use cloud_provider::InstanceMetadata;
 use cloud_provider::well_known::address_type::{EXTERNAL_IP, HOSTNAME, INTERNAL_IP};
 use hcloud_api::robot::{RobotReset, RobotServer};
 use k8s_openapi::api::core::v1::{Node, NodeAddress};
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::config::{AddressFamily, CacheConfig};
@@ -107,8 +108,6 @@ pub struct Robot {
     refresh_deadline: Duration,
 }
 
-// Deliberate repetition: a hand-written Debug that leaves out what cannot or should not be printed;
-// its shape is the standard one.
 impl std::fmt::Debug for Robot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Robot")
@@ -163,10 +162,7 @@ impl Robot {
 
     /// Fails at once while the rate-limit guard holds calls back.
     fn guard(&self) -> Result<(), CacheError> {
-        let held = *self
-            .held_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let held = *self.held_until.lock();
         match held {
             Some(until) if Instant::now() < until => {
                 let left = until.saturating_duration_since(Instant::now());
@@ -188,10 +184,7 @@ impl Robot {
             && !self.settings.rate_limit_wait_time.is_zero()
         {
             let until = Instant::now() + self.settings.rate_limit_wait_time;
-            *self
-                .held_until
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = Some(until);
+            *self.held_until.lock() = Some(until);
             tracing::warn!(
                 wait = ?self.settings.rate_limit_wait_time,
                 "the Robot webservice's rate limit is exceeded; no Robot call until the wait time (ROBOT_RATE_LIMIT_WAIT_TIME) is over"
@@ -603,9 +596,9 @@ mod tests {
         async fn servers(&self) -> Result<Vec<RobotServer>, hcloud_api::Error> {
             self.lists.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(10)).await;
-            match *self.fail.lock().unwrap() {
+            match *self.fail.lock() {
                 Some((status, code)) => Err(robot_error(status, code)),
-                None => Ok(self.servers.lock().unwrap().clone()),
+                None => Ok(self.servers.lock().clone()),
             }
         }
 
@@ -634,7 +627,7 @@ mod tests {
     /// A Robot (rate-limit wait `wait`) whose fake account has [`server`].
     fn with_one_server(wait: Duration) -> (Arc<Fake>, Robot) {
         let fake = Arc::new(Fake::default());
-        fake.servers.lock().unwrap().push(server());
+        fake.servers.lock().push(server());
         let robot = robot(&fake, wait);
         (fake, robot)
     }
@@ -663,10 +656,10 @@ mod tests {
         let (fake, robot) = with_one_server(Duration::ZERO);
         assert!(robot.by_number(321).await.unwrap().is_some());
         tokio::time::advance(Duration::from_secs(60)).await;
-        *fake.fail.lock().unwrap() = Some((500, "INTERNAL_ERROR"));
+        *fake.fail.lock() = Some((500, "INTERNAL_ERROR"));
         assert!(robot.by_number(321).await.is_err());
         // The next call tries again (no hold without a rate limit).
-        *fake.fail.lock().unwrap() = None;
+        *fake.fail.lock() = None;
         assert!(robot.by_number(321).await.unwrap().is_some());
         assert_eq!(fake.lists.load(Ordering::SeqCst), 3);
     }
@@ -675,9 +668,9 @@ mod tests {
     async fn the_rate_limit_holds_every_call_back_for_the_wait_time() {
         let (fake, robot) = with_one_server(Duration::from_secs(300));
         tokio::time::advance(Duration::from_secs(1)).await;
-        *fake.fail.lock().unwrap() = Some((403, "RATE_LIMIT_EXCEEDED"));
+        *fake.fail.lock() = Some((403, "RATE_LIMIT_EXCEEDED"));
         assert!(robot.servers().await.is_err());
-        *fake.fail.lock().unwrap() = None;
+        *fake.fail.lock() = None;
         // Held back without asking Robot: lists and resets alike.
         let held = robot.by_number(321).await.unwrap_err();
         assert!(
@@ -693,9 +686,9 @@ mod tests {
         assert!(robot.reset(321).await.is_ok());
         // A bare 403 counts as the rate limit too; with wait time 0 nothing is held back.
         let unguarded = self::robot(&fake, Duration::ZERO);
-        *fake.fail.lock().unwrap() = Some((403, ""));
+        *fake.fail.lock() = Some((403, ""));
         assert!(unguarded.servers().await.is_err());
-        *fake.fail.lock().unwrap() = None;
+        *fake.fail.lock() = None;
         assert!(unguarded.servers().await.is_ok());
     }
 
@@ -703,7 +696,7 @@ mod tests {
     async fn a_confirmation_reads_a_list_made_after_the_question() {
         let (fake, robot) = with_one_server(Duration::ZERO);
         assert!(robot.by_number(321).await.unwrap().is_some());
-        fake.servers.lock().unwrap().clear();
+        fake.servers.lock().clear();
         let since = robot.moment();
         let listed = robot.servers_after(since).await.unwrap();
         assert!(listed.is_empty());

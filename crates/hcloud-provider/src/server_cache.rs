@@ -39,11 +39,12 @@
 //! directly for the one server before the lifecycle controller may delete a Node.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hcloud_api::models::{Server, ServerStatus};
 use hcloud_api::{Client, ListServersParams};
+use parking_lot::{Mutex, MutexGuard};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -116,8 +117,6 @@ impl std::fmt::Display for ServerKey {
     }
 }
 
-// Deliberate repetition: the label values of the cache metric, one documented constant each,
-// spelled as upstream does.
 /// `subsystem` label of lookups made by the instances capability (official value).
 pub const SUBSYSTEM_INSTANCES: &str = "instances_v2";
 /// `subsystem` label of lookups made by the routes capability (official value).
@@ -377,7 +376,7 @@ pub struct ServerCache {
     config: CacheConfig,
     /// The listing of all servers (mode `all`); marked outdated by the status check.
     listings: SnapshotCache<Listing, CacheError>,
-    state: Arc<std::sync::Mutex<State>>,
+    state: Arc<Mutex<State>>,
     /// The status check, one at a time (it is one small request).
     status: Arc<tokio::sync::Mutex<StatusState>>,
     metrics: CacheMetrics,
@@ -428,8 +427,8 @@ impl ServerCache {
         &self.metrics
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Find a server. `Ok(None)` means "not found by this lookup", which may be stale by up to
@@ -589,7 +588,7 @@ impl ServerCache {
                 .list_all_map(&ListServersParams::default(), cached)
                 .await?;
             // Misses past their TTL are looked for again from this listing on.
-            let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut state = state.lock();
             state.misses.retain(|_, at| at.elapsed() < miss_ttl);
             Ok(Listing::new(servers))
         })

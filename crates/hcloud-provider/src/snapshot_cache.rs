@@ -44,11 +44,12 @@
 
 use std::future::{Future, IntoFuture};
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Either, Ready, Shared};
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
 /// A point in a cache's history, taken with [`SnapshotCache::moment`]: a refresh that started
@@ -210,7 +211,7 @@ impl<T, E> Clone for SnapshotCache<T, E> {
 
 impl<T, E> std::fmt::Debug for SnapshotCache<T, E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         f.debug_struct("SnapshotCache")
             .field("age", &inner.current.as_ref().map(Snapshot::age))
             .field("refreshing", &inner.in_flight.is_some())
@@ -235,10 +236,6 @@ impl<T, E> Default for SnapshotCache<T, E> {
 }
 
 impl<T, E> SnapshotCache<T, E> {
-    fn lock(&self) -> MutexGuard<'_, Inner<T, E>> {
-        lock(&self.inner)
-    }
-
     /// An empty cache whose refreshes end with `error(limit)` when they take longer than
     /// `limit`.
     pub fn with_deadline(limit: Duration, error: fn(Duration) -> E) -> Self {
@@ -250,7 +247,7 @@ impl<T, E> SnapshotCache<T, E> {
 
     /// The snapshot if it is younger than `max_age` and not outdated.
     pub fn fresh(&self, max_age: Duration) -> Option<Snapshot<T>> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         inner
             .current
             .as_ref()
@@ -260,30 +257,30 @@ impl<T, E> SnapshotCache<T, E> {
 
     /// The last good snapshot, whatever its age and marks (a stale answer).
     pub fn latest(&self) -> Option<Snapshot<T>> {
-        self.lock().current.clone()
+        self.inner.lock().current.clone()
     }
 
     /// Whether a refresh is under way.
     pub fn is_refreshing(&self) -> bool {
-        self.lock().in_flight.is_some()
+        self.inner.lock().in_flight.is_some()
     }
 
     /// The moment the snapshot is outdated as of, if it is marked outdated.
     pub fn outdated_since(&self) -> Option<Instant> {
-        self.lock().outdated.map(|m| m.at)
+        self.inner.lock().outdated.map(|m| m.at)
     }
 
     /// Now, in this cache's history: take it before looking for changes, and pass it to
     /// [`SnapshotCache::mark_outdated`] when a change was seen.
     pub fn moment(&self) -> Moment {
-        self.lock().moment()
+        self.inner.lock().moment()
     }
 
     /// The snapshot does not show a change made before `since`: it is not fresh until a refresh
     /// that started after `since` finishes (nothing changes when the current snapshot comes
     /// from such a refresh already).
     pub fn mark_outdated(&self, since: Moment) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         if inner.current.as_ref().is_some_and(|c| c.seq > since.seq) {
             return;
         }
@@ -294,7 +291,7 @@ impl<T, E> SnapshotCache<T, E> {
 
     /// Drop the snapshot: the next call refreshes.
     pub fn forget(&self) {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         inner.current = None;
         inner.outdated = None;
     }
@@ -305,7 +302,7 @@ impl<T, E> SnapshotCache<T, E> {
     where
         T: Clone,
     {
-        if let Some(snapshot) = self.lock().current.as_mut() {
+        if let Some(snapshot) = self.inner.lock().current.as_mut() {
             change(Arc::make_mut(&mut snapshot.value));
         }
     }
@@ -318,7 +315,7 @@ where
 {
     /// The refresh under way, if any, to wait for without starting one (so at no cost).
     pub fn under_way(&self) -> Option<Answer<T, E>> {
-        let inner = self.lock();
+        let inner = self.inner.lock();
         let in_flight = inner.in_flight.as_ref()?;
         Some(Answer(AnswerKind::Joined(in_flight.refresh.clone())))
     }
@@ -330,7 +327,7 @@ where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         match inner
             .current
             .as_ref()
@@ -347,7 +344,7 @@ where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
-        self.join_or_launch(&mut self.lock(), fetch)
+        self.join_or_launch(&mut self.inner.lock(), fetch)
     }
 
     /// A refresh that `fetch` makes starting now, even while another one is under way (which
@@ -357,7 +354,7 @@ where
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
-        self.launch(&mut self.lock(), fetch)
+        self.launch(&mut self.inner.lock(), fetch)
     }
 
     fn join_or_launch<F, Fut>(&self, inner: &mut Inner<T, E>, fetch: F) -> Answer<T, E>
@@ -384,7 +381,7 @@ where
         let refresh = async move {
             // Started when first polled: that is when its request goes out.
             let start = match cache.upgrade() {
-                Some(cache) => lock(&cache).moment(),
+                Some(cache) => cache.lock().moment(),
                 None => Moment {
                     seq: 0,
                     at: Instant::now(),
@@ -402,7 +399,7 @@ where
                 value: Arc::new(value),
             });
             if let Some(cache) = cache.upgrade() {
-                lock(&cache).finish(id, start, result.as_ref().ok());
+                cache.lock().finish(id, start, result.as_ref().ok());
             }
             result
         }
@@ -414,10 +411,6 @@ where
         });
         Answer(AnswerKind::Started(refresh))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -1,14 +1,8 @@
 //! The admin API (`/_admin`, no authentication): seeding, status changes, health, faults,
 //! delays, counters and a state dump. Not rate limited and not counted.
-//!
-//! Deliberate repetition: every handler here is one admin route with its own small request
-//! body and answer, written in the same frame (parse the body, lock the world, check, change,
-//! answer through `respond`). The steps that were the same across routes live in `seed_one`,
-//! `faults_route` and `counts_route`; what is left differs in the fields each route takes and
-//! the checks it makes, which a further helper would hide.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,12 +11,13 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post, put};
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::admin_client::CertificateIssuance;
-use crate::app::{App, lock};
+use crate::app::{App, no_content};
 use crate::error::{ApiError, ApiResult};
 use crate::faults::{Fault, FaultSet};
 use crate::limits::LimitsSeed;
@@ -77,6 +72,15 @@ pub(crate) fn respond(r: ApiResult<Response>) -> Response {
     r.unwrap_or_else(IntoResponse::into_response)
 }
 
+/// Answers a request whose `body` is a `B` with what `handle` makes of it; an error, a body
+/// that does not parse included, is its own answer.
+pub(crate) fn with_body<B: DeserializeOwned>(
+    body: &[u8],
+    handle: impl FnOnce(B) -> ApiResult<Response>,
+) -> Response {
+    respond(parse(body).and_then(handle))
+}
+
 pub(crate) fn ok_json(status: StatusCode, v: Value) -> ApiResult<Response> {
     Ok((status, axum::Json(v)).into_response())
 }
@@ -89,12 +93,11 @@ pub(crate) fn seed_one<S: DeserializeOwned, I>(
     apply: fn(&mut World, &S) -> ApiResult<I>,
     show: fn(&mut World, I) -> ApiResult<Value>,
 ) -> Response {
-    respond((|| {
-        let seed: S = parse(body)?;
+    with_body(body, |seed: S| {
         let mut w = app.world();
         let id = apply(&mut w, &seed)?;
         ok_json(StatusCode::CREATED, show(&mut w, id)?)
-    })())
+    })
 }
 
 async fn create_network(State(app): State<Arc<App>>, body: Bytes) -> Response {
@@ -145,15 +148,14 @@ async fn get_certificate_issuance(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn set_certificate_issuance(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let b: CertificateIssuance = parse(&body)?;
+    with_body(&body, |b: CertificateIssuance| {
         app.world().cert_issuance = CertIssuance {
             delay: b.delay_ms.map(Duration::from_millis),
             fail_all: b.fail_all,
             fail_domains: b.fail_domains.into_iter().collect(),
         };
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 #[derive(Deserialize)]
@@ -167,24 +169,22 @@ async fn get_metadata_server(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn set_metadata_server(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let b: MetadataServerBody = parse(&body)?;
+    with_body(&body, |b: MetadataServerBody| {
         let mut w = app.world();
         if let Some(id) = b.server_id {
             w.server(id)?;
         }
         w.metadata_server = b.server_id;
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 async fn seed(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: SeedFile = parse(&body)?;
+    with_body(&body, |seed: SeedFile| {
         let mut w = app.world();
         apply(&mut w, &seed)?;
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 #[derive(Deserialize)]
@@ -197,8 +197,7 @@ async fn set_server_status(
     Path(id): Path<i64>,
     body: Bytes,
 ) -> Response {
-    respond((|| {
-        let b: StatusBody = parse(&body)?;
+    with_body(&body, |b: StatusBody| {
         if !STATUSES.contains(&b.status.as_str()) {
             return Err(ApiError::field("status", "unknown server status"));
         }
@@ -209,7 +208,7 @@ async fn set_server_status(
         }
         let s = w.server(id)?;
         ok_json(StatusCode::OK, json!({"server": render::server(&w, s)}))
-    })())
+    })
 }
 
 async fn delete_server(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Response {
@@ -217,7 +216,7 @@ async fn delete_server(State(app): State<Arc<App>>, Path(id): Path<i64>) -> Resp
         let mut w = app.world();
         w.server(id)?;
         w.remove_server(id);
-        Ok(StatusCode::NO_CONTENT.into_response())
+        no_content()
     })())
 }
 
@@ -250,8 +249,7 @@ async fn set_target_health(
     Path(id): Path<i64>,
     body: Bytes,
 ) -> Response {
-    respond((|| {
-        let b: HealthBody = parse(&body)?;
+    with_body(&body, |b: HealthBody| {
         if !["healthy", "unhealthy", "unknown"].contains(&b.status.as_str()) {
             return Err(ApiError::field(
                 "status",
@@ -276,8 +274,8 @@ async fn set_target_health(
         for p in ports {
             w.health.insert((id, key.clone(), p), b.status.clone());
         }
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 /// The `/faults` route over the fault set `set` picks: `GET` lists the rules still active,
@@ -292,43 +290,41 @@ pub(crate) fn faults_route(set: fn(&App) -> &Mutex<FaultSet>) -> MethodRouter<Ar
             faults_replace(set(&app), &body)
         })
         .delete(move |State(app): State<Arc<App>>| async move {
-            lock(set(&app)).clear();
+            set(&app).lock().clear();
             StatusCode::NO_CONTENT.into_response()
         })
 }
 
 /// `{"faults": [...]}`: the rules of `set` still active.
 fn faults_list(set: &Mutex<FaultSet>) -> Response {
-    let faults = lock(set).rules().to_vec();
+    let faults = set.lock().rules().to_vec();
     axum::Json(json!({"faults": faults})).into_response()
 }
 
 /// Adds the rule in `body` to `set`.
 fn faults_add(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
-    respond((|| {
-        let f: Fault = parse(body)?;
+    with_body(body, |f: Fault| {
         if f.path.is_empty() {
             return Err(ApiError::field("path", "Missing data for required field."));
         }
-        lock(set).add(f);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        set.lock().add(f);
+        no_content()
+    })
 }
 
 /// Replaces the rules of `set` with the list in `body`, in one step.
 fn faults_replace(set: &Mutex<FaultSet>, body: &[u8]) -> Response {
-    respond((|| {
-        let faults: Vec<Fault> = parse(body)?;
+    with_body(body, |faults: Vec<Fault>| {
         if faults.iter().any(|f| f.path.is_empty()) {
             return Err(ApiError::field("path", "Missing data for required field."));
         }
-        let mut set = lock(set);
+        let mut set = set.lock();
         set.clear();
         for fault in faults {
             set.add(fault);
         }
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 #[derive(Deserialize)]
@@ -342,11 +338,10 @@ async fn get_action_delay(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn set_action_delay(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let b: DelayBody = parse(&body)?;
+    with_body(&body, |b: DelayBody| {
         app.world().action_delay = Duration::from_millis(b.ms);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        no_content()
+    })
 }
 
 async fn get_limits(State(app): State<Arc<App>>) -> Response {
@@ -355,21 +350,19 @@ async fn get_limits(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn set_limits(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let seed: LimitsSeed = parse(&body)?;
+    with_body(&body, |seed: LimitsSeed| {
         let mut w = app.world();
         crate::limits::apply(&mut w, &seed)?;
         let limits = crate::limits::current(&w);
         Ok((StatusCode::OK, axum::Json(limits)).into_response())
-    })())
+    })
 }
 
 async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let cfg: RateLimitConfig = parse(&body)?;
-        lock(&app.limiter).reconfigure(cfg);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+    with_body(&body, |cfg: RateLimitConfig| {
+        app.limiter.lock().reconfigure(cfg);
+        no_content()
+    })
 }
 
 /// The `/request_counts` route over the counter `counts` picks: `GET` answers
@@ -378,11 +371,11 @@ pub(crate) fn counts_route(
     counts: fn(&App) -> &Mutex<BTreeMap<String, u64>>,
 ) -> MethodRouter<Arc<App>> {
     get(move |State(app): State<Arc<App>>| async move {
-        let body = json!({"counts": lock(counts(&app)).clone()});
+        let body = json!({"counts": counts(&app).lock().clone()});
         axum::Json(body).into_response()
     })
     .delete(move |State(app): State<Arc<App>>| async move {
-        lock(counts(&app)).clear();
+        counts(&app).lock().clear();
         StatusCode::NO_CONTENT.into_response()
     })
 }

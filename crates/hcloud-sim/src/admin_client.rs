@@ -1,9 +1,4 @@
 //! A typed async client of the admin API.
-//!
-//! Deliberate repetition: one method per admin route, each with its own typed arguments and
-//! answer; the Robot methods mirror the Cloud ones because they drive the other half of the
-//! simulator through routes of the same form. What they had in common (building the request,
-//! reading the answer) is in `call` and the verb helpers over it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

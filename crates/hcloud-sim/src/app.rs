@@ -3,7 +3,7 @@
 //! webservice under `/robot` has its own pipeline (`crate::robot`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
@@ -37,11 +38,6 @@ pub struct App {
     pub robot: crate::robot::RobotSide,
 }
 
-/// Locks a mutex, recovering from poisoning.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 impl App {
     /// New application state.
     pub fn new(world: World, token: String, rate_limit: RateLimitConfig) -> App {
@@ -57,7 +53,7 @@ impl App {
 
     /// The world with all due actions completed.
     pub fn world(&self) -> MutexGuard<'_, World> {
-        let mut w = lock(&self.world);
+        let mut w = self.world.lock();
         w.advance(Utc::now());
         w
     }
@@ -203,15 +199,18 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let key = format!("{} {}", method.as_str(), route_template(&path));
-    *lock(&app.counts).entry(key).or_insert(0) += 1;
+    *app.counts.lock().entry(key).or_insert(0) += 1;
 
-    let decision = lock(&app.limiter).check(Instant::now(), Utc::now().timestamp());
+    let decision = app
+        .limiter
+        .lock()
+        .check(Instant::now(), Utc::now().timestamp());
     let mut resp = if !decision.allowed {
         ApiError::new("rate_limit_exceeded", "limit of requests per hour reached").into_response()
     } else if !authorized(&app, req.headers()) {
         ApiError::new("unauthorized", "unable to authenticate").into_response()
     } else {
-        let hit = lock(&app.faults).take(method.as_str(), &path);
+        let hit = app.faults.lock().take(method.as_str(), &path);
         let hit = hit.unwrap_or_default();
         if let Some(latency) = hit.latency {
             tokio::time::sleep(latency).await;
@@ -307,7 +306,6 @@ pub fn router(app: Arc<App>) -> Router {
 mod tests {
     use super::*;
 
-    // Deliberate repetition: a table of cases, one assert each.
     #[test]
     fn templates() {
         assert_eq!(route_template("/servers"), "/servers");

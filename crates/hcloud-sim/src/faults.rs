@@ -37,8 +37,6 @@ pub struct Fault {
     pub proxy_status: Option<u16>,
 }
 
-// Deliberate repetition: builder methods, one a field of the rule, each with its own argument type
-// and doc; generating them would hide the public signatures.
 impl Fault {
     /// A fault for requests whose path matches `path`.
     pub fn new(path: impl Into<String>) -> Fault {
@@ -48,32 +46,17 @@ impl Fault {
             ..Fault::default()
         }
     }
-    /// Only this HTTP method.
-    pub fn method(mut self, method: impl Into<String>) -> Fault {
-        self.method = Some(method.into());
-        self
-    }
-    /// Number of affected requests.
-    pub fn count(mut self, count: u32) -> Fault {
-        self.count = count;
-        self
-    }
-    // Deliberate repetition: these setters, like the ones above, each set one field of the rule
-    // (see the note on this impl).
-    /// Answer with this HTTP status.
-    pub fn status(mut self, status: u16) -> Fault {
-        self.status = Some(status);
-        self
-    }
-    /// Answer with this error code.
-    pub fn code(mut self, code: impl Into<String>) -> Fault {
-        self.code = Some(code.into());
-        self
-    }
-    /// Add latency.
-    pub fn latency(mut self, latency: Duration) -> Fault {
-        self.latency = Some(latency);
-        self
+    setters! {
+        /// Only this HTTP method.
+        method(Some into String);
+        /// Number of affected requests.
+        count(u32);
+        /// Answer with this HTTP status.
+        status(Some u16);
+        /// Answer with this error code.
+        code(Some into String);
+        /// Add latency.
+        latency(Some Duration);
     }
     /// Make the started actions fail (with `code` as the action error code if set).
     pub fn fail_action(mut self) -> Fault {

@@ -1,10 +1,8 @@
 //! Label selectors as the Hetzner Cloud API understands them.
 //!
 //! Grammar (comma means AND): `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`.
-//!
-//! Deliberate repetition: this parser looks like the Kubernetes selector parser of the
-//! controller crates, since the grammars are nearly the same; the simulator keeps its own on
-//! purpose, as it is the independent model of the API and depends on none of those crates.
+//! The controller crates parse the Kubernetes grammar, which is nearly the same; the simulator
+//! keeps its own parser, as it is the independent model of the API and depends on none of them.
 
 use std::collections::BTreeMap;
 

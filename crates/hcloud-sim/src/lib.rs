@@ -12,6 +12,44 @@
 //! # Ok(()) }
 //! ```
 
+/// Builder setters that each set one field, for use inside an `impl`: `name(T);` becomes
+/// `pub fn name(mut self, name: T) -> Self` with the doc written above it. `name(into T)` takes
+/// any `impl Into<T>`, `name(Some T)` and `name(Some into T)` fill an `Option` field, and
+/// `name(T) => field;` sets a field of another name.
+macro_rules! setters {
+    ($($(#[$attr:meta])* $name:ident($($arg:tt)+) $(=> $field:ident)?;)*) => {
+        $(setters!(@one [$(#[$attr])*] $name [$($field)? $name] $($arg)+);)*
+    };
+    (@one [$($attr:tt)*] $name:ident [$field:ident $($_:ident)?] Some into $t:ty) => {
+        $($attr)*
+        pub fn $name(mut self, $name: impl Into<$t>) -> Self {
+            self.$field = Some($name.into());
+            self
+        }
+    };
+    (@one [$($attr:tt)*] $name:ident [$field:ident $($_:ident)?] Some $t:ty) => {
+        $($attr)*
+        pub fn $name(mut self, $name: $t) -> Self {
+            self.$field = Some($name);
+            self
+        }
+    };
+    (@one [$($attr:tt)*] $name:ident [$field:ident $($_:ident)?] into $t:ty) => {
+        $($attr)*
+        pub fn $name(mut self, $name: impl Into<$t>) -> Self {
+            self.$field = $name.into();
+            self
+        }
+    };
+    (@one [$($attr:tt)*] $name:ident [$field:ident $($_:ident)?] $t:ty) => {
+        $($attr)*
+        pub fn $name(mut self, $name: $t) -> Self {
+            self.$field = $name;
+            self
+        }
+    };
+}
+
 pub mod admin;
 pub mod admin_client;
 pub mod app;
@@ -52,7 +90,6 @@ pub use seed::{
     RouteSeed, SeedFile, ServerSeed, ServiceSeed, SubnetSeed, TargetSeed,
 };
 
-// Deliberate repetition: a field list, one a setting of the simulator with its own doc.
 /// Configuration of a simulator.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -72,7 +109,6 @@ pub struct SimConfig {
     pub robot_rate_limit: Option<RobotRateLimit>,
 }
 
-// Deliberate repetition: the defaults, one a field, as every Default impl spells them.
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
@@ -87,22 +123,14 @@ impl Default for SimConfig {
     }
 }
 
-// Deliberate repetition: builder methods, one a setting, each with its own argument type and doc.
 impl SimConfig {
-    /// Sets the token.
-    pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = token.into();
-        self
-    }
-    /// Sets the action delay.
-    pub fn action_delay(mut self, delay: Duration) -> Self {
-        self.action_delay = delay;
-        self
-    }
-    /// Sets the rate limit.
-    pub fn rate_limit(mut self, rate_limit: RateLimitConfig) -> Self {
-        self.rate_limit = rate_limit;
-        self
+    setters! {
+        /// Sets the token.
+        token(into String);
+        /// Sets the action delay.
+        action_delay(Duration);
+        /// Sets the rate limit.
+        rate_limit(RateLimitConfig);
     }
     /// A token bucket of `capacity`, refilled `refill_per_second` per second.
     pub fn rate_limit_bucket(self, capacity: u32, refill_per_second: f64) -> Self {

@@ -41,8 +41,6 @@ impl Default for NetworkLimits {
     }
 }
 
-// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
-// seed file and the admin API spell them.
 /// The caps of one load balancer type; unset ones stay as they are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -58,8 +56,6 @@ pub struct LbTypeLimitsSeed {
     pub max_assigned_certificates: Option<usize>,
 }
 
-// Deliberate repetition: serde field lists, each limit with its own doc and attributes, as the
-// seed file and the admin API spell them.
 /// Limits to set (seed `"limits"`, `PUT /_admin/limits`); unset ones stay as they are.
 /// `GET /_admin/limits` answers with every field set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,27 +78,16 @@ pub struct LimitsSeed {
     pub load_balancer_types: BTreeMap<String, LbTypeLimitsSeed>,
 }
 
-// Deliberate repetition: builder methods, one a limit, each with its own doc.
 impl LimitsSeed {
-    /// Sets the servers per network.
-    pub fn servers_per_network(mut self, n: usize) -> Self {
-        self.servers_per_network = Some(n);
-        self
-    }
-    /// Sets the routes per network.
-    pub fn routes_per_network(mut self, n: usize) -> Self {
-        self.routes_per_network = Some(n);
-        self
-    }
-    /// Sets the subnets per network.
-    pub fn subnets_per_network(mut self, n: usize) -> Self {
-        self.subnets_per_network = Some(n);
-        self
-    }
-    /// Sets the networks per server.
-    pub fn networks_per_server(mut self, n: usize) -> Self {
-        self.networks_per_server = Some(n);
-        self
+    setters! {
+        /// Sets the servers per network.
+        servers_per_network(Some usize);
+        /// Sets the routes per network.
+        routes_per_network(Some usize);
+        /// Sets the subnets per network.
+        subnets_per_network(Some usize);
+        /// Sets the networks per server.
+        networks_per_server(Some usize);
     }
     /// The caps of load balancer type `name`, to set.
     fn lb_type(&mut self, name: impl Into<String>) -> &mut LbTypeLimitsSeed {

@@ -1,9 +1,5 @@
-//! The simulator's resources.
-//!
-//! Deliberate repetition: the structs here list each resource's fields, a doc line each, and
-//! so look like one another, like the seed types and like the client's models; each describes
-//! a different resource of the API and changes with it, and the simulator keeps its own model
-//! on purpose (it is the independent model the client is tested against).
+//! The simulator's resources. The simulator keeps its own model of the API, sharing none with
+//! the client: it is the independent model the client is tested against.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};

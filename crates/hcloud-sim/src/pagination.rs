@@ -93,8 +93,6 @@ pub fn page_request(q: &Query) -> ApiResult<PageRequest> {
     }
 }
 
-// Deliberate repetition: a field list like other structs of the crate; these are the pagination
-// fields of the API's list answers.
 /// The pagination metadata of one page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageInfo {

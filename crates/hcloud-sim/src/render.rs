@@ -138,8 +138,6 @@ pub fn load_balancers_of_server(w: &World, s: &Server) -> Vec<i64> {
         .collect()
 }
 
-// Deliberate repetition: each view builds its own resource's JSON; servers and load balancers both
-// start by looking up their location and type, the rest differs.
 /// Server.
 pub fn server(w: &World, s: &Server) -> Value {
     let location_v = location_by_id(w, s.location);
@@ -317,8 +315,6 @@ pub fn target(w: &World, lb: &LoadBalancer, t: &Target) -> Value {
     }
 }
 
-// Deliberate repetition: each view builds its own resource's JSON; servers and load balancers both
-// start by looking up their location and type, the rest differs.
 /// Load balancer.
 pub fn load_balancer(w: &World, lb: &LoadBalancer) -> Value {
     let location_v = location_by_id(w, lb.location);

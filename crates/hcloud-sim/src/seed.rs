@@ -1,12 +1,6 @@
 //! Seeds: resources created directly (no actions), from a seed file, the admin API or Rust.
 //! This module holds the seed types and their builders; [`apply()`] and its
 //! helpers create what they describe.
-//!
-//! Deliberate repetition: the seed types list the fields of a seed file, each with its own doc,
-//! default and serde attributes, and their builders have one setter a field; they look like
-//! the client's models of the same API fields and like each other, because each type is its
-//! own part of the seed-file format and this crate keeps its own model of the API, sharing no
-//! code with the client.
 
 mod apply;
 
@@ -182,45 +176,28 @@ impl ServerSeed {
             ..ServerSeed::default()
         }
     }
-    /// Server type.
-    pub fn server_type(mut self, t: impl Into<String>) -> Self {
-        self.server_type = t.into();
-        self
-    }
-    /// Location.
-    pub fn location(mut self, l: impl Into<String>) -> Self {
-        self.location = l.into();
-        self
-    }
-    /// Image.
-    pub fn image(mut self, i: impl Into<String>) -> Self {
-        self.image = i.into();
-        self
+    setters! {
+        /// Server type.
+        server_type(into String);
+        /// Location.
+        location(into String);
+        /// Image.
+        image(into String);
     }
     /// Adds a label.
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
     }
-    /// Replaces the labels.
-    pub fn labels(mut self, labels: BTreeMap<String, String>) -> Self {
-        self.labels = labels;
-        self
-    }
-    /// Status (`running`, `off`, ...).
-    pub fn status(mut self, s: impl Into<String>) -> Self {
-        self.status = s.into();
-        self
-    }
-    /// Public IPv4 on/off.
-    pub fn public_ipv4(mut self, on: bool) -> Self {
-        self.public_ipv4 = on;
-        self
-    }
-    /// Public IPv6 on/off.
-    pub fn public_ipv6(mut self, on: bool) -> Self {
-        self.public_ipv6 = on;
-        self
+    setters! {
+        /// Replaces the labels.
+        labels(BTreeMap<String, String>);
+        /// Status (`running`, `off`, ...).
+        status(into String);
+        /// Public IPv4 on/off.
+        public_ipv4(bool);
+        /// Public IPv6 on/off.
+        public_ipv6(bool);
     }
     /// Attaches to a network (ID or name).
     pub fn network(mut self, n: impl Into<NetworkRef>) -> Self {
@@ -589,35 +566,24 @@ impl LoadBalancerSeed {
             ..LoadBalancerSeed::default()
         }
     }
-    /// Type.
-    pub fn load_balancer_type(mut self, t: impl Into<String>) -> Self {
-        self.load_balancer_type = t.into();
-        self
-    }
-    /// Location.
-    pub fn location(mut self, l: impl Into<String>) -> Self {
-        self.location = Some(l.into());
-        self
-    }
-    /// Network zone instead of a location.
-    pub fn network_zone(mut self, z: impl Into<String>) -> Self {
-        self.network_zone = Some(z.into());
-        self
+    setters! {
+        /// Type.
+        load_balancer_type(into String);
+        /// Location.
+        location(Some into String);
+        /// Network zone instead of a location.
+        network_zone(Some into String);
     }
     /// Adds a label.
     pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());
         self
     }
-    /// Algorithm.
-    pub fn algorithm(mut self, a: impl Into<String>) -> Self {
-        self.algorithm = a.into();
-        self
-    }
-    /// Public interface on/off.
-    pub fn public_interface(mut self, on: bool) -> Self {
-        self.public_interface = on;
-        self
+    setters! {
+        /// Algorithm.
+        algorithm(into String);
+        /// Public interface on/off.
+        public_interface(bool);
     }
     /// Adds a service.
     pub fn service(mut self, s: ServiceSeed) -> Self {

@@ -28,8 +28,6 @@ struct Pending {
     on_error: Option<Effect>,
 }
 
-// Deliberate repetition: a hand-written Debug, as for any struct holding closures (the effects
-// have no Debug).
 impl std::fmt::Debug for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pending")

@@ -1,10 +1,4 @@
 //! `/load_balancer_types`.
-//!
-//! Deliberate repetition: the accessors of the resources (this one and its siblings in
-//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions. Each
-//! method is the typed public signature of one endpoint (its parameter and answer types)
-//! and a one-line call into the crate's shared request path for collections, where the
-//! requests are made; what repeats is only that list of signatures.
 
 use crate::Client;
 use crate::api::params::ListParams;

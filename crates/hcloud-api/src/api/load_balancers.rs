@@ -1,11 +1,4 @@
 //! `/load_balancers` and its actions.
-//!
-//! Deliberate repetition: the accessors of the resources (this one and its siblings in
-//! `api`) share a shape, `get`, `get_by_name`, `list`, `list_all` and the actions; here
-//! also one method per load balancer action, each naming its action and body. Each
-//! method is the typed public signature of one endpoint (its parameter and answer types)
-//! and a one-line call into the crate's shared request path for collections, where the
-//! requests are made; what repeats is only that list of signatures.
 
 use serde::Serialize;
 

@@ -75,10 +75,6 @@ impl Collection {
         decode_member("GET", &path, status, &body, self.one)
     }
 
-    // Deliberate repetition: `page`, `all` and `all_map` are the three reads of a listing the
-    // accessors offer, each handing this collection's path and list member to its function
-    // in `pagination`.
-
     /// One page of `GET {path}`.
     pub(crate) async fn page<T: DeserializeOwned>(
         &self,

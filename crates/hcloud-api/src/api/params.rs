@@ -92,8 +92,6 @@ list_params! {
 mod tests {
     use super::*;
 
-    // Deliberate repetition: only the opening of a test module and a struct literal of the
-    // parameters under test look like other tests'; the query asserted is this module's own.
     #[test]
     fn builds_queries() {
         let q = ListServersParams {

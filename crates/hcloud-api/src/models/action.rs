@@ -1,9 +1,4 @@
 //! Actions: the API's handles on asynchronous work.
-//!
-//! Deliberate repetition: `Action` and `ActionErrorInfo` copy the API's `action` object and
-//! its `error` field by field, each field with the serde attribute that keeps decoding
-//! lenient; their declarations look like the other models' (and the simulator's, which must
-//! not share them), but each one follows its own object of the API.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

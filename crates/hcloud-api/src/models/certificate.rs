@@ -1,10 +1,4 @@
 //! TLS certificates for load balancers.
-//!
-//! Deliberate repetition: `Certificate` and `CertificateStatus` copy the API's answer
-//! objects field by field and `CreateCertificateRequest` the request body, each field with
-//! its own serde rule (an answer reads an absent field as empty, a request leaves an unset
-//! one out). They share shapes with the other models and the simulator's, but each follows
-//! its own object of the API, which changes by itself.
 
 use std::fmt;
 

@@ -1,8 +1,4 @@
 //! Types shared by several resources.
-//!
-//! Deliberate repetition: the small structs here (`Protection`, `ResourceRef`,
-//! `Deprecation`) copy objects the API nests in several resources, field by field with their
-//! serde rules, and so look like the field lists of the other models.
 
 use std::collections::BTreeMap;
 

@@ -1,13 +1,4 @@
 //! Load balancers, their services, targets and types.
-//!
-//! Deliberate repetition: the structs copy the API's objects field by field, each field
-//! with its serde rule. The request bodies (`ServiceSpec`, `ServiceUpdate`, `TargetSpec`,
-//! `CreateLoadBalancerRequest`) repeat fields of the answers (`LoadBalancerService`,
-//! `LoadBalancerTarget`, `LoadBalancer`) with other rules: a request leaves unset fields
-//! out, an answer reads absent ones as empty. `HealthCheckProtocol` lists the values of
-//! `ServiceProtocol` but is another field of the API (whose schema allows only `tcp` and
-//! `http` for it). Merging any of them would tie together objects the API changes
-//! separately.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -35,7 +26,8 @@ string_enum! {
 }
 
 string_enum! {
-    /// Protocol of a health check.
+    /// Protocol of a health check: the values of [`ServiceProtocol`], but another field of the
+    /// API (whose schema allows only `tcp` and `http` here).
     pub enum HealthCheckProtocol {
         Tcp = "tcp",
         Http = "http",

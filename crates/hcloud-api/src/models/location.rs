@@ -1,7 +1,4 @@
 //! Locations.
-//!
-//! Deliberate repetition: `Location` copies the API's `location` object field by field with
-//! the serde rules of every model, so its field list looks like those of the other models.
 
 use serde::{Deserialize, Serialize};
 

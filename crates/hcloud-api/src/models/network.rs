@@ -1,8 +1,4 @@
 //! Private networks and their routes.
-//!
-//! Deliberate repetition: `Network`, `Subnet` and `Route` copy the API's objects field by
-//! field, each field with its serde rule, so their declarations look like the other models'
-//! (and the simulator's, which must not share them); each follows its own object of the API.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

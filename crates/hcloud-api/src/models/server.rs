@@ -1,10 +1,4 @@
 //! Servers and server types.
-//!
-//! Deliberate repetition: the structs copy the API's objects field by field, each field
-//! with its serde rule. Some differ from their look-alikes only in a field or a type: `Ipv4`
-//! and `Ipv6` (one `dns_ptr` against a list), `ServerPrivateNet` and the load balancer's
-//! private net (alias IPs and MAC), `ServerProtection` and `Protection` (`rebuild`). They are
-//! different objects of the API and change separately.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

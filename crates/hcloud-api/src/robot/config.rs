@@ -145,9 +145,6 @@ impl RobotConfig {
         Ok(self)
     }
 
-    // Deliberate repetition: `with_*` setters, each a plain assignment, as on the Cloud
-    // client's `ClientConfig`; a configuration reads as one chain.
-
     /// Sets the per-request timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;

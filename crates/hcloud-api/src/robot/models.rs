@@ -43,8 +43,6 @@ impl RobotReset {
     }
 }
 
-// Deliberate repetition: one line per code, like the Cloud API's `ErrorCode`; Robot's codes
-// are another set (upper case, its own meanings), so the two enums do not merge.
 string_enum! {
     /// The `code` of a Robot error answer.
     pub enum RobotErrorCode {

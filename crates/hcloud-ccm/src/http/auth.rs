@@ -5,7 +5,6 @@
 //! cached for a short time so that frequent scrapes do not load the apiserver.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -15,6 +14,7 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
 
 /// The group that is allowed everything without asking the apiserver.
 pub const ALWAYS_ALLOWED_GROUP: &str = "system:masters";
@@ -98,7 +98,7 @@ impl Authorizer {
             return Ok(decision);
         }
         let decision = self.review(token, path, verb).await?;
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cache = self.cache.lock();
         if cache.len() >= CACHE_CAPACITY {
             cache.clear();
         }
@@ -107,7 +107,7 @@ impl Authorizer {
     }
 
     fn cached(&self, key: &CacheKey) -> Option<Decision> {
-        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let cache = self.cache.lock();
         cache
             .get(key)
             .filter(|(at, _)| at.elapsed() < CACHE_TTL)

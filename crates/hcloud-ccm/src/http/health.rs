@@ -2,8 +2,9 @@
 //! (`ok`, or one `[+]name ok` / `[-]name failed: reason` line per check).
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 type CheckFn = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
@@ -16,7 +17,7 @@ pub struct HealthChecks {
 
 impl fmt::Debug for HealthChecks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let checks = self.checks.read().unwrap_or_else(PoisonError::into_inner);
+        let checks = self.checks.read();
         f.debug_list()
             .entries(checks.iter().map(|(name, _)| name))
             .finish()
@@ -73,7 +74,7 @@ impl HealthChecks {
         check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
     ) {
         let name = name.into();
-        let mut checks = self.checks.write().unwrap_or_else(PoisonError::into_inner);
+        let mut checks = self.checks.write();
         checks.retain(|(n, _)| *n != name);
         checks.push((name, Arc::new(check)));
     }
@@ -108,11 +109,7 @@ impl HealthChecks {
 
     /// Runs every check.
     pub fn evaluate(&self) -> HealthReport {
-        let checks: Vec<(String, CheckFn)> = self
-            .checks
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let checks: Vec<(String, CheckFn)> = self.checks.read().clone();
         HealthReport {
             results: checks
                 .into_iter()
@@ -129,7 +126,6 @@ impl HealthChecks {
         let check = self
             .checks
             .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, c)| Arc::clone(c))?;
@@ -139,8 +135,6 @@ impl HealthChecks {
 
 #[cfg(test)]
 mod tests {
-    // Deliberate repetition: these tests open like many others (build the checks, evaluate,
-    // compare the rendered report); they share no set-up with tests outside this module.
     use super::*;
 
     #[test]

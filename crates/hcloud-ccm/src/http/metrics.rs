@@ -1,8 +1,9 @@
 //! The process-wide Prometheus registry, shared by everything that exports metrics.
 
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
+use parking_lot::RwLock;
 use prometheus_client::registry::Registry;
 
 /// Content type of the OpenMetrics text format produced by [`MetricsRegistry::encode`].
@@ -30,10 +31,7 @@ impl MetricsRegistry {
 
     /// Runs `f` with mutable access, e.g. to register metrics or create a sub-registry.
     pub fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
-        let mut registry = self
-            .registry
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut registry = self.registry.write();
         f(&mut registry)
     }
 
@@ -49,7 +47,7 @@ impl MetricsRegistry {
 
     /// The OpenMetrics text of every registered metric.
     pub fn encode(&self) -> Result<String, fmt::Error> {
-        let registry = self.registry.read().unwrap_or_else(PoisonError::into_inner);
+        let registry = self.registry.read();
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry)?;
         Ok(text)

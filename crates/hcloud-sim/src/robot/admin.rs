@@ -1,10 +1,5 @@
 //! The Robot part of the admin API (`/_admin/robot`): dedicated servers (add, remove,
 //! rename, power), faults, the request limit and the request counters.
-//!
-//! Deliberate repetition: these handlers have the same frame as the Cloud admin routes (parse
-//! the body, lock the world, change, answer), each with its own body and checks; the Robot
-//! side is kept apart from the Cloud side on purpose, and the shared steps (faults, counters,
-//! seeding one resource) already come from the Cloud admin module.
 
 use std::sync::Arc;
 
@@ -20,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::http::RobotRateLimit;
 use super::model::{RobotServer, RobotServerSeed, RobotWorld, check_operating_status};
-use crate::admin::{counts_route, faults_route, ok_json, parse, respond, seed_one};
-use crate::app::{App, lock};
+use crate::admin::{counts_route, faults_route, ok_json, respond, seed_one, with_body};
+use crate::app::{App, no_content};
 use crate::error::{ApiError, ApiResult};
 
 /// Admin routes of the Robot side (mounted under `/_admin/robot`).
@@ -77,7 +72,7 @@ async fn remove_server(State(app): State<Arc<App>>, Path(number): Path<u64>) -> 
             .servers
             .remove(&number)
             .ok_or_else(|| ApiError::not_found("robot server"))?;
-        Ok(StatusCode::NO_CONTENT.into_response())
+        no_content()
     })())
 }
 
@@ -121,17 +116,16 @@ fn update_server<B: DeserializeOwned>(
     body: &[u8],
     change: impl FnOnce(&mut RobotServer, B) -> ApiResult<()>,
 ) -> Response {
-    respond((|| {
-        let b: B = parse(body)?;
+    with_body(body, |b: B| {
         let mut w = app.world();
         let s = w.robot.get_mut(number)?;
         change(s, b)?;
         ok_json(StatusCode::OK, json!({"server": render_admin(s)}))
-    })())
+    })
 }
 
 async fn get_rate_limit(State(app): State<Arc<App>>) -> Response {
-    let limit = lock(&app.robot.limiter).config();
+    let limit = app.robot.limiter.lock().config();
     axum::Json(json!({ "rate_limit": limit })).into_response()
 }
 
@@ -143,14 +137,13 @@ struct RateLimitBody {
 /// `PUT /_admin/robot/rate_limit {"rate_limit": {"max_request": 3, "interval": 3600} | null}`:
 /// replaces the limit and opens fresh windows.
 async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
-    respond((|| {
-        let b: RateLimitBody = parse(&body)?;
+    with_body(&body, |b: RateLimitBody| {
         if let Some(limit) = b.rate_limit
             && limit.interval == 0
         {
             return Err(ApiError::field("rate_limit.interval", "must be positive"));
         }
-        *lock(&app.robot.limiter) = super::http::RobotLimiter::new(b.rate_limit);
-        Ok(StatusCode::NO_CONTENT.into_response())
-    })())
+        *app.robot.limiter.lock() = super::http::RobotLimiter::new(b.rate_limit);
+        no_content()
+    })
 }

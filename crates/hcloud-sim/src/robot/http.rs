@@ -3,7 +3,7 @@
 //! per endpoint, inject faults.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -12,11 +12,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::model::{RobotServer, render_reset, render_server, render_server_detail};
-use crate::app::{App, lock, route_template};
+use crate::app::{App, route_template};
 use crate::faults::FaultSet;
 
 /// The path the Robot webservice is served under (`ROBOT_ENDPOINT=http://HOST:PORT/robot`).
@@ -207,14 +208,16 @@ async fn pipeline(State(app): State<Arc<App>>, req: Request, next: Next) -> Resp
     let method = req.method().as_str().to_string();
     let path = req.uri().path().to_string();
     let endpoint = format!("{method} {}", route_template(&path));
-    *lock(&robot.counts).entry(endpoint.clone()).or_insert(0) += 1;
+    *robot.counts.lock().entry(endpoint.clone()).or_insert(0) += 1;
     if !robot.authorized(req.headers()) {
         return robot_error(401, "UNAUTHORIZED", "Unable to authenticate", Value::Null);
     }
-    if let Some(limit) = lock(&robot.limiter).check(&endpoint, Instant::now()) {
+    if let Some(limit) = robot.limiter.lock().check(&endpoint, Instant::now()) {
         return rate_limited(limit);
     }
-    let hit = lock(&robot.faults)
+    let hit = robot
+        .faults
+        .lock()
         .take_with(&method, &path, robot_code_for_status, robot_status_for_code)
         .unwrap_or_default();
     if let Some(latency) = hit.latency {
@@ -225,7 +228,7 @@ async fn pipeline(State(app): State<Arc<App>>, req: Request, next: Next) -> Resp
     }
     if let Some((status, code)) = hit.respond {
         let extra = if code == "RATE_LIMIT_EXCEEDED" {
-            limit_json(lock(&robot.limiter).config().unwrap_or_default())
+            limit_json(robot.limiter.lock().config().unwrap_or_default())
         } else {
             Value::Null
         };

@@ -17,8 +17,6 @@ pub const OPERATING_STATUSES: [&str; 4] = ["running", "shut off", "shut down", "
 /// start at 10001; a seed may pick any number, also a colliding one).
 pub const FIRST_SERVER_NUMBER: u64 = 1_000_001;
 
-// Deliberate repetition: field lists; the seed says what a test asks for, RobotServer what the
-// simulated account holds, and the two change apart.
 /// A dedicated server to seed (seed file `robot_servers`, `POST /_admin/robot/servers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -43,7 +41,6 @@ pub struct RobotServerSeed {
     pub cancelled: bool,
 }
 
-// Deliberate repetition: the defaults of a seed, one a field.
 impl Default for RobotServerSeed {
     fn default() -> Self {
         RobotServerSeed {
@@ -60,7 +57,6 @@ impl Default for RobotServerSeed {
     }
 }
 
-// Deliberate repetition: builder methods, one a field, each with its own argument type and doc.
 impl RobotServerSeed {
     /// A running EX44 in FSN1-DC14 with allocated addresses.
     pub fn new(name: impl Into<String>) -> Self {
@@ -69,35 +65,19 @@ impl RobotServerSeed {
             ..RobotServerSeed::default()
         }
     }
-    /// Server number.
-    pub fn number(mut self, number: u64) -> Self {
-        self.server_number = Some(number);
-        self
-    }
-    /// Product, e.g. `Server Auction`.
-    pub fn product(mut self, product: impl Into<String>) -> Self {
-        self.product = product.into();
-        self
-    }
-    /// Data centre, e.g. `HEL1-DC5`.
-    pub fn dc(mut self, dc: impl Into<String>) -> Self {
-        self.dc = dc.into();
-        self
-    }
-    /// Main IPv4 (`""`: none).
-    pub fn server_ip(mut self, ip: impl Into<String>) -> Self {
-        self.server_ip = Some(ip.into());
-        self
-    }
-    /// Main IPv6 network (`""`: none).
-    pub fn server_ipv6_net(mut self, net: impl Into<String>) -> Self {
-        self.server_ipv6_net = Some(net.into());
-        self
-    }
-    /// Power state.
-    pub fn operating_status(mut self, status: impl Into<String>) -> Self {
-        self.operating_status = status.into();
-        self
+    setters! {
+        /// Server number.
+        number(Some u64) => server_number;
+        /// Product, e.g. `Server Auction`.
+        product(into String);
+        /// Data centre, e.g. `HEL1-DC5`.
+        dc(into String);
+        /// Main IPv4 (`""`: none).
+        server_ip(Some into String);
+        /// Main IPv6 network (`""`: none).
+        server_ipv6_net(Some into String);
+        /// Power state.
+        operating_status(into String);
     }
     /// Powered off (`shut off`).
     pub fn powered_off(self) -> Self {
@@ -105,8 +85,6 @@ impl RobotServerSeed {
     }
 }
 
-// Deliberate repetition: field lists; the seed says what a test asks for, RobotServer what the
-// simulated account holds, and the two change apart.
 /// A dedicated server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RobotServer {

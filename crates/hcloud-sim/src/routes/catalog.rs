@@ -1,8 +1,4 @@
 //! Locations, server types, load balancer types, images, and the retired data centers.
-//!
-//! Deliberate repetition: each handler here is one catalog route; the common steps are
-//! `catalog_list` and `catalog_entry`, and what is left names each route's own key, lookup and
-//! view.
 
 use axum::response::Response;
 use serde_json::{Value, json};

@@ -38,9 +38,6 @@ pub fn fake_pem(domains: &[String]) -> String {
     )
 }
 
-// Deliberate repetition: the list and get handlers of each resource share this frame; the common
-// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
-// view.
 /// `GET /certificates` (`name`, `label_selector`, `type`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -208,24 +205,15 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
-// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
-// step is rename_and_relabel.
 /// `PUT /certificates/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
     cert(w, id)?;
-    let mut input = parse_body(&req.body)?;
-    let name = input.opt_str("name");
-    check_name(&mut input, &name);
-    let labels = input.opt_labels("labels");
-    input.finish()?;
-    rename_and_relabel(&mut w.certificates, id, name, labels)?;
+    rename_and_relabel(&mut w.certificates, id, &req.body, check_name, |_| ())?;
     let c = cert(w, id)?;
     reply(200, json!({"certificate": render::certificate(w, c)}))
 }
 
-// Deliberate repetition: each DELETE handler has its own protection message and way of removing
-// (at once or through an action), as the API has for that resource.
 /// `DELETE /certificates/{id}` (204); services that used it drop it.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;

@@ -25,9 +25,6 @@ use crate::world::{Effect, World};
 
 const ALGORITHMS: &[&str] = &["round_robin", "least_connections"];
 
-// Deliberate repetition: the list and get handlers of each resource share this frame; the common
-// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
-// view.
 /// `GET /load_balancers`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -324,24 +321,15 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
-// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
-// step is rename_and_relabel.
 /// `PUT /load_balancers/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
     w.load_balancer(id)?;
-    let mut input = parse_body(&req.body)?;
-    let name = input.opt_str("name");
-    check_name(&mut input, &name);
-    let labels = input.opt_labels("labels");
-    input.finish()?;
-    rename_and_relabel(&mut w.load_balancers, id, name, labels)?;
+    rename_and_relabel(&mut w.load_balancers, id, &req.body, check_name, |_| ())?;
     let lb = w.load_balancer(id)?;
     reply(200, json!({"load_balancer": render::load_balancer(w, lb)}))
 }
 
-// Deliberate repetition: each DELETE handler has its own protection message and way of removing
-// (at once or through an action), as the API has for that resource.
 /// `DELETE /load_balancers/{id}`: 200 with the `delete_load_balancer` action (since
 /// 2026-10-05). The load balancer stays, locked, until the action finished.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
@@ -439,9 +427,6 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
                     None,
                 )
             }
-            // Deliberate repetition: each arm is one action of the API with its own body, checks
-            // and effect; they share the read, check, lock frame and the mutate and missing
-            // helpers.
             "delete_service" => {
                 let port = input.req_port("listen_port");
                 input.finish()?;

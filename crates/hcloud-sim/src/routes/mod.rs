@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::app::{App, Req, h};
 use crate::error::{ApiError, ApiResult};
-use crate::input::overwrite;
+use crate::input::{Input, overwrite, parse_body};
 use crate::label_selector::Selector;
 use crate::model::{Labelled, Labels};
 use crate::pagination::{PageInfo, Sortable, page_request, paginate, sort_items, sort_keys};
@@ -54,8 +54,6 @@ pub fn api_routes() -> Router<Arc<App>> {
         // Actions.
         .route("/actions", get(h(actions::list)))
         .route("/actions/{id}", get(h(actions::get)))
-        // Deliberate repetition: one route a line, per resource, so that this reads as the
-        // index of the API; a loop would have to skip the routes a resource lacks.
         // Servers.
         .route("/servers", get(h(servers::list)).post(h(servers::create)))
         .route(
@@ -167,14 +165,23 @@ pub fn list_reply<'a, T: Labelled + 'a>(
     Ok(req.list(key, items, info))
 }
 
-/// The change of a `PUT`: resource `id` of `items` gets the `name` and `labels` given, after
-/// checking that no other resource of `items` has that name.
-pub fn rename_and_relabel<T: Labelled>(
+/// The change of a `PUT` to resource `id` of `items`: reads `name` (checked by `name_rule`),
+/// `labels` and what `extra` takes from the request `body`; once the whole body is valid and
+/// no other resource of `items` has that name, resource `id` gets the name and labels given.
+/// Returns what `extra` read, for the caller to apply.
+pub fn rename_and_relabel<T: Labelled, X>(
     items: &mut BTreeMap<i64, T>,
     id: i64,
-    name: Option<String>,
-    labels: Option<Labels>,
-) -> ApiResult<()> {
+    body: &[u8],
+    name_rule: fn(&mut Input, &Option<String>),
+    extra: impl FnOnce(&mut Input) -> X,
+) -> ApiResult<X> {
+    let mut input = parse_body(body)?;
+    let name = input.opt_str("name");
+    name_rule(&mut input, &name);
+    let labels = input.opt_labels("labels");
+    let extra = extra(&mut input);
+    input.finish()?;
     if let Some(n) = &name
         && items
             .values()
@@ -186,7 +193,7 @@ pub fn rename_and_relabel<T: Labelled>(
         overwrite(old_name, name);
         overwrite(old_labels, labels);
     }
-    Ok(())
+    Ok(extra)
 }
 
 /// 409 `uniqueness_error`.
@@ -197,7 +204,7 @@ pub fn not_unique(field: &str) -> ApiError {
 }
 
 /// Validates a resource name (non-empty, at most 128 characters).
-pub fn check_name(input: &mut crate::input::Input, name: &Option<String>) {
+pub fn check_name(input: &mut Input, name: &Option<String>) {
     if let Some(n) = name
         && (n.trim().is_empty() || n.len() > 128)
     {

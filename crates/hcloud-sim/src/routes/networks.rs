@@ -23,9 +23,6 @@ use crate::world::World;
 /// Network zones that exist.
 pub const NETWORK_ZONES: &[&str] = &["eu-central", "us-east", "us-west", "ap-southeast"];
 
-// Deliberate repetition: the list and get handlers of each resource share this frame; the common
-// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
-// view.
 /// `GET /networks`.
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -329,19 +326,13 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(201, json!({"network": render::network(w, n)}))
 }
 
-// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
-// step is rename_and_relabel.
 /// `PUT /networks/{id}`: name, labels, expose_routes_to_vswitch.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
     w.network(id)?;
-    let mut input = parse_body(&req.body)?;
-    let name = input.opt_str("name");
-    check_name(&mut input, &name);
-    let labels = input.opt_labels("labels");
-    let expose = input.opt_bool("expose_routes_to_vswitch");
-    input.finish()?;
-    rename_and_relabel(&mut w.networks, id, name, labels)?;
+    let expose = rename_and_relabel(&mut w.networks, id, &req.body, check_name, |input| {
+        input.opt_bool("expose_routes_to_vswitch")
+    })?;
     if let (Some(net), Some(e)) = (w.networks.get_mut(&id), expose) {
         net.expose_routes_to_vswitch = e;
     }
@@ -349,8 +340,6 @@ pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     reply(200, json!({"network": render::network(w, n)}))
 }
 
-// Deliberate repetition: each DELETE handler has its own protection message and way of removing
-// (at once or through an action), as the API has for that resource.
 /// `DELETE /networks/{id}` (204).
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;

@@ -110,9 +110,6 @@ pub fn create_unassigned(
     ))
 }
 
-// Deliberate repetition: the list and get handlers of each resource share this frame; the common
-// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
-// view.
 /// `GET /primary_ips` (`name`, `label_selector`, `ip`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -127,8 +124,6 @@ pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
-// Deliberate repetition: as the note on list says, the get handlers of all resources share this
-// frame with their own lookup, key and view.
 /// `GET /primary_ips/{id}`.
 pub fn get(w: &mut World, req: &Req) -> ApiResult<Response> {
     let p = w.primary_ip(req.id(0)?)?;
@@ -179,8 +174,6 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
-// Deliberate repetition: each DELETE handler has its own protection message and way of removing
-// (at once or through an action), as the API has for that resource.
 /// `DELETE /primary_ips/{id}` (204): only unassigned and unprotected ones.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;

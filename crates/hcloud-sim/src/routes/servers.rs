@@ -48,8 +48,15 @@ pub fn is_hostname(name: &str) -> bool {
         })
 }
 
-// Deliberate repetition: a field list like other structs of the crate; it is what create_server
-// takes from the API body or a seed, and its fields are its own.
+/// The name rule of a server: a hostname.
+fn check_hostname(input: &mut Input, name: &Option<String>) {
+    if let Some(n) = name
+        && !is_hostname(n)
+    {
+        input.error("name", "Must be a valid hostname (RFC 1123).");
+    }
+}
+
 /// What a server is created from (API body or seed).
 #[derive(Debug, Clone)]
 pub struct ServerSpec {
@@ -227,9 +234,6 @@ fn reverse(ip: Ipv4Addr) -> String {
     format!("{}.{}.{}.{}", o[3], o[2], o[1], o[0])
 }
 
-// Deliberate repetition: the list and get handlers of each resource share this frame; the common
-// steps are list_reply and the world's lookups, the rest is this resource's own filters, key and
-// view.
 /// `GET /servers` (`name`, `label_selector`, `status`, `sort`, pages).
 pub fn list(w: &mut World, req: &Req) -> ApiResult<Response> {
     let sel = selector_param(req)?;
@@ -340,28 +344,15 @@ pub fn create(w: &mut World, req: &Req) -> ApiResult<Response> {
     )
 }
 
-// Deliberate repetition: each PUT handler has its own name rule, extra fields and view; the common
-// step is rename_and_relabel.
 /// `PUT /servers/{id}`: name and labels.
 pub fn update(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
     w.server(id)?;
-    let mut input = parse_body(&req.body)?;
-    let name = input.opt_str("name");
-    if let Some(n) = &name
-        && !is_hostname(n)
-    {
-        input.error("name", "Must be a valid hostname (RFC 1123).");
-    }
-    let labels = input.opt_labels("labels");
-    input.finish()?;
-    rename_and_relabel(&mut w.servers, id, name, labels)?;
+    rename_and_relabel(&mut w.servers, id, &req.body, check_hostname, |_| ())?;
     let s = w.server(id)?;
     reply(200, json!({"server": render::server(w, s)}))
 }
 
-// Deliberate repetition: each DELETE handler has its own protection message and way of removing
-// (at once or through an action), as the API has for that resource.
 /// `DELETE /servers/{id}`: 200 with the delete action.
 pub fn delete(w: &mut World, req: &Req) -> ApiResult<Response> {
     let id = req.id(0)?;
@@ -585,8 +576,6 @@ pub fn action(w: &mut World, req: &Req) -> ApiResult<Response> {
 mod tests {
     use super::*;
 
-    // Deliberate repetition: a table of cases, one assert each, as the other validators' tests are
-    // written; a loop over pairs would read worse in a failure message.
     #[test]
     fn hostnames() {
         assert!(is_hostname("node-1"));

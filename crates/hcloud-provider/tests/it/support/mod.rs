@@ -8,7 +8,7 @@
 pub use kube_harness::{eventually, has_taint, taints};
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::provider::Result as ProviderResult;
@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{Event, Node, NodeAddress, Taint};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use kube_harness::{ControlPlane, unique_name};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -133,7 +134,7 @@ impl ObservedInstances {
             Ok(value) => Ok(ok(value)),
             Err(err) => Err(err.to_string()),
         };
-        self.calls.lock().unwrap().push(Observed {
+        self.calls.lock().push(Observed {
             call,
             node: node.metadata.name.clone().unwrap_or_default(),
             answer,
@@ -144,7 +145,6 @@ impl ObservedInstances {
     pub fn calls(&self, call: Call, node: &str) -> Vec<Observed> {
         self.calls
             .lock()
-            .unwrap()
             .iter()
             .filter(|o| o.call == call && o.node == node)
             .cloned()
