@@ -250,8 +250,7 @@ impl Robot {
         let state = {
             let mut states = self
                 .power_states
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+                .lock();
             // Only the states still of use are kept: a server no longer asked about (its
             // Node Ready again, or gone) is forgotten.
             states.retain(|_, state| state.is_refreshing() || state.fresh(max_age).is_some());
