@@ -29,8 +29,8 @@ pub struct Settings {
     /// `--route-reconciliation-period`.
     pub route_reconciliation_period: Duration,
     /// The providerID prefix of the cluster's cloud Nodes (e.g. `memory://`): the lifecycle
-    /// controller's deletion brake counts those.
-    pub provider_id_prefix: String,
+    /// controller's deletion brake counts those (`None`: every Node with a providerID).
+    pub provider_id_prefix: Option<String>,
     /// Which Services the service controller watches (every one in a real cluster).
     pub services: WatchScope,
 }
@@ -46,7 +46,7 @@ impl Default for Settings {
             ))],
             node_monitor_period: NodeLifecycleControllerConfig::default().node_monitor_period,
             route_reconciliation_period: RouteControllerConfig::default().reconciliation_period,
-            provider_id_prefix: String::new(),
+            provider_id_prefix: None,
             services: WatchScope::all(),
         }
     }
@@ -79,6 +79,9 @@ pub enum RunError {
     /// [`CloudProvider::initialize`] failed.
     #[error("cannot initialize the cloud provider")]
     Initialize(#[source] cloud_provider::Error),
+    /// A controller panicked.
+    #[error("a controller panicked: {0}")]
+    Panicked(String),
     /// A controller ended on its own (a task of it died).
     #[error("controller {controller} ended: {why}")]
     Ended {
@@ -126,8 +129,7 @@ pub async fn run_controllers(
             metrics.controllers.clone(),
             NodeLifecycleControllerConfig {
                 node_monitor_period: settings.node_monitor_period,
-                cloud_provider_id_prefix: Some(settings.provider_id_prefix.clone())
-                    .filter(|prefix| !prefix.is_empty()),
+                cloud_provider_id_prefix: settings.provider_id_prefix.clone(),
                 ..NodeLifecycleControllerConfig::default()
             },
         );
@@ -176,22 +178,21 @@ pub async fn run_controllers(
         ));
     }
     while let Some(ended) = running.join_next().await {
-        if shutdown.is_cancelled() {
-            continue;
+        // A controller ends by itself only when one of its tasks died: the process must end
+        // too, so that it is restarted.
+        let heartbeat = ended.map_err(|err| RunError::Panicked(err.to_string()))?;
+        if !shutdown.is_cancelled() {
+            let why = heartbeat
+                .death()
+                .unwrap_or_else(|| "it returned without being asked to stop".to_owned());
+            return Err(RunError::Ended {
+                controller: heartbeat.controller().to_owned(),
+                why,
+            });
         }
-        // A controller ends by itself only when one of its tasks died (or panicked): the
-        // process must end too, so that it is restarted.
-        let (controller, why) = match ended {
-            Ok(heartbeat) => (
-                heartbeat.controller().to_owned(),
-                heartbeat
-                    .death()
-                    .unwrap_or_else(|| "it returned without being asked to stop".to_owned()),
-            ),
-            Err(err) => ("(unknown)".to_owned(), err.to_string()),
-        };
-        return Err(RunError::Ended { controller, why });
     }
+    // Also with no capability at all: run until asked to stop.
+    shutdown.cancelled().await;
     Ok(())
 }
 

@@ -44,7 +44,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .init();
     let cloud = MemoryCloud::default();
     let mut settings = Settings {
-        provider_id_prefix: cloud::PROVIDER_ID_PREFIX.to_owned(),
+        provider_id_prefix: Some(cloud::PROVIDER_ID_PREFIX.to_owned()),
         ..Settings::default()
     };
     let mut kubeconfig = None;

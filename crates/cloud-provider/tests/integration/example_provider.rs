@@ -69,7 +69,7 @@ async fn the_example_provider_initialises_nodes_balances_routes_and_deletes_gone
         // the first confirms it; the route pass runs every period.
         node_monitor_period: Duration::from_millis(200),
         route_reconciliation_period: Duration::from_millis(200),
-        provider_id_prefix: PROVIDER_ID_PREFIX.to_owned(),
+        provider_id_prefix: Some(PROVIDER_ID_PREFIX.to_owned()),
         services: env.scope.clone(),
         ..Settings::default()
     };
