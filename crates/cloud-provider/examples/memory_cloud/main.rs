@@ -26,6 +26,7 @@ mod controllers;
 
 use std::error::Error;
 use std::io::BufRead;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use cloud::{Instance, MemoryCloud};
@@ -36,7 +37,23 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let mut message = err.to_string();
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message = format!("{message}: {cause}");
+                source = cause.source();
+            }
+            eprintln!("memory_cloud: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),

@@ -86,14 +86,15 @@ async fn the_example_provider_initialises_nodes_balances_routes_and_deletes_gone
     ));
 
     // Node controller: providerID, topology and type labels, the instance's addresses; the
-    // uninitialized taint goes.
+    // uninitialized taint goes (the addresses follow in a status write of their own).
     let initialised = |name: String| {
         let client = env.client.clone();
         async move {
             eventually(&format!("{name} initialised"), WAIT, || async {
-                get_node(&client, &name)
-                    .await
-                    .filter(|node| !has_taint(node, TAINT_UNINITIALIZED))
+                get_node(&client, &name).await.filter(|node| {
+                    !has_taint(node, TAINT_UNINITIALIZED)
+                        && addresses(node).iter().any(|a| a.type_ == "InternalIP")
+                })
             })
             .await
         }
