@@ -4,7 +4,8 @@
 //! endpoint, as the simulator counted them), writes, latencies and the CCM's peak RSS.
 //!
 //! `--scale` shrinks the scenarios (Nodes, Services, observation windows) for slow machines
-//! and CI; `--check` makes the exit status non-zero when a request count is over its bar;
+//! and CI; `--only-bursts`, `--only-routes` and `--only-leader-start` run one part alone;
+//! `--check` makes the exit status non-zero when a request count is over its bar;
 //! `--write-results docs/benchmarks.md` writes the table and the figures derived from it into
 //! the document's generated block and rewrites the marked figures of the README and the other
 //! documents from it (see the library, [`hcloud_ccm_bench`]).
@@ -105,6 +106,14 @@ struct Args {
     /// 1000 × scale), e.g. to try Kubernetes client settings.
     #[arg(long, conflicts_with = "write_results")]
     only_bursts: bool,
+    /// Run only the routes for new Nodes in a network (100 × scale), e.g. to time route
+    /// changes.
+    #[arg(long, conflicts_with_all = ["write_results", "only_bursts"])]
+    only_routes: bool,
+    /// Run only the leader start without a network (1000 × scale Nodes and 100 × scale
+    /// Services put in place first, as the full run has them), e.g. to measure its peak RSS.
+    #[arg(long, conflicts_with_all = ["write_results", "only_bursts", "only_routes"])]
+    only_leader_start: bool,
     /// An extra argument for hcloud-ccm (repeatable), e.g. `--ccm-arg=--kube-api-qps=50`.
     #[arg(long)]
     ccm_arg: Vec<String>,
@@ -1037,6 +1046,8 @@ async fn main() -> Result<()> {
     let steady = Duration::from_secs_f64((300.0 * scale).max(20.0));
     let check = args.check;
     let only_bursts = args.only_bursts;
+    let only_routes = args.only_routes;
+    let only_leader_start = args.only_leader_start;
     let results_doc = args.write_results.clone();
     let run = format!(
         "Run: `hcloud-ccm-bench --scale {scale}` ({} build): {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (a burst of {burst}), {} ms added to every API request, {} ms actions.",
@@ -1053,6 +1064,16 @@ async fn main() -> Result<()> {
         args.latency_ms, args.action_ms
     );
     let mut bench = Bench::start(args).await?;
+    if only_routes {
+        bench.cap_network(cap).await?;
+        bench.routes_scenario(cap).await?;
+        return bench.finish(check, None).await;
+    }
+    if only_leader_start {
+        bench.cluster_without_network(nodes, services).await?;
+        bench.leader_start_scenario(nodes, services).await?;
+        return bench.finish(check, None).await;
+    }
     if !only_bursts {
         // In a network, filled to its caps (Hetzner's at full scale), and the Node beyond.
         bench.cap_network(cap).await?;

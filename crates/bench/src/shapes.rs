@@ -305,6 +305,19 @@ impl Bench {
         Ok(())
     }
 
+    /// A cluster without a network with `nodes` Nodes (a burst, initialised by the CCM, then
+    /// Ready) and `services` LoadBalancer Services in place, the CCM running idle: what the
+    /// full run has when its leader starts, for measuring that start alone.
+    pub async fn cluster_without_network(&mut self, nodes: usize, services: usize) -> Result<()> {
+        self.leave_network().await?;
+        self.burst_scenario("node", nodes, false).await?;
+        self.services_scenario("bulk", services, 0, None).await?;
+        self.set_ready(0..self.servers.len(), true).await?;
+        self.until_idle(Duration::from_secs(3), Duration::from_secs(60))
+            .await?;
+        Ok(())
+    }
+
     /// Delete every Node and the servers of this phase.
     pub async fn forget_nodes(&mut self) -> Result<()> {
         let nodes: Api<Node> = Api::all(self.kube.clone());

@@ -18,14 +18,14 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::health::Heartbeat;
-use crate::runtime::informer::{Change, Informer, InformerDriver, WatchProgress};
+use crate::runtime::informer::{Informer, InformerDriver, WatchEvent, WatchProgress};
 use crate::runtime::scope::WatchScope;
 use crate::workqueue::WorkQueue;
 
 pub use crate::runtime::informer::CHANGE_FEED_CAPACITY;
 
 /// A change seen by the Node reflector, after the cache was updated.
-pub type NodeChange = Change<Node>;
+pub type NodeEvent = WatchEvent<Node>;
 
 /// How long the Node watch may fail (while the apiserver answers) before the cache stops
 /// counting as ready.
@@ -121,7 +121,7 @@ impl NodeCache {
     }
 
     /// Subscribe to changes. Subscribe first, then list, to miss nothing.
-    pub fn subscribe(&self) -> broadcast::Receiver<NodeChange> {
+    pub fn subscribe(&self) -> broadcast::Receiver<NodeEvent> {
         self.informer.subscribe()
     }
 
@@ -149,7 +149,7 @@ impl NodeCache {
         heartbeat: &Heartbeat,
         stuck_after: Duration,
         shutdown: &CancellationToken,
-    ) -> Option<broadcast::Receiver<NodeChange>> {
+    ) -> Option<broadcast::Receiver<NodeEvent>> {
         heartbeat.watch(self.progress().clone(), stuck_after);
         tokio::select! {
             () = shutdown.cancelled() => return None,

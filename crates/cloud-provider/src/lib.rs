@@ -155,7 +155,7 @@ pub mod token_bucket;
 pub mod well_known;
 pub mod workqueue;
 
-pub use cache::{NodeCache, NodeChange, NodeReflector};
+pub use cache::{NodeCache, NodeEvent, NodeReflector};
 
 /// A loop period that cannot spin: at least 10 ms.
 pub(crate) fn period(configured: std::time::Duration) -> std::time::Duration {

@@ -40,8 +40,6 @@ pub struct ObjectPlan {
     pub name: String,
     /// What would change, in order.
     pub changes: Vec<Change>,
-    // Deliberate repetition: a serde model struct, field by field with its attributes, as
-    // every serialized type of the workspace; these fields are the plan output's own.
     /// The writes that carry the changes out (one Kubernetes patch may carry several).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<Write>,
@@ -558,8 +556,6 @@ mod tests {
             self.call("WRITE ensure");
             Ok(Outcome::Done(LoadBalancerStatus::default()))
         }
-        // Deliberate repetition: the fake implements the provider trait, so each method repeats
-        // the trait's signature; its body records the call and gives the fake's answer.
         async fn update_load_balancer(
             &self,
             _cluster_name: &str,

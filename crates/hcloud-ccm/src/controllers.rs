@@ -51,8 +51,6 @@ pub struct ControllerContext {
     pub service_metrics: ServiceMetrics,
 }
 
-// Deliberate repetition: the usual hand-written Debug of a struct whose fields are not all
-// Debug (the provider and the client factory); it shows the configuration and the endpoints.
 impl std::fmt::Debug for ControllerContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControllerContext")
@@ -217,11 +215,10 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                     events.unwrap_or_else(|| client.clone()),
                     cloud_provider::node::COMPONENT,
                 );
-                NodeController::with_recorder(
+                NodeController::new(
                     client,
                     ctx.nodes.clone(),
                     instances.clone(),
-                    recorder,
                     ctx.metrics.clone(),
                     NodeControllerConfig {
                         workers: config.concurrent_node_syncs,
@@ -230,6 +227,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         ..NodeControllerConfig::default()
                     },
                 )
+                .with_recorder(recorder)
                 .with_heartbeat(heartbeat.clone())
                 .run(ctx.stop.clone())
                 .boxed()
@@ -246,9 +244,6 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                 .run(ctx.stop.clone())
                 .boxed()
             }),
-            // Deliberate repetition: each arm builds one controller type with its own
-            // constructor and settings (the four types share no trait); what every controller
-            // needs after that (supervision, the stop token, health checks) is done once below.
             Controller::NodeRoute => ctx.provider.routes().map(|routes| {
                 RouteController::new(
                     client,

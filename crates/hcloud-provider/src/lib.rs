@@ -66,6 +66,8 @@ pub use server_cache::{
 };
 
 use cloud_provider::{CloudProvider, EventRecorder, Instances, LoadBalancer, Routes};
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -298,6 +300,44 @@ async fn resolve_network(
     }
 }
 
+/// Nodes per page of the project check's listing (as many as a page of the Node cache's).
+const PROJECT_CHECK_PAGE: u32 = cloud_provider::runtime::informer::LIST_PAGE_SIZE;
+
+/// Every Node, as the project check reads it ([`project_node`]), listed a page at a time: a
+/// large cluster's Nodes are never all held in full at once (at a leader's start, beside the
+/// Node cache's own listing).
+async fn project_nodes(api: &kube::Api<Node>) -> Result<Vec<Node>, kube::Error> {
+    let mut nodes = Vec::new();
+    let mut params = kube::api::ListParams::default().limit(PROJECT_CHECK_PAGE);
+    loop {
+        let page = api.list(&params).await?;
+        nodes.extend(page.items.into_iter().map(project_node));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(nodes),
+        }
+    }
+}
+
+/// What the project check needs of a Node: its providerID, and the name, UID and resource
+/// version of the event it may write about the Node.
+fn project_node(node: Node) -> Node {
+    let metadata = node.metadata;
+    Node {
+        metadata: ObjectMeta {
+            name: metadata.name,
+            uid: metadata.uid,
+            resource_version: metadata.resource_version,
+            ..ObjectMeta::default()
+        },
+        spec: node.spec.map(|spec| NodeSpec {
+            provider_id: spec.provider_id,
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
+}
+
 #[async_trait::async_trait]
 impl CloudProvider for HcloudProvider {
     fn provider_name(&self) -> &str {
@@ -323,12 +363,12 @@ impl CloudProvider for HcloudProvider {
         let instances = self.instances.clone();
         instances.project().set(project::ProjectState::Checking);
         tokio::spawn(async move {
-            let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+            let nodes: kube::Api<Node> = kube::Api::all(client);
             let mut delay = std::time::Duration::from_secs(5);
             loop {
-                let checked = match nodes.list(&kube::api::ListParams::default()).await {
+                let checked = match project_nodes(&nodes).await {
                     Ok(list) => instances
-                        .check_project(&list.items)
+                        .check_project(&list)
                         .await
                         .map_err(|err| err.to_string()),
                     Err(err) => Err(format!("listing Nodes: {err}")),
@@ -369,5 +409,39 @@ impl CloudProvider for HcloudProvider {
 
     fn routes(&self) -> Option<Arc<dyn Routes>> {
         self.routes.clone().map(|routes| routes as Arc<dyn Routes>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)] // test code
+
+    use super::*;
+
+    #[test]
+    fn the_project_check_keeps_a_nodes_identity_and_provider_id_only() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "node-1",
+                "uid": "u-1",
+                "resourceVersion": "7",
+                "labels": { "a": "b" },
+                "managedFields": [{ "manager": "kubelet", "operation": "Update" }],
+            },
+            "spec": { "providerID": "hcloud://42", "podCIDR": "10.244.0.0/24" },
+            "status": { "addresses": [{ "type": "InternalIP", "address": "10.0.0.2" }] },
+        }))
+        .expect("a Node");
+        let lean = project_node(node.clone());
+        assert_eq!(server_key(&lean).ok(), Some(ServerKey::Id(42)));
+        assert_eq!(
+            cloud_provider::events::object_reference(&lean),
+            cloud_provider::events::object_reference(&node),
+            "the same event subject"
+        );
+        assert_eq!(lean.metadata.managed_fields, None);
+        assert_eq!(lean.metadata.labels, None);
+        assert_eq!(lean.status, None);
+        assert_eq!(lean.spec.and_then(|s| s.pod_cidr), None);
     }
 }

@@ -36,7 +36,8 @@
 //! worker plans against the network as last read (by `list_routes` or by itself, at most
 //! [`network_plan_max_age`] old) and keeps that copy up to date with its own changes, so
 //! a batch of N new routes costs one POST and about one action check per route; the first
-//! check waits about as long as route actions have taken so far. The network is read again
+//! check waits about as long as route actions have taken so far, and comes then even right
+//! after another wait's check, so that the next change follows the action's end promptly. The network is read again
 //! only after an unexpected answer: a `conflict` or `locked` answer (another actor changed the
 //! network; retried a few times with a short backoff), a rejected change, or a POST that timed
 //! out (the state is read instead of repeating it).
@@ -89,6 +90,58 @@ const FIRST_ACTION_CHECK: Duration = Duration::from_millis(250);
 
 /// The shortest the first check of a route action waits.
 const MIN_ACTION_RECHECK: Duration = Duration::from_millis(20);
+
+/// How the first check of a route action is timed: about as long after the POST's answer as
+/// route actions take, so that one check usually finds the action done and the next change
+/// follows at once (the network takes one at a time).
+///
+/// Action timestamps have whole seconds, too coarse to learn from, so the timer learns from
+/// its own checks. After a first check that found the action done, the next comes 1 % sooner
+/// (10 % while it is more than 30 % after the floor), but not sooner than 20 % after the floor:
+/// the latest first check that found an action still running, forgotten by 0.2 % an action
+/// (in case actions became shorter). After one that found it running, that check is the
+/// floor and the next comes later: at the last check before the one that found it done, at
+/// least a quarter and at most twice as late as this one. So actions of a steady length cost
+/// a second check about once in 90 (the first after about 33, shrinking from the
+/// initial guess), a first check is on average about a tenth late, and one
+/// slow action delays the next first checks little and briefly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ActionTimer {
+    /// When the next first check comes, after the POST's answer.
+    expected: Duration,
+    /// A first check this long after the answer found an action running (zero: none yet).
+    floor: Duration,
+}
+
+impl ActionTimer {
+    fn new() -> Self {
+        Self {
+            expected: FIRST_ACTION_CHECK,
+            floor: Duration::ZERO,
+        }
+    }
+
+    /// Learn from a wait whose first check came `expected` after the answer and that ended
+    /// `took` after it, with later checks `interval` apart; the timer stays within `cap`.
+    fn learn(&mut self, expected: Duration, took: Duration, interval: Duration, cap: Duration) {
+        // A later check comes at least a poll interval after the first.
+        let first_found_done = took < expected + interval / 2;
+        if first_found_done {
+            self.floor = self.floor.mul_f64(0.998);
+            let far = !self.floor.is_zero() && expected > self.floor.mul_f64(1.3);
+            self.expected = expected
+                .mul_f64(if far { 0.9 } else { 0.99 })
+                .max(self.floor.mul_f64(1.2))
+                .max(MIN_ACTION_RECHECK);
+        } else {
+            self.floor = expected;
+            self.expected = took
+                .saturating_sub(interval)
+                .clamp(expected.mul_f64(1.25), expected * 2)
+                .min(cap);
+        }
+    }
+}
 
 /// Reason of the Warning event for a route outside the cluster CIDR (official value).
 pub const CLUSTER_CIDR_MISCONFIGURED: &str = "ClusterCIDRMisconfigured";
@@ -193,8 +246,8 @@ struct Core {
     /// The network as last read, with this process's changes since applied (shared with its
     /// readers; see the freshness policy in [`crate::snapshot_cache`]).
     network_copy: SnapshotCache<Network, Arc<hcloud_api::Error>>,
-    /// How long route actions took lately (the first check of an action waits this long).
-    action_time: Arc<std::sync::Mutex<Duration>>,
+    /// When the first check of a route action comes.
+    action_time: Arc<std::sync::Mutex<ActionTimer>>,
     /// Until when a change whose request got no answer may still land (its action may be
     /// running, or the request itself still under way): meanwhile every read of the network
     /// is a fresh one, so that a route added (or deleted) behind the copy's back is seen.
@@ -235,7 +288,7 @@ impl HcloudRoutes {
                 config: Arc::new(config),
                 learned: Arc::default(),
                 network_copy: SnapshotCache::default(),
-                action_time: Arc::new(std::sync::Mutex::new(FIRST_ACTION_CHECK)),
+                action_time: Arc::new(std::sync::Mutex::new(ActionTimer::new())),
                 uncertain_until: Arc::default(),
                 operations: Operations::default(),
                 events: Events::default(),
@@ -437,34 +490,31 @@ impl Core {
         }
     }
 
-    /// Wait for a route action, through the client's one action waiter: the first check after
-    /// about as long as route actions took so far, so that usually one check finds it done.
-    /// The estimate shrinks a little after each wait the first check ended, and becomes the
-    /// measured time after one it did not (action timestamps have whole seconds, too coarse
-    /// to learn from).
+    /// Wait for a route action, through the client's one action waiter: the first check when
+    /// the action should be done ([`ActionTimer`]), even if another wait's check just ended,
+    /// so that the next change follows this one's end promptly.
     async fn poll(&self, action: &Action) -> Result<(), hcloud_api::Error> {
         let actions = self.client.actions();
         if action.is_finished() {
             return actions.wait(action).await;
         }
         let answered = Instant::now();
-        let expected = *self
+        let expected = self
             .action_time
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+            .expected;
         let waited = actions.wait_checking_after(action, expected).await;
         let took = answered.elapsed();
-        // A second check comes at least a poll interval after the first.
-        let first_found_done = took < expected + self.client.poll_interval() / 2;
-        let mut time = self
-            .action_time
+        self.action_time
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *time = if first_found_done {
-            time.mul_f64(0.99).max(MIN_ACTION_RECHECK)
-        } else {
-            took.mul_f64(1.05).min(self.config.action_timeout)
-        };
+            .unwrap_or_else(PoisonError::into_inner)
+            .learn(
+                expected,
+                took,
+                self.client.poll_interval(),
+                self.config.action_timeout,
+            );
         waited
     }
 
@@ -990,6 +1040,75 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Route actions of the `lengths`, one after another, each checked as `timer` says and
+    /// then every 500 ms (the POST's answer and the checks at the same moment as the action's
+    /// start and the API's look): the checks each took, and when the first came.
+    fn run(timer: &mut ActionTimer, lengths: &[Duration]) -> Vec<(u32, Duration)> {
+        let interval = Duration::from_millis(500);
+        lengths
+            .iter()
+            .map(|length| {
+                let expected = timer.expected;
+                let mut took = expected;
+                let mut checks = 1;
+                while took < *length {
+                    took += interval;
+                    checks += 1;
+                }
+                timer.learn(expected, took, interval, Duration::from_secs(120));
+                (checks, expected)
+            })
+            .collect()
+    }
+
+    fn ms(ms: u64) -> Duration {
+        Duration::from_millis(ms)
+    }
+
+    fn misses(checks: &[(u32, Duration)]) -> usize {
+        checks.iter().filter(|(c, _)| *c > 1).count()
+    }
+
+    #[test]
+    fn the_first_check_of_steady_actions_rarely_misses_and_is_rarely_late() {
+        let mut timer = ActionTimer::new();
+        let checks = run(&mut timer, &[ms(180); 200]);
+        // Shrinking from the initial 250 ms, the first miss comes after about 33 actions,
+        // then about one in 90.
+        assert_eq!(misses(&checks[..30]), 0, "{checks:?}");
+        assert!((2..=3).contains(&misses(&checks)), "{checks:?}");
+        // Each miss costs one check more, never two.
+        assert!(checks.iter().all(|(c, _)| *c <= 2), "{checks:?}");
+        let late: Duration = checks[100..].iter().map(|(_, e)| *e).sum::<Duration>() / 100;
+        assert!(late < ms(180).mul_f64(1.15), "{late:?}");
+    }
+
+    #[test]
+    fn the_first_check_follows_longer_actions_and_shrugs_off_a_slow_one() {
+        let mut timer = ActionTimer::new();
+        // Actions of 3 s: the timer reaches them within a few actions, then one check
+        // usually does.
+        let checks = run(&mut timer, &[ms(3000); 30]);
+        assert_eq!(misses(&checks[..4]), 4, "{checks:?}");
+        assert!(misses(&checks[8..]) <= 1, "{checks:?}");
+        assert!(timer.expected < ms(3500), "{timer:?}");
+
+        // One slow action among short ones: the next first checks are at most twice as late,
+        // and back within a quarter after twenty actions.
+        let mut timer = ActionTimer::new();
+        run(&mut timer, &[ms(180); 40]);
+        let before = timer.expected;
+        let mut lengths = vec![ms(2000)];
+        lengths.extend([ms(180); 30]);
+        let checks = run(&mut timer, &lengths);
+        assert!(
+            checks[1..].iter().all(|(_, e)| *e <= before * 2),
+            "{checks:?}"
+        );
+        assert!(checks[21].1 < before.mul_f64(1.25), "{checks:?}");
+        assert_eq!(misses(&checks[1..]), 0, "{checks:?}");
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap() {

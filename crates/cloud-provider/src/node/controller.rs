@@ -11,19 +11,18 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::addresses::NodeIpError;
 use super::decisions::{
     InitError, Initialization, NodeDecision, SkippedLabel, decide, is_uninitialized,
 };
-use crate::cache::{NodeCache, NodeChange};
+use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, InstanceMetadata, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::informer::next_change;
+use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, is_conflict, kube_category};
 use crate::workqueue::{Backoff, WorkQueue};
 
@@ -163,7 +162,7 @@ fn seconds_since_creation(node: &Node) -> Option<f64> {
     Some(elapsed.max(0.0))
 }
 
-struct Inner {
+struct NodeReconciler {
     nodes: Api<Node>,
     cache: NodeCache,
     instances: Arc<dyn Instances>,
@@ -178,7 +177,7 @@ struct Inner {
 
 /// The cloud node controller. Build it when leadership is won, then [`NodeController::run`] it.
 pub struct NodeController {
-    inner: Arc<Inner>,
+    inner: NodeReconciler,
     heartbeat: Heartbeat,
 }
 
@@ -199,34 +198,28 @@ impl NodeController {
         metrics: Metrics,
         config: NodeControllerConfig,
     ) -> Self {
-        let recorder = EventRecorder::new(client.clone(), COMPONENT);
-        Self::with_recorder(client, cache, instances, recorder, metrics, config)
-    }
-
-    /// Like [`NodeController::new`] with a recorder of your own.
-    pub fn with_recorder(
-        client: Client,
-        cache: NodeCache,
-        instances: Arc<dyn Instances>,
-        recorder: EventRecorder,
-        metrics: Metrics,
-        config: NodeControllerConfig,
-    ) -> Self {
         let queue =
             Arc::new(WorkQueue::new(config.backoff).with_metrics(CONTROLLER, metrics.workqueues()));
         Self {
-            inner: Arc::new(Inner {
+            inner: NodeReconciler {
+                recorder: EventRecorder::new(client.clone(), COMPONENT),
                 nodes: Api::all(client),
                 cache,
                 instances,
-                recorder,
                 metrics,
                 config,
                 queue,
                 warned: LastWarnings::default(),
-            }),
+            },
             heartbeat: Heartbeat::new(CONTROLLER),
         }
+    }
+
+    /// Record events through `recorder` (e.g. one shared by the binary's controllers).
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.inner.recorder = recorder;
+        self
     }
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
@@ -240,6 +233,7 @@ impl NodeController {
     /// heartbeat first). Waits for the cache to sync first.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { inner, heartbeat } = self;
+        let inner = Arc::new(inner);
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
         let start = inner
             .cache
@@ -260,39 +254,33 @@ impl NodeController {
     }
 }
 
-// Deliberate repetition: `run` and `feed` have the outline of the lifecycle controller's; why
-// the two controllers stay apart is said at `NodeLifecycleController`'s constructors.
+/// Queue every Node that appears or changes; forget the warnings of a Node that is gone.
 async fn feed(
-    inner: Arc<Inner>,
-    mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
+    inner: Arc<NodeReconciler>,
+    changes: tokio::sync::broadcast::Receiver<NodeEvent>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let Some(change) = next_change(&mut changes, &shutdown).await else {
-            return;
-        };
-        match change {
-            Ok(NodeChange::Applied { new, .. }) => {
-                if let Some(name) = new.metadata.name.clone() {
-                    inner.queue.add(name);
-                }
+    informer::feed(changes, shutdown, |event| match event {
+        Feed::Event(NodeEvent::Applied { new, .. }) => {
+            if let Some(name) = new.metadata.name.clone() {
+                inner.queue.add(name);
             }
-            Ok(NodeChange::Deleted(gone)) => {
-                if let Some(name) = gone.metadata.name.as_deref() {
-                    inner.warned.forget(name);
-                }
-            }
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
-                inner.cache.queue_all(&inner.queue);
-            }
-            Err(RecvError::Closed) => return,
         }
-    }
+        Feed::Event(NodeEvent::Deleted(gone)) => {
+            if let Some(name) = gone.metadata.name.as_deref() {
+                inner.warned.forget(name);
+            }
+        }
+        Feed::Lagged(missed) => {
+            tracing::warn!(missed, "node change feed lagged; resyncing all nodes");
+            inner.cache.queue_all(&inner.queue);
+        }
+    })
+    .await;
 }
 
 #[async_trait]
-impl Reconciler for Inner {
+impl Reconciler for NodeReconciler {
     type Error = NodeSyncError;
 
     fn controller(&self) -> &'static str {
@@ -337,7 +325,7 @@ impl Reconciler for Inner {
     }
 }
 
-impl Inner {
+impl NodeReconciler {
     /// Read (the cached Node; the cloud's metadata only for a tainted one), decide
     /// ([`decide`]), apply.
     async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {
@@ -538,7 +526,7 @@ fn log_skipped_labels(name: &str, skipped: &[SkippedLabel]) {
     }
 }
 
-async fn address_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
+async fn address_loop(inner: Arc<NodeReconciler>, shutdown: CancellationToken) {
     let period = crate::period(inner.config.node_status_update_frequency);
     let workers = match inner.config.status_update_workers {
         0 => inner.config.workers.max(1),
@@ -576,8 +564,6 @@ mod tests {
     use crate::node::test_support::{addr, taint};
     use std::collections::BTreeMap;
 
-    // Deliberate repetition: the plans below are written out field by field so that each
-    // patch can be read against the plan it comes from.
     #[test]
     fn initialization_patch_shapes() {
         let plan = Initialization {

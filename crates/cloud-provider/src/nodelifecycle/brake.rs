@@ -234,8 +234,6 @@ mod tests {
         assert_eq!(brake.gone("a", at(t0, 10.0), 4), Verdict::Delete);
     }
 
-    // Deliberate repetition: this test and the ones around it each walk one brake through
-    // their own sequence of reports and check the verdicts; the lines alike are its calls.
     #[test]
     fn reports_older_than_the_memory_stop_counting() {
         let t0 = Instant::now();

@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::brake::{self, DeletionBrake};
@@ -15,13 +14,13 @@ use super::decisions::{
     FirstStep, LifecycleDecision, REASON_DELETING_NODE, Reading, TaintChange, apply_taint_change,
     decide, first_step,
 };
-use crate::cache::{NodeCache, NodeChange};
+use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Instances};
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::informer::next_change;
+use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{
     self, ReconcileError, Reconciler, is_conflict, is_not_found, kube_category,
 };
@@ -34,8 +33,6 @@ pub const CONTROLLER: &str = "cloud-node-lifecycle";
 
 const TAINT_RETRIES: u32 = 5;
 
-// Deliberate repetition: a settings struct and its `Default`, field by field, as every config of
-// the workspace; the fields and defaults are the lifecycle controller's own flags.
 /// Settings of the lifecycle controller.
 #[derive(Clone, Debug)]
 pub struct NodeLifecycleControllerConfig {
@@ -60,8 +57,6 @@ impl Default for NodeLifecycleControllerConfig {
     }
 }
 
-// Deliberate repetition: one variant per failing step, each with its own message and source,
-// written out as every thiserror enum of the workspace; the steps are the lifecycle check's own.
 /// Why a lifecycle check failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LifecycleError {
@@ -145,7 +140,7 @@ pub async fn read(node: &Node, instances: &dyn Instances) -> Result<Reading, Lif
     }
 }
 
-struct Inner {
+struct LifecycleReconciler {
     nodes: Api<Node>,
     cache: NodeCache,
     instances: Arc<dyn Instances>,
@@ -161,7 +156,7 @@ struct Inner {
 
 /// The cloud node lifecycle controller.
 pub struct NodeLifecycleController {
-    inner: Arc<Inner>,
+    inner: LifecycleReconciler,
     heartbeat: Heartbeat,
 }
 
@@ -173,32 +168,12 @@ impl std::fmt::Debug for NodeLifecycleController {
     }
 }
 
-// Deliberate repetition: this controller and the node controller (`node/controller.rs`) are
-// two upstream controllers that are built and run alike on purpose: the same public inputs and
-// builder methods (`lib.rs` wires them side by side), the same start on the Node cache
-// (`NodeCache::start_keyed`) and the same pool (`Tasks::run_pool_until_stopped`). What
-// is left alike is their signatures and the outline of `run` and `feed`; their state, queue
-// backoff, reactions to Node changes and extra tasks differ, and one generic type for both would
-// tie together two controllers that change separately.
 impl NodeLifecycleController {
     /// A controller writing through `client` and reading `cache`.
     pub fn new(
         client: Client,
         cache: NodeCache,
         instances: Arc<dyn Instances>,
-        metrics: Metrics,
-        config: NodeLifecycleControllerConfig,
-    ) -> Self {
-        let recorder = EventRecorder::new(client.clone(), COMPONENT);
-        Self::with_recorder(client, cache, instances, recorder, metrics, config)
-    }
-
-    /// Like [`NodeLifecycleController::new`] with a recorder of your own.
-    pub fn with_recorder(
-        client: Client,
-        cache: NodeCache,
-        instances: Arc<dyn Instances>,
-        recorder: EventRecorder,
         metrics: Metrics,
         config: NodeLifecycleControllerConfig,
     ) -> Self {
@@ -210,19 +185,26 @@ impl NodeLifecycleController {
         );
         let brake = DeletionBrake::new(config.deletion_max_share, period);
         Self {
-            inner: Arc::new(Inner {
+            inner: LifecycleReconciler {
+                recorder: EventRecorder::new(client.clone(), COMPONENT),
                 nodes: Api::all(client),
                 cache,
                 instances,
-                recorder,
                 metrics,
                 config,
                 queue,
                 brake: Mutex::new(brake),
                 last_warning: LastWarnings::default(),
-            }),
+            },
             heartbeat: Heartbeat::new(CONTROLLER),
         }
+    }
+
+    /// Record events through `recorder` (e.g. one shared by the binary's controllers).
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: EventRecorder) -> Self {
+        self.inner.recorder = recorder;
+        self
     }
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
@@ -242,6 +224,7 @@ impl NodeLifecycleController {
     /// early, reported to the heartbeat, if one of its tasks dies.
     pub async fn run(self, shutdown: CancellationToken) {
         let Self { inner, heartbeat } = self;
+        let inner = Arc::new(inner);
         tracing::info!(controller = CONTROLLER, "starting");
         let period = crate::period(inner.config.node_monitor_period);
         let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER.max(period);
@@ -261,36 +244,27 @@ impl NodeLifecycleController {
 
 /// Queue Nodes as they appear (the periodic re-checks queue themselves).
 async fn feed(
-    inner: Arc<Inner>,
-    mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
+    inner: Arc<LifecycleReconciler>,
+    changes: tokio::sync::broadcast::Receiver<NodeEvent>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let Some(change) = next_change(&mut changes, &shutdown).await else {
-            return;
-        };
-        match change {
-            Ok(NodeChange::Applied { old: None, new }) => {
-                if let Some(name) = new.metadata.name.clone() {
-                    inner.queue.add(name);
-                }
-            }
-            Ok(_) => {}
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "node change feed lagged; checking every node");
-                inner.cache.queue_all(&inner.queue);
-            }
-            Err(RecvError::Closed) => {
-                tracing::warn!("node change feed closed; known nodes are still checked");
-                shutdown.cancelled().await;
-                return;
+    informer::feed(changes, shutdown, |event| match event {
+        Feed::Event(NodeEvent::Applied { old: None, new }) => {
+            if let Some(name) = new.metadata.name.clone() {
+                inner.queue.add(name);
             }
         }
-    }
+        Feed::Event(_) => {}
+        Feed::Lagged(missed) => {
+            tracing::warn!(missed, "node change feed lagged; checking every node");
+            inner.cache.queue_all(&inner.queue);
+        }
+    })
+    .await;
 }
 
 #[async_trait]
-impl Reconciler for Inner {
+impl Reconciler for LifecycleReconciler {
     type Error = LifecycleError;
 
     fn controller(&self) -> &'static str {
@@ -329,7 +303,7 @@ impl Reconciler for Inner {
     }
 }
 
-impl Inner {
+impl LifecycleReconciler {
     async fn warn(&self, name: &str, reason: &str, err: &LifecycleError) {
         self.warn_once(name, reason, &error_chain(err)).await;
     }

@@ -262,9 +262,6 @@ mod tests {
     use crate::node::test_support::taint;
     use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
 
-    // Deliberate repetition: each module's test Node builder sets only the fields its
-    // decisions read (here the Ready condition and taints; the route tests' the pod CIDR and
-    // an address), so they look alike without being the same Node.
     fn node(ready: Option<&str>, taints: Vec<Taint>) -> Node {
         Node {
             spec: Some(NodeSpec {

@@ -248,9 +248,6 @@ mod tests {
         assert!(failed.due(&moved, t + Duration::from_secs(80)));
     }
 
-    // Deliberate repetition: this test and the ones before it are each one sequence of
-    // failures and checks of when the creation is due; the lines alike are the calls of
-    // `FailedCreations`.
     #[test]
     fn only_wanted_creations_are_remembered() {
         let failed = FailedCreations::default();

@@ -20,7 +20,7 @@ use super::backoff::{CreateBackoff, FailedCreations};
 use super::decisions::{
     CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, RouteCreation, decide,
 };
-use crate::cache::{NodeCache, NodeChange};
+use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
@@ -51,10 +51,10 @@ pub const CREATE_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// Whether a Node change can change the routes (watch-based reconciliation): a Node added or
 /// deleted, or a change of its pod CIDRs or addresses.
-pub fn node_change_affects_routes(change: &NodeChange) -> bool {
+pub fn node_change_affects_routes(change: &NodeEvent) -> bool {
     match change {
-        NodeChange::Applied { old: None, .. } | NodeChange::Deleted(_) => true,
-        NodeChange::Applied {
+        NodeEvent::Applied { old: None, .. } | NodeEvent::Deleted(_) => true,
+        NodeEvent::Applied {
             old: Some(old),
             new,
         } => {
@@ -72,7 +72,7 @@ pub fn node_change_affects_routes(change: &NodeChange) -> bool {
 /// Waits for a Node change that affects routes, then for `debounce`, and drops whatever else
 /// arrived meanwhile (the coming pass sees it all). Returns `false` when the feed closed.
 async fn next_route_change(
-    changes: &mut broadcast::Receiver<NodeChange>,
+    changes: &mut broadcast::Receiver<NodeEvent>,
     debounce: Duration,
 ) -> bool {
     loop {
@@ -102,7 +102,7 @@ async fn next_route_change(
 /// Queue a pass for every (debounced) Node change that affects routes, until `shutdown`.
 async fn route_feed(
     queue: Arc<WorkQueue<String>>,
-    mut changes: broadcast::Receiver<NodeChange>,
+    mut changes: broadcast::Receiver<NodeEvent>,
     debounce: Duration,
     shutdown: CancellationToken,
 ) {
@@ -314,9 +314,6 @@ pub fn condition_patch(condition: &NetworkCondition, now: &Time) -> serde_json::
     })
 }
 
-// Deliberate repetition: every controller's `new` takes the client, the Node cache, its part of
-// the provider, the metrics and its config, in the same order on purpose so that the binary
-// wires them alike; the bodies build different controllers.
 impl RouteController {
     /// A controller writing through `client`, reading `cache` and programming `routes`.
     pub fn new(
@@ -343,10 +340,6 @@ impl RouteController {
             failed: FailedCreations::default(),
         }
     }
-
-    // Deliberate repetition: like the service controller's, each builder method below sets one
-    // field of the public API (a heartbeat, a recorder, metrics registered early); a shared
-    // trait would only add a name for three assignments.
 
     /// Report liveness and readiness into `heartbeat` (e.g. one the binary checks).
     #[must_use]
@@ -896,20 +889,20 @@ mod tests {
     #[test]
     fn node_changes_that_affect_routes() {
         let base = node(Some("10.244.1.0/24"), Some("10.0.0.2"));
-        let update = |new: Arc<Node>| NodeChange::Applied {
+        let update = |new: Arc<Node>| NodeEvent::Applied {
             old: Some(base.clone()),
             new,
         };
         let cases = [
             (
                 "added",
-                NodeChange::Applied {
+                NodeEvent::Applied {
                     old: None,
                     new: base.clone(),
                 },
                 true,
             ),
-            ("deleted", NodeChange::Deleted(base.clone()), true),
+            ("deleted", NodeEvent::Deleted(base.clone()), true),
             (
                 "pod CIDR set",
                 update(node(Some("10.244.2.0/24"), Some("10.0.0.2"))),

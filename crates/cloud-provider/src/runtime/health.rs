@@ -222,8 +222,6 @@ mod tests {
         assert!(err.contains("watch of services"), "{err}");
     }
 
-    // Deliberate repetition: this test and the ones around it each build one heartbeat and
-    // check one way it turns unhealthy (or does not); the lines alike are its calls.
     #[tokio::test]
     async fn a_panicking_task_is_reported_and_ends_the_rest() {
         let beat = Heartbeat::new("node");

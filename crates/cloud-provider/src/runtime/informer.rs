@@ -36,7 +36,7 @@ pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// A change seen by an informer, published after its store was updated.
 #[derive(Clone, Debug)]
-pub enum Change<K> {
+pub enum WatchEvent<K> {
     /// An object was added (`old` is `None`) or modified.
     Applied {
         /// The previous version, if the store had one.
@@ -48,7 +48,7 @@ pub enum Change<K> {
     Deleted(Arc<K>),
 }
 
-impl<K: Resource> Change<K> {
+impl<K: Resource> WatchEvent<K> {
     /// The object concerned (the new version for an apply).
     pub fn object(&self) -> &Arc<K> {
         match self {
@@ -72,6 +72,38 @@ pub async fn next_change<T: Clone>(
     tokio::select! {
         () = shutdown.cancelled() => None,
         change = changes.recv() => Some(change),
+    }
+}
+
+/// What a controller's feed gets from an informer: one watch event, or word that it missed
+/// some (the broadcast lagged), after which it must look at everything again.
+#[derive(Clone, Debug)]
+pub enum Feed<T> {
+    /// The next watch event.
+    Event(T),
+    /// This many events were missed.
+    Lagged(u64),
+}
+
+/// The feed loop every controller runs over an informer's events: hand each event (or a lag)
+/// to `on` until `shutdown`. When the informer closes (its cache stopped), the feed waits for
+/// `shutdown`: what the controller already knows is still reconciled.
+pub async fn feed<T: Clone>(
+    mut events: broadcast::Receiver<T>,
+    shutdown: CancellationToken,
+    mut on: impl FnMut(Feed<T>),
+) {
+    loop {
+        match next_change(&mut events, &shutdown).await {
+            None => return,
+            Some(Ok(event)) => on(Feed::Event(event)),
+            Some(Err(broadcast::error::RecvError::Lagged(missed))) => on(Feed::Lagged(missed)),
+            Some(Err(broadcast::error::RecvError::Closed)) => {
+                tracing::warn!("the watch feed closed; known objects are still reconciled");
+                shutdown.cancelled().await;
+                return;
+            }
+        }
     }
 }
 
@@ -182,7 +214,7 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     objects: Objects<K>,
-    changes: broadcast::Sender<Change<K>>,
+    changes: broadcast::Sender<WatchEvent<K>>,
     synced: watch::Receiver<bool>,
     progress: WatchProgress,
 }
@@ -198,7 +230,7 @@ where
     objects: Objects<K>,
     /// The objects of a (re-)list under way, swapped in when it is done.
     relist: Option<HashMap<String, Arc<K>>>,
-    changes: broadcast::Sender<Change<K>>,
+    changes: broadcast::Sender<WatchEvent<K>>,
     synced: watch::Sender<bool>,
     progress: WatchProgress,
     strip: fn(&mut K),
@@ -266,7 +298,7 @@ where
     }
 
     /// Subscribe to changes. Subscribe first, then list, to miss nothing.
-    pub fn subscribe(&self) -> broadcast::Receiver<Change<K>> {
+    pub fn subscribe(&self) -> broadcast::Receiver<WatchEvent<K>> {
         self.changes.subscribe()
     }
 
@@ -335,12 +367,12 @@ where
             Event::Apply(object) => {
                 let new = Arc::new(object);
                 let old = write(&self.objects).insert(Self::key(&new), new.clone());
-                self.publish(Change::Applied { old, new });
+                self.publish(WatchEvent::Applied { old, new });
             }
             Event::Delete(object) => {
                 let key = Self::key(&object);
                 write(&self.objects).remove(&key);
-                self.publish(Change::Deleted(Arc::new(object)));
+                self.publish(WatchEvent::Deleted(Arc::new(object)));
             }
             Event::Init => self.relist = Some(HashMap::new()),
             Event::InitApply(object) => {
@@ -351,9 +383,9 @@ where
                 // A (re-)list replaced the store: diff it against what was there before.
                 let listed = self.relist.take().unwrap_or_default();
                 let mut before = std::mem::replace(&mut *write(&self.objects), listed);
-                let applied: Vec<Change<K>> = read(&self.objects)
+                let applied: Vec<WatchEvent<K>> = read(&self.objects)
                     .iter()
-                    .map(|(key, new)| Change::Applied {
+                    .map(|(key, new)| WatchEvent::Applied {
                         old: before.remove(key),
                         new: new.clone(),
                     })
@@ -362,14 +394,14 @@ where
                     self.publish(change);
                 }
                 for (_, gone) in before {
-                    self.publish(Change::Deleted(gone));
+                    self.publish(WatchEvent::Deleted(gone));
                 }
                 self.synced.send_replace(true);
             }
         }
     }
 
-    fn publish(&self, change: Change<K>) {
+    fn publish(&self, change: WatchEvent<K>) {
         // No subscribers is fine: controllers may not have started yet.
         let _ = self.changes.send(change);
     }

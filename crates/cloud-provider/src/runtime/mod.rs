@@ -30,6 +30,6 @@ pub mod reconcile;
 pub mod scope;
 
 pub use health::{Heartbeat, Tasks};
-pub use informer::{Change, Informer, InformerDriver, WatchProgress, next_change};
+pub use informer::{Feed, Informer, InformerDriver, WatchEvent, WatchProgress, feed, next_change};
 pub use reconcile::{ReconcileError, Reconciler, Retry, Workers, kube_category};
 pub use scope::WatchScope;

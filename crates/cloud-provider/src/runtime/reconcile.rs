@@ -589,9 +589,6 @@ mod tests {
         pool.stop().await;
     }
 
-    // Deliberate repetition: each pool test here is a scenario of its own (start a pool, wait
-    // for a count, check timing and overlaps, stop it); the set-up they share is in `start`,
-    // `until` and `Running::stop`, and what is left alike is the scenario's outline.
     #[tokio::test(start_paused = true)]
     async fn a_key_queued_during_its_reconcile_runs_again_only_after_it() {
         let r = Arc::new(Timed {

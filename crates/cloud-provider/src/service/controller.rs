@@ -14,7 +14,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, Client};
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::class::OwnedClass;
@@ -24,13 +23,13 @@ use super::decisions::{
 };
 use super::errors::ServiceSyncError;
 use super::metrics::ServiceMetrics;
-use crate::cache::{NodeCache, NodeChange};
+use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::LoadBalancer;
 use crate::runtime::health::{Heartbeat, Tasks};
-use crate::runtime::informer::{Change, Informer, next_change};
+use crate::runtime::informer::{self, Feed, Informer, WatchEvent};
 use crate::runtime::reconcile::{self, Reconciler};
 use crate::runtime::scope::WatchScope;
 use crate::workqueue::{Backoff, WorkQueue};
@@ -112,7 +111,7 @@ impl Work {
     }
 }
 
-pub(super) struct Inner {
+pub(super) struct ServiceReconciler {
     pub(super) client: Client,
     pub(super) services: Informer<Service>,
     pub(super) nodes: NodeCache,
@@ -146,8 +145,6 @@ pub struct ServiceController {
     heartbeat: Heartbeat,
 }
 
-// Deliberate repetition: the hand-written `Debug` of each type holding a `kube::Client` shows
-// its settings and leaves the client out; the fields shown are each type's own.
 impl std::fmt::Debug for ServiceController {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServiceController")
@@ -178,10 +175,6 @@ impl ServiceController {
             heartbeat: Heartbeat::new(CONTROLLER),
         }
     }
-
-    // Deliberate repetition: like the route controller's, each builder method below sets one
-    // field of the public API (a heartbeat, a recorder, metrics registered early); a shared
-    // trait would only add a name for three assignments.
 
     /// Use `service_metrics` (e.g. one registered before leader election) instead of a private
     /// one.
@@ -225,7 +218,7 @@ impl ServiceController {
         let heartbeat = self.heartbeat.clone();
         heartbeat.watch(services.progress().clone(), self.config.resync_period);
         heartbeat.watch(self.nodes.progress().clone(), self.config.resync_period);
-        let inner = Arc::new(Inner {
+        let inner = Arc::new(ServiceReconciler {
             client: self.client,
             services,
             nodes: self.nodes,
@@ -295,7 +288,7 @@ fn strip(service: &mut Service) {
     service.metadata.managed_fields = None;
 }
 
-impl Inner {
+impl ServiceReconciler {
     pub(super) fn cluster(&self) -> &str {
         &self.config.cluster_name
     }
@@ -390,28 +383,23 @@ impl Inner {
 }
 
 async fn service_feed(
-    inner: Arc<Inner>,
-    mut changes: tokio::sync::broadcast::Receiver<Change<Service>>,
+    inner: Arc<ServiceReconciler>,
+    changes: tokio::sync::broadcast::Receiver<WatchEvent<Service>>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let Some(change) = next_change(&mut changes, &shutdown).await else {
-            return;
-        };
-        match change {
-            Ok(Change::Applied { old, new }) => inner.on_service(old.as_deref(), &new),
-            Ok(Change::Deleted(gone)) => inner.on_service_deleted(&gone),
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "service change feed lagged; syncing every service");
-                for service in inner.services.list() {
-                    if should_enqueue_added(&service, inner.class()) {
-                        inner.enqueue(service_key(&service), Work::Sync);
-                    }
+    informer::feed(changes, shutdown, |event| match event {
+        Feed::Event(WatchEvent::Applied { old, new }) => inner.on_service(old.as_deref(), &new),
+        Feed::Event(WatchEvent::Deleted(gone)) => inner.on_service_deleted(&gone),
+        Feed::Lagged(missed) => {
+            tracing::warn!(missed, "service change feed lagged; syncing every service");
+            for service in inner.services.list() {
+                if should_enqueue_added(&service, inner.class()) {
+                    inner.enqueue(service_key(&service), Work::Sync);
                 }
             }
-            Err(RecvError::Closed) => return,
         }
-    }
+    })
+    .await;
 }
 
 /// Run `pass` once a `period` (the first after one period) until `shutdown`.
@@ -426,7 +414,7 @@ async fn every(period: Duration, shutdown: CancellationToken, mut pass: impl FnM
     }
 }
 
-async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
+async fn resync_loop(inner: Arc<ServiceReconciler>, shutdown: CancellationToken) {
     every(inner.config.resync_period, shutdown, || {
         // A resync delivers old == new: needsUpdate is false, only cleanups are queued.
         for service in inner.services.list() {
@@ -439,7 +427,7 @@ async fn resync_loop(inner: Arc<Inner>, shutdown: CancellationToken) {
 }
 
 /// Every `node_sync_period`: a forced target update for every load balancer.
-async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
+async fn periodic_node_sync(inner: Arc<ServiceReconciler>, shutdown: CancellationToken) {
     every(inner.config.node_sync_period, shutdown, || {
         tracing::debug!("periodic node sync of every load balancer");
         inner.enqueue_target_updates(true);
@@ -448,19 +436,18 @@ async fn periodic_node_sync(inner: Arc<Inner>, shutdown: CancellationToken) {
 }
 
 async fn node_feed(
-    inner: Arc<Inner>,
-    mut changes: tokio::sync::broadcast::Receiver<NodeChange>,
+    inner: Arc<ServiceReconciler>,
+    changes: tokio::sync::broadcast::Receiver<NodeEvent>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let Some(change) = next_change(&mut changes, &shutdown).await else {
-            return;
-        };
+    informer::feed(changes, shutdown, |event| {
         // `Some(force)`: update the targets; forced when only labels changed (the set of
         // eligible Nodes is the same, what the provider selects from it may not be).
-        let trigger = match change {
-            Ok(NodeChange::Applied { old: None, .. } | NodeChange::Deleted(_)) => Some(false),
-            Ok(NodeChange::Applied {
+        let trigger = match event {
+            Feed::Event(NodeEvent::Applied { old: None, .. } | NodeEvent::Deleted(_)) => {
+                Some(false)
+            }
+            Feed::Event(NodeEvent::Applied {
                 old: Some(old),
                 new,
             }) => {
@@ -472,28 +459,24 @@ async fn node_feed(
                         .then_some(true)
                 }
             }
-            Err(RecvError::Lagged(missed)) => {
+            Feed::Lagged(missed) => {
                 tracing::warn!(
                     missed,
                     "node change feed lagged; resyncing load balancer targets"
                 );
                 Some(false)
             }
-            Err(RecvError::Closed) => return,
         };
         if let Some(force) = trigger {
             // Queued per Service: keys already waiting coalesce.
             inner.enqueue_target_updates(force);
         }
-    }
+    })
+    .await;
 }
 
-// Deliberate repetition: the head of each controller's `Reconciler` impl (error type,
-// controller label, span) has the trait's shape; the span's field (`service = key` here,
-// `node = key` for the Node controllers) must be a literal name for `tracing`, so each impl
-// spells its own.
 #[async_trait]
-impl Reconciler for Inner {
+impl Reconciler for ServiceReconciler {
     type Error = ServiceSyncError;
 
     fn controller(&self) -> &'static str {

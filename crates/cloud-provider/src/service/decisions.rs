@@ -537,7 +537,6 @@ mod tests {
                 false,
                 false,
             ),
-            // Deliberate repetition: table rows, one Service shape per case.
             (
                 "ClusterIP with finalizer (the class left with the type)",
                 with_finalizer(svc("ClusterIP")),

@@ -5,8 +5,6 @@ use std::time::Duration;
 use crate::provider::{self, Category};
 use crate::runtime::reconcile::{ReconcileError, kube_category};
 
-// Deliberate repetition: one variant per failing step, each with its own message and source,
-// written out as every thiserror enum of the workspace; the steps are the service sync's own.
 /// Why a service sync failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceSyncError {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Service;
 
-use super::controller::{Inner, NODE_SYNC_CONTROLLER, Work};
+use super::controller::{NODE_SYNC_CONTROLLER, ServiceReconciler, Work};
 use super::decisions::{
     EVENT_NO_NODES, EVENT_UPDATED_HOSTS, node_names_for_log, nodes_sufficiently_equal,
     select_nodes, wants_load_balancer,
@@ -19,7 +19,7 @@ use crate::lock;
 use crate::provider::{Category, Outcome};
 use crate::runtime::reconcile::ReconcileError;
 
-impl Inner {
+impl ServiceReconciler {
     /// Set the load balancer's targets to the eligible Nodes, unless they equal the last set
     /// sent (`force` sends them anyway). A Service never synced gets a full sync instead, and so
     /// does one whose load balancer the provider no longer finds (the ensure creates it; a

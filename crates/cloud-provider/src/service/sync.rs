@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Service};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use super::controller::Inner;
+use super::controller::ServiceReconciler;
 use super::decisions::{
     EVENT_DELETED, EVENT_DELETING, ServiceDecision, ServiceStep, add_finalizer_patch,
     remove_finalizer_patch, select_nodes, status_change, status_patch, wants_load_balancer,
@@ -25,7 +25,7 @@ enum Operation {
     Delete,
 }
 
-impl Inner {
+impl ServiceReconciler {
     /// The Service is gone from the cache: delete the load balancer of the remembered version
     /// (the legacy path for Services without the finalizer).
     pub(super) async fn process_deletion(&self, key: &str) -> Result<(), ServiceSyncError> {

@@ -14,6 +14,12 @@
 //! - Rounds start at least one poll interval after the previous round ended. A waiter that
 //!   joins while a round is in flight is due by the next round (or at once, if it is due
 //!   later than that, when it is due).
+//! - A punctual waiter (its caller chose its first check, knowing how long its actions take)
+//!   is first polled when it is due, however recently a round ended, and that round does not
+//!   wait for others due after it: a caller that runs one action after another (the routes of
+//!   a network, which takes one change at a time) has each checked when it should be done,
+//!   not up to an interval later because the previous one's check just ended. Its later polls
+//!   are an interval apart, as everybody's.
 //! - Waiters that become due within half an interval of each other share one round: the
 //!   round waits for the last of them. A lone waiter is polled when it is due.
 //! - A waiter may have patience: it accepts being polled up to that long after it is due.
@@ -73,6 +79,8 @@ struct Waiter {
     due: Instant,
     /// How long after `due` the waiter may still be left for a later round.
     patience: Duration,
+    /// Not yet polled, and to be polled at `due` exactly (see the module docs).
+    punctual: bool,
     /// Set once the waiter is done; taken by the waiter.
     outcome: Option<Result<(), Error>>,
 }
@@ -101,6 +109,22 @@ impl ActionBatch {
     /// Registers a waiter for `ids` (not empty), to be polled no earlier than `due` and, while
     /// other waiters keep joining, possibly up to `patience` later.
     pub(crate) fn join(&self, ids: BTreeSet<i64>, due: Instant, patience: Duration) -> Ticket<'_> {
+        self.register(ids, due, patience, false)
+    }
+
+    /// Registers a punctual waiter for `ids` (not empty): first polled at `due`, however
+    /// recently a round ended.
+    pub(crate) fn join_punctual(&self, ids: BTreeSet<i64>, due: Instant) -> Ticket<'_> {
+        self.register(ids, due, Duration::ZERO, true)
+    }
+
+    fn register(
+        &self,
+        ids: BTreeSet<i64>,
+        due: Instant,
+        patience: Duration,
+        punctual: bool,
+    ) -> Ticket<'_> {
         let key = {
             let mut state = self.lock();
             let key = state.next_key;
@@ -111,6 +135,7 @@ impl ActionBatch {
                     pending: ids,
                     due,
                     patience,
+                    punctual,
                     outcome: None,
                 },
             );
@@ -189,13 +214,17 @@ impl State {
     /// Start of the next round: one interval after the last one ended, but not before some
     /// waiter is due; then as late as the last waiter due within half an interval. With
     /// patient waiters, later still: until every open waiter is due, the due IDs fill a
-    /// request, or a waiter's patience runs out, whichever comes first.
+    /// request, or a waiter's patience runs out, whichever comes first. A punctual waiter is
+    /// not held back by the last round, and no round waits past its due time.
     fn next_round(&self, interval: Duration) -> Option<Instant> {
-        let first_due = self.open().map(|w| w.due).min()?;
-        let at = match self.last_round_end {
-            Some(end) => (end + interval).max(first_due),
-            None => first_due,
-        };
+        let spaced = self.last_round_end.map(|end| end + interval);
+        let at = self
+            .open()
+            .map(|w| match spaced {
+                Some(spaced) if !w.punctual => w.due.max(spaced),
+                _ => w.due,
+            })
+            .min()?;
         let limit = at + interval / 2;
         let grouped = self
             .open()
@@ -206,7 +235,10 @@ impl State {
         let all_due = self.open().map(|w| w.due).max()?;
         let deadline = self.deadline()?;
         let full = self.full_at().unwrap_or(all_due);
-        Some(grouped.max(all_due.min(deadline).min(full)))
+        let round = grouped.max(all_due.min(deadline).min(full));
+        // Nor is a punctual waiter's first poll later than it is due.
+        let punctual = self.open().filter(|w| w.punctual).map(|w| w.due).min();
+        Some(punctual.map_or(round, |first| round.min(first)))
     }
 
     /// The first moment a waiter's patience runs out.
@@ -325,6 +357,7 @@ impl State {
             }
             if was_polled {
                 waiter.due = end + interval;
+                waiter.punctual = false;
             }
         }
         for (err, list) in errors.into_iter().zip(failing) {
@@ -712,6 +745,84 @@ mod tests {
         // And one due within its patience shares the round.
         let (start, requests) = two_patient_waiters(&batch, [4, 5], [1, 3]).await;
         assert_eq!(requests, vec![(start + INTERVAL * 3, vec![4, 5])]);
+    }
+
+    async fn wait_punctually(
+        batch: &ActionBatch,
+        fake: &Arc<Fake>,
+        ids: &[i64],
+        due: Instant,
+    ) -> Result<(), Error> {
+        let fake = Arc::clone(fake);
+        batch
+            .join_punctual(ids.iter().copied().collect(), due)
+            .wait(move |ids| {
+                let fake = Arc::clone(&fake);
+                async move { fake.answer(ids).await }
+            })
+            .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn punctual_waiters_one_after_another_are_each_polled_when_due() {
+        let batch = ActionBatch::new(INTERVAL);
+        let fake = Fake::new(1);
+        let start = Instant::now();
+        // One action after another, each checked a fifth of an interval after it started.
+        for id in 1..=3 {
+            let due = Instant::now() + INTERVAL / 5;
+            wait_punctually(&batch, &fake, &[id], due)
+                .await
+                .expect("done");
+        }
+        let times: Vec<Instant> = fake.requests().iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            times,
+            vec![
+                start + INTERVAL / 5,
+                start + INTERVAL * 2 / 5,
+                start + INTERVAL * 3 / 5
+            ]
+        );
+        // A waiter that is not punctual is polled an interval after the last round.
+        let end = Instant::now();
+        wait(&batch, &fake, &[4], end + INTERVAL / 5)
+            .await
+            .expect("done");
+        assert_eq!(fake.requests()[3], (end + INTERVAL, vec![4]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_punctual_round_waits_for_nobody_and_its_recheck_is_an_interval_later() {
+        let batch = ActionBatch::new(INTERVAL);
+        let fake = Fake::new(2);
+        let start = Instant::now();
+        let (a, b) = tokio::join!(
+            wait_punctually(&batch, &fake, &[1], start + INTERVAL),
+            wait(&batch, &fake, &[2], start + INTERVAL + INTERVAL / 4),
+        );
+        a.and(b).expect("done");
+        assert_eq!(
+            fake.requests(),
+            vec![
+                (start + INTERVAL, vec![1]),
+                (start + INTERVAL * 2, vec![1, 2]),
+                (start + INTERVAL * 3, vec![2]),
+            ]
+        );
+        // Without punctuality, the first round waits for the second waiter.
+        let fake = Fake::new(2);
+        let start = Instant::now();
+        let (a, b) = tokio::join!(
+            wait(&batch, &fake, &[1], start + INTERVAL),
+            wait(&batch, &fake, &[2], start + INTERVAL + INTERVAL / 4),
+        );
+        a.and(b).expect("done");
+        let first = start + INTERVAL + INTERVAL / 4;
+        assert_eq!(
+            fake.requests(),
+            vec![(first, vec![1, 2]), (first + INTERVAL, vec![1, 2])]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,6 +10,8 @@
 //!   fails at once.
 //! - A freshly returned running action is first polled one poll interval later; bare IDs
 //!   are polled in the next round (at once unless a round ended less than an interval ago).
+//!   [`ActionsApi::wait_checking_after`] chooses the first check itself, and gets it then,
+//!   however recently a round ended (and without waiting for other waiters).
 //! - Rounds are at least one poll interval apart; waiters that join while a round is in
 //!   flight are part of the next one.
 //! - A freshly returned action may be polled up to [`STREAM_PATIENCE`] poll intervals after
@@ -134,9 +136,11 @@ impl ActionsApi<'_> {
     }
 
     /// Like [`ActionsApi::wait`], with the first check of a running `action` `first_check`
-    /// after now (instead of one poll interval): for a caller that knows how long its actions
-    /// usually take, so that one check usually finds it done. Later checks are the shared
-    /// rounds of every waiter.
+    /// after now (instead of one poll interval), even when another waiter's round ended just
+    /// before: for a caller that knows how long its actions usually take, so that one check
+    /// usually finds it done, and that runs them one after another (the next starts when the
+    /// check finds this one done). Later checks are the shared rounds of every waiter, an
+    /// interval apart.
     pub async fn wait_checking_after<A: ActionRef + ?Sized>(
         &self,
         action: &A,
@@ -171,17 +175,16 @@ impl ActionsApi<'_> {
         // Freshly returned actions are rarely done at once: their first poll waits.
         let now = Instant::now();
         let interval = self.client.poll_interval();
-        let (due, patience) = match first_check {
-            Some(first) => (now + first, std::time::Duration::ZERO),
-            None if known_running => (now + interval, interval * STREAM_PATIENCE),
-            None => (now, std::time::Duration::ZERO),
-        };
         tracing::trace!(pending = pending.len(), "waiting for hcloud actions");
+        let batch = self.client.action_batch();
+        let ticket = match first_check {
+            Some(first) => batch.join_punctual(pending, now + first),
+            None if known_running => {
+                batch.join(pending, now + interval, interval * STREAM_PATIENCE)
+            }
+            None => batch.join(pending, now, std::time::Duration::ZERO),
+        };
         let client = self.client;
-        client
-            .action_batch()
-            .join(pending, due, patience)
-            .wait(|ids| fetch(client, ids))
-            .await
+        ticket.wait(|ids| fetch(client, ids)).await
     }
 }
