@@ -8,6 +8,7 @@
 // Test helpers outside `#[test]` functions fail loudly, like the tests themselves.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod example_provider;
 mod node_controller;
 mod node_lifecycle;
 mod route_controller;
