@@ -248,9 +248,7 @@ impl Robot {
         let client = self.client()?.clone();
         let max_age = self.settings.power_state_max_age;
         let state = {
-            let mut states = self
-                .power_states
-                .lock();
+            let mut states = self.power_states.lock();
             // Only the states still of use are kept: a server no longer asked about (its
             // Node Ready again, or gone) is forgotten.
             states.retain(|_, state| state.is_refreshing() || state.fresh(max_age).is_some());
