@@ -20,8 +20,6 @@ use serde_json::Value;
 
 use crate::schedule::EXCLUDE_LABEL;
 
-// Deliberate repetition: the invariants' names, one documented constant each, as the report prints
-// them.
 /// Invariant: no Node deleted while its server exists.
 pub const NODE_DELETED_WITH_SERVER: &str = "no Node deleted while its server exists";
 /// Invariant: never two load balancers for one Service.

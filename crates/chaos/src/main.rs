@@ -38,8 +38,6 @@ use kube_harness::ControlPlane;
 
 use crate::run::{Options, Outcome};
 
-// Deliberate repetition: clap arguments; the bench's tool has the same layout, but each tool has
-// its own flags and only `--ccm` means the same in both.
 #[derive(Debug, Parser)]
 #[command(
     name = "hcloud-ccm-chaos",

@@ -690,7 +690,6 @@ mod tests {
         assert_eq!(s.proxy.applied()["reset before forwarding"], 1);
     }
 
-    // Deliberate repetition: one test per fault kind, each a short scenario read on its own.
     #[tokio::test]
     async fn reply_lost_after_the_cloud_acted() {
         let s = setup().await;

@@ -462,7 +462,6 @@ fn service_annotations(rng: &mut StdRng) -> BTreeMap<String, String> {
     annotations
 }
 
-// Deliberate repetition: a data table of request patterns, one row each.
 /// Requests the CCM makes (method, path pattern), for fault rules; `None` is any method.
 const FAULT_TARGETS: &[(Option<&str>, &str)] = &[
     (None, "*"),

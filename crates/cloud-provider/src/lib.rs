@@ -139,7 +139,6 @@
 //! [`runtime`] (informer, work queue, worker pool with lendable slots, heartbeat) is the one
 //! they all run on. `docs/architecture.md` draws the whole.
 
-pub mod cache;
 pub mod change;
 pub mod events;
 pub mod go;
@@ -151,11 +150,9 @@ pub mod provider;
 pub mod route;
 pub mod runtime;
 pub mod service;
-pub mod token_bucket;
 pub mod well_known;
-pub mod workqueue;
 
-pub use cache::{NodeCache, NodeEvent, NodeReflector};
+pub use runtime::cache::{NodeCache, NodeEvent, NodeReflector};
 
 /// A loop period that cannot spin: at least 10 ms.
 pub(crate) fn period(configured: std::time::Duration) -> std::time::Duration {
@@ -169,16 +166,8 @@ pub(crate) fn jittered(base: std::time::Duration) -> std::time::Duration {
     base + base.mul_f64(rand::rng().random_range(0.0..1.0))
 }
 
-pub(crate) use token_bucket::refilled;
+pub(crate) use runtime::token_bucket::refilled;
 
-/// Lock the std `mutex`, also when a panic poisoned it: every lock of this crate guards plain
-/// bookkeeping that stays consistent between statements. The crate's other locks are
-/// `parking_lot` mutexes, which have no poisoning and need no helper.
-pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 pub use events::{EventRecorder, EventType};
 pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};

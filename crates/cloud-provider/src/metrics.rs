@@ -55,7 +55,7 @@ pub struct Metrics {
     initial_sync_delay: Histogram,
     deleted_nodes: Counter,
     held_deletions: Gauge,
-    workqueues: crate::workqueue::WorkQueueMetrics,
+    workqueues: crate::runtime::workqueue::WorkQueueMetrics,
 }
 
 impl Default for Metrics {
@@ -69,7 +69,7 @@ impl Default for Metrics {
             initial_sync_delay: delay_histogram(),
             deleted_nodes: Counter::default(),
             held_deletions: Gauge::default(),
-            workqueues: crate::workqueue::WorkQueueMetrics::default(),
+            workqueues: crate::runtime::workqueue::WorkQueueMetrics::default(),
         }
     }
 }
@@ -126,7 +126,7 @@ impl Metrics {
     }
 
     /// The client-go work-queue series of the controllers' queues.
-    pub fn workqueues(&self) -> &crate::workqueue::WorkQueueMetrics {
+    pub fn workqueues(&self) -> &crate::runtime::workqueue::WorkQueueMetrics {
         &self.workqueues
     }
 

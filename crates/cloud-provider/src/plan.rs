@@ -490,8 +490,8 @@ mod tests {
         LoadBalancerIngress, NodeAddress, NodeCondition, NodeSpec, NodeStatus, ServiceSpec,
         ServiceStatus, Taint,
     };
+    use parking_lot::Mutex;
     use std::collections::BTreeMap;
-    use std::sync::Mutex;
 
     #[derive(Default)]
     struct Fake {
@@ -504,10 +504,7 @@ mod tests {
 
     impl Fake {
         fn call(&self, what: &str) {
-            self.calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(what.to_owned());
+            self.calls.lock().push(what.to_owned());
         }
     }
 
@@ -727,7 +724,6 @@ mod tests {
     fn writes(fake: &Fake) -> Vec<String> {
         fake.calls
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .filter(|c| c.starts_with("WRITE"))
             .cloned()
@@ -769,7 +765,7 @@ mod tests {
         assert!(plan.render_text().starts_with("No changes"));
         assert!(writes(&fake).is_empty());
         // It did ask: the LB plan and the routes list.
-        let calls = fake.calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let calls = fake.calls.lock().clone();
         assert!(calls.contains(&"plan_lb".to_owned()) && calls.contains(&"list_routes".to_owned()));
     }
 

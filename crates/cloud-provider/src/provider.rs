@@ -391,9 +391,6 @@ pub trait LoadBalancer: Send + Sync {
     /// wait for this one's actions.
     fn use_workers(&self, _workers: Workers) {}
 
-    // Deliberate repetition: implementations of this trait repeat each method's signature, as
-    // Rust requires; the trait is where it is defined.
-
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by `plan` ([`crate::plan`]); it must never write to the cloud. Providers that
@@ -585,7 +582,7 @@ pub trait CloudProvider: Send + Sync {
     /// The cloud API's recoveries: a count that changes each time a call succeeds after one or
     /// more transient failures (5xx, timeouts, connection errors, rate limits). The controllers
     /// given it retry their transiently failed objects promptly instead of after their grown
-    /// backoff ([`crate::workqueue::WorkQueue::expedite_transient`]). `None` (the default):
+    /// backoff ([`crate::runtime::workqueue::WorkQueue::expedite_transient`]). `None` (the default):
     /// the provider cannot tell, and backoffs run their course.
     fn recoveries(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None

@@ -241,9 +241,7 @@ mod tests {
     use super::*;
     use prometheus_client::encoding::text::encode;
 
-    // Deliberate repetition: the simulator checks its own route templates the same way, but
-    // it may not use this crate and its templates differ (`{id}`, not `-`); these cases are
-    // the `api_endpoint` label values of the official CCM.
+    // These cases are the `api_endpoint` label values of the official CCM.
     #[test]
     fn templates_replace_ids() {
         assert_eq!(endpoint_template("/servers"), "/servers");

@@ -49,7 +49,7 @@ pub fn is_transient_status(status: u16) -> bool {
 /// Delay before retry number `retry` (0 for the first retry): `base * 2^retry`, at most
 /// `cap`; with jitter, a uniformly random point between `base` and that value, so that many
 /// clients failing together do not retry together. (This crate stands alone; the controllers
-/// above it share `cloud_provider::workqueue::Backoff`.)
+/// above it share `cloud_provider::runtime::workqueue::Backoff`.)
 pub fn backoff_delay(config: &RetryConfig, retry: u32) -> Duration {
     let factor = 2u32.checked_pow(retry.min(31)).unwrap_or(u32::MAX);
     let delay = config

@@ -37,8 +37,7 @@ pub(crate) struct Transport {
     metrics: Metrics,
 }
 
-// Deliberate repetition: a `Debug` by hand, as other types holding credentials have one, to
-// show only what is safe to log (never the `Authorization` header).
+// By hand: only what is safe to log, never the `Authorization` header.
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transport")

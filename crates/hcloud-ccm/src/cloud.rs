@@ -130,10 +130,11 @@ impl CloudError {
 }
 
 /// First and longest delay between two start-up attempts.
-const STARTUP_BACKOFF: cloud_provider::workqueue::Backoff = cloud_provider::workqueue::Backoff {
-    base: Duration::from_secs(1),
-    max: Duration::from_secs(60),
-};
+const STARTUP_BACKOFF: cloud_provider::runtime::workqueue::Backoff =
+    cloud_provider::runtime::workqueue::Backoff {
+        base: Duration::from_secs(1),
+        max: Duration::from_secs(60),
+    };
 
 /// The API client and the provider over it.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use std::future::Future;
 
-use cloud_provider::token_bucket::TokenBucket;
+use cloud_provider::runtime::token_bucket::TokenBucket;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use prometheus_client::encoding::EncodeLabelSet;

@@ -91,8 +91,6 @@ pub enum Error {
     },
 }
 
-// Deliberate repetition: a plain settings struct (one documented field per variable); it shares
-// only the field layout with other structs.
 /// What the provider needs besides an API client.
 #[derive(Clone, Debug, Default)]
 pub struct ProviderSettings {

@@ -195,7 +195,7 @@ impl RoutesConfig {
     }
 
     fn backoff(&self, retry: u32) -> Duration {
-        cloud_provider::workqueue::Backoff {
+        cloud_provider::runtime::workqueue::Backoff {
             base: self.retry_base,
             max: self.retry_cap,
         }

@@ -18,14 +18,14 @@ use super::addresses::NodeIpError;
 use super::decisions::{
     InitError, Initialization, NodeDecision, SkippedLabel, decide, is_uninitialized,
 };
-use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, InstanceMetadata, Instances};
+use crate::runtime::cache::{NodeCache, NodeEvent};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{self, ReconcileError, Reconciler, is_conflict, kube_category};
-use crate::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
+use crate::runtime::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
 
 /// Event source component.
 pub const COMPONENT: &str = "cloud-node-controller";
@@ -249,7 +249,7 @@ impl NodeController {
             recoveries,
         } = self;
         let inner = Arc::new(inner);
-        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER;
+        let stuck_after = crate::runtime::cache::NODE_WATCH_STUCK_AFTER;
         let start = inner
             .cache
             .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);

@@ -1,6 +1,7 @@
 //! I/O of the lifecycle controller; decisions live in [`super::decisions`].
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,17 +15,16 @@ use super::decisions::{
     FirstStep, LifecycleDecision, REASON_DELETING_NODE, Reading, TaintChange, apply_taint_change,
     decide, first_step,
 };
-use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
-use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Instances};
+use crate::runtime::cache::{NodeCache, NodeEvent};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{
     self, ReconcileError, Reconciler, is_conflict, is_not_found, kube_category,
 };
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::runtime::workqueue::{Backoff, WorkQueue};
 
 /// Event source component.
 pub const COMPONENT: &str = "cloud-node-lifecycle-controller";
@@ -227,7 +227,7 @@ impl NodeLifecycleController {
         let inner = Arc::new(inner);
         tracing::info!(controller = CONTROLLER, "starting");
         let period = crate::period(inner.config.node_monitor_period);
-        let stuck_after = crate::cache::NODE_WATCH_STUCK_AFTER.max(period);
+        let stuck_after = crate::runtime::cache::NODE_WATCH_STUCK_AFTER.max(period);
         let start = inner
             .cache
             .start_keyed(&inner.queue, &heartbeat, stuck_after, &shutdown);
@@ -324,9 +324,9 @@ impl LifecycleReconciler {
     /// The Node is fine (or gone from the cluster): no failure and no report of it stays.
     fn forget(&self, name: &str) {
         self.last_warning.forget(name);
-        if lock(&self.brake).forget(name) {
+        if self.brake.lock().forget(name) {
             let nodes = self.cloud_nodes();
-            let held = lock(&self.brake).held(tokio::time::Instant::now(), nodes);
+            let held = self.brake.lock().held(tokio::time::Instant::now(), nodes);
             self.metrics.set_node_deletions_held(held);
         }
     }
@@ -348,7 +348,7 @@ impl LifecycleReconciler {
         let verdict = (reading == Reading::Gone).then(|| {
             let nodes = self.cloud_nodes();
             let now = tokio::time::Instant::now();
-            let mut brake = lock(&self.brake);
+            let mut brake = self.brake.lock();
             let verdict = brake.gone(name, now, nodes);
             self.metrics.set_node_deletions_held(brake.held(now, nodes));
             verdict

@@ -8,8 +8,8 @@
 //! addresses or providerID changed, e.g. once its server was attached to the network) is
 //! tried at once.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use ipnet::IpNet;
 use tokio::time::Instant;
@@ -18,7 +18,7 @@ use super::decisions::{RouteCreation, addresses_equal};
 
 /// Delays between the attempts of one failing creation: after the first failure `base`,
 /// doubling with each further one, at most `max`.
-pub type CreateBackoff = crate::workqueue::Backoff;
+pub type CreateBackoff = crate::runtime::workqueue::Backoff;
 
 /// One failing creation.
 #[derive(Debug)]
@@ -59,8 +59,8 @@ fn same_request(a: &RouteCreation, b: &RouteCreation) -> bool {
 }
 
 impl FailedCreations {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(String, IpNet), Failure>> {
-        crate::lock(&self.entries)
+    fn entries(&self) -> parking_lot::MutexGuard<'_, HashMap<(String, IpNet), Failure>> {
+        self.entries.lock()
     }
 
     /// Whether `creation` may be tried at `now`: it never failed, its delay is over, or it asks

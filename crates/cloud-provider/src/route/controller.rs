@@ -21,13 +21,13 @@ use super::decisions::{
     CONDITION_NETWORK_UNAVAILABLE, CidrAction, NetworkCondition, NodeWork, NotRouted,
     RouteCreation, decide,
 };
-use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
+use crate::runtime::cache::{NodeCache, NodeEvent};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::reconcile::{self, Reconciler, is_conflict, is_not_found};
-use crate::workqueue::{Backoff, WorkQueue};
+use crate::runtime::workqueue::{Backoff, WorkQueue};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "route_controller";
@@ -257,7 +257,7 @@ pub struct RouteController {
     /// Creations that failed, each with its backoff and the reason last reported.
     failed: FailedCreations,
     /// The Nodes (name, UID) the cloud does not route that were warned about, once each.
-    warned_not_routed: std::sync::Mutex<std::collections::BTreeSet<(String, String)>>,
+    warned_not_routed: parking_lot::Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl std::fmt::Debug for RouteController {
@@ -341,7 +341,7 @@ impl RouteController {
             config,
             heartbeat: Heartbeat::new(CONTROLLER),
             failed: FailedCreations::default(),
-            warned_not_routed: std::sync::Mutex::default(),
+            warned_not_routed: parking_lot::Mutex::default(),
         }
     }
 
@@ -399,7 +399,7 @@ impl RouteController {
         let heartbeat = self.heartbeat.clone();
         heartbeat.watch(
             self.cache.progress().clone(),
-            crate::cache::NODE_WATCH_STUCK_AFTER.max(self.config.reconciliation_period),
+            crate::runtime::cache::NODE_WATCH_STUCK_AFTER.max(self.config.reconciliation_period),
         );
         heartbeat.set_synced();
         // Subscribed before the first pass lists the Nodes, so no change is missed.
@@ -556,10 +556,7 @@ impl RouteController {
     /// One Warning on each Node the cloud does not route, the first time a pass sees it.
     async fn warn_not_routed(&self, not_routed: &[NotRouted]) {
         let fresh: Vec<&NotRouted> = {
-            let mut warned = self
-                .warned_not_routed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut warned = self.warned_not_routed.lock();
             let key = |n: &NotRouted| (n.node.clone(), n.uid.clone());
             warned.retain(|known| not_routed.iter().any(|n| key(n) == *known));
             not_routed

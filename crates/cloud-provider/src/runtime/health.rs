@@ -5,7 +5,8 @@
 //! ([`Heartbeat::liveness`]) and a `/readyz` check ([`Heartbeat::readiness`]); a controller
 //! whose task died also returns from `run` early, so the process can exit non-zero.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::informer::WatchProgress;
 use super::reconcile::{self, Reconciler, Workers};
 use crate::metrics::Metrics;
-use crate::workqueue::WorkQueue;
+use crate::runtime::workqueue::WorkQueue;
 
 #[derive(Debug, Default)]
 struct State {
@@ -40,7 +41,7 @@ impl Heartbeat {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        crate::lock(&self.state)
+        self.state.lock()
     }
 
     /// The controller's name.
@@ -153,7 +154,7 @@ impl Tasks {
     pub async fn run_until_stopped(
         self,
         shutdown: &CancellationToken,
-        queue: &crate::workqueue::WorkQueue<String>,
+        queue: &crate::runtime::workqueue::WorkQueue<String>,
         controller: &'static str,
     ) {
         let clean = self.supervise(shutdown).await;

@@ -7,9 +7,10 @@
 //! 403 after an RBAC change, say) leaves the controllers on a frozen snapshot, and that must
 //! show up in `/healthz` instead of only in a log line.
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -150,17 +151,17 @@ impl WatchProgress {
 
     /// A copy of the current status.
     pub fn status(&self) -> WatchStatus {
-        crate::lock(&self.status).clone()
+        self.status.lock().clone()
     }
 
     /// Record progress (clears a failure).
     pub fn progressed(&self) {
-        crate::lock(&self.status).failing = None;
+        self.status.lock().failing = None;
     }
 
     /// Record a failed attempt.
     pub fn failed(&self, error: String, apiserver_answered: bool) {
-        let mut status = crate::lock(&self.status);
+        let mut status = self.status.lock();
         let since = status
             .failing
             .as_ref()
@@ -407,12 +408,12 @@ where
     }
 }
 
-fn read<K>(objects: &Objects<K>) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
-    objects.read().unwrap_or_else(PoisonError::into_inner)
+fn read<K>(objects: &Objects<K>) -> parking_lot::RwLockReadGuard<'_, HashMap<String, Arc<K>>> {
+    objects.read()
 }
 
-fn write<K>(objects: &Objects<K>) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
-    objects.write().unwrap_or_else(PoisonError::into_inner)
+fn write<K>(objects: &Objects<K>) -> parking_lot::RwLockWriteGuard<'_, HashMap<String, Arc<K>>> {
+    objects.write()
 }
 
 #[cfg(test)]

@@ -21,11 +21,11 @@
 //! reconcile goes on. With one worker, a burst of Services whose load balancers each wait a
 //! second for an action then takes about a second, not a second per Service.
 
+#[cfg(test)]
+use parking_lot::Mutex;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-#[cfg(test)]
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -38,7 +38,7 @@ use tracing::Instrument;
 use crate::events::error_chain;
 use crate::metrics::Metrics;
 use crate::provider::{self, Category};
-use crate::workqueue::WorkQueue;
+use crate::runtime::workqueue::WorkQueue;
 
 /// An error a reconcile can end with: what the runtime needs to know to react.
 pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
@@ -361,7 +361,7 @@ async fn run_one<R: Reconciler + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workqueue::Backoff;
+    use crate::runtime::workqueue::Backoff;
     use std::collections::{HashMap, HashSet};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::sync::watch;
@@ -384,7 +384,6 @@ mod tests {
         async fn user_error(&self, key: &str, reason: &str, _err: &provider::Error) {
             self.user_errors
                 .lock()
-                .unwrap()
                 .push((key.to_owned(), reason.to_owned()));
         }
     }
@@ -439,7 +438,7 @@ mod tests {
     impl Drop for Live<'_> {
         fn drop(&mut self) {
             self.0.live.fetch_sub(1, Ordering::SeqCst);
-            self.0.in_flight.lock().unwrap().remove(&self.1);
+            self.0.in_flight.lock().remove(&self.1);
         }
     }
 
@@ -459,10 +458,10 @@ mod tests {
         async fn reconcile(&self, key: &str) -> Result<(), provider::Error> {
             self.live.fetch_add(1, Ordering::SeqCst);
             let _live = Live(self, key.to_owned());
-            if !self.in_flight.lock().unwrap().insert(key.to_owned()) {
+            if !self.in_flight.lock().insert(key.to_owned()) {
                 self.overlaps.fetch_add(1, Ordering::SeqCst);
             }
-            *self.runs.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+            *self.runs.lock().entry(key.to_owned()).or_default() += 1;
             self.started.send_modify(|n| *n += 1);
             if self.panic_on == Some(key) {
                 panic!("reconcile of {key} panicked on purpose");
@@ -481,7 +480,7 @@ mod tests {
 
     impl Timed {
         fn runs(&self, key: &str) -> usize {
-            self.runs.lock().unwrap().get(key).copied().unwrap_or(0)
+            self.runs.lock().get(key).copied().unwrap_or(0)
         }
     }
 
@@ -722,7 +721,7 @@ mod tests {
         );
         assert_eq!(m.retry_count("test", Category::Transient), 4);
         assert_eq!(m.error_count("test", "transient"), 4);
-        assert!(r.user_errors.lock().unwrap().is_empty());
+        assert!(r.user_errors.lock().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -737,7 +736,7 @@ mod tests {
         assert_eq!(q.num_requeues(&"a/b".to_owned()), 0);
         assert_eq!(m.retry_count("test", Category::User), 0);
         assert_eq!(
-            *r.user_errors.lock().unwrap(),
+            *r.user_errors.lock(),
             [("a/b".to_owned(), "InvalidConfiguration".to_owned())]
         );
     }

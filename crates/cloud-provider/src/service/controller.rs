@@ -7,8 +7,9 @@
 //! action are both queued, and the latter builds its target set from the Node cache when it
 //! runs, not when the Node changed.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -24,16 +25,15 @@ use super::decisions::{
 };
 use super::errors::ServiceSyncError;
 use super::metrics::ServiceMetrics;
-use crate::cache::{NodeCache, NodeEvent};
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
-use crate::lock;
 use crate::metrics::Metrics;
 use crate::provider::LoadBalancer;
+use crate::runtime::cache::{NodeCache, NodeEvent};
 use crate::runtime::health::{Heartbeat, Tasks};
 use crate::runtime::informer::{self, Feed, Informer, WatchEvent};
 use crate::runtime::reconcile::{self, Reconciler};
 use crate::runtime::scope::WatchScope;
-use crate::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
+use crate::runtime::workqueue::{Backoff, WorkQueue, expedite_on_recovery};
 
 /// Event source component (as upstream).
 pub const COMPONENT: &str = "service-controller";
@@ -329,7 +329,7 @@ impl ServiceReconciler {
     /// Queue `action` for `key` (merged with one already waiting).
     pub(super) fn enqueue(&self, key: String, action: Work) {
         {
-            let mut pending = lock(&self.pending);
+            let mut pending = self.pending.lock();
             let merged = pending
                 .get(&key)
                 .map_or(action, |waiting| waiting.merge(action));
@@ -342,7 +342,9 @@ impl ServiceReconciler {
     /// waiting for a full sync gets that sync (which sets the targets) now if it is backing off
     /// after a failure (see [`ServiceReconciler::sync_now_for_nodes`]).
     fn enqueue_target_updates(&self, force: bool) {
-        let keys: Vec<String> = lock(&self.remembered)
+        let keys: Vec<String> = self
+            .remembered
+            .lock()
             .iter()
             .filter(|(_, s)| wants_load_balancer(s, self.class()))
             .map(|(k, _)| k.clone())
@@ -351,7 +353,7 @@ impl ServiceReconciler {
             self.lb.expect_lookups(keys.len());
         }
         for key in keys {
-            if lock(&self.pending).get(&key) == Some(&Work::Sync) {
+            if self.pending.lock().get(&key) == Some(&Work::Sync) {
                 self.sync_now_for_nodes(key);
                 continue;
             }
@@ -374,7 +376,9 @@ impl ServiceReconciler {
     /// path deletes its load balancer.
     fn on_service_deleted(&self, service: &Service) {
         let key = service_key(service);
-        let remembered = lock(&self.remembered)
+        let remembered = self
+            .remembered
+            .lock()
             .get(&key)
             .is_some_and(|s| wants_load_balancer(s, self.class()));
         if remembered {
@@ -395,8 +399,8 @@ impl ServiceReconciler {
     }
 
     pub(super) fn forget(&self, key: &str) {
-        lock(&self.remembered).remove(key);
-        lock(&self.last_synced_nodes).remove(key);
+        self.remembered.lock().remove(key);
+        self.last_synced_nodes.lock().remove(key);
         self.last_warning.forget(key);
     }
 }
@@ -507,7 +511,7 @@ impl Reconciler for ServiceReconciler {
     }
 
     async fn reconcile(&self, key: &str) -> Result<(), ServiceSyncError> {
-        let action = lock(&self.pending).remove(key).unwrap_or(Work::Sync);
+        let action = self.pending.lock().remove(key).unwrap_or(Work::Sync);
         let result = match (self.cached_service(key), action) {
             (None, _) => self.process_deletion(key).await,
             (Some(service), Work::Sync) => self.process_create_or_update(service, key).await,
@@ -521,7 +525,7 @@ impl Reconciler for ServiceReconciler {
         if result.is_err() {
             // The retry repeats a full sync: it also sets the targets, and it repairs what a
             // failed target update could not (e.g. a load balancer deleted behind our back).
-            let mut pending = lock(&self.pending);
+            let mut pending = self.pending.lock();
             let merged = pending.get(key).map_or(Work::Sync, |p| p.merge(Work::Sync));
             pending.insert(key.to_owned(), merged);
         }

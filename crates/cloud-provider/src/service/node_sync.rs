@@ -17,7 +17,6 @@ use super::decisions::{
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
-use crate::lock;
 use crate::provider::{Category, Outcome};
 use crate::runtime::reconcile::ReconcileError;
 
@@ -52,7 +51,7 @@ impl ServiceReconciler {
         }
         let started = Instant::now();
         let nodes = select_nodes(&self.nodes.list());
-        let last = lock(&self.last_synced_nodes).get(key).cloned();
+        let last = self.last_synced_nodes.lock().get(key).cloned();
         let Some(last) = last else {
             // Never synced by this process: only the full sync knows how.
             return self
@@ -72,7 +71,9 @@ impl ServiceReconciler {
             .observe(started.elapsed().as_secs_f64());
         let err = match result {
             Ok(Outcome::Done(())) => {
-                lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
+                self.last_synced_nodes
+                    .lock()
+                    .insert(key.to_owned(), nodes.clone());
                 let event = if nodes.is_empty() {
                     EVENT_NO_NODES
                 } else {
@@ -85,14 +86,14 @@ impl ServiceReconciler {
                 return Ok(());
             }
             Ok(Outcome::ImplementedElsewhere) => {
-                lock(&self.last_synced_nodes).insert(key.to_owned(), nodes);
+                self.last_synced_nodes.lock().insert(key.to_owned(), nodes);
                 return Ok(());
             }
             Err(err) if err.category() == Category::NotFound => {
                 // Not an error of the target update (upstream asks whether the load balancer
                 // still exists before it reports one): there is nothing to update. Targets
                 // are no longer known to be in place, so they are not recorded.
-                lock(&self.last_synced_nodes).remove(key);
+                self.last_synced_nodes.lock().remove(key);
                 let still_wanted = self
                     .cached_service(key)
                     .is_some_and(|current| wants_load_balancer(&current, self.class()));

@@ -15,7 +15,6 @@ use super::decisions::{
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
 use crate::events::{EventType, error_chain};
-use crate::lock;
 use crate::provider::Outcome;
 use crate::runtime::reconcile::is_not_found;
 
@@ -29,7 +28,7 @@ impl ServiceReconciler {
     /// The Service is gone from the cache: delete the load balancer of the remembered version
     /// (the legacy path for Services without the finalizer).
     pub(super) async fn process_deletion(&self, key: &str) -> Result<(), ServiceSyncError> {
-        let Some(previous) = lock(&self.remembered).get(key).cloned() else {
+        let Some(previous) = self.remembered.lock().get(key).cloned() else {
             return Ok(());
         };
         tracing::info!("service has been deleted; cleaning up its load balancer");
@@ -71,18 +70,20 @@ impl ServiceReconciler {
         service: Arc<Service>,
         key: &str,
     ) -> Result<(), ServiceSyncError> {
-        let previous = lock(&self.remembered).get(key).cloned();
+        let previous = self.remembered.lock().get(key).cloned();
         if let Some(previous) = previous
             && previous.metadata.uid != service.metadata.uid
         {
             // Deleted and re-created without the finalizer: clean up the old one first.
             self.process_load_balancer_delete(&previous).await?;
-            lock(&self.last_synced_nodes).remove(key);
+            self.last_synced_nodes.lock().remove(key);
         }
         if ServiceDecision::of(&service, self.class()).is_none() {
             return self.let_go(&service, key).await;
         }
-        lock(&self.remembered).insert(key.to_owned(), service.clone());
+        self.remembered
+            .lock()
+            .insert(key.to_owned(), service.clone());
         match self.sync_load_balancer(&service, key).await? {
             Operation::Delete => self.forget(key),
             Operation::Ensure => {}
@@ -96,7 +97,7 @@ impl ServiceReconciler {
     /// apiserver requires between) is its load balancer deleted, as Kubernetes' own controller
     /// deletes the load balancer of a Service that stops wanting one.
     async fn let_go(&self, service: &Service, key: &str) -> Result<(), ServiceSyncError> {
-        let previous = lock(&self.remembered).get(key).cloned();
+        let previous = self.remembered.lock().get(key).cloned();
         if previous.is_some_and(|p| wants_load_balancer(&p, self.class())) {
             tracing::info!(
                 class = super::class::class_of(service),
@@ -177,7 +178,9 @@ impl ServiceReconciler {
                         .ensure_load_balancer(self.cluster(), service, &nodes)
                         .await
                         .map_err(ServiceSyncError::EnsureLoadBalancer)?;
-                    lock(&self.last_synced_nodes).insert(key.to_owned(), nodes.clone());
+                    self.last_synced_nodes
+                        .lock()
+                        .insert(key.to_owned(), nodes.clone());
                     match outcome {
                         Outcome::Done(status) => new_status = status,
                         Outcome::ImplementedElsewhere => {

@@ -3,8 +3,8 @@ use std::time::Duration;
 
 use cloud_provider::node::{CONTROLLER, NodeController, NodeControllerConfig};
 use cloud_provider::provider::InstanceMetadata;
+use cloud_provider::runtime::workqueue::Backoff;
 use cloud_provider::well_known::*;
-use cloud_provider::workqueue::Backoff;
 use k8s_openapi::api::core::v1::Taint;
 
 use crate::Env;

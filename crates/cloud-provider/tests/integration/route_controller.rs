@@ -1,5 +1,6 @@
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -49,7 +50,7 @@ struct FakeRoutes {
 impl FakeRoutes {
     fn with_routes(routes: Vec<Route>) -> Arc<Self> {
         let fake = Self::default();
-        fake.state.lock().unwrap().routes = routes;
+        fake.state.lock().routes = routes;
         Arc::new(fake)
     }
 
@@ -67,8 +68,8 @@ impl FakeRoutes {
             .insert(node.into(), CreateFailure::Api(message.into()));
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, RouteState> {
-        self.state.lock().unwrap()
+    fn state(&self) -> parking_lot::MutexGuard<'_, RouteState> {
+        self.state.lock()
     }
 
     /// (target, CIDR) of every stored route, sorted.

@@ -1,14 +1,15 @@
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::{self, LoadBalancer, Outcome};
+use cloud_provider::runtime::workqueue::Backoff;
 use cloud_provider::service::decisions::{
     LABEL_EXCLUDE_FROM_EXTERNAL_LOAD_BALANCERS, LOAD_BALANCER_CLEANUP_FINALIZER,
 };
 use cloud_provider::service::{ServiceController, ServiceControllerConfig};
-use cloud_provider::workqueue::Backoff;
 use k8s_openapi::api::core::v1::{
     Event, LoadBalancerIngress, LoadBalancerStatus, Node, Service, ServicePort, ServiceSpec,
 };
@@ -74,8 +75,8 @@ impl FakeLb {
         format!("{}/{name}", self.namespace)
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, LbState> {
-        self.state.lock().unwrap()
+    fn state(&self) -> parking_lot::MutexGuard<'_, LbState> {
+        self.state.lock()
     }
 
     fn calls(&self) -> Vec<LbCall> {

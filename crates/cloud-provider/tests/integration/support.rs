@@ -1,8 +1,9 @@
 //! Test doubles and helpers shared by the integration tests.
 
 pub use kube_harness::{eventually, has_taint, taints};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -71,33 +72,20 @@ impl FakeInstances {
     }
 
     pub fn set_metadata(&self, node: &str, answer: Answer<Option<InstanceMetadata>>) {
-        self.state
-            .lock()
-            .unwrap()
-            .metadata
-            .insert(node.into(), answer);
+        self.state.lock().metadata.insert(node.into(), answer);
     }
 
     pub fn set_exists(&self, node: &str, answer: Answer<bool>) {
-        self.state
-            .lock()
-            .unwrap()
-            .exists
-            .insert(node.into(), answer);
+        self.state.lock().exists.insert(node.into(), answer);
     }
 
     pub fn set_shutdown(&self, node: &str, answer: Answer<bool>) {
-        self.state
-            .lock()
-            .unwrap()
-            .shutdown
-            .insert(node.into(), answer);
+        self.state.lock().shutdown.insert(node.into(), answer);
     }
 
     pub fn calls(&self, call: Call, node: &str) -> Vec<Recorded> {
         self.state
             .lock()
-            .unwrap()
             .calls
             .iter()
             .filter(|r| r.call == call && r.node == node)
@@ -107,7 +95,7 @@ impl FakeInstances {
 
     fn record(&self, call: Call, node: &Node) -> String {
         let name = node.metadata.name.clone().unwrap_or_default();
-        self.state.lock().unwrap().calls.push(Recorded {
+        self.state.lock().calls.push(Recorded {
             call,
             node: name.clone(),
             provider_id: node.spec.as_ref().and_then(|s| s.provider_id.clone()),
@@ -120,19 +108,19 @@ impl FakeInstances {
 impl Instances for FakeInstances {
     async fn instance_exists(&self, node: &Node) -> provider::Result<bool> {
         let name = self.record(Call::Exists, node);
-        let answer = self.state.lock().unwrap().exists.get(&name).cloned();
+        let answer = self.state.lock().exists.get(&name).cloned();
         answer.map_or(Ok(true), |a| a.get())
     }
 
     async fn instance_shutdown(&self, node: &Node) -> provider::Result<bool> {
         let name = self.record(Call::Shutdown, node);
-        let answer = self.state.lock().unwrap().shutdown.get(&name).cloned();
+        let answer = self.state.lock().shutdown.get(&name).cloned();
         answer.map_or(Ok(false), |a| a.get())
     }
 
     async fn instance_metadata(&self, node: &Node) -> provider::Result<Option<InstanceMetadata>> {
         let name = self.record(Call::Metadata, node);
-        let answer = self.state.lock().unwrap().metadata.get(&name).cloned();
+        let answer = self.state.lock().metadata.get(&name).cloned();
         answer.map_or(Ok(None), |a| a.get())
     }
 }

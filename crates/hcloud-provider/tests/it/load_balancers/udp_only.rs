@@ -5,7 +5,7 @@
 //! naming its ports, no load balancer and no addresses in its status, and a load balancer it
 //! had is deleted, as for a Service that stops being of type LoadBalancer.
 
-use cloud_provider::workqueue::Backoff;
+use cloud_provider::runtime::workqueue::Backoff;
 use cloud_provider::{Metrics, NodeCache, ServiceController, ServiceControllerConfig, WatchScope};
 use hcloud_provider::load_balancers::reasons;
 use k8s_openapi::api::core::v1::Event;

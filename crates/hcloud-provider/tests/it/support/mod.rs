@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloud_provider::provider::Result as ProviderResult;
-use cloud_provider::workqueue::Backoff;
+use cloud_provider::runtime::workqueue::Backoff;
 use cloud_provider::{
     CloudProvider as _, InstanceMetadata, Instances, Metrics, NodeCache, NodeController,
     NodeControllerConfig, NodeLifecycleController, NodeLifecycleControllerConfig, WatchScope,

@@ -11,9 +11,10 @@
 //! A queue given [`WorkQueueMetrics`] and a name ([`WorkQueue::with_metrics`]) exports
 //! client-go's work-queue series under their upstream names, labelled `name`.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -28,7 +29,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::Category;
-use crate::token_bucket::TokenBucket;
+use crate::runtime::token_bucket::TokenBucket;
 
 /// The longest delay a key can be queued with (one day).
 const MAX_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
@@ -158,9 +159,7 @@ impl WorkQueueMetrics {
         let labels = QueueLabels {
             name: name.to_owned(),
         };
-        crate::lock(&self.running)
-            .entry(labels.clone())
-            .or_default();
+        self.running.lock().entry(labels.clone()).or_default();
         Instruments {
             depth: self.depth.get_or_create(&labels).clone(),
             adds: self.adds.get_or_create(&labels).clone(),
@@ -180,7 +179,7 @@ struct RunningCollector(Running);
 impl Collector for RunningCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let now = Instant::now();
-        let running = crate::lock(&self.0);
+        let running = self.0.lock();
         let series: Vec<(&QueueLabels, f64, f64)> = running
             .iter()
             .map(|(labels, starts)| {
@@ -229,7 +228,7 @@ struct Instruments {
 
 impl Instruments {
     fn started(&self, at: Instant) {
-        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels) {
+        if let Some(starts) = self.running.lock().get_mut(&self.labels) {
             starts.push(at);
         }
     }
@@ -237,7 +236,7 @@ impl Instruments {
     fn finished(&self, started: Instant, now: Instant) {
         self.work_duration
             .observe(now.saturating_duration_since(started).as_secs_f64());
-        if let Some(starts) = crate::lock(&self.running).get_mut(&self.labels)
+        if let Some(starts) = self.running.lock().get_mut(&self.labels)
             && let Some(i) = starts.iter().position(|at| *at == started)
         {
             starts.swap_remove(i);
@@ -324,7 +323,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        crate::lock(&self.state)
+        self.state.lock()
     }
 
     fn add_locked(&self, state: &mut State<K>, key: K) -> bool {

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::health::Heartbeat;
 use crate::runtime::informer::{Informer, InformerDriver, WatchEvent, WatchProgress};
 use crate::runtime::scope::WatchScope;
-use crate::workqueue::WorkQueue;
+use crate::runtime::workqueue::WorkQueue;
 
 pub use crate::runtime::informer::CHANGE_FEED_CAPACITY;
 
