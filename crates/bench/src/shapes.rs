@@ -11,8 +11,9 @@
 //!   (one patch of providerID, labels and taints; one status patch of the addresses) and
 //!   answers every lookup of the burst from one server listing.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -409,10 +410,7 @@ impl Bench {
                     };
                     if is_initialized(&node) {
                         let name = node.metadata.name.clone().unwrap_or_default();
-                        seen.lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .entry(name)
-                            .or_insert_with(Instant::now);
+                        seen.lock().entry(name).or_insert_with(Instant::now);
                     }
                 }
             })
@@ -436,10 +434,7 @@ impl Bench {
                 let created_at = created_at.clone();
                 async move {
                     let node = kubelet_node(name, from + i < LB_NODES)?;
-                    created_at
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(name.clone(), Instant::now());
+                    created_at.lock().insert(name.clone(), Instant::now());
                     nodes.create(&PostParams::default(), &node).await?;
                     anyhow::Ok(())
                 }
@@ -452,10 +447,10 @@ impl Bench {
         }
         let all_created = started.elapsed();
         let limit = Duration::from_secs(600);
-        while seen.lock().unwrap_or_else(PoisonError::into_inner).len() < count {
+        while seen.lock().len() < count {
             if started.elapsed() > limit {
                 observer.abort();
-                let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).len();
+                let seen = seen.lock().len();
                 let listed = nodes.list(&ListParams::default()).await?.items;
                 let done = listed.iter().filter(|n| is_initialized(n)).count();
                 bail!(
@@ -472,11 +467,8 @@ impl Bench {
             .until_idle(Duration::from_secs(3), Duration::from_secs(60))
             .await?;
 
-        let seen = seen.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let created_at = created_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let seen = seen.lock().clone();
+        let created_at = created_at.lock().clone();
         let mut latencies: Vec<Duration> = seen
             .iter()
             .filter_map(|(name, at)| Some(at.duration_since(*created_at.get(name)?)))

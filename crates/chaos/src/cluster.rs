@@ -9,8 +9,9 @@
 //! at once, as the node lifecycle controller of kube-controller-manager would after its grace
 //! period.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use hcloud_sim::{AdminClient, ServerSeed};
@@ -238,17 +239,11 @@ impl Cluster {
 
     /// An administrator deletes the Node object.
     pub async fn delete_node(&mut self, name: &str) -> anyhow::Result<()> {
-        self.runner_deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_owned());
+        self.runner_deleted.lock().insert(name.to_owned());
         match self.nodes().delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(e) => {
-                self.runner_deleted
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(name);
+                self.runner_deleted.lock().remove(name);
                 Err(e.into())
             }
         }

@@ -2,9 +2,10 @@
 //! each stamped with the seconds since the schedule began (the first line gives the wall-clock
 //! start). It is what a failing seed prints, and it is searched for secrets like the rest.
 
+use parking_lot::Mutex;
 use std::fmt::Display;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A shared, append-only log; clones write to the same log.
@@ -35,7 +36,7 @@ impl EventLog {
 
     /// Appends one line.
     pub fn log(&self, message: impl Display) {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = self.inner.lock();
         let at = inner.start.elapsed().as_secs_f64();
         let line = format!("[{at:>8.3}s] {message}");
         inner.lines.push(line);
@@ -43,7 +44,7 @@ impl EventLog {
 
     /// Every line so far.
     pub fn lines(&self) -> Vec<String> {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = self.inner.lock();
         inner.lines.clone()
     }
 

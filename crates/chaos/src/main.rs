@@ -26,10 +26,11 @@ mod schedule;
 mod secrets;
 mod watch;
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -162,10 +163,7 @@ async fn lane(
     let kube = plane.client().await?;
     cluster::prepare(&kube).await?;
     loop {
-        let next = queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_front();
+        let next = queue.lock().pop_front();
         let Some(seed) = next else {
             return Ok(());
         };

@@ -17,12 +17,13 @@
 //!
 //! Resets are real TCP resets: the connection's socket is closed with a zero linger time.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -166,7 +167,7 @@ struct Shared {
 impl Shared {
     /// Takes one use of the first rule matching the request.
     fn take(&self, method: &str, path: &str) -> Option<FaultKind> {
-        let mut rules = self.rules.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rules = self.rules.lock();
         let index = rules.iter().position(|r| r.matches(method, path))?;
         let rule = rules.get_mut(index)?;
         rule.count = rule.count.saturating_sub(1);
@@ -175,12 +176,7 @@ impl Shared {
             rules.remove(index);
         }
         drop(rules);
-        *self
-            .applied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(kind.label())
-            .or_default() += 1;
+        *self.applied.lock().entry(kind.label()).or_default() += 1;
         Some(kind)
     }
 }
@@ -219,29 +215,17 @@ impl FaultProxy {
 
     /// Adds a rule after the ones already there.
     pub fn add(&self, rule: ProxyRule) {
-        self.shared
-            .rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(rule);
+        self.shared.rules.lock().push(rule);
     }
 
     /// Removes every rule: from now on every request is forwarded as it is.
     pub fn clear(&self) {
-        self.shared
-            .rules
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.shared.rules.lock().clear();
     }
 
     /// How many requests got each kind of fault.
     pub fn applied(&self) -> BTreeMap<&'static str, u64> {
-        self.shared
-            .applied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.shared.applied.lock().clone()
     }
 
     /// Requests received so far.

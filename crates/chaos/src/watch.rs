@@ -3,9 +3,10 @@
 //! and a poll of the cloud every 250 ms (never two load balancers with one Service UID). The
 //! poll also writes the cloud's load balancer and route changes into the event log.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -72,10 +73,7 @@ impl Watchers {
 
     /// The violations found so far.
     pub fn violations(&self) -> Vec<Violation> {
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.violations.lock().clone()
     }
 
     /// Checks made so far.
@@ -112,10 +110,7 @@ impl Found {
     fn violation(&self, invariant: &'static str, detail: String) {
         self.log
             .log(format_args!("VIOLATION of \"{invariant}\": {detail}"));
-        self.violations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Violation { invariant, detail });
+        self.violations.lock().push(Violation { invariant, detail });
     }
 }
 
@@ -138,10 +133,7 @@ async fn watch_nodes(
             }
         };
         let name = node.metadata.name.clone().unwrap_or_default();
-        let by_runner = runner_deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&name);
+        let by_runner = runner_deleted.lock().remove(&name);
         if by_runner {
             found
                 .log

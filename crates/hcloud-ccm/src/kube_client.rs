@@ -5,8 +5,9 @@
 //! and counted in client-go's `rest_client_requests_total` and
 //! `rest_client_request_duration_seconds` ([`RestClientMetrics`]).
 
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use std::future::Future;
@@ -384,11 +385,7 @@ where
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         if !self.permitted {
             if self.wait.is_none() {
-                let delay = self
-                    .bucket
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .reserve(Instant::now());
+                let delay = self.bucket.lock().reserve(Instant::now());
                 if delay.is_zero() {
                     self.permitted = true;
                 } else {
@@ -456,7 +453,7 @@ mod tests {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_owned();
-            seen.lock().unwrap().push(agent);
+            seen.lock().push(agent);
             async { axum::Json(serde_json::json!({"major": "1", "minor": "33"})) }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -495,7 +492,7 @@ mod tests {
         let elapsed = started.elapsed();
         assert!(elapsed < Duration::from_millis(150), "{elapsed:?}");
 
-        let agents = agents.lock().unwrap().clone();
+        let agents = agents.lock().clone();
         assert_eq!(agents.len(), 7);
         assert!(
             agents[..5]

@@ -22,7 +22,8 @@
 //! - Winning the Lease records a `Normal` `LeaderElection` Event `<identity> became leader` on
 //!   it (client-go's `LeaseLock.RecordEvent`), once per acquisition and never on a renewal.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -270,7 +271,7 @@ impl LeaderElector {
         };
         // Counted from the start of the winning attempt, like every renewal below.
         let mut renewed_at = acquired_at;
-        *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) = Some(renewed_at);
+        *last_renewal.lock() = Some(renewed_at);
         tracing::info!(%identity, "acquired the leader lease");
         self.record_event("became leader").await;
         self.set_gauge(1);
@@ -304,8 +305,7 @@ impl LeaderElector {
                         // The renewal wrote a renewTime from before it was sent; candidates
                         // count from there, so the deadline must too.
                         renewed_at = attempt_started;
-                        *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) =
-                            Some(renewed_at);
+                        *last_renewal.lock() = Some(renewed_at);
                         break;
                     }
                     Ok(TryOutcome::HeldBy(holder)) => {
@@ -589,7 +589,7 @@ impl LeaderHandle {
             if *state.borrow() != LeaderState::Leading {
                 return Ok(());
             }
-            match *last_renewal.lock().unwrap_or_else(PoisonError::into_inner) {
+            match *last_renewal.lock() {
                 Some(at) if at.elapsed() > limit => Err(format!(
                     "the leader lease was last renewed {:.0?} ago (limit {limit:.0?})",
                     at.elapsed()

@@ -53,7 +53,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::IpAddr;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -230,9 +230,9 @@ struct Learned {
 pub struct HcloudRoutes {
     core: Core,
     /// Route changes waiting for the worker.
-    queue: Arc<std::sync::Mutex<Queue>>,
+    queue: Arc<parking_lot::Mutex<Queue>>,
     /// Gateways of listed routes that no server had, and when each was first seen.
-    unknown_gateways: std::sync::Mutex<HashMap<IpAddr, Instant>>,
+    unknown_gateways: parking_lot::Mutex<HashMap<IpAddr, Instant>>,
 }
 
 /// What the worker and the callers share. Cheap to clone.
@@ -242,16 +242,16 @@ struct Core {
     cache: ServerCache,
     config: Arc<RoutesConfig>,
     /// Gateway IP → Node name, for Nodes whose server has another name.
-    learned: Arc<std::sync::Mutex<HashMap<IpAddr, Learned>>>,
+    learned: Arc<parking_lot::Mutex<HashMap<IpAddr, Learned>>>,
     /// The network as last read, with this process's changes since applied (shared with its
     /// readers; see the freshness policy in [`crate::snapshot_cache`]).
     network_copy: SnapshotCache<Network, Arc<hcloud_api::Error>>,
     /// When the first check of a route action comes.
-    action_time: Arc<std::sync::Mutex<ActionTimer>>,
+    action_time: Arc<parking_lot::Mutex<ActionTimer>>,
     /// Until when a change whose request got no answer may still land (its action may be
     /// running, or the request itself still under way): meanwhile every read of the network
     /// is a fresh one, so that a route added (or deleted) behind the copy's back is seen.
-    uncertain_until: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    uncertain_until: Arc<parking_lot::Mutex<Option<tokio::time::Instant>>>,
     operations: Operations,
     events: Events,
 }
@@ -288,13 +288,13 @@ impl HcloudRoutes {
                 config: Arc::new(config),
                 learned: Arc::default(),
                 network_copy: SnapshotCache::default(),
-                action_time: Arc::new(std::sync::Mutex::new(ActionTimer::new())),
+                action_time: Arc::new(parking_lot::Mutex::new(ActionTimer::new())),
                 uncertain_until: Arc::default(),
                 operations: Operations::default(),
                 events: Events::default(),
             },
             queue: Arc::default(),
-            unknown_gateways: std::sync::Mutex::default(),
+            unknown_gateways: parking_lot::Mutex::default(),
         }
     }
 
@@ -331,7 +331,7 @@ impl HcloudRoutes {
     async fn submit(&self, change: Change) -> Result<()> {
         let (reply, outcome) = tokio::sync::oneshot::channel();
         let start = {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue = self.queue.lock();
             queue.jobs.push(Job { change, reply });
             !std::mem::replace(&mut queue.running, true)
         };
@@ -347,10 +347,7 @@ impl HcloudRoutes {
     /// listed) and say whether one of them was first seen after the listing at `listed_at`:
     /// only then may a fresher listing know its server.
     fn needs_fresher_listing(&self, unknown: &[IpAddr], now: Instant, listed_at: Instant) -> bool {
-        let mut seen = self
-            .unknown_gateways
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut seen = self.unknown_gateways.lock();
         seen.retain(|ip, _| unknown.contains(ip));
         let mut fresher = false;
         for ip in unknown {
@@ -364,10 +361,10 @@ impl HcloudRoutes {
 impl Core {
     /// Carry out queued changes until the queue is empty: deletions of a batch first (a
     /// deleted Node's CIDR may go to a new Node), then creations, in the order asked.
-    async fn drain(self, queue: Arc<std::sync::Mutex<Queue>>) {
+    async fn drain(self, queue: Arc<parking_lot::Mutex<Queue>>) {
         loop {
             let jobs = {
-                let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut queue = queue.lock();
                 if queue.jobs.is_empty() {
                     queue.running = false;
                     return;
@@ -398,7 +395,6 @@ impl Core {
         let uncertain = self
             .uncertain_until
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
             .is_some_and(|until| tokio::time::Instant::now() < until);
         let max_age = if uncertain { Duration::ZERO } else { max_age };
         let read = self.network_copy.get(max_age, self.read_network());
@@ -432,10 +428,7 @@ impl Core {
     /// copy answers nothing (this read may predate it, and so may the next few).
     fn uncertain_for_a_while(&self) {
         let until = tokio::time::Instant::now() + self.config.action_timeout;
-        *self
-            .uncertain_until
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(until);
+        *self.uncertain_until.lock() = Some(until);
         self.forget_network();
     }
 
@@ -452,8 +445,8 @@ impl Core {
             .modify(|network| change(&mut network.routes));
     }
 
-    fn learned(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Learned>> {
-        self.learned.lock().unwrap_or_else(PoisonError::into_inner)
+    fn learned(&self) -> parking_lot::MutexGuard<'_, HashMap<IpAddr, Learned>> {
+        self.learned.lock()
     }
 
     /// Run a route action, retrying `locked` / `conflict` answers.
@@ -499,22 +492,15 @@ impl Core {
             return actions.wait(action).await;
         }
         let answered = Instant::now();
-        let expected = self
-            .action_time
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .expected;
+        let expected = self.action_time.lock().expected;
         let waited = actions.wait_checking_after(action, expected).await;
         let took = answered.elapsed();
-        self.action_time
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .learn(
-                expected,
-                took,
-                self.client.poll_interval(),
-                self.config.action_timeout,
-            );
+        self.action_time.lock().learn(
+            expected,
+            took,
+            self.client.poll_interval(),
+            self.config.action_timeout,
+        );
         waited
     }
 

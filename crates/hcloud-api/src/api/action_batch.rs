@@ -37,10 +37,10 @@
 //! waiters polled in that round; a failed request fails the waiters whose IDs were in it.
 //! One of them gets the original error, the others an equivalent one ([`duplicate`]).
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde::de::Error as _;
@@ -152,7 +152,7 @@ impl ActionBatch {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while holding the lock; a poisoned lock still holds valid state.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock()
     }
 
     fn announce(&self) {
@@ -527,7 +527,7 @@ mod tests {
 
         async fn answer(&self, ids: Vec<i64>) -> Result<Vec<Action>, Error> {
             let index = {
-                let mut log = self.log.lock().unwrap();
+                let mut log = self.log.lock();
                 log.push((Instant::now(), ids.clone()));
                 log.len() - 1
             };
@@ -541,7 +541,7 @@ mod tests {
                 )
                 .into());
             }
-            let mut polls = self.polls.lock().unwrap();
+            let mut polls = self.polls.lock();
             Ok(ids
                 .into_iter()
                 .filter(|id| *id < 1000)
@@ -566,7 +566,7 @@ mod tests {
         }
 
         fn requests(&self) -> Vec<(Instant, Vec<i64>)> {
-            self.log.lock().unwrap().clone()
+            self.log.lock().clone()
         }
     }
 

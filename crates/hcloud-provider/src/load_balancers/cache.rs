@@ -35,8 +35,9 @@
 //!
 //! [`CacheConfig::load_balancer_max_age`]: crate::CacheConfig::load_balancer_max_age
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -159,7 +160,7 @@ impl LoadBalancerCache {
     /// listing shows, from writes made before it started, is forgotten, and so are doubts
     /// about entries this process did not write since.
     fn view_of(&self, listing: Option<snapshot_cache::Snapshot<Listed>>) -> View<'_> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.state.lock();
         if let Some(started) = listing.as_ref().map(|l| l.at)
             && state.settled.is_none_or(|at| at < started)
         {

@@ -75,7 +75,7 @@ mod steps;
 mod user_labels;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use cloud_provider::change::Warning;
@@ -106,7 +106,7 @@ pub struct HcloudLoadBalancers {
     client: Client,
     settings: LoadBalancerSettings,
     network_id: Option<i64>,
-    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    locks: parking_lot::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     events: crate::events::Events,
     operations: crate::metrics::Operations,
     lb_types: Option<crate::lb_type_cache::LoadBalancerTypeCache>,
@@ -135,7 +135,7 @@ impl HcloudLoadBalancers {
             client,
             settings,
             network_id,
-            locks: std::sync::Mutex::default(),
+            locks: parking_lot::Mutex::default(),
             events: crate::events::Events::default(),
             operations: crate::metrics::Operations::default(),
             lb_types: None,
@@ -298,7 +298,7 @@ impl HcloudLoadBalancers {
 
     async fn lock(&self, uid: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let mutex = {
-            let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut locks = self.locks.lock();
             locks.retain(|_, m| Arc::strong_count(m) > 1);
             locks.entry(uid.to_owned()).or_default().clone()
         };

@@ -5,8 +5,9 @@
 //! Nothing here changes the cloud. The only writes are into this process's own memory: the
 //! load balancer cache and the remembered managed certificate of a Service.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use cloud_provider::Error;
@@ -93,8 +94,8 @@ pub(super) struct TypeRead {
 pub(super) struct ManagedCertificates(Mutex<HashMap<String, i64>>);
 
 impl ManagedCertificates {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    fn map(&self) -> parking_lot::MutexGuard<'_, HashMap<String, i64>> {
+        self.0.lock()
     }
 
     /// The certificate remembered for the Service with `uid`.
