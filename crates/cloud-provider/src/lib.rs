@@ -109,7 +109,7 @@
 //!
 //! # What the framework does for you
 //!
-//! - **Work queues** ([`workqueue`]) with client-go's semantics: a key is queued once and never
+//! - **Work queues** ([`runtime::workqueue`]) with client-go's semantics: a key is queued once and never
 //!   handled by two workers at a time, failures back off per key (exponentially, capped) under
 //!   a queue-wide token bucket. Each queue exports client-go's work-queue metrics under their
 //!   upstream names (`workqueue_depth`, `workqueue_adds_total`, `workqueue_retries_total`,

@@ -255,7 +255,7 @@ struct LastFailure {
 }
 
 /// The delay before the next try of a key that failed again after a recovery brought it
-/// forward: it doubles with each such failure, up to [`EXPEDITE_SPACING_MAX`].
+/// forward: it doubles with each such failure, up to `EXPEDITE_SPACING_MAX`.
 ///
 /// The API may answer every call but some (an outage of one kind of request, one load
 /// balancer answering 500): then nothing but a try of the failing object tells when it is over,
@@ -399,8 +399,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// [`WorkQueue::add_rate_limited_at_least`] after a failure of `category`, remembered until
     /// [`WorkQueue::forget`]. A key whose last failure was [`Category::Transient`] is brought
     /// forward by [`WorkQueue::expedite_transient`]; once it was, each further transient failure
-    /// before it succeeds is retried after [`EXPEDITE_SPACING`] (doubling, at most
-    /// [`EXPEDITE_SPACING_MAX`]) instead of its backoff, [`EXPEDITES_PER_FAILURE_STREAK`] times
+    /// before it succeeds is retried after `EXPEDITE_SPACING` (doubling, at most
+    /// `EXPEDITE_SPACING_MAX`) instead of its backoff, `EXPEDITES_PER_FAILURE_STREAK` times
     /// at most. Returns the delay.
     pub fn add_failed(&self, key: K, category: Category, at_least: Duration) -> Duration {
         self.requeue_failed(key, Some(category), at_least)
@@ -448,7 +448,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     /// second after a burst of 100), so that a mass outage does not end in a retry storm.
     ///
     /// The failure counts are kept: a key that fails again goes on from where it was (on the
-    /// short spacing of [`EXPEDITE_SPACING`] for a while, then on its backoff), one that
+    /// short spacing of `EXPEDITE_SPACING` for a while, then on its backoff), one that
     /// succeeds is forgotten as usual. Keys whose last failure was of another category (a
     /// refusal, a conflict) are left alone: the cloud answering again says nothing about them.
     /// Returns how many keys were brought forward.
@@ -490,8 +490,8 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
     }
 
     /// The delay after the failure of a key's try number `expedited` (1 for the first) brought
-    /// forward: [`EXPEDITE_SPACING`] doubled for each but the first, at most
-    /// [`EXPEDITE_SPACING_MAX`].
+    /// forward: `EXPEDITE_SPACING` doubled for each but the first, at most
+    /// `EXPEDITE_SPACING_MAX`.
     fn spacing(expedited: u32) -> Duration {
         Backoff {
             base: EXPEDITE_SPACING,

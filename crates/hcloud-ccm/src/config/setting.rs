@@ -1,5 +1,5 @@
 //! [`Setting`]: one flag or environment variable, declared once with everything about it (flag
-//! name, variable, default, help text, heading, parser), and the [`settings!`] macro that
+//! name, variable, default, help text, heading, parser), and the `settings!` macro that
 //! declares an area's settings and lists them for the command line and the documentation.
 
 use std::fmt::Write as _;
@@ -160,9 +160,9 @@ pub struct Setting<T> {
     pub parse: fn(&str) -> Result<T, String>,
 }
 
-/// `Spec` builders, used by the [`settings!`] declarations.
+/// `Spec` builders, used by the `settings!` declarations.
 impl Spec {
-    /// A flag without variable (`heading` and `help` are filled by [`settings!`]).
+    /// A flag without variable (`heading` and `help` are filled by `settings!`).
     pub const fn flag(flag: &'static str, value_name: &'static str) -> Self {
         Spec {
             flag,
@@ -218,7 +218,7 @@ impl Spec {
 }
 
 impl<T> Setting<T> {
-    /// With its heading and help (by [`settings!`]).
+    /// With its heading and help (by `settings!`).
     pub const fn described(self, heading: &'static str, help: &'static [&'static str]) -> Self {
         Setting {
             spec: Spec {
