@@ -374,7 +374,7 @@ async fn plan_lifecycle(
             let reading = reading?;
             let verdict =
                 (reading == Reading::Gone).then(|| memory.gone(&name_of(node), now, cloud_nodes));
-            Ok(decide(node, reading, verdict).with_max_share(config.deletion_max_share))
+            Ok(decide(node, reading, verdict, config.deletion_max_share))
         })
         .collect()
 }

@@ -353,8 +353,7 @@ impl LifecycleReconciler {
             self.metrics.set_node_deletions_held(brake.held(now, nodes));
             verdict
         });
-        let decision =
-            decide(node, reading, verdict).with_max_share(self.config.deletion_max_share);
+        let decision = decide(node, reading, verdict, self.config.deletion_max_share);
         self.apply(node, &decision).await
     }
 

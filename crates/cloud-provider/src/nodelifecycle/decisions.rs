@@ -160,8 +160,14 @@ pub const REASON_DELETION_HELD: &str = "NodeDeletionHeld";
 pub const REASON_DELETING_NODE: &str = "DeletingNode";
 
 /// Decide what to do with `node` from what the cloud said and, for a Node reported gone, the
-/// deletion brake's verdict on that report (`None`: no brake memory, as for a first report).
-pub fn decide(node: &Node, reading: Reading, brake: Option<Verdict>) -> LifecycleDecision {
+/// deletion brake's verdict on that report (`None`: no brake memory, as for a first report);
+/// `max_share` is the share the brake holds above, for the Warning of a held deletion.
+pub fn decide(
+    node: &Node,
+    reading: Reading,
+    brake: Option<Verdict>,
+    max_share: f64,
+) -> LifecycleDecision {
     match reading {
         Reading::Ready if has_shutdown_taint(node) => {
             LifecycleDecision::ChangeTaint(TaintChange::RemoveShutdown)
@@ -179,26 +185,13 @@ pub fn decide(node: &Node, reading: Reading, brake: Option<Verdict>) -> Lifecycl
             Verdict::Held { gone, nodes } => LifecycleDecision::HoldDeletion {
                 gone,
                 nodes,
-                max_share: brake::DEFAULT_MAX_SHARE,
+                max_share,
             },
         },
     }
 }
 
 impl LifecycleDecision {
-    /// The same decision with the share the brake was configured with, for its message.
-    #[must_use]
-    pub fn with_max_share(self, share: f64) -> Self {
-        match self {
-            Self::HoldDeletion { gone, nodes, .. } => Self::HoldDeletion {
-                gone,
-                nodes,
-                max_share: share,
-            },
-            other => other,
-        }
-    }
-
     /// The Normal event on the Node the controller deletes.
     pub fn deleting_message(name: &str) -> String {
         format!("Deleting node {name} because it does not exist in the cloud provider")
@@ -424,7 +417,11 @@ mod tests {
             ),
         ];
         for (n, reading, verdict, want) in cases {
-            assert_eq!(decide(n, reading, verdict), want, "{reading:?} {verdict:?}");
+            assert_eq!(
+                decide(n, reading, verdict, brake::DEFAULT_MAX_SHARE),
+                want,
+                "{reading:?} {verdict:?}"
+            );
         }
     }
 
