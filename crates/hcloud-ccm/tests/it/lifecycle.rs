@@ -4,14 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::support::ccm;
+use crate::support::{ccm, events};
 
 use std::time::{Duration, Instant};
 
 use ccm::{TOKEN, spawn_ccm};
 use hcloud_sim::{ServerSeed, SimConfig, Simulator};
-use k8s_openapi::api::core::v1::{Event, Node, NodeSpec, Service};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Service};
+use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube_harness::{eventually, has_taint};
 use serde_json::json;
 
@@ -69,17 +69,6 @@ pub(crate) async fn set_ready(scope: &Scope, name: &str, ready: bool) {
         )
         .await
         .unwrap();
-}
-
-async fn events(client: &kube::Client, namespace: &str, name: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), namespace)
-        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
 }
 
 /// Cloud server `name` in `sim`: its ID.

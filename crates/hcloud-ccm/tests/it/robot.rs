@@ -16,7 +16,7 @@ use std::time::Duration;
 use ccm::{TOKEN, lb_service, spawn_ccm};
 use hcloud_sim::{Fault, RobotRateLimit, RobotServerSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeSpec};
-use kube::api::{Api, ListParams, ObjectMeta};
+use kube::api::{Api, ObjectMeta};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint};
 use serde_json::{Value, json};
 
@@ -394,17 +394,7 @@ async fn network_unavailable(nodes: &Api<Node>, name: &str) -> Option<(String, S
 
 /// The `RouteNotSupported` events on Node `name`.
 async fn route_not_supported(scope: &Scope, name: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(scope.admin.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("RouteNotSupported")
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .collect()
+    crate::support::events(&scope.admin, "default", name, "RouteNotSupported").await
 }
 
 /// Robot beside routes (the official CCM refuses to start): the binary starts; the cloud Node

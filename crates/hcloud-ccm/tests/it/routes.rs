@@ -14,7 +14,7 @@ use std::time::Duration;
 use ccm::{TOKEN, free_port, metric, metrics, simulator_with_host_in_network, spawn_ccm};
 use hcloud_sim::{ServerSeed, Simulator};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube_harness::{eventually, kubelet_node};
 use serde_json::json;
 
@@ -171,17 +171,7 @@ async fn outsider_reported(
 
 /// The `FailedToCreateRoute` events on Node `name`.
 async fn failed_route_events(client: &kube::Client, name: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), "default")
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some("FailedToCreateRoute")
-                && e.involved_object.name.as_deref() == Some(name)
-        })
-        .collect()
+    crate::support::events(client, "default", name, "FailedToCreateRoute").await
 }
 
 /// As in a cluster: the kubelet registers the Node without a pod CIDR, and

@@ -106,3 +106,20 @@ pub async fn wait_for_retries(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The events with `reason` on the object `name` in `namespace`.
+pub async fn events(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), namespace)
+        .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
