@@ -49,6 +49,11 @@ const RECORDS: &[(&str, &str, &str)] = &[
         "### Runs on the oldest version",
         "| 2026-11-28 |",
     ),
+    (
+        "docs/architecture.md",
+        "### The Node store",
+        "--example\nnode_store_memory",
+    ),
 ];
 
 /// Single figures that are no figure of the benchmark: (file, figure, the words of its

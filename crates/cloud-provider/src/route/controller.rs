@@ -26,6 +26,7 @@ use crate::metrics::Metrics;
 use crate::provider::{self, Category, Route, Routes};
 use crate::runtime::cache::{NodeCache, NodeEvent};
 use crate::runtime::health::{Heartbeat, Tasks};
+use crate::runtime::informer::{self, Feed};
 use crate::runtime::reconcile::{self, Reconciler, is_conflict, is_not_found};
 use crate::runtime::workqueue::{Backoff, WorkQueue};
 
@@ -70,55 +71,28 @@ pub fn node_change_affects_routes(change: &NodeEvent) -> bool {
     }
 }
 
-/// Waits for a Node change that affects routes, then for `debounce`, and drops whatever else
-/// arrived meanwhile (the coming pass sees it all). Returns `false` when the feed closed.
-async fn next_route_change(
-    changes: &mut broadcast::Receiver<NodeEvent>,
-    debounce: Duration,
-) -> bool {
-    loop {
-        match changes.recv().await {
-            Ok(change) if node_change_affects_routes(&change) => {
-                tracing::debug!(node = change.name(), "node change affects routes");
-                break;
-            }
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::debug!(missed, "node change feed lagged; reconciling routes");
-                break;
-            }
-            Err(broadcast::error::RecvError::Closed) => return false,
-        }
-    }
-    tokio::time::sleep(debounce).await;
-    loop {
-        match changes.try_recv() {
-            Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) => {}
-            Err(broadcast::error::TryRecvError::Empty) => return true,
-            Err(broadcast::error::TryRecvError::Closed) => return false,
-        }
-    }
-}
-
-/// Queue a pass for every (debounced) Node change that affects routes, until `shutdown`.
+/// Queue a pass `debounce` after a Node change that affects routes (or a lag, which may have
+/// hidden one), until `shutdown`. The queue keeps the earliest deadline, so a burst of changes
+/// is one pass; a change during a pass asks for one more after it.
 async fn route_feed(
     queue: Arc<WorkQueue<String>>,
-    mut changes: broadcast::Receiver<NodeEvent>,
+    changes: broadcast::Receiver<NodeEvent>,
     debounce: Duration,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let open = tokio::select! {
-            () = shutdown.cancelled() => return,
-            open = next_route_change(&mut changes, debounce) => open,
-        };
-        if !open {
-            tracing::warn!("node change feed closed; routes reconcile only periodically");
-            shutdown.cancelled().await;
-            return;
+    informer::feed(changes, shutdown, |fed| {
+        match &fed {
+            Feed::Event(change) if node_change_affects_routes(change) => {
+                tracing::debug!(node = change.name(), "node change affects routes");
+            }
+            Feed::Event(_) => return,
+            Feed::Lagged(missed) => {
+                tracing::debug!(missed, "node change feed lagged; reconciling routes");
+            }
         }
-        queue.add(PASS_KEY.to_owned());
-    }
+        queue.add_after(PASS_KEY.to_owned(), debounce);
+    })
+    .await;
 }
 
 /// The per-pass backoff: a failed pass is retried after one period (or the provider's longer
@@ -919,6 +893,48 @@ mod tests {
                 ..Default::default()
             }),
         })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_node_changes_is_one_pass_after_the_debounce() {
+        let queue = Arc::new(WorkQueue::new(Backoff::default()));
+        let (changes, feed) = broadcast::channel(16);
+        let shutdown = CancellationToken::new();
+        let debounce = Duration::from_millis(500);
+        let task = tokio::spawn(route_feed(queue.clone(), feed, debounce, shutdown.clone()));
+        let base = node(Some("10.244.1.0/24"), Some("10.0.0.2"));
+        let start = tokio::time::Instant::now();
+        // A heartbeat asks for nothing; five additions and a deletion make one pass.
+        changes
+            .send(NodeEvent::Applied {
+                old: Some(base.clone()),
+                new: base.clone(),
+            })
+            .unwrap();
+        for _ in 0..5 {
+            changes
+                .send(NodeEvent::Applied {
+                    old: None,
+                    new: base.clone(),
+                })
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        changes.send(NodeEvent::Deleted(base.clone())).unwrap();
+        assert_eq!(queue.get().await.as_deref(), Some(PASS_KEY));
+        assert_eq!(start.elapsed(), debounce, "the first change's debounce");
+        // A change during the pass asks for one more after it, whatever the pass schedules.
+        let during = tokio::time::Instant::now();
+        changes.send(NodeEvent::Deleted(base.clone())).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        queue.reschedule(PASS_KEY.to_owned(), Duration::from_secs(3600));
+        queue.done(&PASS_KEY.to_owned());
+        assert_eq!(queue.get().await.as_deref(), Some(PASS_KEY));
+        assert_eq!(during.elapsed(), debounce);
+        queue.done(&PASS_KEY.to_owned());
+        assert!(queue.is_empty());
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     #[test]

@@ -276,6 +276,11 @@ struct State<K> {
     dirty: HashSet<K>,
     processing: HashSet<K>,
     waiting: HashMap<K, Instant>,
+    /// The deadline a key had when it was handed out, held aside while it is processed: the
+    /// processing covers what asked for it, so [`WorkQueue::reschedule`] drops it, and
+    /// [`WorkQueue::done`] puts it back if nothing rescheduled the key. Deadlines asked for
+    /// while a key is processed stay in `waiting`: they are new requests.
+    held: HashMap<K, Instant>,
     failures: HashMap<K, u32>,
     last_failure: HashMap<K, LastFailure>,
     bucket: TokenBucket,
@@ -303,6 +308,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 dirty: HashSet::new(),
                 processing: HashSet::new(),
                 waiting: HashMap::new(),
+                held: HashMap::new(),
                 failures: HashMap::new(),
                 last_failure: HashMap::new(),
                 bucket: overall_bucket(Instant::now()),
@@ -375,11 +381,21 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         self.notify.notify_one();
     }
 
-    /// Queue `key` exactly `delay` from now, replacing a pending deadline (earlier or later).
-    /// Periodic controllers call it after a successful pass, so the next pass comes a full
-    /// period after this one ended (sliding, like Go's `wait.Until`), whatever triggered it.
+    /// Queue `key` `delay` from now, replacing the deadline it had when it was handed out
+    /// (earlier or later). Periodic controllers call it after a successful pass, so the next
+    /// pass comes a full period after this one ended (sliding, like Go's `wait.Until`),
+    /// whatever triggered it. A deadline asked for while the key was being processed (a
+    /// debounced watch event during the pass) is a new request and is kept if it is earlier.
+    /// On a key that is not being processed, any pending deadline is replaced.
     pub fn reschedule(&self, key: K, delay: Duration) {
-        self.lock().waiting.remove(&key);
+        {
+            let mut state = self.lock();
+            if state.processing.contains(&key) {
+                state.held.remove(&key);
+            } else {
+                state.waiting.remove(&key);
+            }
+        }
         self.add_after(key, delay);
     }
 
@@ -542,6 +558,9 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 if let Some(key) = state.queue.pop_front() {
                     state.dirty.remove(&key);
                     state.processing.insert(key.clone());
+                    if let Some(at) = state.waiting.remove(&key) {
+                        state.held.insert(key.clone(), at);
+                    }
                     if let Some(m) = &self.instruments {
                         m.depth
                             .set(i64::try_from(state.dirty.len()).unwrap_or(i64::MAX));
@@ -576,6 +595,15 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
         let requeued = {
             let mut state = self.lock();
             state.processing.remove(key);
+            // Nothing rescheduled the key: its deadline from before stands (a worker asleep
+            // until a later one is woken below to see it).
+            let restored = state.held.remove(key).is_some_and(|held| {
+                let at = state.waiting.entry(key.clone()).or_insert(held);
+                if held < *at {
+                    *at = held;
+                }
+                !state.shut_down
+            });
             if let (Some(m), Some(started)) = (&self.instruments, state.started_at.remove(key)) {
                 m.finished(started, Instant::now());
             }
@@ -583,7 +611,7 @@ impl<K: Clone + Eq + Hash> WorkQueue<K> {
                 state.queue.push_back(key.clone());
                 true
             } else {
-                false
+                restored
             }
         };
         if requeued {
@@ -863,6 +891,44 @@ mod tests {
         let start = Instant::now();
         assert_eq!(q.get().await, Some("routes"));
         assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_asked_for_during_processing_survives_the_reschedule() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add("routes");
+        assert_eq!(q.get().await, Some("routes"));
+        // A watch event during the pass asks for another pass soon...
+        q.add_after("routes", Duration::from_millis(500));
+        // ...and the pass, ending, schedules the next periodic one.
+        q.reschedule("routes", Duration::from_secs(10));
+        q.done(&"routes");
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("routes"));
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_from_before_the_handout_is_replaced_or_restored() {
+        let q = WorkQueue::new(Backoff::default());
+        q.add_after("node", Duration::from_secs(3));
+        q.add("node");
+        assert_eq!(q.get().await, Some("node"));
+        // Rescheduled: the 3 s deadline from before the handout goes.
+        q.reschedule("node", Duration::from_secs(10));
+        q.done(&"node");
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("node"));
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+        q.done(&"node");
+        // Not rescheduled: the deadline from before the handout stands.
+        q.add_after("node", Duration::from_secs(3));
+        q.add("node");
+        assert_eq!(q.get().await, Some("node"));
+        q.done(&"node");
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("node"));
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
     }
 
     #[tokio::test]
