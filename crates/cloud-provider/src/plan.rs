@@ -19,6 +19,7 @@ use serde::Serialize;
 
 pub use crate::change::{Change, Planned, Verb, Warning, Write};
 use crate::events::error_chain;
+use crate::node::NodeSyncError;
 use crate::node::decisions::{decide as node_decide, is_uninitialized};
 use crate::nodelifecycle::{
     LifecycleDecision, LifecycleError, NodeLifecycleControllerConfig, Reading, brake, decide, read,
@@ -330,16 +331,13 @@ async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPl
     match node_decide(node, metadata.as_ref()) {
         Ok(decision) => {
             if let Some(err) = &decision.address_error {
-                object
-                    .errors
-                    .push(format!("failed to reconcile node addresses: {err}"));
+                let err = NodeSyncError::Addresses(err.clone());
+                object.errors.push(error_chain(&err));
             }
             object.changes.extend(decision.changes(node));
             object.writes.extend(decision.writes(&name_of(node)));
         }
-        Err(err) => object
-            .errors
-            .push(format!("failed to initialize node: {err}")),
+        Err(err) => object.errors.push(error_chain(&NodeSyncError::Init(err))),
     }
 }
 
