@@ -13,7 +13,10 @@
 //!   (`ROBOT_POWER_STATE_CACHE_TIMEOUT`, default 1 min; the official CCM reads it on every
 //!   shutdown check, every 5 s per NotReady dedicated Node): between reads the last answer
 //!   is reused, concurrent questions share one read, and a failed read is not kept. Robot
-//!   allows few requests an hour per endpoint, shared by all servers.
+//!   allows few requests an hour per endpoint (200 to `GET /reset/N`, all servers together),
+//!   so the reads of all servers share [`POWER_STATE_READS_PER_HOUR`]: with more servers
+//!   asked about than that budget allows at the set age, each one's answer is reused longer
+//!   (10 NotReady dedicated Nodes: one read each per 6 min, 100 an hour).
 //! - The rate-limit guard sits outside the cache: once Robot answered "rate limit exceeded"
 //!   (or a bare 403), every call fails at once for [`RobotSettings::rate_limit_wait_time`]
 //!   (`ROBOT_RATE_LIMIT_WAIT_TIME`; zero, the default, never holds anything back), even
@@ -90,8 +93,31 @@ pub const MISCONFIGURED_INTERNAL_IP: &str = "MisconfiguredInternalIP";
 /// The list of all dedicated servers, as one snapshot.
 type Servers = Vec<RobotServer>;
 
-/// The last power state of each server asked about, by server number.
-type PowerStates = HashMap<u64, SnapshotCache<RobotReset, CacheError>>;
+/// Power-state reads (`GET /reset/N`) an hour for all servers together, at most: half of
+/// what Robot allows that endpoint (200 an hour), the rest left to other tools of the account.
+/// Holds whenever [`RobotSettings::power_state_max_age`] is not zero.
+pub const POWER_STATE_READS_PER_HOUR: u32 = 100;
+
+/// A server whose power state nobody asked for this long is no longer counted against
+/// [`POWER_STATE_READS_PER_HOUR`] (its Node Ready again, or gone); the lifecycle controller
+/// asks about a NotReady Node every monitor period (5 s by default).
+const ASKED_LATELY: Duration = Duration::from_secs(60);
+
+/// The last power state of each server asked about, and when it was last asked for, by
+/// server number.
+type PowerStates = HashMap<u64, (SnapshotCache<RobotReset, CacheError>, Instant)>;
+
+/// How long a power state is reused when `asked` servers share the budget: the set age, or
+/// longer so that `asked` servers read at that age stay within [`POWER_STATE_READS_PER_HOUR`].
+/// Zero stays zero (read on every question, as the official CCM).
+fn power_state_age(max_age: Duration, asked: usize) -> Duration {
+    if max_age.is_zero() {
+        return max_age;
+    }
+    let asked = u32::try_from(asked).unwrap_or(u32::MAX);
+    let share = (Duration::from_secs(3600) / POWER_STATE_READS_PER_HOUR).saturating_mul(asked);
+    max_age.max(share)
+}
 
 /// Dedicated servers through the Robot webservice: cached list, rate-limit guard, uncached
 /// power state (see the module docs). Cheap to clone; clones share the cache and the guard.
@@ -246,18 +272,25 @@ impl Robot {
     pub(crate) async fn reset(&self, number: u64) -> Result<RobotReset, CacheError> {
         self.guard()?;
         let client = self.client()?.clone();
-        let max_age = self.settings.power_state_max_age;
-        let state = {
+        let (state, max_age) = {
             let mut states = self.power_states.lock();
-            // Only the states still of use are kept: a server no longer asked about (its
-            // Node Ready again, or gone) is forgotten.
-            states.retain(|_, state| state.is_refreshing() || state.fresh(max_age).is_some());
-            states
-                .entry(number)
-                .or_insert_with(|| {
-                    SnapshotCache::with_deadline(self.refresh_deadline, CacheError::Deadline)
-                })
-                .clone()
+            let now = Instant::now();
+            let max_age = self.settings.power_state_max_age;
+            // Only the servers still asked about are kept and share the budget: one no longer
+            // asked about (its Node Ready again, or gone) is forgotten.
+            let lately = ASKED_LATELY.max(max_age);
+            states.retain(|_, (state, asked)| {
+                state.is_refreshing() || now.saturating_duration_since(*asked) <= lately
+            });
+            let (state, asked) = states.entry(number).or_insert_with(|| {
+                (
+                    SnapshotCache::with_deadline(self.refresh_deadline, CacheError::Deadline),
+                    now,
+                )
+            });
+            *asked = now;
+            let state = state.clone();
+            (state, power_state_age(max_age, states.len()))
         };
         let read = state
             .get(max_age, move || async move {
@@ -740,6 +773,51 @@ mod tests {
         every.reset(321).await.unwrap();
         every.reset(321).await.unwrap();
         assert_eq!(fake.resets.load(Ordering::SeqCst), 5);
+    }
+
+    #[test]
+    fn the_power_state_age_grows_with_the_servers_asked_about() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(power_state_age(minute, 1), minute);
+        assert_eq!(power_state_age(minute, 2), Duration::from_secs(72));
+        assert_eq!(power_state_age(minute, 10), Duration::from_secs(360));
+        assert_eq!(
+            power_state_age(Duration::from_secs(600), 10),
+            Duration::from_secs(600)
+        );
+        assert_eq!(power_state_age(Duration::ZERO, 10), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ten_servers_asked_about_every_5_s_for_an_hour_share_the_budget() {
+        let (fake, robot) = with_one_server(Duration::ZERO);
+        // The lifecycle controller's checks of 10 NotReady dedicated Nodes, every 5 s.
+        for _ in 0..720 {
+            for number in 1..=10 {
+                robot.reset(number).await.unwrap();
+            }
+            tokio::time::advance(Duration::from_secs(5)).await;
+        }
+        let reads = fake.resets.load(Ordering::SeqCst) as u64;
+        // The first round reads all ten at once; from then on the budget holds.
+        assert!(
+            reads <= u64::from(POWER_STATE_READS_PER_HOUR) + 10,
+            "{reads} reads in an hour"
+        );
+        assert!(
+            reads >= 90,
+            "each server is still read every few minutes: {reads}"
+        );
+        // One server alone is read at its set age again once the others are no longer asked
+        // about.
+        tokio::time::advance(ASKED_LATELY + Duration::from_secs(360)).await;
+        let before = fake.resets.load(Ordering::SeqCst);
+        // 2 min, one read a minute (the first at once: the old state was forgotten).
+        for _ in 0..24 {
+            robot.reset(1).await.unwrap();
+            tokio::time::advance(Duration::from_secs(5)).await;
+        }
+        assert_eq!(fake.resets.load(Ordering::SeqCst) - before, 2);
     }
 
     #[tokio::test]

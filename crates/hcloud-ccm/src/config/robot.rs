@@ -37,7 +37,8 @@ settings! {
             .default("0s")
             .parse(duration);
     /// How long the power state of a dedicated server (`GET /reset/N`) is reused by the
-    /// shutdown checks of its NotReady Node before it is read again (0 = every check, as the
+    /// shutdown checks of its NotReady Node before it is read again, or longer while more
+    /// servers share the budget of 100 reads an hour (0 = every check and no budget, as the
     /// official CCM). Beyond the official CCM: Robot allows few requests an hour.
     pub(super) POWER_STATE_CACHE_TIMEOUT: Duration = Spec::env(
         "robot-power-state-cache-timeout",
