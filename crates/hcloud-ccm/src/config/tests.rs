@@ -424,6 +424,13 @@ fn robot_rules_with_robot_implemented() {
     let run = |extra: &[&str]| args(extra).validate();
     let cfg = run(&["--robot-enabled=true"]).unwrap();
     assert!(cfg.provider.robot.enabled && cfg.provider.robot.forward_internal_ips);
+    assert!(!cfg.provider.robot.legacy_provider_id, "hrobot:// by default");
+    let cfg = run(&[
+        "--robot-enabled=true",
+        "--robot-use-legacy-provider-id=true",
+    ])
+    .unwrap();
+    assert!(cfg.provider.robot.legacy_provider_id);
     let cfg = args_with_robot(&["--robot-enabled=true"], "u", "p")
         .validate()
         .unwrap();
@@ -1066,6 +1073,7 @@ fn help_documents_every_flag_and_variable() {
         "ROBOT_CACHE_TIMEOUT",
         "ROBOT_RATE_LIMIT_WAIT_TIME",
         "ROBOT_FORWARD_INTERNAL_IPS",
+        "ROBOT_USE_LEGACY_PROVIDER_ID",
         "[default: 15s]",
         "[default: cloud-controller-manager]",
         "[default: :8233]",
