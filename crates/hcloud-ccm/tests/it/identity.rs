@@ -12,7 +12,8 @@ use kube::api::{Patch, PatchParams};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde_json::json;
 
-use crate::robot::{dedicated, simulator, start_ccm_with};
+use crate::robot::{ROBOT_PASSWORD, ROBOT_USER, dedicated, simulator, start_ccm_with};
+use crate::support::ccm::{BIN, TOKEN};
 use crate::support::events;
 use crate::support::scope::Scope;
 
@@ -71,6 +72,48 @@ async fn warned(scope: &Scope, name: &str, reason: &str) -> Vec<Event> {
     .await
 }
 
+/// `hcloud-ccm plan -o json` in `scope` against `sim` with Robot on.
+async fn plan(scope: &Scope, sim: &hcloud_sim::Simulator) -> serde_json::Value {
+    let access = scope.admin_access("plan").await;
+    let output = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("ROBOT_ENABLED", "true")
+        .env("ROBOT_USER", ROBOT_USER)
+        .env("ROBOT_PASSWORD", ROBOT_PASSWORD)
+        .env("ROBOT_ENDPOINT", sim.robot_url())
+        .args([
+            "plan",
+            "-o",
+            "json",
+            "--cloud-provider=hcloud",
+            &format!("--kubeconfig={}", access.kubeconfig.display()),
+        ])
+        .output()
+        .await
+        .unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The reasons of the Warnings `plan` names for Node `name`.
+fn planned_warnings(plan: &serde_json::Value, name: &str) -> Vec<String> {
+    plan["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["kind"] == "Node" && o["name"] == name)
+        .flat_map(|o| o["warnings"].as_array().cloned().unwrap_or_default())
+        .filter_map(|w| w["reason"].as_str().map(str::to_owned))
+        .collect()
+}
+
 fn provider_id(node: &Node) -> Option<&str> {
     node.spec.as_ref().and_then(|s| s.provider_id.as_deref())
 }
@@ -108,8 +151,6 @@ async fn a_kubelet_provider_id_is_trusted_and_a_nameless_node_is_found_by_its_in
     let private_ip = server["private_net"][0]["ip"].as_str().unwrap().to_owned();
     let robot_name = scope.name("dedi");
     let (number, _) = dedicated(&sim, &robot_name).await;
-    let _ccm = start_ccm_with(&scope, &sim, &[]).await;
-
     let (worker, nameless, stray) = (
         scope.name("worker"),
         scope.name("nameless"),
@@ -119,6 +160,24 @@ async fn a_kubelet_provider_id_is_trusted_and_a_nameless_node_is_found_by_its_in
     register(&scope, &worker, Some(&kubelet_id), None).await;
     register(&scope, &nameless, None, Some(&private_ip)).await;
     register(&scope, &stray, None, Some("10.0.9.9")).await;
+
+    // plan names the Warnings the node controller records, from the same decision.
+    let planned = plan(&scope, &sim).await;
+    assert_eq!(
+        planned_warnings(&planned, &worker),
+        ["NodeNameMismatch"],
+        "{planned:#}"
+    );
+    assert_eq!(
+        planned_warnings(&planned, &stray),
+        ["NoMatchingServer"],
+        "{planned:#}"
+    );
+    assert!(
+        planned_warnings(&planned, &nameless).is_empty(),
+        "{planned:#}"
+    );
+    let _ccm = start_ccm_with(&scope, &sim, &[]).await;
 
     // The kubelet's providerID: the Robot server's metadata, the providerID kept, and one
     // Warning that names both names.

@@ -25,8 +25,8 @@ use crate::support::scope::{Access, Scope};
 
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const PROVIDED_BY: &str = "instance.hetzner.cloud/provided-by";
-const ROBOT_USER: &str = "robot-e2e-user";
-const ROBOT_PASSWORD: &str = "robot-e2e-password";
+pub(crate) const ROBOT_USER: &str = "robot-e2e-user";
+pub(crate) const ROBOT_PASSWORD: &str = "robot-e2e-password";
 
 /// A simulator with a Robot account (no Robot rate limit unless a test sets one).
 pub(crate) async fn simulator() -> Simulator {
