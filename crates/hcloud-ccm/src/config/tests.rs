@@ -1289,8 +1289,8 @@ fn docs_reference_table_is_the_declarations() {
         .chain(NO_EFFECT_FLAGS.iter().map(|f| f.name))
         .map(str::to_owned)
         .collect();
-    // Not settings: the refused secret flags, clap's own, `plan`'s, the kubelet's --node-ip,
-    // and the placeholder of "--flag=value has no effect".
+    // Not settings: the refused secret flags, clap's own, `plan`'s, the kubelet's --node-ip
+    // and --provider-id, and the placeholder of "--flag=value has no effect".
     flags.extend(SECRET_FLAGS.iter().map(|(f, _)| (*f).to_owned()));
     flags.extend(
         [
@@ -1299,6 +1299,7 @@ fn docs_reference_table_is_the_declarations() {
             "output",
             "detailed-exitcode",
             "node-ip",
+            "provider-id",
             "flag",
         ]
         .map(str::to_owned),
