@@ -298,13 +298,19 @@ impl HcloudInstances {
     /// No server, or several, is "instance not found" with the Warning that says why.
     async fn match_internal_ip(&self, node: &Node) -> Result<identify::Matched> {
         let cloud = if self.cache.config().mode == CacheMode::All {
-            let max_age = time_since_creation(node)
-                .map_or(self.cache.config().max_age, |since| {
-                    since.min(self.cache.config().max_age)
-                });
-            let listing = self.cache.all_servers_within(max_age).await.map_err(|err| {
-                categorize("listing servers to find one with the Node's InternalIP", err)
-            })?;
+            let max_age = time_since_creation(node).map_or(self.cache.config().max_age, |since| {
+                since.min(self.cache.config().max_age)
+            });
+            let listing = self
+                .cache
+                .all_servers_within(max_age)
+                .await
+                .map_err(|err| {
+                    categorize(
+                        "listing servers to find one with the Node's InternalIP",
+                        err,
+                    )
+                })?;
             Some(listing.servers)
         } else {
             None

@@ -424,7 +424,10 @@ fn robot_rules_with_robot_implemented() {
     let run = |extra: &[&str]| args(extra).validate();
     let cfg = run(&["--robot-enabled=true"]).unwrap();
     assert!(cfg.provider.robot.enabled && cfg.provider.robot.forward_internal_ips);
-    assert!(!cfg.provider.robot.legacy_provider_id, "hrobot:// by default");
+    assert!(
+        !cfg.provider.robot.legacy_provider_id,
+        "hrobot:// by default"
+    );
     let cfg = run(&[
         "--robot-enabled=true",
         "--robot-use-legacy-provider-id=true",

@@ -308,12 +308,8 @@ mod tests {
             ),
         ];
         for (what, addresses, network, expected) in cases {
-            let got = match_internal_ip(
-                &node("n", &addresses),
-                Some(&servers),
-                network,
-                &dedicated,
-            );
+            let got =
+                match_internal_ip(&node("n", &addresses), Some(&servers), network, &dedicated);
             assert_eq!(outcome(&got), expected, "{what}: {got:?}");
         }
     }
@@ -346,7 +342,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            none.message.contains("its InternalIP 10.0.0.9 is no server's"),
+            none.message
+                .contains("its InternalIP 10.0.0.9 is no server's"),
             "{}",
             none.message
         );
@@ -360,9 +357,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            robot_only
-                .message
-                .contains("HCLOUD_SERVER_CACHE_MODE=all"),
+            robot_only.message.contains("HCLOUD_SERVER_CACHE_MODE=all"),
             "{}",
             robot_only.message
         );
@@ -372,7 +367,10 @@ mod tests {
     fn a_differing_name_is_a_warning_naming_both() {
         let dedicated = node("worker-1", &[]);
         let warning = name_mismatch(&dedicated, ProviderId::Robot(41), "dedi-41");
-        let message = warning.as_ref().map(|w| w.message.clone()).unwrap_or_default();
+        let message = warning
+            .as_ref()
+            .map(|w| w.message.clone())
+            .unwrap_or_default();
         assert_eq!(
             warning.map(|w| w.reason),
             Some(NODE_NAME_MISMATCH.to_owned())

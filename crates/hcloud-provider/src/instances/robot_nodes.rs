@@ -17,9 +17,9 @@ use hcloud_api::robot::RobotServer;
 use k8s_openapi::api::core::v1::Node;
 
 use super::HcloudInstances;
+use super::identify::name_mismatch;
 use crate::errors::categorize;
 use crate::metrics::op;
-use super::identify::name_mismatch;
 use crate::provider_id::ProviderId;
 use crate::robot::{
     INSTANCE_LOOKUP_FAILED, MISCONFIGURED_INTERNAL_IP, find_number, robot_instance_metadata,

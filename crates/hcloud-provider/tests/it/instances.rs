@@ -1310,7 +1310,11 @@ async fn metadata_trusts_the_provider_id_and_finds_a_nameless_node_by_its_intern
     assert!(err.is_instance_not_found(), "{err}");
     let warning = err.warning().cloned().unwrap();
     assert_eq!(warning.reason, "NoMatchingServer");
-    assert!(warning.message.contains("10.0.0.250"), "{}", warning.message);
+    assert!(
+        warning.message.contains("10.0.0.250"),
+        "{}",
+        warning.message
+    );
     let err = instances
         .instance_metadata(&with_internal_ips("worker-4", &[&ips[0], &ips[1]]))
         .await
@@ -1318,13 +1322,12 @@ async fn metadata_trusts_the_provider_id_and_finds_a_nameless_node_by_its_intern
     assert!(err.is_instance_not_found(), "{err}");
     let warning = err.warning().cloned().unwrap();
     assert_eq!(warning.reason, "SeveralMatchingServers");
-    for needed in [
-        ips[0].as_str(),
-        ips[1].as_str(),
-        r#""srv-a""#,
-        r#""srv-b""#,
-    ] {
-        assert!(warning.message.contains(needed), "{needed}: {}", warning.message);
+    for needed in [ips[0].as_str(), ips[1].as_str(), r#""srv-a""#, r#""srv-b""#] {
+        assert!(
+            warning.message.contains(needed),
+            "{needed}: {}",
+            warning.message
+        );
     }
     // Retried lookups are answered from the listing: no request per Node or per retry.
     let before = sim.admin().request_counts().await.unwrap();

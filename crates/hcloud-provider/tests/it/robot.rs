@@ -275,11 +275,7 @@ async fn hybrid_nodes_are_told_apart_by_providerid_and_name() {
         }]),
         ..Default::default()
     });
-    let m = instances
-        .instance_metadata(&by_ip)
-        .await
-        .unwrap()
-        .unwrap();
+    let m = instances.instance_metadata(&by_ip).await.unwrap().unwrap();
     assert_eq!(m.provider_id, "hrobot://101");
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
     assert_eq!(robot.lists().await, 1, "one listing answered every lookup");
@@ -847,7 +843,10 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
         (robot.lists().await > before + 2).then_some(())
     })
     .await;
-    assert!(env.node(&reused_name).await.is_some(), "deleted for its name");
+    assert!(
+        env.node(&reused_name).await.is_some(),
+        "deleted for its name"
+    );
     robot.remove(43).await;
     env.deleted(&reused_name).await;
 }
