@@ -112,8 +112,9 @@ pub struct Error {
     message: String,
     retry_after: Option<Duration>,
     source: Option<BoxError>,
-    /// The Warning that says why, for the object (see [`Error::with_warning`]).
-    warning: Option<Warning>,
+    /// The Warning that says why, for the object (see [`Error::with_warning`]); boxed, so
+    /// that the error stays small.
+    warning: Option<Box<Warning>>,
 }
 
 impl std::fmt::Display for Error {
@@ -242,13 +243,13 @@ impl Error {
     /// servers). `plan` prints the same Warning.
     #[must_use]
     pub fn with_warning(mut self, warning: Warning) -> Self {
-        self.warning = Some(warning);
+        self.warning = Some(Box::new(warning));
         self
     }
 
     /// The Warning the provider gave for this error ([`Error::with_warning`]).
     pub fn warning(&self) -> Option<&Warning> {
-        self.warning.as_ref()
+        self.warning.as_deref()
     }
 
     /// The provider does not implement this call (a user error: no retry helps).

@@ -143,7 +143,7 @@ async fn a_kubelet_provider_id_is_trusted_and_a_nameless_node_is_found_by_its_in
         .admin()
         .create_server(ServerSeed {
             networks: vec![network.into()],
-            ..ServerSeed::new(&scope.name("srv"))
+            ..ServerSeed::new(scope.name("srv"))
         })
         .await
         .unwrap();
