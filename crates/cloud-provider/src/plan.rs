@@ -310,10 +310,9 @@ async fn metadata(
         Err(err) => {
             // The Warning the controller records for this failure, when the provider gave one.
             object.warnings.extend(err.warning().cloned());
-            object.errors.push(format!(
-                "failed to get instance metadata: {}",
-                error_chain(&err)
-            ));
+            object
+                .errors
+                .push(error_chain(&NodeSyncError::Metadata(err)));
             None
         }
     }
