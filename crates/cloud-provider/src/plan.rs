@@ -308,10 +308,11 @@ async fn metadata(
         Ok(Some(metadata)) => Some(metadata),
         Ok(None) => None,
         Err(err) => {
-            object.errors.push(format!(
-                "failed to get instance metadata: {}",
-                error_chain(&err)
-            ));
+            // The Warning the controller records for this failure, when the provider gave one.
+            object.warnings.extend(err.warning().cloned());
+            object
+                .errors
+                .push(error_chain(&NodeSyncError::Metadata(err)));
             None
         }
     }
@@ -336,6 +337,7 @@ async fn plan_node(instances: &dyn Instances, node: &Node, object: &mut ObjectPl
             }
             object.changes.extend(decision.changes(node));
             object.writes.extend(decision.writes(&name_of(node)));
+            object.warnings.extend(decision.warnings);
         }
         Err(err) => object.errors.push(error_chain(&NodeSyncError::Init(err))),
     }
@@ -520,7 +522,10 @@ mod tests {
             self.call("metadata");
             let name = name_of(node);
             if !self.servers.contains_key(&name) {
-                return Err(Error::instance_not_found());
+                return Err(Error::instance_not_found().with_warning(Warning::new(
+                    "NoMatchingServer",
+                    format!("no server is {name}'s"),
+                )));
             }
             Ok(Some(InstanceMetadata {
                 provider_id: format!("fake://{name}"),
@@ -532,6 +537,10 @@ mod tests {
                 zone: "zone-a".to_owned(),
                 region: "region".to_owned(),
                 additional_labels: BTreeMap::new(),
+                warnings: vec![Warning::new(
+                    "NodeNameMismatch",
+                    format!("{name}'s server has another name"),
+                )],
             }))
         }
     }
@@ -823,7 +832,21 @@ mod tests {
                 .any(|c| c.target == "label topology.kubernetes.io/zone"
                     && c.to.as_deref() == Some("zone-a"))
         );
+        // The initialization's Warning, from the decision the controller applies.
+        assert_eq!(
+            new.warnings,
+            [Warning::new(
+                "NodeNameMismatch",
+                "new's server has another name"
+            )],
+            "{text}"
+        );
+        assert!(
+            text.contains("! NodeNameMismatch: new's server has another name"),
+            "{text}"
+        );
         let off = find("Node", "off");
+        assert!(off.warnings.is_empty(), "initialized: {text}");
         assert_eq!(off.changes[0].verb, Verb::Add, "{text}");
         assert!(off.changes[0].target.contains(TAINT_SHUTDOWN));
         let gone = find("Node", "gone");
@@ -885,6 +908,11 @@ mod tests {
         let provider = FakeProvider(fake.clone());
         let plan = run(&provider, &nodes, &[Arc::new(cluster_ip)], &options()).await;
         assert_eq!(plan.error_count(), 1, "{}", plan.render_text());
+        // The provider's Warning for the lookup is the one the controller records.
+        assert_eq!(
+            plan.objects[0].warnings,
+            [Warning::new("NoMatchingServer", "no server is lost's")]
+        );
         let web = &plan
             .objects
             .iter()

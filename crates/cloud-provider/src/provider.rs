@@ -112,6 +112,9 @@ pub struct Error {
     message: String,
     retry_after: Option<Duration>,
     source: Option<BoxError>,
+    /// The Warning that says why, for the object (see [`Error::with_warning`]); boxed, so
+    /// that the error stays small.
+    warning: Option<Box<Warning>>,
 }
 
 impl std::fmt::Display for Error {
@@ -137,6 +140,7 @@ impl Error {
             message: message.into(),
             retry_after: None,
             source: None,
+            warning: None,
         }
     }
 
@@ -234,6 +238,20 @@ impl Error {
         err
     }
 
+    /// The same error, with the Warning the controller records on the object instead of its
+    /// generic one (e.g. why no instance could be found for a Node: which addresses, which
+    /// servers). `plan` prints the same Warning.
+    #[must_use]
+    pub fn with_warning(mut self, warning: Warning) -> Self {
+        self.warning = Some(Box::new(warning));
+        self
+    }
+
+    /// The Warning the provider gave for this error ([`Error::with_warning`]).
+    pub fn warning(&self) -> Option<&Warning> {
+        self.warning.as_deref()
+    }
+
     /// The provider does not implement this call (a user error: no retry helps).
     pub fn not_implemented() -> Self {
         let mut err = Self::user("NotImplemented", "not implemented");
@@ -299,6 +317,9 @@ pub struct InstanceMetadata {
     /// Extra labels. Keys in the `kubernetes.io` / `k8s.io` domains are dropped and keys that
     /// already exist on the Node are never overwritten.
     pub additional_labels: BTreeMap<String, String>,
+    /// Warnings about the Node that the lookup found (e.g. its name is not its instance's):
+    /// recorded on the Node when it is initialised (and printed by `plan`), never a failure.
+    pub warnings: Vec<Warning>,
 }
 
 /// Instance capability (the InstancesV2 contract).

@@ -1,6 +1,8 @@
 //! The instances capability (InstancesV2) for Hetzner Cloud servers, and Robot dedicated
-//! servers when Robot support is on (`robot_nodes`).
+//! servers when Robot support is on (`robot_nodes`); which server is a Node's is decided in
+//! [`identify`].
 
+pub mod identify;
 mod robot_nodes;
 
 use std::net::IpAddr;
@@ -254,13 +256,93 @@ impl HcloudInstances {
             .map_err(|err| categorize("checking which servers are not running", err))
     }
 
-    async fn find(&self, node: &Node) -> Result<Arc<Server>> {
+    /// The metadata of a Node that no Robot server claims: the cloud server of its
+    /// providerID (trusted; a differing name is a Warning of the metadata), or for a Node
+    /// without one the server of its name, else of its InternalIP ([`identify`]).
+    async fn cloud_metadata(&self, node: &Node) -> Result<InstanceMetadata> {
         let key = server_key(node)?;
-        match self.cache.get(&key).await {
-            Ok(Some(server)) => Ok(server),
-            Ok(None) => Err(Error::instance_not_found()),
-            Err(err) => Err(categorize(format!("looking up {key}"), err)),
+        let found = self
+            .cache
+            .get(&key)
+            .await
+            .map_err(|err| categorize(format!("looking up {key}"), err))?;
+        let server = match (found, &key) {
+            (Some(server), _) => server,
+            (None, ServerKey::Id(_)) => return Err(Error::instance_not_found()),
+            (None, ServerKey::Name(_)) => match self.match_internal_ip(node).await? {
+                identify::Matched::Cloud(server) => server,
+                identify::Matched::Robot(server) => {
+                    return Ok(self.robot_metadata_of(node, &server).await);
+                }
+            },
+        };
+        // A Node's server seen through the token (a Node initialised or refreshed): the
+        // project is the cluster's, also after a start-up check that found every cloud Node's
+        // server gone at that moment.
+        self.project_seen();
+        let mut metadata = instance_metadata(&server, &self.config);
+        if let ServerKey::Id(id) = key {
+            metadata.warnings.extend(identify::name_mismatch(
+                node,
+                ProviderId::Cloud(id),
+                &server.name,
+            ));
         }
+        Ok(metadata)
+    }
+
+    /// The one server with an InternalIP of `node` (no providerID, no server of its name),
+    /// from the lists the caches keep: the listing of every cloud server (mode `all` only),
+    /// no older than the Node so that it has the Node's server (one listing answers a burst of
+    /// joining Nodes, later lookups reuse it), and the Robot list when Robot can be asked.
+    /// No server, or several, is "instance not found" with the Warning that says why.
+    async fn match_internal_ip(&self, node: &Node) -> Result<identify::Matched> {
+        let cloud = if self.cache.config().mode == CacheMode::All {
+            let max_age = time_since_creation(node).map_or(self.cache.config().max_age, |since| {
+                since.min(self.cache.config().max_age)
+            });
+            let listing = self
+                .cache
+                .all_servers_within(max_age)
+                .await
+                .map_err(|err| {
+                    categorize(
+                        "listing servers to find one with the Node's InternalIP",
+                        err,
+                    )
+                })?;
+            Some(listing.servers)
+        } else {
+            None
+        };
+        let robot = if self.robot.has_client() {
+            Some(self.robot.servers().await.map_err(|err| {
+                categorize(
+                    "listing Robot servers to find one with the Node's InternalIP",
+                    err,
+                )
+            })?)
+        } else {
+            None
+        };
+        let matched = identify::match_internal_ip(
+            node,
+            cloud.as_deref(),
+            self.config.network_id,
+            robot.as_ref().map_or(&[][..], |list| list.as_slice()),
+        )
+        .map_err(|warning| Error::instance_not_found().with_warning(warning))?;
+        let (kind, name) = match &matched {
+            identify::Matched::Cloud(server) => ("cloud", server.name.as_str()),
+            identify::Matched::Robot(server) => ("Robot", server.server_name.as_str()),
+        };
+        tracing::info!(
+            node = node.metadata.name.as_deref().unwrap_or_default(),
+            server = name,
+            kind,
+            "no server is named like the Node, but this one has its InternalIP"
+        );
+        Ok(matched)
     }
 }
 
@@ -431,12 +513,7 @@ impl Instances for HcloudInstances {
         if let Some(answer) = self.robot_metadata(node).await {
             return answer;
         }
-        let server = self.find(node).await?;
-        // A Node's server seen through the token (a Node initialised or refreshed): the
-        // project is the cluster's, also after a start-up check that found every cloud Node's
-        // server gone at that moment.
-        self.project_seen();
-        Ok(Some(instance_metadata(&server, &self.config)))
+        self.cloud_metadata(node).await.map(Some)
     }
 }
 

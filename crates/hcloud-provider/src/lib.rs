@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 pub use config::{AddressFamily, CacheConfig, CacheMode, InstancesConfig, NetworkRef};
 pub use events::{EVENT_COMPONENT, Events};
+pub use instances::identify::{NO_MATCHING_SERVER, NODE_NAME_MISMATCH, SEVERAL_MATCHING_SERVERS};
 pub use instances::{CLOUD_PROJECT_MISMATCH, HcloudInstances, ProjectCheck, server_key};
 pub use lb_type_cache::LoadBalancerTypeCache;
 pub use load_balancers::{HcloudLoadBalancers, LoadBalancerSettings};

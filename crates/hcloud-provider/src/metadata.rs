@@ -91,6 +91,7 @@ pub fn instance_metadata(server: &Server, config: &InstancesConfig) -> InstanceM
         },
         region: location,
         additional_labels: BTreeMap::from([(PROVIDED_BY_LABEL.to_owned(), "cloud".to_owned())]),
+        warnings: Vec::new(),
     }
 }
 

@@ -19,7 +19,8 @@ pub enum ProviderId {
 }
 
 impl fmt::Display for ProviderId {
-    /// The canonical form: `hcloud://ID` or `hrobot://N` (legacy `hcloud://bm-N` is never written).
+    /// The canonical form: `hcloud://ID` or `hrobot://N` (for the legacy `hcloud://bm-N`, see
+    /// [`ProviderId::written`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Cloud(id) => write!(f, "{CLOUD_SCHEME}{id}"),
@@ -41,6 +42,19 @@ pub struct ParseProviderIdError {
 }
 
 impl ProviderId {
+    /// The form written to a Node that has no providerID: the canonical one, or with
+    /// `legacy_robot` (`ROBOT_USE_LEGACY_PROVIDER_ID`) the legacy `hcloud://bm-N` for a Robot
+    /// server, which Cluster API's Hetzner provider expects. A providerID a Node has is never
+    /// rewritten, in either direction.
+    pub fn written(self, legacy_robot: bool) -> String {
+        match self {
+            Self::Robot(number) if legacy_robot => {
+                format!("{CLOUD_SCHEME}{LEGACY_ROBOT_PREFIX}{number}")
+            }
+            _ => self.to_string(),
+        }
+    }
+
     /// Parse a Node's `spec.providerID`.
     pub fn parse(value: &str) -> Result<ProviderId, ParseProviderIdError> {
         let error = |reason| ParseProviderIdError {
@@ -106,6 +120,21 @@ mod tests {
             ProviderId::parse("hcloud://bm-7").map(|id| id.to_string()),
             Ok("hrobot://7".to_owned())
         );
+    }
+
+    #[test]
+    fn the_legacy_robot_form_is_written_only_when_asked_for() {
+        let cases = [
+            (ProviderId::Robot(7), false, "hrobot://7"),
+            (ProviderId::Robot(7), true, "hcloud://bm-7"),
+            (ProviderId::Cloud(7), true, "hcloud://7"),
+            (ProviderId::Cloud(7), false, "hcloud://7"),
+        ];
+        for (id, legacy, written) in cases {
+            assert_eq!(id.written(legacy), written, "{id:?} legacy={legacy}");
+            // What is written reads back as the same server.
+            assert_eq!(ProviderId::parse(written), Ok(id));
+        }
     }
 
     #[test]

@@ -81,12 +81,13 @@ pub struct RobotSettings {
     /// `ROBOT_POWER_STATE_CACHE_TIMEOUT`: how long a server's power state is reused before
     /// it is read again (zero: read on every shutdown check).
     pub power_state_max_age: Duration,
+    /// `ROBOT_USE_LEGACY_PROVIDER_ID`: write `hcloud://bm-N` instead of `hrobot://N` to a
+    /// dedicated Node that has no providerID (see [`ProviderId::written`]).
+    pub legacy_provider_id: bool,
 }
 
 /// Event reason: a Node's name is a cloud server's and a Robot server's.
 pub const INSTANCE_LOOKUP_FAILED: &str = "InstanceLookupFailed";
-/// Event reason: the Robot server of a Node's providerID has another name.
-pub const POSSIBLE_NODE_DELETION: &str = "PossibleNodeDeletion";
 /// Event reason: an InternalIP the kubelet reported is not forwarded.
 pub const MISCONFIGURED_INTERNAL_IP: &str = "MisconfiguredInternalIP";
 
@@ -397,24 +398,26 @@ pub fn robot_node_addresses(
     (out, warnings)
 }
 
-/// Everything the node controller sets for a Robot Node, and the Warnings its addresses give.
+/// Everything the node controller sets for a Robot Node (the providerID in the form
+/// `settings` ask for), and the Warnings its addresses give.
 pub fn robot_instance_metadata(
     server: &RobotServer,
     family: AddressFamily,
-    forward_internal_ips: bool,
+    settings: &RobotSettings,
     node: &Node,
 ) -> (InstanceMetadata, Vec<AddressWarning>) {
     let (node_addresses, warnings) =
-        robot_node_addresses(server, family, forward_internal_ips, node);
+        robot_node_addresses(server, family, settings.forward_internal_ips, node);
     let (zone, region) = robot_zone_and_region(&server.dc);
     let number = i64::try_from(server.server_number).unwrap_or(i64::MAX);
     let metadata = InstanceMetadata {
-        provider_id: ProviderId::Robot(number).to_string(),
+        provider_id: ProviderId::Robot(number).written(settings.legacy_provider_id),
         instance_type: robot_instance_type(&server.product),
         node_addresses,
         zone,
         region,
         additional_labels: BTreeMap::from([(PROVIDED_BY_LABEL.to_owned(), "robot".to_owned())]),
+        warnings: Vec::new(),
     };
     (metadata, warnings)
 }
@@ -582,11 +585,19 @@ mod tests {
 
     #[test]
     fn metadata_of_a_dedicated_server() {
-        let (m, _) = robot_instance_metadata(&server(), AddressFamily::Ipv4, false, &node(&[]));
+        let settings = RobotSettings::default();
+        let (m, _) = robot_instance_metadata(&server(), AddressFamily::Ipv4, &settings, &node(&[]));
         assert_eq!(m.provider_id, "hrobot://321");
         assert_eq!(m.instance_type, "Server-Auction");
         assert_eq!((m.zone.as_str(), m.region.as_str()), ("fsn1-dc14", "fsn1"));
         assert_eq!(m.additional_labels[PROVIDED_BY_LABEL], "robot");
+        // ROBOT_USE_LEGACY_PROVIDER_ID: the form Cluster API's Hetzner provider expects.
+        let legacy = RobotSettings {
+            legacy_provider_id: true,
+            ..settings
+        };
+        let (m, _) = robot_instance_metadata(&server(), AddressFamily::Ipv4, &legacy, &node(&[]));
+        assert_eq!(m.provider_id, "hcloud://bm-321");
     }
 
     #[test]
@@ -646,6 +657,7 @@ mod tests {
             forward_internal_ips: true,
             rate_limit_wait_time: wait,
             power_state_max_age: Duration::from_secs(60),
+            legacy_provider_id: false,
         };
         let cache = CacheConfig {
             robot_max_age: Duration::from_secs(60),

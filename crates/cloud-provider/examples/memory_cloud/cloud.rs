@@ -229,6 +229,7 @@ impl Instances for MemoryCloud {
             zone: instance.zone,
             region: instance.region,
             additional_labels: BTreeMap::new(),
+            warnings: Vec::new(),
         }))
     }
 }

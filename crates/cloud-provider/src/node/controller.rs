@@ -18,6 +18,7 @@ use super::addresses::NodeIpError;
 use super::decisions::{
     InitError, Initialization, NodeDecision, SkippedLabel, decide, is_uninitialized,
 };
+use crate::change::Warning;
 use crate::events::{EventRecorder, EventType, LastWarnings, error_chain};
 use crate::metrics::Metrics;
 use crate::provider::{self, Category, InstanceMetadata, Instances};
@@ -123,6 +124,18 @@ impl NodeSyncError {
             Self::Metadata(_) => "InstanceLookupFailed",
             _ => "SyncFailed",
         }
+    }
+
+    /// The Warning recorded on the Node for this failure: the provider's own when it gave one
+    /// (e.g. why no server is the Node's), else [`NodeSyncError::event_reason`] with the error
+    /// chain.
+    pub fn warning(&self) -> Warning {
+        if let Self::Metadata(err) = self
+            && let Some(warning) = err.warning()
+        {
+            return warning.clone();
+        }
+        Warning::new(self.event_reason(), error_chain(self))
     }
 }
 
@@ -334,19 +347,21 @@ impl Reconciler for NodeReconciler {
 
     async fn retried_error(&self, name: &str, err: &NodeSyncError, _delay: Duration) {
         if let Some(node) = self.cache.get(name) {
-            self.recorder
-                .publish(
-                    node.as_ref(),
-                    EventType::Warning,
-                    err.event_reason(),
-                    &error_chain(err),
-                )
-                .await;
+            self.warn(node.as_ref(), &err.warning()).await;
         }
     }
 }
 
 impl NodeReconciler {
+    /// Record `warning` on `node` (and log it).
+    async fn warn(&self, node: &Node, warning: &Warning) {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        tracing::warn!(node = name, reason = warning.reason, "{}", warning.message);
+        self.recorder
+            .publish(node, EventType::Warning, &warning.reason, &warning.message)
+            .await;
+    }
+
     /// Read (the cached Node; the cloud's metadata only for a tainted one), decide
     /// ([`decide`]), apply.
     async fn sync_node(&self, name: &str) -> Result<(), NodeSyncError> {
@@ -373,6 +388,9 @@ impl NodeReconciler {
         let Some(init) = decision.initialization.clone() else {
             return Ok(());
         };
+        for warning in &decision.warnings {
+            self.warn(&node, warning).await;
+        }
         let Some(updated) = self.initialize(&node, init, &metadata).await? else {
             tracing::debug!(node = name, "node was initialized concurrently");
             return Ok(());
@@ -508,14 +526,7 @@ impl NodeReconciler {
         // A provided-node-ip mismatch after initialization only logs; other failures are
         // also reported on the Node.
         if !matches!(err, NodeSyncError::Addresses(_)) {
-            self.recorder
-                .publish(
-                    node.as_ref(),
-                    EventType::Warning,
-                    err.event_reason(),
-                    &chain,
-                )
-                .await;
+            self.warn(node.as_ref(), &err.warning()).await;
         }
     }
 }
@@ -638,5 +649,18 @@ mod tests {
             error_chain(&metadata),
             "failed to get instance metadata: cloud API call failed: down"
         );
+        assert_eq!(
+            metadata.warning(),
+            Warning::new(
+                "InstanceLookupFailed",
+                "failed to get instance metadata: cloud API call failed: down"
+            )
+        );
+        let why = Warning::new("NoMatchingServer", "no server has the InternalIP 10.0.0.9");
+        let unmatched = NodeSyncError::Metadata(
+            provider::Error::instance_not_found().with_warning(why.clone()),
+        );
+        assert_eq!(unmatched.warning(), why);
+        assert_eq!(unmatched.metric_label(), "instance_not_found");
     }
 }

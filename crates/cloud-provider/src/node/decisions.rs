@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 use super::addresses::{
     NodeIpError, current_addresses, desired_addresses, filter_by_node_ips, provided_node_ip,
 };
-use crate::change::{Change, Verb, Write};
+use crate::change::{Change, Verb, Warning, Write};
 use crate::provider::InstanceMetadata;
 use crate::well_known::{
     LABEL_INSTANCE_TYPE, LABEL_INSTANCE_TYPE_BETA, LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE,
@@ -186,6 +186,9 @@ pub struct NodeDecision {
     pub addresses: Option<Vec<NodeAddress>>,
     /// Why the addresses cannot be written (they do not fit the provided node IP).
     pub address_error: Option<NodeIpError>,
+    /// The Warnings the initialization records on the Node (the cloud's
+    /// [`InstanceMetadata::warnings`]; none for an initialized Node).
+    pub warnings: Vec<Warning>,
 }
 
 /// Decide what the controller does to `node`. An initialized Node gets its GA labels, and with
@@ -206,6 +209,7 @@ pub fn decide(node: &Node, metadata: Option<&InstanceMetadata>) -> Result<NodeDe
             }
         }
         decision.initialization = Some(init);
+        decision.warnings.clone_from(&metadata.warnings);
         initialized
     } else {
         decision.labels = reconcile_labels(node);
@@ -311,6 +315,7 @@ mod tests {
             zone: "fsn1-dc14".into(),
             region: "fsn1".into(),
             additional_labels: BTreeMap::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -493,6 +498,25 @@ mod tests {
         ));
         // Without the annotation, no addresses is fine.
         assert!(decide_initialization(&tainted_node("n1"), &no_addresses).is_ok());
+    }
+
+    #[test]
+    fn the_cloud_warnings_come_with_the_initialization_only() {
+        let warned = InstanceMetadata {
+            warnings: vec![Warning::new("NodeNameMismatch", "names differ")],
+            ..metadata()
+        };
+        let tainted = decide(&tainted_node("n1"), Some(&warned)).unwrap();
+        assert_eq!(tainted.warnings, warned.warnings);
+        assert!(tainted.initialization.is_some());
+        let mut initialized = tainted_node("n1");
+        initialized.spec.get_or_insert_default().taints = None;
+        assert!(
+            decide(&initialized, Some(&warned))
+                .unwrap()
+                .warnings
+                .is_empty()
+        );
     }
 
     #[test]

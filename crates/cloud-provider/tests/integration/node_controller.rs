@@ -49,6 +49,7 @@ fn metadata(id: &str, addresses: Vec<k8s_openapi::api::core::v1::NodeAddress>) -
             ("team".to_owned(), "cloud-value".to_owned()),
             ("node.kubernetes.io/sneaky".to_owned(), "x".to_owned()),
         ]),
+        warnings: Vec::new(),
     }
 }
 

@@ -55,6 +55,14 @@ settings! {
         Spec::env("robot-forward-internal-ips", "ROBOT_FORWARD_INTERNAL_IPS", "BOOL")
             .default("true")
             .parse(boolean);
+    /// Give a dedicated Node without a providerID the legacy hcloud://bm-<server number>
+    /// instead of hrobot://<server number> (Cluster API's Hetzner provider expects it; a
+    /// providerID a Node has is never rewritten). Beyond the official CCM, where it was
+    /// proposed under this name.
+    pub(super) USE_LEGACY_PROVIDER_ID: bool =
+        Spec::env("robot-use-legacy-provider-id", "ROBOT_USE_LEGACY_PROVIDER_ID", "BOOL")
+            .default("false")
+            .parse(boolean);
 }
 
 /// The official CCM accepts a negative timeout: the list is then stale at once and asked for
@@ -89,6 +97,7 @@ pub(super) fn check_robot(
     let rate_limit_wait_time = c.value(&RATE_LIMIT_WAIT_TIME);
     let power_state_max_age = c.value(&POWER_STATE_CACHE_TIMEOUT);
     let forward_internal_ips = c.value(&FORWARD_INTERNAL_IPS);
+    let legacy_provider_id = c.value(&USE_LEGACY_PROVIDER_ID);
     if enabled {
         if user.is_some() != password.is_some() {
             c.problem(
@@ -105,6 +114,7 @@ pub(super) fn check_robot(
             forward_internal_ips: enabled && forward_internal_ips,
             rate_limit_wait_time,
             power_state_max_age,
+            legacy_provider_id,
         },
         RobotClientSettings {
             user,

@@ -424,6 +424,16 @@ fn robot_rules_with_robot_implemented() {
     let run = |extra: &[&str]| args(extra).validate();
     let cfg = run(&["--robot-enabled=true"]).unwrap();
     assert!(cfg.provider.robot.enabled && cfg.provider.robot.forward_internal_ips);
+    assert!(
+        !cfg.provider.robot.legacy_provider_id,
+        "hrobot:// by default"
+    );
+    let cfg = run(&[
+        "--robot-enabled=true",
+        "--robot-use-legacy-provider-id=true",
+    ])
+    .unwrap();
+    assert!(cfg.provider.robot.legacy_provider_id);
     let cfg = args_with_robot(&["--robot-enabled=true"], "u", "p")
         .validate()
         .unwrap();
@@ -1066,6 +1076,7 @@ fn help_documents_every_flag_and_variable() {
         "ROBOT_CACHE_TIMEOUT",
         "ROBOT_RATE_LIMIT_WAIT_TIME",
         "ROBOT_FORWARD_INTERNAL_IPS",
+        "ROBOT_USE_LEGACY_PROVIDER_ID",
         "[default: 15s]",
         "[default: cloud-controller-manager]",
         "[default: :8233]",
@@ -1281,8 +1292,8 @@ fn docs_reference_table_is_the_declarations() {
         .chain(NO_EFFECT_FLAGS.iter().map(|f| f.name))
         .map(str::to_owned)
         .collect();
-    // Not settings: the refused secret flags, clap's own, `plan`'s, the kubelet's --node-ip,
-    // and the placeholder of "--flag=value has no effect".
+    // Not settings: the refused secret flags, clap's own, `plan`'s, the kubelet's --node-ip
+    // and --provider-id, and the placeholder of "--flag=value has no effect".
     flags.extend(SECRET_FLAGS.iter().map(|(f, _)| (*f).to_owned()));
     flags.extend(
         [
@@ -1291,6 +1302,7 @@ fn docs_reference_table_is_the_declarations() {
             "output",
             "detailed-exitcode",
             "node-ip",
+            "provider-id",
             "flag",
         ]
         .map(str::to_owned),

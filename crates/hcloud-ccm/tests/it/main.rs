@@ -21,6 +21,7 @@ mod docs;
 mod failover;
 mod fuzz;
 mod health;
+mod identity;
 mod leader_election;
 mod lease_handover;
 mod lifecycle;

@@ -25,11 +25,11 @@ use crate::support::scope::{Access, Scope};
 
 const SHUTDOWN_TAINT: &str = "node.cloudprovider.kubernetes.io/shutdown";
 const PROVIDED_BY: &str = "instance.hetzner.cloud/provided-by";
-const ROBOT_USER: &str = "robot-e2e-user";
-const ROBOT_PASSWORD: &str = "robot-e2e-password";
+pub(crate) const ROBOT_USER: &str = "robot-e2e-user";
+pub(crate) const ROBOT_PASSWORD: &str = "robot-e2e-password";
 
 /// A simulator with a Robot account (no Robot rate limit unless a test sets one).
-async fn simulator() -> Simulator {
+pub(crate) async fn simulator() -> Simulator {
     Simulator::start(
         SimConfig::default()
             .token(TOKEN)
@@ -43,27 +43,38 @@ async fn simulator() -> Simulator {
 /// The binary in `scope` against `sim` with Robot on: the Robot list and power states cached
 /// for 1 s, the lifecycle check every second, load balancers in fsn1.
 async fn start_ccm(scope: &Scope, sim: &Simulator) -> (Access, tokio::process::Child) {
+    start_ccm_with(scope, sim, &[]).await
+}
+
+/// [`start_ccm`] with the further variables `env`.
+pub(crate) async fn start_ccm_with(
+    scope: &Scope,
+    sim: &Simulator,
+    env: &[(&str, &str)],
+) -> (Access, tokio::process::Child) {
     let access = scope.admin_access("ccm").await;
     let robot_url = sim.robot_url();
+    let mut all = vec![
+        ("ROBOT_ENABLED", "true"),
+        ("ROBOT_USER", ROBOT_USER),
+        ("ROBOT_PASSWORD", ROBOT_PASSWORD),
+        ("ROBOT_ENDPOINT", &robot_url),
+        ("ROBOT_CACHE_TIMEOUT", "1s"),
+        ("ROBOT_POWER_STATE_CACHE_TIMEOUT", "1s"),
+        ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+    ];
+    all.extend_from_slice(env);
     let ccm = spawn_ccm(
         &access.kubeconfig,
         sim,
-        &[
-            ("ROBOT_ENABLED", "true"),
-            ("ROBOT_USER", ROBOT_USER),
-            ("ROBOT_PASSWORD", ROBOT_PASSWORD),
-            ("ROBOT_ENDPOINT", &robot_url),
-            ("ROBOT_CACHE_TIMEOUT", "1s"),
-            ("ROBOT_POWER_STATE_CACHE_TIMEOUT", "1s"),
-            ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
-        ],
+        &all,
         &[&scope.lease_flag(), "--node-monitor-period=1s"],
     );
     (access, ccm)
 }
 
 /// A dedicated server `name` in `sim`'s Robot account: its number and main IPv4.
-async fn dedicated(sim: &Simulator, name: &str) -> (u64, String) {
+pub(crate) async fn dedicated(sim: &Simulator, name: &str) -> (u64, String) {
     let number = sim
         .admin()
         .add_robot_server(RobotServerSeed::new(name))

@@ -2,10 +2,11 @@
 //!
 //! A Node is a Robot Node when its providerID is `hrobot://N` (or the legacy `hcloud://bm-N`,
 //! never rewritten), or, without a providerID, when Robot lists a server of the Node's name
-//! (with a Robot client only). A name that both a cloud server and a Robot server have is an
-//! error and an `InstanceLookupFailed` Warning. A Robot server counts as the Node's only
-//! while its Robot name is the Node's name; otherwise a `PossibleNodeDeletion` Warning says
-//! that the Node may be deleted (as upstream, for servers re-used under a new name).
+//! (with a Robot client only), or when its InternalIP is the `server_ip` of exactly one server
+//! (see [`super::identify`]). A name that both a cloud server and a Robot server have is an
+//! error and an `InstanceLookupFailed` Warning. The providerID is trusted: the server it
+//! numbers is the Node's whatever its Robot name; a name that differs from the Node's is a
+//! `NodeNameMismatch` Warning when the Node is initialised, never a failure or a deletion.
 //!
 //! Existence is answered from the cached list; "gone" only from a list whose request went out
 //! after the question, so an error, the rate limit or an old list never delete a Node.
@@ -16,11 +17,13 @@ use hcloud_api::robot::RobotServer;
 use k8s_openapi::api::core::v1::Node;
 
 use super::HcloudInstances;
+use super::identify::name_mismatch;
 use crate::errors::categorize;
 use crate::metrics::op;
+use crate::provider_id::ProviderId;
 use crate::robot::{
-    INSTANCE_LOOKUP_FAILED, MISCONFIGURED_INTERNAL_IP, POSSIBLE_NODE_DELETION, find_number,
-    robot_instance_metadata, robot_number,
+    INSTANCE_LOOKUP_FAILED, MISCONFIGURED_INTERNAL_IP, find_number, robot_instance_metadata,
+    robot_number,
 };
 use crate::server_cache::{CacheError, ServerKey};
 
@@ -92,35 +95,15 @@ impl HcloudInstances {
         Ok(Target::Named(server))
     }
 
-    /// The Warning that the Robot server of `node`'s providerID has another name.
-    async fn possible_deletion(&self, node: &Node, server: &RobotServer) {
-        let message = format!(
-            "The Robot server {} is named {:?}, not {:?} like this Node: it is not taken for the Node's server, and the node lifecycle controller may delete the Node",
-            server.server_number,
-            server.server_name,
-            node_name(node)
-        );
-        self.events
-            .warn(node, POSSIBLE_NODE_DELETION, &message)
-            .await;
-    }
-
-    /// The Robot server numbered `number` if it is `node`'s, from the cached list.
-    async fn robot_server(&self, node: &Node, number: u64) -> Result<RobotServer> {
+    /// The Robot server numbered `number` (the Node's providerID), from the cached list.
+    async fn robot_server(&self, number: u64) -> Result<RobotServer> {
         self.operations.count(op::instances::GET_ROBOT_SERVER_BY_ID);
         let found = self
             .robot
             .by_number(number)
             .await
             .map_err(|err| categorize(format!("looking up Robot server {number}"), err))?;
-        match found {
-            Some(server) if server.server_name == node_name(node) => Ok(server),
-            Some(server) => {
-                self.possible_deletion(node, &server).await;
-                Err(Error::instance_not_found())
-            }
-            None => Err(Error::instance_not_found()),
-        }
+        found.ok_or_else(Error::instance_not_found)
     }
 
     /// `Some` Robot server of `node` when it is a Robot Node (from the cached list).
@@ -128,7 +111,7 @@ impl HcloudInstances {
         match self.robot_target(node).await {
             Ok(Target::Cloud) => None,
             Ok(Target::Named(server)) => Some(Ok(server)),
-            Ok(Target::Number(number)) => Some(self.robot_server(node, number).await),
+            Ok(Target::Number(number)) => Some(self.robot_server(number).await),
             Err(err) => Some(Err(err)),
         }
     }
@@ -144,8 +127,8 @@ impl HcloudInstances {
         Some(self.robot_number_exists(node, number).await)
     }
 
-    /// Whether Robot lists server `number` under `node`'s name; "no" only from a list
-    /// requested after this question.
+    /// Whether Robot lists server `number` (under any name: the providerID is trusted); "no"
+    /// only from a list requested after this question.
     async fn robot_number_exists(&self, node: &Node, number: u64) -> Result<bool> {
         self.operations.count(op::instances::GET_ROBOT_SERVER_BY_ID);
         let name = node_name(node);
@@ -157,16 +140,12 @@ impl HcloudInstances {
         };
         let since = self.robot.moment();
         let listed = self.robot.servers().await.map_err(failed)?;
-        if find_number(&listed, number).is_some_and(|s| s.server_name == name) {
+        if find_number(&listed, number).is_some() {
             return Ok(true);
         }
         let listed = self.robot.servers_after(since).await.map_err(failed)?;
         match find_number(&listed, number) {
-            Some(server) if server.server_name == name => Ok(true),
-            Some(server) => {
-                self.possible_deletion(node, server).await;
-                Ok(false)
-            }
+            Some(_) => Ok(true),
             None => {
                 tracing::info!(
                     node = name,
@@ -201,7 +180,8 @@ impl HcloudInstances {
     }
 
     /// `Some` answer of `instance_metadata` when `node` is a Robot Node; the InternalIPs it
-    /// does not keep are `MisconfiguredInternalIP` Warnings.
+    /// does not keep are `MisconfiguredInternalIP` Warnings, and a server of the Node's
+    /// providerID named otherwise than the Node a `NodeNameMismatch` Warning of the metadata.
     pub(super) async fn robot_metadata(
         &self,
         node: &Node,
@@ -210,11 +190,29 @@ impl HcloudInstances {
             Ok(server) => server,
             Err(err) => return Some(Err(err)),
         };
-        let settings = self.robot.settings();
+        let mut metadata = self.robot_metadata_of(node, &server).await;
+        if robot_number(node).is_some() {
+            let number = i64::try_from(server.server_number).unwrap_or(i64::MAX);
+            metadata.warnings.extend(name_mismatch(
+                node,
+                ProviderId::Robot(number),
+                &server.server_name,
+            ));
+        }
+        Some(Ok(Some(metadata)))
+    }
+
+    /// The metadata of `node` as the Robot server `server`; the InternalIPs it does not keep
+    /// are `MisconfiguredInternalIP` Warnings.
+    pub(super) async fn robot_metadata_of(
+        &self,
+        node: &Node,
+        server: &RobotServer,
+    ) -> InstanceMetadata {
         let (metadata, warnings) = robot_instance_metadata(
-            &server,
+            server,
             self.config.address_family,
-            settings.forward_internal_ips,
+            self.robot.settings(),
             node,
         );
         for warning in warnings {
@@ -222,6 +220,6 @@ impl HcloudInstances {
                 .warn(node, MISCONFIGURED_INTERNAL_IP, &warning)
                 .await;
         }
-        Some(Ok(Some(metadata)))
+        metadata
     }
 }

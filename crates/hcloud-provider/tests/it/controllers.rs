@@ -148,7 +148,8 @@ async fn node_with_provider_id_is_initialized_from_that_server() {
     .await;
 }
 
-/// 3. No server for the Node: it stays tainted with a Warning event naming the cause; once
+/// 3. No server for the Node: it stays tainted with a Warning event naming the cause
+/// (`NoMatchingServer`: no server of its name, and no InternalIP to find one by); once
 /// the server exists, the Node is initialized without any change to the Node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
@@ -169,9 +170,12 @@ async fn missing_server_keeps_the_node_tainted_until_the_server_appears() {
             .find(|e| e.type_.as_deref() == Some("Warning"))
     })
     .await;
-    assert_eq!(warning.reason.as_deref(), Some("InstanceLookupFailed"));
+    // The provider's Warning saying why: no server has its name, and it reports no InternalIP
+    // a server could be found by.
+    assert_eq!(warning.reason.as_deref(), Some("NoMatchingServer"));
     let message = warning.message.clone().unwrap_or_default();
-    assert!(message.contains("instance not found"), "{message}");
+    assert!(message.contains("no InternalIP"), "{message}");
+    assert!(message.contains(late_node), "{message}");
     assert_eq!(component(&warning), Some("cloud-node-controller"));
 
     // Several retries later (the controller asked the cloud about this Node again), still

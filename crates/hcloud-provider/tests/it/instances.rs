@@ -109,13 +109,21 @@ async fn metadata_by_provider_id_and_by_name() {
     assert!(by_name.node_addresses[3].address.starts_with("10.0.0."));
     assert!(by_name.node_addresses[2].address.ends_with("::1"));
 
-    // A Node named differently but carrying the providerID is found by ID.
+    // A Node named differently but carrying the providerID is found by ID (with a Warning
+    // that the names differ).
     let by_id = instances
         .instance_metadata(&node("renamed", Some(&format!("hcloud://{id}"))))
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(by_id, by_name);
+    assert_eq!(by_id.warnings.len(), 1, "{:?}", by_id.warnings);
+    assert_eq!(
+        cloud_provider::InstanceMetadata {
+            warnings: Vec::new(),
+            ..by_id
+        },
+        by_name
+    );
 }
 
 #[tokio::test]
@@ -1219,4 +1227,116 @@ async fn the_provider_reports_a_recovery_of_the_api() {
     assert!(!recoveries.has_changed().unwrap(), "no success yet");
     assert!(instances.instance_exists(&known).await.unwrap());
     assert_eq!(*recoveries.borrow_and_update(), 1);
+}
+
+/// `node` without a providerID reporting `ips` as its InternalIPs.
+fn with_internal_ips(name: &str, ips: &[&str]) -> Node {
+    let mut n = node(name, None);
+    n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        addresses: Some(
+            ips.iter()
+                .map(|ip| k8s_openapi::api::core::v1::NodeAddress {
+                    type_: "InternalIP".into(),
+                    address: (*ip).into(),
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    });
+    n
+}
+
+#[tokio::test]
+async fn metadata_trusts_the_provider_id_and_finds_a_nameless_node_by_its_internal_ip() {
+    let sim = Simulator::start(SimConfig::default()).await.unwrap();
+    let network = sim
+        .admin()
+        .create_network(NetworkSeed::new("k8s", "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"))
+        .await
+        .unwrap();
+    let mut ips = Vec::new();
+    let mut ids = Vec::new();
+    for name in ["srv-a", "srv-b"] {
+        let server = sim
+            .admin()
+            .create_server(ServerSeed {
+                networks: vec![network.into()],
+                ..ServerSeed::new(name)
+            })
+            .await
+            .unwrap();
+        ips.push(server["private_net"][0]["ip"].as_str().unwrap().to_owned());
+        ids.push(server["id"].as_i64().unwrap());
+    }
+    let p = provider(&sim, settings()).await;
+    let instances = p.instances().unwrap();
+
+    // The providerID the kubelet set names the server, whatever the Node's name: a Warning
+    // that names both names, not a failure.
+    let kubelet_set = node("worker-1", Some(&format!("hcloud://{}", ids[0])));
+    let m = instances
+        .instance_metadata(&kubelet_set)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.provider_id, format!("hcloud://{}", ids[0]));
+    assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    assert_eq!(m.warnings[0].reason, "NodeNameMismatch");
+    assert!(
+        m.warnings[0].message.contains(r#""worker-1""#)
+            && m.warnings[0].message.contains(r#""srv-a""#),
+        "{}",
+        m.warnings[0].message
+    );
+    let named = node("srv-a", Some(&format!("hcloud://{}", ids[0])));
+    let m = instances.instance_metadata(&named).await.unwrap().unwrap();
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+
+    // Without a providerID: by name, else by the one server whose private IP is an InternalIP.
+    sim.admin().reset_request_counts().await.unwrap();
+    let m = instances
+        .instance_metadata(&with_internal_ips("worker-2", &[&ips[1]]))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.provider_id, format!("hcloud://{}", ids[1]));
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    // No server with the IP, or InternalIPs of two servers: not found, with the Warning that
+    // says why (the IP, the servers).
+    let err = instances
+        .instance_metadata(&with_internal_ips("worker-3", &["10.0.0.250"]))
+        .await
+        .unwrap_err();
+    assert!(err.is_instance_not_found(), "{err}");
+    let warning = err.warning().cloned().unwrap();
+    assert_eq!(warning.reason, "NoMatchingServer");
+    assert!(
+        warning.message.contains("10.0.0.250"),
+        "{}",
+        warning.message
+    );
+    let err = instances
+        .instance_metadata(&with_internal_ips("worker-4", &[&ips[0], &ips[1]]))
+        .await
+        .unwrap_err();
+    assert!(err.is_instance_not_found(), "{err}");
+    let warning = err.warning().cloned().unwrap();
+    assert_eq!(warning.reason, "SeveralMatchingServers");
+    for needed in [ips[0].as_str(), ips[1].as_str(), r#""srv-a""#, r#""srv-b""#] {
+        assert!(
+            warning.message.contains(needed),
+            "{needed}: {}",
+            warning.message
+        );
+    }
+    // Retried lookups are answered from the listing: no request per Node or per retry.
+    let before = sim.admin().request_counts().await.unwrap();
+    for _ in 0..5 {
+        for (name, ips) in [("worker-3", &["10.0.0.250"][..]), ("worker-2", &[&ips[1]])] {
+            let _ = instances
+                .instance_metadata(&with_internal_ips(name, ips))
+                .await;
+        }
+    }
+    assert_eq!(sim.admin().request_counts().await.unwrap(), before);
 }

@@ -127,6 +127,7 @@ fn robot_settings(max_age: Duration, rate_limit_wait: Duration) -> ProviderSetti
             rate_limit_wait_time: rate_limit_wait,
             // Every shutdown check reads the power state, unless a test says otherwise.
             power_state_max_age: Duration::ZERO,
+            legacy_provider_id: false,
         },
         cache: CacheConfig {
             robot_max_age: max_age,
@@ -238,13 +239,76 @@ async fn hybrid_nodes_are_told_apart_by_providerid_and_name() {
             .is_err()
     );
 
-    // The server of the providerID under another name is not the Node's.
-    let err = instances
-        .instance_metadata(&node("renamed", Some("hrobot://102")))
+    // The server of a providerID the kubelet set is the Node's under another name too: a
+    // Warning naming both names, not a failure, and the server exists for the Node.
+    let renamed = node("renamed", Some("hrobot://102"));
+    let m = instances
+        .instance_metadata(&renamed)
         .await
-        .unwrap_err();
-    assert!(err.is_instance_not_found(), "{err}");
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.provider_id, "hrobot://102");
+    assert_eq!(m.warnings.len(), 1, "{:?}", m.warnings);
+    assert_eq!(m.warnings[0].reason, "NodeNameMismatch");
+    assert!(
+        m.warnings[0].message.contains(r#""renamed""#)
+            && m.warnings[0].message.contains(r#""dedi-2""#),
+        "{:?}",
+        m.warnings
+    );
+    assert!(instances.instance_exists(&renamed).await.unwrap());
+    // Named like its server: no Warning.
+    let m = instances
+        .instance_metadata(&node("dedi-1", Some("hrobot://101")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+
+    // Without a providerID and named unlike any server: the Robot server whose server IP is
+    // the Node's InternalIP.
+    let mut by_ip = node("worker-7", None);
+    by_ip.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+        addresses: Some(vec![k8s_openapi::api::core::v1::NodeAddress {
+            type_: "InternalIP".into(),
+            address: "203.0.113.101".into(),
+        }]),
+        ..Default::default()
+    });
+    let m = instances.instance_metadata(&by_ip).await.unwrap().unwrap();
+    assert_eq!(m.provider_id, "hrobot://101");
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
     assert_eq!(robot.lists().await, 1, "one listing answered every lookup");
+}
+
+#[tokio::test]
+async fn the_legacy_providerid_is_written_when_asked_for() {
+    let sim = sim().await;
+    let _robot = SimRobot::with(&sim, vec![dedicated(101, "dedi-1")]).await;
+    let mut settings = robot_settings(Duration::from_secs(300), Duration::ZERO);
+    settings.robot.legacy_provider_id = true;
+    let p = provider(&sim, settings).await;
+    let instances = p.instances().unwrap();
+    let m = instances
+        .instance_metadata(&node("dedi-1", None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.provider_id, "hcloud://bm-101");
+    // A Node that has a providerID keeps it whatever the setting (only a Node without one is
+    // given one), and both forms are the same server.
+    let m = instances
+        .instance_metadata(&node("dedi-1", Some("hrobot://101")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.additional_labels[PROVIDED_BY_LABEL], "robot");
+    assert!(
+        instances
+            .instance_exists(&node("dedi-1", Some("hcloud://bm-101")))
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -394,10 +458,10 @@ async fn only_robot_itself_says_a_server_is_gone() {
     assert!(!instances.instance_exists(&first).await.unwrap());
     assert!(instances.instance_exists(&second).await.unwrap());
 
-    // Listed under another name (a re-used server): not the Node's, gone too.
+    // Listed under another name: the providerID is trusted, the server is the Node's still.
     robot.rename(2, "someone-else").await;
     tokio::time::sleep(Duration::from_millis(350)).await;
-    assert!(!instances.instance_exists(&second).await.unwrap());
+    assert!(instances.instance_exists(&second).await.unwrap());
 }
 
 #[tokio::test]
@@ -689,11 +753,12 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
         forward_internal_ips: true,
         rate_limit_wait_time: Duration::ZERO,
         power_state_max_age: Duration::from_millis(300),
+        legacy_provider_id: false,
     };
     setup.settings.cache.robot_max_age = Duration::from_millis(300);
     let api = robot_client(&env.sim);
     let running = env.start_controllers_with_robot(setup, Some(api)).await;
-    // The provider's own events (PossibleNodeDeletion) are written once it is initialised.
+    // The provider's own events (MisconfiguredInternalIP) are written once it is initialised.
     running
         .provider
         .initialize(
@@ -765,13 +830,23 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
     env.deleted(&dedi_name).await;
     assert!(env.node(&cloud_name).await.is_some());
 
-    // A server re-used under another name: its NotReady Node is warned about, then deleted;
-    // its legacy providerID was never rewritten.
+    // A server renamed in Robot: its NotReady Node is its server's still (the providerID is
+    // trusted), and is deleted once Robot no longer lists the server; its legacy providerID
+    // was never rewritten.
     let reused = env.initialized(&reused_name).await;
     assert_eq!(support::provider_id(&reused), Some("hcloud://bm-43"));
     assert_eq!(label(&reused, PROVIDED_BY_LABEL), Some("robot"));
     robot.rename(43, "another-name").await;
     env.set_ready(&reused_name, "False").await;
-    env.wait_events(&reused_name, "PossibleNodeDeletion").await;
+    let before = robot.lists().await;
+    eventually("listings after the rename", WAIT, || async {
+        (robot.lists().await > before + 2).then_some(())
+    })
+    .await;
+    assert!(
+        env.node(&reused_name).await.is_some(),
+        "deleted for its name"
+    );
+    robot.remove(43).await;
     env.deleted(&reused_name).await;
 }
