@@ -20,6 +20,9 @@
 //! - The Robot webservice (dedicated servers) beside it: [`robot::RobotClient`] lists the
 //!   servers and reads their power state, with HTTP Basic auth, one try per call, Robot's
 //!   error envelope as [`Error::Robot`] and its own `robot_api_*` metrics.
+//! - Credentials swapped at runtime ([`Client::set_token`],
+//!   [`robot::RobotClient::set_credentials`]); a request refused with 401 asks the
+//!   [`credentials::Reauthorize`] hook for a new credential and is tried once more with it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), hcloud_api::Error> {
@@ -33,6 +36,7 @@ mod macros;
 
 pub mod api;
 pub mod config;
+pub mod credentials;
 pub mod error;
 pub mod metrics;
 pub mod models;
@@ -150,6 +154,19 @@ impl Client {
     /// The endpoint, e.g. `https://api.hetzner.cloud/v1`.
     pub fn endpoint(&self) -> &str {
         self.transport.endpoint()
+    }
+
+    /// Use `token` for the requests sent from now on (requests under way keep theirs). An
+    /// empty token or one that cannot be a header is refused and the old one kept.
+    pub fn set_token(&self, token: &Token) -> Result<(), Error> {
+        self.transport.set_token(token)
+    }
+
+    /// Ask `hook` for a new token when the API refuses the current one (401); the refused
+    /// request is then tried once more if the token changed. `false` when a hook was set
+    /// before (it is kept).
+    pub fn set_reauthorize(&self, hook: Arc<dyn credentials::Reauthorize>) -> bool {
+        self.transport.set_reauthorize(hook)
     }
 
     /// Poll interval of the action waiter.

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::{ClientConfig, RetryConfig, Token, normalize_endpoint};
+use crate::credentials::{Reauthorize, Swappable};
 use crate::error::{ApiError, ConfigError, Error, ErrorCode, TransportError};
 use crate::metrics::Metrics;
 use crate::ratelimit::{RateLimitHeaders, Reserve, ServerBucket};
@@ -30,7 +31,7 @@ pub(crate) type Query = Vec<(&'static str, String)>;
 pub(crate) struct Transport {
     http: reqwest::Client,
     endpoint: String,
-    auth: HeaderValue,
+    auth: Swappable<HeaderValue>,
     retry: RetryConfig,
     bucket: ServerBucket,
     max_rate_limit_wait: Duration,
@@ -48,6 +49,11 @@ impl std::fmt::Debug for Transport {
 }
 
 fn auth_header(token: &Token) -> Result<HeaderValue, ConfigError> {
+    if token.is_empty() {
+        return Err(ConfigError::EmptyToken {
+            variable: "HCLOUD_TOKEN",
+        });
+    }
     let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose())).map_err(|_| {
         ConfigError::InvalidToken {
             variable: "HCLOUD_TOKEN",
@@ -78,12 +84,7 @@ impl Transport {
         // An already installed provider is kept.
         let _ = rustls::crypto::ring::default_provider().install_default();
 
-        if config.token.is_empty() {
-            return Err(ConfigError::EmptyToken {
-                variable: "HCLOUD_TOKEN",
-            }
-            .into());
-        }
+        let auth = Swappable::new(auth_header(&config.token)?);
         if config.retry.max_tries == 0 {
             return Err(ConfigError::InvalidSetting {
                 setting: "retry.max_tries",
@@ -100,7 +101,7 @@ impl Transport {
         Ok(Transport {
             http,
             endpoint,
-            auth: auth_header(&config.token)?,
+            auth,
             retry: config.retry.clone(),
             bucket: ServerBucket::new(
                 API_REFILL,
@@ -124,6 +125,15 @@ impl Transport {
 
     pub(crate) fn bucket(&self) -> &ServerBucket {
         &self.bucket
+    }
+
+    pub(crate) fn set_token(&self, token: &Token) -> Result<(), Error> {
+        self.auth.set(auth_header(token)?);
+        Ok(())
+    }
+
+    pub(crate) fn set_reauthorize(&self, hook: std::sync::Arc<dyn Reauthorize>) -> bool {
+        self.auth.set_hook(hook)
     }
 
     /// POST a JSON body and decode the answer.
@@ -170,10 +180,12 @@ impl Transport {
     ) -> Result<(u16, Vec<u8>), Error> {
         let url = format!("{}{}", self.endpoint, path);
         let mut attempt: u32 = 0;
+        let mut reauthorized = false;
         loop {
             attempt += 1;
+            let (generation, auth) = self.auth.current();
             let failure = match self
-                .try_once(&method, &url, path, query, body.as_ref())
+                .try_once(&method, &url, path, query, body.as_ref(), &auth)
                 .await
             {
                 Ok(Answer {
@@ -199,6 +211,19 @@ impl Transport {
                 ),
                 Err(source) => Failure::Transport(source),
             };
+            if matches!(&failure, Failure::Api(e, _) if e.status == 401)
+                && !reauthorized
+                && self.auth.renewed_since(generation).await
+            {
+                // Once per request: the token it was sent with was replaced.
+                reauthorized = true;
+                attempt -= 1;
+                tracing::info!(
+                    method = %method, path,
+                    "hcloud request refused with the previous token; trying again with the new one"
+                );
+                continue;
+            }
             let delay = match self.retry_delay(&method, &failure, attempt) {
                 Some(delay) if attempt < self.retry.max_tries => delay,
                 _ => return Err(failure.into_error(&method, path)),
@@ -220,12 +245,13 @@ impl Transport {
         path: &str,
         query: &Query,
         body: Option<&Vec<u8>>,
+        auth: &HeaderValue,
     ) -> Result<Answer, reqwest::Error> {
         self.wait_for_slot().await;
         let mut request = self
             .http
             .request(method.clone(), url)
-            .header(AUTHORIZATION, self.auth.clone());
+            .header(AUTHORIZATION, auth.clone());
         if !query.is_empty() {
             request = request.query(query);
         }

@@ -60,6 +60,9 @@ pub fn admin_routes() -> Router<Arc<App>> {
         .route("/rate_limit", put(set_rate_limit))
         .route("/request_counts", counts_route(|app| &app.counts))
         .route("/state", get(state))
+        .route("/tokens", post(add_token))
+        .route("/tokens/revoke", post(revoke_token))
+        .route("/token_counts", counts_route(|app| &app.token_counts))
         .nest("/robot", crate::robot::admin::robot_admin_routes())
 }
 
@@ -361,6 +364,33 @@ async fn set_limits(State(app): State<Arc<App>>, body: Bytes) -> Response {
 async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
     with_body(&body, |cfg: RateLimitConfig| {
         app.limiter.lock().reconfigure(cfg);
+        no_content()
+    })
+}
+
+/// A token for `POST /tokens` and `POST /tokens/revoke`.
+#[derive(Deserialize)]
+struct TokenBody {
+    token: String,
+    #[serde(default)]
+    project: crate::app::Project,
+}
+
+/// Accept one more token (of the simulated project or of another one).
+async fn add_token(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    with_body(&body, |b: TokenBody| {
+        if b.token.trim().is_empty() {
+            return Err(ApiError::field("token", "must not be empty"));
+        }
+        app.tokens.lock().insert(b.token.trim().to_owned(), b.project);
+        no_content()
+    })
+}
+
+/// Stop accepting a token: its requests are answered 401 `unauthorized` from now on.
+async fn revoke_token(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    with_body(&body, |b: TokenBody| {
+        app.tokens.lock().remove(b.token.trim());
         no_content()
     })
 }

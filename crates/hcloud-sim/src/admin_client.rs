@@ -286,6 +286,28 @@ impl AdminClient {
         self.delete("/request_counts").await
     }
 
+    /// Accepts `token` too, as a token of the simulated project (`other_project` false) or of
+    /// another project, whose requests see an empty project of their own.
+    pub async fn add_token(&self, token: &str, other_project: bool) -> Result<(), Error> {
+        let project = if other_project { "other" } else { "own" };
+        self.post("/tokens", &serde_json::json!({"token": token, "project": project}))
+            .await
+            .map(|_| ())
+    }
+
+    /// Revokes `token`: the API answers its requests with 401 `unauthorized`.
+    pub async fn revoke_token(&self, token: &str) -> Result<(), Error> {
+        self.post("/tokens/revoke", &serde_json::json!({"token": token}))
+            .await
+            .map(|_| ())
+    }
+
+    /// Requests of the public API per accepted token.
+    pub async fn token_request_counts(&self) -> Result<BTreeMap<String, u64>, Error> {
+        let v = self.get("/token_counts").await?;
+        Ok(serde_json::from_value(v["counts"].clone())?)
+    }
+
     /// Adds a dedicated server to the Robot account; returns its number.
     pub async fn add_robot_server(&self, seed: RobotServerSeed) -> Result<u64, Error> {
         let v = self.post("/robot/servers", &seed).await?;

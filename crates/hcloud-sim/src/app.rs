@@ -32,8 +32,12 @@ pub struct App {
     pub faults: Mutex<FaultSet>,
     /// Requests per "METHOD /route/template".
     pub counts: Mutex<BTreeMap<String, u64>>,
-    /// Bearer token.
-    pub token: String,
+    /// The bearer tokens the API accepts, each with the project it belongs to.
+    pub tokens: Mutex<BTreeMap<String, Project>>,
+    /// Requests of `/v1` per token that was accepted.
+    pub token_counts: Mutex<BTreeMap<String, u64>>,
+    /// The project of the tokens of [`Project::Other`]: empty at start, its own servers.
+    other_world: Mutex<World>,
     /// The Robot webservice: credentials, request limit, faults and counters.
     pub robot: crate::robot::RobotSide,
 }
@@ -42,11 +46,13 @@ impl App {
     /// New application state.
     pub fn new(world: World, token: String, rate_limit: RateLimitConfig) -> App {
         App {
+            other_world: Mutex::new(World::new(world.action_delay)),
             world: Mutex::new(world),
             limiter: Mutex::new(RateLimiter::new(rate_limit)),
             faults: Mutex::new(FaultSet::default()),
             counts: Mutex::new(BTreeMap::new()),
-            token,
+            tokens: Mutex::new(BTreeMap::from([(token, Project::Own)])),
+            token_counts: Mutex::new(BTreeMap::new()),
             robot: crate::robot::RobotSide::default(),
         }
     }
@@ -57,6 +63,30 @@ impl App {
         w.advance(Utc::now());
         w
     }
+
+    /// The world of `project`, all due actions completed.
+    pub fn world_of(&self, project: Project) -> MutexGuard<'_, World> {
+        match project {
+            Project::Own => self.world(),
+            Project::Other => {
+                let mut w = self.other_world.lock();
+                w.advance(Utc::now());
+                w
+            }
+        }
+    }
+}
+
+/// The project a token belongs to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Project {
+    /// The simulated project: the world the admin API seeds and shows.
+    #[default]
+    Own,
+    /// Another project of the same account: its own (empty) world, so the servers and load
+    /// balancers of the simulated project are not found through its tokens.
+    Other,
 }
 
 /// Per-request information the pipeline hands to handlers.
@@ -68,6 +98,8 @@ pub struct Ctx {
     pub base_url: String,
     /// Path below `/v1`.
     pub path: String,
+    /// The project of the request's token.
+    pub project: Project,
 }
 
 /// A request as the synchronous handlers see it.
@@ -159,7 +191,7 @@ pub fn h(
     f: Handler,
 ) -> impl Fn(State<Arc<App>>, Req) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
     move |State(app), req| {
-        let mut world = app.world();
+        let mut world = app.world_of(req.ctx.project);
         let resp = match f(&mut world, &req) {
             Ok(r) => r,
             Err(e) => e.into_response(),
@@ -205,11 +237,10 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
         .limiter
         .lock()
         .check(Instant::now(), Utc::now().timestamp());
+    let project = authorized(&app, req.headers());
     let mut resp = if !decision.allowed {
         ApiError::new("rate_limit_exceeded", "limit of requests per hour reached").into_response()
-    } else if !authorized(&app, req.headers()) {
-        ApiError::new("unauthorized", "unable to authenticate").into_response()
-    } else {
+    } else if let Some(project) = project {
         let hit = app.faults.lock().take(method.as_str(), &path);
         let hit = hit.unwrap_or_default();
         if let Some(latency) = hit.latency {
@@ -232,6 +263,7 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
                 fail_action: hit.fail_action,
                 base_url: format!("http://{host}/v1"),
                 path: path.clone(),
+                project,
             });
             let answer = next.run(req).await;
             if hit.lose_reply {
@@ -240,6 +272,8 @@ pub async fn api_pipeline(State(app): State<Arc<App>>, mut req: Request, next: N
                 answer
             }
         }
+    } else {
+        ApiError::new("unauthorized", "unable to authenticate").into_response()
     };
     set_rate_headers(resp.headers_mut(), &decision);
     resp
@@ -262,12 +296,17 @@ pub(crate) fn proxy_page(status: u16) -> Response {
     resp
 }
 
-fn authorized(app: &App, headers: &HeaderMap) -> bool {
-    headers
+/// The project of the request's token, counting the request for the token; `None` when the
+/// token is not accepted (unknown or revoked).
+fn authorized(app: &App, headers: &HeaderMap) -> Option<Project> {
+    let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == app.token)
+        .and_then(|v| v.strip_prefix("Bearer "))?
+        .trim();
+    let project = *app.tokens.lock().get(token)?;
+    *app.token_counts.lock().entry(token.to_owned()).or_insert(0) += 1;
+    Some(project)
 }
 
 /// 404 for unknown paths.

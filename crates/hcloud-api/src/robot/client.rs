@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 
 use super::config::{RobotConfig, RobotMetrics, RobotPassword, robot_endpoint};
 use super::models::{RobotApiError, RobotErrorCode, RobotReset, RobotServer};
+use crate::credentials::{Reauthorize, Swappable};
 use crate::error::{ConfigError, Error, TransportError};
 use crate::transport::{decode, dump_request, exchange, http_client, too_long};
 
@@ -23,8 +24,8 @@ pub struct RobotClient {
 struct Inner {
     http: reqwest::Client,
     endpoint: String,
-    user: String,
-    password: RobotPassword,
+    /// User and password, swapped by [`RobotClient::set_credentials`].
+    credentials: Swappable<(String, RobotPassword)>,
     metrics: RobotMetrics,
 }
 
@@ -32,7 +33,7 @@ impl fmt::Debug for RobotClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RobotClient")
             .field("endpoint", &self.inner.endpoint)
-            .field("user", &self.inner.user)
+            .field("user", &self.inner.credentials.current().1.0)
             .finish_non_exhaustive()
     }
 }
@@ -53,28 +54,14 @@ impl RobotClient {
     /// none is installed yet.
     pub fn new(config: RobotConfig) -> Result<Self, Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        if config.user.is_empty() {
-            return Err(ConfigError::InvalidSetting {
-                setting: "ROBOT_USER",
-                reason: "is empty".to_owned(),
-            }
-            .into());
-        }
-        if config.password.is_empty() {
-            return Err(ConfigError::InvalidSetting {
-                setting: "ROBOT_PASSWORD",
-                reason: "is empty".to_owned(),
-            }
-            .into());
-        }
+        check_credentials(&config.user, &config.password)?;
         let endpoint = robot_endpoint(&config.endpoint)?;
         let http = http_client(&config.user_agent, config.timeout, config.connect_timeout)?;
         Ok(RobotClient {
             inner: Arc::new(Inner {
                 http,
                 endpoint,
-                user: config.user,
-                password: config.password,
+                credentials: Swappable::new((config.user, config.password)),
                 metrics: config.metrics.unwrap_or_default(),
             }),
         })
@@ -104,6 +91,21 @@ impl RobotClient {
         self.get::<ResetEnvelope>(&path).await.map(|e| e.reset)
     }
 
+    /// Use `user` and `password` for the requests sent from now on (requests under way keep
+    /// theirs). Empty credentials are refused and the old ones kept.
+    pub fn set_credentials(&self, user: &str, password: RobotPassword) -> Result<(), Error> {
+        check_credentials(user, &password)?;
+        self.inner.credentials.set((user.to_owned(), password));
+        Ok(())
+    }
+
+    /// Ask `hook` for new credentials when Robot refuses the current ones (401); the refused
+    /// request is then tried once more if they changed. `false` when a hook was set before (it
+    /// is kept).
+    pub fn set_reauthorize(&self, hook: Arc<dyn Reauthorize>) -> bool {
+        self.inner.credentials.set_hook(hook)
+    }
+
     /// The base URL, e.g. `https://robot-ws.your-server.de`.
     pub fn endpoint(&self) -> &str {
         &self.inner.endpoint
@@ -119,15 +121,36 @@ impl RobotClient {
         self.inner.metrics.register(registry);
     }
 
-    /// One GET, one try.
+    /// One GET, one try; a second one when Robot refused credentials that were replaced
+    /// since (or are replaced when asked, see [`RobotClient::set_reauthorize`]).
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
+        let (generation, credentials) = self.inner.credentials.current();
+        match self.get_with(path, &credentials).await {
+            Err(Error::Robot(e))
+                if e.status == 401 && self.inner.credentials.renewed_since(generation).await =>
+            {
+                tracing::info!(
+                    path,
+                    "robot request refused with the previous credentials; trying again with the new ones"
+                );
+                self.get_with(path, &self.inner.credentials.current().1).await
+            }
+            answer => answer,
+        }
+    }
+
+    async fn get_with<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        (user, password): &(String, RobotPassword),
+    ) -> Result<T, Error> {
         let method = Method::GET;
         let url = format!("{}{path}", self.inner.endpoint);
         let request = self
             .inner
             .http
             .get(&url)
-            .basic_auth(&self.inner.user, Some(self.inner.password.expose()));
+            .basic_auth(user, Some(password.expose()));
         let answer = exchange(
             request,
             || dump_request(&method, &url, &Vec::new(), None),
@@ -157,4 +180,21 @@ impl RobotClient {
         }
         decode(method.as_str(), path, answer.status, &body)
     }
+}
+
+/// Both credentials must be non-empty.
+fn check_credentials(user: &str, password: &RobotPassword) -> Result<(), Error> {
+    for (setting, empty) in [
+        ("ROBOT_USER", user.is_empty()),
+        ("ROBOT_PASSWORD", password.is_empty()),
+    ] {
+        if empty {
+            return Err(ConfigError::InvalidSetting {
+                setting,
+                reason: "is empty".to_owned(),
+            }
+            .into());
+        }
+    }
+    Ok(())
 }

@@ -242,3 +242,41 @@ async fn catalog_endpoints() {
     assert_eq!(r.body["images"].as_array().unwrap().len(), 0);
     assert_error(&api.get("/images?type=bogus").await, 422, "invalid_input");
 }
+
+#[tokio::test]
+async fn tokens_are_added_revoked_and_belong_to_a_project() {
+    let api = start().await;
+    let admin = api.sim.admin();
+    admin
+        .create_server(ServerSeed::new("node-1"))
+        .await
+        .unwrap();
+    let servers_with = |token: &'static str| {
+        let request = api
+            .http
+            .get(format!("{}/servers", api.sim.base_url()))
+            .bearer_auth(token);
+        async move {
+            let r = request.send().await.unwrap();
+            let status = r.status().as_u16();
+            let body: serde_json::Value = r.json().await.unwrap();
+            (status, body["servers"].as_array().map(Vec::len))
+        }
+    };
+    assert_eq!(servers_with("second").await.0, 401);
+    admin.add_token("second", false).await.unwrap();
+    admin.add_token("foreign", true).await.unwrap();
+    assert_eq!(servers_with("second").await, (200, Some(1)));
+    assert_eq!(servers_with("test-token").await, (200, Some(1)));
+    // Another project's token is valid but sees none of this project's servers.
+    assert_eq!(servers_with("foreign").await, (200, Some(0)));
+    admin.revoke_token("test-token").await.unwrap();
+    assert_eq!(servers_with("test-token").await.0, 401);
+    assert_eq!(servers_with("second").await, (200, Some(1)));
+    let counts = admin.token_request_counts().await.unwrap();
+    assert_eq!(counts.get("second"), Some(&2));
+    assert_eq!(counts.get("test-token"), Some(&1), "refused requests are not counted");
+    assert_eq!(counts.get("foreign"), Some(&1));
+    let empty = admin.add_token(" ", false).await.unwrap_err();
+    assert!(matches!(empty, hcloud_sim::Error::Api { status: 422, .. }), "{empty}");
+}
