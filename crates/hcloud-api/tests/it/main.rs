@@ -9,6 +9,7 @@ mod actions;
 mod api_2026;
 mod catalog;
 mod certificates;
+mod credentials;
 mod errors_and_retries;
 mod golden;
 mod load_balancers;
