@@ -143,6 +143,8 @@ pub struct Cloud {
     pub client: Client,
     /// The Hetzner provider.
     pub provider: Arc<HcloudProvider>,
+    /// The Robot webservice client the provider uses, when Robot is on with credentials.
+    pub robot: Option<RobotClient>,
 }
 
 /// Build the API client and register its metrics.
@@ -164,12 +166,13 @@ pub fn client(settings: &HcloudSettings, metrics: &MetricsRegistry) -> Result<Cl
 pub fn robot_client(
     config: &Config,
     metrics: &MetricsRegistry,
-) -> Result<Option<Arc<dyn RobotApi>>, CloudError> {
+) -> Result<Option<RobotClient>, CloudError> {
     let enabled = config.provider.robot.enabled;
     let RobotClientSettings {
         user,
         password,
         endpoint,
+        files: _,
     } = &config.robot;
     let (true, Some(user), Some(password)) = (enabled, user, password) else {
         if enabled {
@@ -188,7 +191,12 @@ pub fn robot_client(
     }
     let client = RobotClient::new(client_config).map_err(CloudError::RobotClient)?;
     metrics.with(|registry| client.register_metrics(registry));
-    Ok(Some(Arc::new(client)))
+    Ok(Some(client))
+}
+
+/// The Robot client as the provider takes it.
+fn robot_api(client: Option<&RobotClient>) -> Option<Arc<dyn RobotApi>> {
+    client.map(|client| Arc::new(client.clone()) as Arc<dyn RobotApi>)
 }
 
 /// Check the token with one cheap call (`GET /locations`, as the official CCM does) and build
@@ -216,7 +224,7 @@ pub async fn connect_once(config: &Config) -> Result<Arc<HcloudProvider>, CloudE
     let metrics = MetricsRegistry::new();
     let api = client(&config.hcloud, &metrics)?;
     let robot = robot_client(config, &metrics)?;
-    connect(&api, config, robot).await
+    connect(&api, config, robot_api(robot.as_ref())).await
 }
 
 /// [`connect`], then with a network the attached-network check (the controller manager's
@@ -261,7 +269,7 @@ pub async fn connect_with_retries(
     loop {
         let attempt = tokio::select! {
             () = shutdown.cancelled() => return Ok(None),
-            attempt = connect_and_check(&client, config, robot.clone()) => attempt,
+            attempt = connect_and_check(&client, config, robot_api(robot.as_ref())) => attempt,
         };
         match attempt {
             Ok(provider) => {
@@ -269,7 +277,11 @@ pub async fn connect_with_retries(
                 if failures > 0 {
                     tracing::info!(attempts = failures + 1, "the Hetzner Cloud API is usable");
                 }
-                return Ok(Some(Cloud { client, provider }));
+                return Ok(Some(Cloud {
+                    client,
+                    provider,
+                    robot,
+                }));
             }
             Err(err) if err.is_definite() => return Err(err),
             Err(err) => {

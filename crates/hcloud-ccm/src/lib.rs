@@ -6,6 +6,7 @@
 pub mod cloud;
 pub mod config;
 pub mod controllers;
+pub mod credentials;
 pub mod http;
 pub mod kube_client;
 pub mod leader;

@@ -144,6 +144,17 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(status));
         }
     };
+    // Credentials from files are read again when they change or the API refuses them, on
+    // every replica (a standby's clients are in use too: its caches read the API).
+    let reloads = hcloud_ccm::credentials::ReloadMetrics::default();
+    endpoints.metrics.with(|registry| reloads.register(registry));
+    hcloud_ccm::credentials::watch(
+        &config,
+        &cloud,
+        clients.client("credentials")?,
+        &reloads,
+        &shutdown,
+    );
     // The shared Node cache warms up on every replica, so a standby can take over at once.
     let nodes = NodeCache::spawn(clients.client("shared-informers")?, shutdown.clone());
     let controller_metrics = cloud_provider::Metrics::new();

@@ -72,6 +72,17 @@ pub enum ProjectCheck {
     },
 }
 
+/// The Nodes with an `hcloud://` providerID and their server IDs.
+fn cloud_node_ids(nodes: &[Node]) -> Vec<(i64, &Node)> {
+    nodes
+        .iter()
+        .filter_map(|node| match server_key(node) {
+            Ok(ServerKey::Id(id)) => Some((id, node)),
+            _ => None,
+        })
+        .collect()
+}
+
 impl HcloudInstances {
     /// Instances answered from `cache` (its lookups counted under `subsystem="instances_v2"`)
     /// with `config`, counting into a fresh (unregistered) [`Operations`] and writing no events
@@ -123,13 +134,7 @@ impl HcloudInstances {
     /// `CloudProjectMismatch` Warning on the first such Node. Deletions wait while the check
     /// runs; a failed check holds them until it is retried successfully.
     pub async fn check_project(&self, nodes: &[Node]) -> Result<ProjectCheck> {
-        let ids: Vec<(i64, &Node)> = nodes
-            .iter()
-            .filter_map(|node| match server_key(node) {
-                Ok(ServerKey::Id(id)) => Some((id, node)),
-                _ => None,
-            })
-            .collect();
+        let ids = cloud_node_ids(nodes);
         if ids.is_empty() {
             self.project.set(ProjectState::Confirmed);
             return Ok(ProjectCheck::NoCloudNodes);
@@ -167,6 +172,35 @@ impl HcloudInstances {
                 .await;
         }
         Ok(ProjectCheck::Mismatch { nodes: ids.len() })
+    }
+
+    /// [`HcloudInstances::check_project`] for a token that is not in use yet (`candidate`, a
+    /// client with the new token, e.g. read again from its file): one listing of all servers
+    /// through it, compared with the Nodes. Nothing else changes: the guard, the cache and the
+    /// token in use stay as they are, so a token of another project can be refused before any
+    /// request is made with it.
+    pub async fn check_token(candidate: &hcloud_api::Client, nodes: &[Node]) -> Result<ProjectCheck> {
+        let ids = cloud_node_ids(nodes);
+        if ids.is_empty() {
+            return Ok(ProjectCheck::NoCloudNodes);
+        }
+        let servers = candidate
+            .servers()
+            .list_all(&hcloud_api::ListServersParams::default())
+            .await
+            .map_err(|err| categorize("listing servers with the new token", err))?;
+        let seen = ids
+            .iter()
+            .filter(|(id, _)| servers.iter().any(|s| s.id == *id))
+            .count();
+        Ok(if seen > 0 {
+            ProjectCheck::Seen {
+                seen,
+                nodes: ids.len(),
+            }
+        } else {
+            ProjectCheck::Mismatch { nodes: ids.len() }
+        })
     }
 
     /// The project guard this capability reports to.

@@ -309,7 +309,7 @@ const PROJECT_CHECK_PAGE: u32 = cloud_provider::runtime::informer::LIST_PAGE_SIZ
 /// Every Node, as the project check reads it ([`project_node`]), listed a page at a time: a
 /// large cluster's Nodes are never all held in full at once (at a leader's start, beside the
 /// Node cache's own listing).
-async fn project_nodes(api: &kube::Api<Node>) -> Result<Vec<Node>, kube::Error> {
+pub async fn project_nodes(api: &kube::Api<Node>) -> Result<Vec<Node>, kube::Error> {
     let mut nodes = Vec::new();
     let mut params = kube::api::ListParams::default().limit(PROJECT_CHECK_PAGE);
     loop {

@@ -190,3 +190,15 @@ pub(super) fn url(value: &str) -> Result<String, String> {
         _ => Err(format!("{value:?} is not an http(s) URL")),
     }
 }
+
+/// The file a secret comes from: `file` when the variable itself (`direct`) is unset or empty
+/// and `file` is given (as [`Checker::secret_with_file`] decides). Only such a secret can be
+/// read again while the process runs; one from the environment needs a restart.
+pub(super) fn file_in_use(direct: Option<&Secret>, file: Option<&Path>) -> Option<PathBuf> {
+    let direct = direct.filter(|s| !s.is_empty());
+    let file = file.filter(|f| !f.as_os_str().is_empty());
+    match (direct, file) {
+        (None, Some(file)) => Some(file.to_path_buf()),
+        _ => None,
+    }
+}

@@ -120,6 +120,7 @@ pub(super) fn check_hcloud(
     provider: &mut hcloud_provider::ProviderSettings,
 ) -> HcloudSettings {
     let token_file = c.optional(&TOKEN_FILE);
+    let reloaded_from = super::checker::file_in_use(token, token_file.as_deref());
     let token = c.secret_with_file("HCLOUD_TOKEN", token, token_file.as_deref());
     let token = match token {
         Some(token) => {
@@ -155,6 +156,7 @@ pub(super) fn check_hcloud(
     provider.cache.mode = c.value(&SERVER_CACHE_MODE);
     provider.cache.max_age = c.value(&SERVER_CACHE_MAX_AGE);
     HcloudSettings {
+        token_file: reloaded_from.filter(|_| !token.is_empty()),
         token,
         endpoint,
         debug,

@@ -89,8 +89,10 @@ pub(super) fn check_robot(
 ) -> (RobotSettings, RobotClientSettings) {
     let enabled = c.value(&ENABLED);
     let user_file = c.optional(&USER_FILE);
-    let user = c.secret_with_file("ROBOT_USER", user, user_file.as_deref());
     let password_file = c.optional(&PASSWORD_FILE);
+    let files = super::checker::file_in_use(user, user_file.as_deref())
+        .zip(super::checker::file_in_use(password, password_file.as_deref()));
+    let user = c.secret_with_file("ROBOT_USER", user, user_file.as_deref());
     let password = c.secret_with_file("ROBOT_PASSWORD", password, password_file.as_deref());
     *robot_max_age = c.value(&CACHE_TIMEOUT);
     let endpoint = c.optional(&ENDPOINT);
@@ -117,6 +119,7 @@ pub(super) fn check_robot(
             legacy_provider_id,
         },
         RobotClientSettings {
+            files: files.filter(|_| enabled && user.is_some() && password.is_some()),
             user,
             password,
             endpoint,

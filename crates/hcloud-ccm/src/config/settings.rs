@@ -90,6 +90,9 @@ pub struct LoggingSettings {
 pub struct HcloudSettings {
     /// `HCLOUD_TOKEN` or the content of `HCLOUD_TOKEN_FILE`.
     pub token: Secret,
+    /// `HCLOUD_TOKEN_FILE` when the token was read from it (`HCLOUD_TOKEN` unset): watched,
+    /// and read again after a change or a refusal (`crate::credentials`).
+    pub token_file: Option<PathBuf>,
     /// `HCLOUD_ENDPOINT`; `None` = the public API.
     pub endpoint: Option<String>,
     /// `HCLOUD_DEBUG`.
@@ -114,6 +117,9 @@ pub struct RobotClientSettings {
     pub user: Option<Secret>,
     /// `ROBOT_PASSWORD` or the content of `ROBOT_PASSWORD_FILE`.
     pub password: Option<Secret>,
+    /// `ROBOT_USER_FILE` and `ROBOT_PASSWORD_FILE` when both credentials were read from them:
+    /// watched, and read again after a change or a refusal (`crate::credentials`).
+    pub files: Option<(PathBuf, PathBuf)>,
     /// `ROBOT_ENDPOINT`; `None` = the real webservice.
     pub endpoint: Option<String>,
 }
