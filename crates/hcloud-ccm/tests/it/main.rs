@@ -16,6 +16,7 @@ mod support;
 
 mod api_versions;
 mod binary;
+mod credentials;
 mod deploy;
 mod docs;
 mod failover;
