@@ -98,7 +98,8 @@ pub fn reference_table() -> String {
     for (_, variable) in SECRET_FLAGS {
         table.push_str(&format!(
             "| `{variable}` | – | – | Secret, read from the environment only (or from the file \
-             named by {variable}_FILE); never a flag |\n"
+             named by {variable}_FILE, which is read again when it changes); never a flag. A \
+             change of the variable needs a restart |\n"
         ));
     }
     table

@@ -13,8 +13,10 @@ use super::{HcloudSettings, ListenAddress, Secret};
 
 settings! {
     SETTINGS, HCLOUD;
-    /// File holding the API token, used when HCLOUD_TOKEN is unset. The token itself is read
-    /// from the environment variable HCLOUD_TOKEN only (no flag).
+    /// File holding the API token, used when HCLOUD_TOKEN is unset; read again when it changes
+    /// (a mounted Secret) or the API refuses the token, a new token used once it sees the
+    /// cluster's servers. The token itself is read from the environment variable HCLOUD_TOKEN
+    /// only (no flag; a change needs a restart).
     pub(super) TOKEN_FILE: PathBuf =
         Spec::env("hcloud-token-file", "HCLOUD_TOKEN_FILE", "PATH").form(Form::Path).parse(path);
     /// API endpoint [default: <https://api.hetzner.cloud/v1>].

@@ -16,12 +16,14 @@ settings! {
     /// Enable support for Robot dedicated servers.
     pub(super) ENABLED: bool =
         Spec::env("robot-enabled", "ROBOT_ENABLED", "BOOL").default("false").parse(boolean);
-    /// File holding the Robot user, used when ROBOT_USER is unset. The user itself is read
-    /// from the environment variable ROBOT_USER only (no flag).
+    /// File holding the Robot user, used when ROBOT_USER is unset; read again with
+    /// ROBOT_PASSWORD_FILE when either changes or Robot refuses them. The user itself is read
+    /// from the environment variable ROBOT_USER only (no flag; a change needs a restart).
     pub(super) USER_FILE: PathBuf =
         Spec::env("robot-user-file", "ROBOT_USER_FILE", "PATH").form(Form::Path).parse(path);
-    /// File holding the Robot password, used when ROBOT_PASSWORD is unset. The password itself
-    /// is read from the environment variable ROBOT_PASSWORD only (no flag).
+    /// File holding the Robot password, used when ROBOT_PASSWORD is unset; read again with
+    /// ROBOT_USER_FILE when either changes or Robot refuses them. The password itself is read
+    /// from the environment variable ROBOT_PASSWORD only (no flag; a change needs a restart).
     pub(super) PASSWORD_FILE: PathBuf =
         Spec::env("robot-password-file", "ROBOT_PASSWORD_FILE", "PATH")
             .form(Form::Path)

@@ -218,14 +218,17 @@ fn the_defaults_keep_the_official_shape_plus_hardening() {
             "--leader-elect=false",
         ]
     );
-    assert_eq!(
-        env_names(deployment),
-        ["HCLOUD_TOKEN", "ROBOT_PASSWORD", "ROBOT_USER"]
-    );
+    // The token from the Secret mounted as files: a new token is used without a restart.
+    assert_eq!(env_names(deployment), ["HCLOUD_TOKEN_FILE"]);
     let c = container(deployment);
+    assert_eq!(c["env"][0]["value"], "/var/run/secrets/hcloud/token");
     assert_eq!(
-        c["env"][0]["valueFrom"]["secretKeyRef"],
-        json!({ "name": "hcloud", "key": "token" })
+        c["volumeMounts"],
+        json!([{ "name": "hcloud-credentials", "mountPath": "/var/run/secrets/hcloud", "readOnly": true }])
+    );
+    assert_eq!(
+        pod["volumes"],
+        json!([{ "name": "hcloud-credentials", "secret": { "secretName": "hcloud" } }])
     );
     assert_eq!(
         c["image"],
@@ -247,6 +250,41 @@ fn the_defaults_keep_the_official_shape_plus_hardening() {
     assert_eq!(
         deployment["spec"]["strategy"],
         json!({ "type": "Recreate" })
+    );
+
+    // With credentials.from=env: the official chart's variables from the Secret, no volume.
+    let from_env = render(&manifest_values(
+        json!({ "credentials": { "from": "env" } }),
+    ));
+    let deployment = object(&from_env, "Deployment");
+    assert_eq!(
+        env_names(deployment),
+        ["HCLOUD_TOKEN", "ROBOT_PASSWORD", "ROBOT_USER"]
+    );
+    let c = container(deployment);
+    assert_eq!(
+        c["env"][0]["valueFrom"]["secretKeyRef"],
+        json!({ "name": "hcloud", "key": "token" })
+    );
+    assert_eq!(c["env"][1]["valueFrom"]["secretKeyRef"]["optional"], true);
+    assert!(c.get("volumeMounts").is_none());
+    assert!(deployment["spec"]["template"]["spec"].get("volumes").is_none());
+    // Robot on: its credentials as files too.
+    let robot = render(&manifest_values(json!({ "robot": { "enabled": true } })));
+    assert_eq!(
+        env_names(object(&robot, "Deployment")),
+        [
+            "HCLOUD_TOKEN_FILE",
+            "ROBOT_PASSWORD_FILE",
+            "ROBOT_USER_FILE",
+            "ROBOT_ENABLED"
+        ]
+    );
+    assert!(
+        chart()
+            .render("hcloud-ccm", "kube-system", &json!({ "credentials": { "from": "secret" } }))
+            .unwrap_err()
+            .contains("credentials.from must be file or env"),
     );
 
     let networks = render(&manifest_values(
@@ -689,13 +727,72 @@ fn every_manifest_passes_the_apiservers_server_side_dry_run() {
     }
 }
 
-/// The container's environment as the kubelet would set it from `secret` (Secret `hcloud`).
-fn container_env(workload: &Value, secret: &BTreeMap<&str, String>) -> Vec<(String, String)> {
+/// The volumes of Secret `hcloud` the container mounts, written into `dir` as the kubelet
+/// writes a Secret volume (the keys, or the `items` given, in a version directory that
+/// `..data` links to): each mount path and where its files are.
+fn secret_volumes(
+    workload: &Value,
+    secret: &BTreeMap<&str, String>,
+    dir: &Path,
+) -> Vec<(String, PathBuf)> {
+    let pod = &workload["spec"]["template"]["spec"];
+    let mut mounts = Vec::new();
+    for mount in container(workload)["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = mount["name"].as_str().unwrap();
+        let Some(volume) = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == name)
+            .filter(|v| v["secret"]["secretName"] == "hcloud")
+        else {
+            continue;
+        };
+        let files: Vec<(String, String)> = match volume["secret"]["items"].as_array() {
+            Some(items) => items
+                .iter()
+                .map(|i| (i["key"].as_str().unwrap().to_owned(), i["path"].as_str().unwrap().to_owned()))
+                .collect(),
+            None => secret.keys().map(|k| ((*k).to_owned(), (*k).to_owned())).collect(),
+        };
+        let root = dir.join(format!("volume-{name}"));
+        let version = root.join("..v1");
+        std::fs::create_dir_all(&version).unwrap();
+        std::os::unix::fs::symlink("..v1", root.join("..data")).unwrap();
+        for (key, path) in files {
+            if let Some(value) = secret.get(key.as_str()) {
+                std::fs::write(version.join(&path), value).unwrap();
+                std::os::unix::fs::symlink(format!("..data/{path}"), root.join(&path)).unwrap();
+            }
+        }
+        mounts.push((mount["mountPath"].as_str().unwrap().to_owned(), root));
+    }
+    mounts
+}
+
+/// The container's environment as the kubelet would set it from `secret` (Secret `hcloud`), a
+/// path into a mounted volume of it (`mounts`, from [`secret_volumes`]) rewritten to its files.
+fn container_env(
+    workload: &Value,
+    secret: &BTreeMap<&str, String>,
+    mounts: &[(String, PathBuf)],
+) -> Vec<(String, String)> {
     let mut env = Vec::new();
     for var in container(workload)["env"].as_array().unwrap() {
         let name = var["name"].as_str().unwrap().to_owned();
         if let Some(value) = var["value"].as_str() {
-            env.push((name, value.to_owned()));
+            let value = mounts
+                .iter()
+                .find_map(|(path, dir)| {
+                    let rest = value.strip_prefix(path.as_str())?;
+                    Some(format!("{}{rest}", dir.display()))
+                })
+                .unwrap_or_else(|| value.to_owned());
+            env.push((name, value));
             continue;
         }
         let reference = &var["valueFrom"]["secretKeyRef"];
@@ -711,7 +808,8 @@ fn container_env(workload: &Value, secret: &BTreeMap<&str, String>) -> Vec<(Stri
     env
 }
 
-/// The binary with `workload`'s own args and env (`secret` as the Secret `hcloud`), plus only
+/// The binary with `workload`'s own args, env and Secret volumes (`secret` as the Secret
+/// `hcloud`, its volumes beside `log`), plus only
 /// what differs between a pod and a test: `env` (where the APIs are), the kubeconfig, and free
 /// ports instead of 8233/10258. Its log goes to `log`.
 fn start_as_deployed(
@@ -722,9 +820,10 @@ fn start_as_deployed(
     secure_port: u16,
     log: &Path,
 ) -> tokio::process::Child {
+    let mounts = secret_volumes(workload, secret, log.parent().unwrap());
     tokio::process::Command::new(BIN)
         .env_clear()
-        .envs(container_env(workload, secret))
+        .envs(container_env(workload, secret, &mounts))
         .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
         .env(
             "HCLOUD_METRICS_ADDRESS",
