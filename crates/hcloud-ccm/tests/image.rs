@@ -336,13 +336,19 @@ async fn the_image_runs_its_entrypoint_and_initializes_a_node() {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    assert!(
-        container["env"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["valueFrom"]["secretKeyRef"]["name"] == "hcloud")
-    );
+    // The credentials come from the Secret hcloud only: mounted as files (given here as
+    // HCLOUD_TOKEN, which the manifest's HCLOUD_TOKEN_FILE would read).
+    let mount = &container["volumeMounts"][0];
+    let volume = &deployment["spec"]["template"]["spec"]["volumes"][0];
+    assert_eq!(volume["name"], mount["name"]);
+    assert_eq!(volume["secret"]["secretName"], "hcloud");
+    let mount_path = mount["mountPath"].as_str().unwrap();
+    assert!(container["env"].as_array().unwrap().iter().all(|e| {
+        e["valueFrom"]["secretKeyRef"]["name"] == "hcloud"
+            || e["value"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(&format!("{mount_path}/")))
+    }));
     let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
