@@ -110,7 +110,10 @@ mod tests {
         assert!(swappable.renewed_since(used).await, "swapped meanwhile");
         let (used, _) = swappable.current();
         assert!(swappable.set_hook(Arc::new(SetOnAsk(swappable.clone(), None))));
-        assert!(!swappable.renewed_since(used).await, "the hook found nothing");
+        assert!(
+            !swappable.renewed_since(used).await,
+            "the hook found nothing"
+        );
         assert!(!swappable.set_hook(Arc::new(SetOnAsk(swappable.clone(), None))));
         let fresh = Arc::new(Swappable::new("old".to_owned()));
         fresh.set_hook(Arc::new(SetOnAsk(fresh.clone(), Some("newer"))));

@@ -556,7 +556,11 @@ mod tests {
         let (fake, reloader, metrics) = reloader("old");
         set(&fake, None);
         assert_eq!(reloader.reload().await, Some(Outcome::Unreadable));
-        assert_eq!(reloader.reload().await, None, "still unreadable: counted once");
+        assert_eq!(
+            reloader.reload().await,
+            None,
+            "still unreadable: counted once"
+        );
         assert_eq!(metrics.get(Credential::Hcloud, Outcome::Unreadable), 1);
         set(&fake, Some("old"));
         assert_eq!(reloader.reload().await, None);
@@ -564,7 +568,11 @@ mod tests {
         assert_eq!(reloader.reload().await, Some(Outcome::Unreadable));
         assert_eq!(metrics.get(Credential::Hcloud, Outcome::Unreadable), 2);
         set(&fake, Some("down-for-now"));
-        assert_eq!(reloader.reload().await, None, "not checked: nothing decided");
+        assert_eq!(
+            reloader.reload().await,
+            None,
+            "not checked: nothing decided"
+        );
         assert_eq!(reloader.reload().await, None);
         assert_eq!(*fake.checks.lock().unwrap(), 2, "checked again each time");
         assert!(fake.applied.lock().unwrap().is_empty());

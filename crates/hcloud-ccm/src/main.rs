@@ -147,7 +147,9 @@ async fn run(config: hcloud_ccm::config::Config) -> anyhow::Result<ExitCode> {
     // Credentials from files are read again when they change or the API refuses them, on
     // every replica (a standby's clients are in use too: its caches read the API).
     let reloads = hcloud_ccm::credentials::ReloadMetrics::default();
-    endpoints.metrics.with(|registry| reloads.register(registry));
+    endpoints
+        .metrics
+        .with(|registry| reloads.register(registry));
     hcloud_ccm::credentials::watch(
         &config,
         &cloud,

@@ -179,7 +179,10 @@ impl HcloudInstances {
     /// through it, compared with the Nodes. Nothing else changes: the guard, the cache and the
     /// token in use stay as they are, so a token of another project can be refused before any
     /// request is made with it.
-    pub async fn check_token(candidate: &hcloud_api::Client, nodes: &[Node]) -> Result<ProjectCheck> {
+    pub async fn check_token(
+        candidate: &hcloud_api::Client,
+        nodes: &[Node],
+    ) -> Result<ProjectCheck> {
         let ids = cloud_node_ids(nodes);
         if ids.is_empty() {
             return Ok(ProjectCheck::NoCloudNodes);

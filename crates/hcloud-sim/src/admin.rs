@@ -382,7 +382,9 @@ async fn add_token(State(app): State<Arc<App>>, body: Bytes) -> Response {
         if b.token.trim().is_empty() {
             return Err(ApiError::field("token", "must not be empty"));
         }
-        app.tokens.lock().insert(b.token.trim().to_owned(), b.project);
+        app.tokens
+            .lock()
+            .insert(b.token.trim().to_owned(), b.project);
         no_content()
     })
 }

@@ -290,9 +290,12 @@ impl AdminClient {
     /// another project, whose requests see an empty project of their own.
     pub async fn add_token(&self, token: &str, other_project: bool) -> Result<(), Error> {
         let project = if other_project { "other" } else { "own" };
-        self.post("/tokens", &serde_json::json!({"token": token, "project": project}))
-            .await
-            .map(|_| ())
+        self.post(
+            "/tokens",
+            &serde_json::json!({"token": token, "project": project}),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Revokes `token`: the API answers its requests with 401 `unauthorized`.

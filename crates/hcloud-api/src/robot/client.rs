@@ -133,7 +133,8 @@ impl RobotClient {
                     path,
                     "robot request refused with the previous credentials; trying again with the new ones"
                 );
-                self.get_with(path, &self.inner.credentials.current().1).await
+                self.get_with(path, &self.inner.credentials.current().1)
+                    .await
             }
             answer => answer,
         }

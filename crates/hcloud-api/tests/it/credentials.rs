@@ -33,13 +33,19 @@ impl Reauthorize for SetToken {
 #[tokio::test]
 async fn the_next_request_uses_a_swapped_token() {
     let (sim, client) = setup().await;
-    sim.admin().add_token("token-2", false).await.expect("token");
+    sim.admin()
+        .add_token("token-2", false)
+        .await
+        .expect("token");
     client.set_token(&Token::new("token-2")).expect("set");
     client.locations().list().await.expect("with the new token");
     let counts = sim.admin().token_request_counts().await.expect("counts");
     assert_eq!(counts.get("token-2"), Some(&1));
     assert_eq!(counts.get(sim.token()), None);
-    assert!(client.set_token(&Token::new("  ")).is_err(), "an empty token");
+    assert!(
+        client.set_token(&Token::new("  ")).is_err(),
+        "an empty token"
+    );
     client.locations().list().await.expect("the old one kept");
 }
 
@@ -58,9 +64,17 @@ async fn a_refused_request_asks_for_a_new_token_and_is_tried_once_more() {
         asked: AtomicUsize::new(0),
     });
     assert!(client.set_reauthorize(hook.clone()));
-    client.locations().list().await.expect("retried with the new token");
+    client
+        .locations()
+        .list()
+        .await
+        .expect("retried with the new token");
     assert_eq!(hook.asked.load(Ordering::SeqCst), 1);
-    client.locations().list().await.expect("the new token stays");
+    client
+        .locations()
+        .list()
+        .await
+        .expect("the new token stays");
     assert_eq!(hook.asked.load(Ordering::SeqCst), 1, "asked once");
 
     // A hook that finds nothing new: the 401 is returned after one question, no loop.
@@ -107,26 +121,31 @@ impl Reauthorize for SetRobot {
 
 #[tokio::test]
 async fn robot_asks_for_new_credentials_after_a_401() {
-    let sim = Simulator::start(SimConfig::default().robot_credentials("#ws+test", "right-password"))
-        .await
-        .expect("simulator");
+    let sim =
+        Simulator::start(SimConfig::default().robot_credentials("#ws+test", "right-password"))
+            .await
+            .expect("simulator");
     let config = RobotConfig::new("#ws+test", "old-password")
         .endpoint(&sim.robot_url())
         .expect("endpoint");
     let robot = RobotClient::new(config).expect("client");
-    assert!(robot.servers().await.is_err(), "the old password is refused");
+    assert!(
+        robot.servers().await.is_err(),
+        "the old password is refused"
+    );
     let hook = Arc::new(SetRobot {
         client: robot.clone(),
         asked: AtomicUsize::new(0),
     });
     assert!(robot.set_reauthorize(hook.clone()));
-    robot.servers().await.expect("retried with the new password");
+    robot
+        .servers()
+        .await
+        .expect("retried with the new password");
     robot.servers().await.expect("kept");
     assert_eq!(hook.asked.load(Ordering::SeqCst), 1);
     assert!(
-        robot
-            .set_credentials("", RobotPassword::new("x"))
-            .is_err(),
+        robot.set_credentials("", RobotPassword::new("x")).is_err(),
         "an empty user"
     );
     assert!(!format!("{robot:?}").contains("right-password"));

@@ -92,8 +92,9 @@ pub(super) fn check_robot(
     let enabled = c.value(&ENABLED);
     let user_file = c.optional(&USER_FILE);
     let password_file = c.optional(&PASSWORD_FILE);
-    let files = super::checker::file_in_use(user, user_file.as_deref())
-        .zip(super::checker::file_in_use(password, password_file.as_deref()));
+    let files = super::checker::file_in_use(user, user_file.as_deref()).zip(
+        super::checker::file_in_use(password, password_file.as_deref()),
+    );
     let user = c.secret_with_file("ROBOT_USER", user, user_file.as_deref());
     let password = c.secret_with_file("ROBOT_PASSWORD", password, password_file.as_deref());
     *robot_max_age = c.value(&CACHE_TIMEOUT);

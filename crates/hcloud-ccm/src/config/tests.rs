@@ -1329,3 +1329,54 @@ fn docs_reference_table_is_the_declarations() {
         }
     }
 }
+
+#[test]
+fn only_credentials_read_from_files_are_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, value: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, value).unwrap();
+        path.display().to_string()
+    };
+    let (token, user, password) = (
+        file("token", TOKEN),
+        file("user", "u"),
+        file("password", "p"),
+    );
+    let token_flag = format!("--hcloud-token-file={token}");
+    // From the file (the variable empty): watched.
+    let from_file = parse_with_secrets(&argv(&[&token_flag]), &[("HCLOUD_TOKEN", "")])
+        .validate()
+        .unwrap();
+    assert_eq!(from_file.hcloud.token.expose(), TOKEN);
+    assert_eq!(
+        from_file.hcloud.token_file.as_deref(),
+        Some(std::path::Path::new(&token))
+    );
+    // The variable wins over the file, and is not watched.
+    let from_env = config(&[&token_flag]);
+    assert_eq!(from_env.hcloud.token_file, None);
+    assert_eq!(config(&[]).hcloud.token_file, None);
+
+    // Robot: both credentials from files, with Robot on.
+    let robot_flags = [
+        "--robot-enabled=true".to_owned(),
+        format!("--robot-user-file={user}"),
+        format!("--robot-password-file={password}"),
+    ];
+    let robot_argv: Vec<&str> = robot_flags.iter().map(String::as_str).collect();
+    let robot = args(&robot_argv).validate().unwrap().robot;
+    assert_eq!(
+        robot.files,
+        Some((user.clone().into(), password.clone().into()))
+    );
+    // One of them from the environment: the pair is not watched (a restart changes it).
+    let mixed = parse_with_secrets(&argv(&robot_argv), &[("ROBOT_USER", "env-user")])
+        .validate()
+        .unwrap()
+        .robot;
+    assert_eq!(mixed.files, None);
+    // Robot off: nothing is watched.
+    let off = args(&robot_argv[1..]).validate().unwrap().robot;
+    assert_eq!(off.files, None);
+}

@@ -116,9 +116,15 @@ async fn start(scope: &Scope, names: &[String], initial: usize) -> Started {
     for name in &names[..initial] {
         scope.create_node(kubelet_node(name)).await;
     }
-    eventually("the first Nodes initialised", Duration::from_secs(60), || async {
-        all_initialized(&nodes, &names[..initial]).await.then_some(())
-    })
+    eventually(
+        "the first Nodes initialised",
+        Duration::from_secs(60),
+        || async {
+            all_initialized(&nodes, &names[..initial])
+                .await
+                .then_some(())
+        },
+    )
     .await;
     Started {
         sim,
@@ -186,9 +192,11 @@ async fn a_swapped_token_is_used_and_no_request_fails_in_the_swap() {
     }
 
     let nodes = scope.nodes();
-    eventually("every Node initialised", Duration::from_secs(60), || async {
-        all_initialized(&nodes, &names).await.then_some(())
-    })
+    eventually(
+        "every Node initialised",
+        Duration::from_secs(60),
+        || async { all_initialized(&nodes, &names).await.then_some(()) },
+    )
     .await;
     eventually("the new token applied", Duration::from_secs(30), || async {
         (reloads(port, "applied").await == 1.0).then_some(())
@@ -204,12 +212,20 @@ async fn a_swapped_token_is_used_and_no_request_fails_in_the_swap() {
         .lines()
         .filter(|l| l.contains("refused with the previous token; trying again with the new one"))
         .count();
-    assert_eq!(refused, retried as f64, "a refused request was not retried:\n{log_text}");
+    assert_eq!(
+        refused, retried as f64,
+        "a refused request was not retried:\n{log_text}"
+    );
     let failed: Vec<&str> = log_text
         .lines()
-        .filter(|l| l.contains("reconcile failed") && (l.contains("401") || l.contains("unauthorized")))
+        .filter(|l| {
+            l.contains("reconcile failed") && (l.contains("401") || l.contains("unauthorized"))
+        })
         .collect();
-    assert!(failed.is_empty(), "requests failed in the swap: {failed:#?}");
+    assert!(
+        failed.is_empty(),
+        "requests failed in the swap: {failed:#?}"
+    );
     assert_eq!(reloads(port, "refused").await, 0.0);
     let after = admin.token_request_counts().await.unwrap();
     assert!(
@@ -223,8 +239,14 @@ async fn a_swapped_token_is_used_and_no_request_fails_in_the_swap() {
     );
     ccm.kill().await.unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("a new credential from HCLOUD_TOKEN_FILE is in use"), "{text}");
-    assert!(!text.contains(TOKEN) && !text.contains(NEW_TOKEN), "a token in the log");
+    assert!(
+        text.contains("a new credential from HCLOUD_TOKEN_FILE is in use"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(TOKEN) && !text.contains(NEW_TOKEN),
+        "a token in the log"
+    );
 }
 
 /// A token of another project in the volume: refused (counted, a warning in the log and a
@@ -264,9 +286,11 @@ async fn a_token_of_another_project_is_refused_and_the_old_one_kept() {
     let before = admin.token_request_counts().await.unwrap();
     scope.create_node(kubelet_node(&names[2])).await;
     let nodes = scope.nodes();
-    eventually("the last Node initialised", Duration::from_secs(60), || async {
-        initialized(&nodes, &names[2]).await.then_some(())
-    })
+    eventually(
+        "the last Node initialised",
+        Duration::from_secs(60),
+        || async { initialized(&nodes, &names[2]).await.then_some(()) },
+    )
     .await;
     // Two more readings: the refused token is not checked again.
     tokio::time::sleep(Duration::from_secs(11)).await;
@@ -288,5 +312,8 @@ async fn a_token_of_another_project_is_refused_and_the_old_one_kept() {
         text.contains("the new credential from HCLOUD_TOKEN_FILE is refused"),
         "{text}"
     );
-    assert!(!text.contains(TOKEN) && !text.contains(FOREIGN_TOKEN), "a token in the log");
+    assert!(
+        !text.contains(TOKEN) && !text.contains(FOREIGN_TOKEN),
+        "a token in the log"
+    );
 }

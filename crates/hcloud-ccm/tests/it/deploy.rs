@@ -268,7 +268,11 @@ fn the_defaults_keep_the_official_shape_plus_hardening() {
     );
     assert_eq!(c["env"][1]["valueFrom"]["secretKeyRef"]["optional"], true);
     assert!(c.get("volumeMounts").is_none());
-    assert!(deployment["spec"]["template"]["spec"].get("volumes").is_none());
+    assert!(
+        deployment["spec"]["template"]["spec"]
+            .get("volumes")
+            .is_none()
+    );
     // Robot on: its credentials as files too.
     let robot = render(&manifest_values(json!({ "robot": { "enabled": true } })));
     assert_eq!(
@@ -282,7 +286,11 @@ fn the_defaults_keep_the_official_shape_plus_hardening() {
     );
     assert!(
         chart()
-            .render("hcloud-ccm", "kube-system", &json!({ "credentials": { "from": "secret" } }))
+            .render(
+                "hcloud-ccm",
+                "kube-system",
+                &json!({ "credentials": { "from": "secret" } })
+            )
             .unwrap_err()
             .contains("credentials.from must be file or env"),
     );
@@ -755,9 +763,17 @@ fn secret_volumes(
         let files: Vec<(String, String)> = match volume["secret"]["items"].as_array() {
             Some(items) => items
                 .iter()
-                .map(|i| (i["key"].as_str().unwrap().to_owned(), i["path"].as_str().unwrap().to_owned()))
+                .map(|i| {
+                    (
+                        i["key"].as_str().unwrap().to_owned(),
+                        i["path"].as_str().unwrap().to_owned(),
+                    )
+                })
                 .collect(),
-            None => secret.keys().map(|k| ((*k).to_owned(), (*k).to_owned())).collect(),
+            None => secret
+                .keys()
+                .map(|k| ((*k).to_owned(), (*k).to_owned()))
+                .collect(),
         };
         let root = dir.join(format!("volume-{name}"));
         let version = root.join("..v1");

@@ -275,8 +275,15 @@ async fn tokens_are_added_revoked_and_belong_to_a_project() {
     assert_eq!(servers_with("second").await, (200, Some(1)));
     let counts = admin.token_request_counts().await.unwrap();
     assert_eq!(counts.get("second"), Some(&2));
-    assert_eq!(counts.get("test-token"), Some(&1), "refused requests are not counted");
+    assert_eq!(
+        counts.get("test-token"),
+        Some(&1),
+        "refused requests are not counted"
+    );
     assert_eq!(counts.get("foreign"), Some(&1));
     let empty = admin.add_token(" ", false).await.unwrap_err();
-    assert!(matches!(empty, hcloud_sim::Error::Api { status: 422, .. }), "{empty}");
+    assert!(
+        matches!(empty, hcloud_sim::Error::Api { status: 422, .. }),
+        "{empty}"
+    );
 }
