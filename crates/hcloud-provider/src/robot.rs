@@ -81,6 +81,10 @@ pub struct RobotSettings {
     /// `ROBOT_POWER_STATE_CACHE_TIMEOUT`: how long a server's power state is reused before
     /// it is read again (zero: read on every shutdown check).
     pub power_state_max_age: Duration,
+    /// `ROBOT_POWER_STATE_READS_PER_HOUR`: the power-state reads of all servers together in
+    /// an hour, at most, whenever `power_state_max_age` is not zero (zero: no budget). The
+    /// binary's default is [`POWER_STATE_READS_PER_HOUR`].
+    pub power_state_reads_per_hour: u32,
     /// `ROBOT_USE_LEGACY_PROVIDER_ID`: write `hcloud://bm-N` instead of `hrobot://N` to a
     /// dedicated Node that has no providerID (see [`ProviderId::written`]).
     pub legacy_provider_id: bool,
@@ -94,9 +98,9 @@ pub const MISCONFIGURED_INTERNAL_IP: &str = "MisconfiguredInternalIP";
 /// The list of all dedicated servers, as one snapshot.
 type Servers = Vec<RobotServer>;
 
-/// Power-state reads (`GET /reset/N`) an hour for all servers together, at most: half of
-/// what Robot allows that endpoint (200 an hour), the rest left to other tools of the account.
-/// Holds whenever [`RobotSettings::power_state_max_age`] is not zero.
+/// The binary's default of [`RobotSettings::power_state_reads_per_hour`]: half of what Robot
+/// allows `GET /reset/N` (200 an hour, all servers together), the rest left to other tools of
+/// the account.
 pub const POWER_STATE_READS_PER_HOUR: u32 = 100;
 
 /// A server whose power state nobody asked for this long is no longer counted against
@@ -109,14 +113,14 @@ const ASKED_LATELY: Duration = Duration::from_secs(60);
 type PowerStates = HashMap<u64, (SnapshotCache<RobotReset, CacheError>, Instant)>;
 
 /// How long a power state is reused when `asked` servers share the budget: the set age, or
-/// longer so that `asked` servers read at that age stay within [`POWER_STATE_READS_PER_HOUR`].
-/// Zero stays zero (read on every question, as the official CCM).
-fn power_state_age(max_age: Duration, asked: usize) -> Duration {
-    if max_age.is_zero() {
+/// longer so that `asked` servers stay within `per_hour` reads an hour. Zero stays zero (read
+/// on every question, as the official CCM); a zero budget is none.
+fn power_state_age(max_age: Duration, asked: usize, per_hour: u32) -> Duration {
+    if max_age.is_zero() || per_hour == 0 {
         return max_age;
     }
     let asked = u32::try_from(asked).unwrap_or(u32::MAX);
-    let share = (Duration::from_secs(3600) / POWER_STATE_READS_PER_HOUR).saturating_mul(asked);
+    let share = (Duration::from_secs(3600) / per_hour).saturating_mul(asked);
     max_age.max(share)
 }
 
@@ -291,7 +295,8 @@ impl Robot {
             });
             *asked = now;
             let state = state.clone();
-            (state, power_state_age(max_age, states.len()))
+            let per_hour = self.settings.power_state_reads_per_hour;
+            (state, power_state_age(max_age, states.len(), per_hour))
         };
         let read = state
             .get(max_age, move || async move {
@@ -657,6 +662,7 @@ mod tests {
             forward_internal_ips: true,
             rate_limit_wait_time: wait,
             power_state_max_age: Duration::from_secs(60),
+            power_state_reads_per_hour: POWER_STATE_READS_PER_HOUR,
             legacy_provider_id: false,
         };
         let cache = CacheConfig {
@@ -790,14 +796,14 @@ mod tests {
     #[test]
     fn the_power_state_age_grows_with_the_servers_asked_about() {
         let minute = Duration::from_secs(60);
-        assert_eq!(power_state_age(minute, 1), minute);
-        assert_eq!(power_state_age(minute, 2), Duration::from_secs(72));
-        assert_eq!(power_state_age(minute, 10), Duration::from_secs(360));
-        assert_eq!(
-            power_state_age(Duration::from_secs(600), 10),
-            Duration::from_secs(600)
-        );
-        assert_eq!(power_state_age(Duration::ZERO, 10), Duration::ZERO);
+        let age = |max_age, asked| power_state_age(max_age, asked, 100);
+        assert_eq!(age(minute, 1), minute);
+        assert_eq!(age(minute, 2), Duration::from_secs(72));
+        assert_eq!(age(minute, 10), Duration::from_secs(360));
+        assert_eq!(age(Duration::from_secs(600), 10), Duration::from_secs(600));
+        assert_eq!(age(Duration::ZERO, 10), Duration::ZERO);
+        // No budget: the set age.
+        assert_eq!(power_state_age(minute, 10, 0), minute);
     }
 
     #[tokio::test(start_paused = true)]

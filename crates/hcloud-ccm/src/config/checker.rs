@@ -163,6 +163,13 @@ pub(super) fn parsed<T: FromStr<Err = String>>(value: &str) -> Result<T, String>
 }
 
 /// Any text.
+pub(super) fn requests_per_hour(value: &str) -> Result<u32, String> {
+    value
+        .trim()
+        .parse::<u32>()
+        .map_err(|err| format!("{value:?} is not a number of requests per hour ({err})"))
+}
+
 pub(super) fn text(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }

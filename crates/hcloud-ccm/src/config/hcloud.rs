@@ -7,7 +7,7 @@ use std::time::Duration;
 use hcloud_provider::{AddressFamily, CacheMode};
 
 use super::args::HCLOUD;
-use super::checker::{Checker, boolean, duration, parsed, path, text, url};
+use super::checker::{Checker, boolean, duration, parsed, path, requests_per_hour, text, url};
 use super::setting::{Form, Spec, settings};
 use super::{HcloudSettings, ListenAddress, Secret};
 
@@ -98,13 +98,6 @@ settings! {
         Spec::env("hcloud-metrics-address", "HCLOUD_METRICS_ADDRESS", "ADDRESS")
             .default(":8233")
             .parse(parsed);
-}
-
-fn requests_per_hour(value: &str) -> Result<u32, String> {
-    value
-        .trim()
-        .parse::<u32>()
-        .map_err(|err| format!("{value:?} is not a number of requests per hour ({err})"))
 }
 
 fn percent(value: &str) -> Result<u8, String> {

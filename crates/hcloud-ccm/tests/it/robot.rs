@@ -41,7 +41,8 @@ pub(crate) async fn simulator() -> Simulator {
 }
 
 /// The binary in `scope` against `sim` with Robot on: the Robot list and power states cached
-/// for 1 s, the lifecycle check every second, load balancers in fsn1.
+/// for 1 s (no budget of power-state reads), the lifecycle check every second, load balancers
+/// in fsn1.
 async fn start_ccm(scope: &Scope, sim: &Simulator) -> (Access, tokio::process::Child) {
     start_ccm_with(scope, sim, &[]).await
 }
@@ -61,6 +62,8 @@ pub(crate) async fn start_ccm_with(
         ("ROBOT_ENDPOINT", &robot_url),
         ("ROBOT_CACHE_TIMEOUT", "1s"),
         ("ROBOT_POWER_STATE_CACHE_TIMEOUT", "1s"),
+        // Every second, for every server: no budget (the simulator's Robot has no limit here).
+        ("ROBOT_POWER_STATE_READS_PER_HOUR", "0"),
         ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
     ];
     all.extend_from_slice(env);

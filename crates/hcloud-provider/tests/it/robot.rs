@@ -127,6 +127,8 @@ fn robot_settings(max_age: Duration, rate_limit_wait: Duration) -> ProviderSetti
             rate_limit_wait_time: rate_limit_wait,
             // Every shutdown check reads the power state, unless a test says otherwise.
             power_state_max_age: Duration::ZERO,
+            // The simulator's Robot here has no limit; the budget has unit tests of its own.
+            power_state_reads_per_hour: 0,
             legacy_provider_id: false,
         },
         cache: CacheConfig {
@@ -753,6 +755,7 @@ async fn a_hybrid_cluster_is_initialised_and_robot_nodes_follow_robot() {
         forward_internal_ips: true,
         rate_limit_wait_time: Duration::ZERO,
         power_state_max_age: Duration::from_millis(300),
+        power_state_reads_per_hour: 0,
         legacy_provider_id: false,
     };
     setup.settings.cache.robot_max_age = Duration::from_millis(300);
