@@ -288,6 +288,20 @@ pub fn figures(table_text: &str) -> Vec<Figure> {
             first_number(&r.latency).map(|v| format!("{v} requests/h")),
         );
     }
+    if let Some(r) = rows
+        .iter()
+        .find(|r| r.scenario.contains("dedicated Nodes NotReady"))
+    {
+        add(
+            "robot.per_hour",
+            "Robot requests an hour with 10 NotReady dedicated Nodes",
+            r.latency
+                .contains("requests/h")
+                .then(|| first_number(&r.latency))
+                .flatten()
+                .map(|v| format!("{v} requests/h")),
+        );
+    }
     if let Some(r) = find("no-op reconcile") {
         add(
             "no_op.requests",

@@ -24,7 +24,8 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use hcloud_ccm_bench::Row;
 use hcloud_sim::{
-    AdminClient, Fault, NetworkSeed, RateLimitConfig, ServerSeed, SimConfig, Simulator,
+    AdminClient, Fault, NetworkSeed, RateLimitConfig, RobotServerSeed, ServerSeed, SimConfig,
+    Simulator,
 };
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -48,6 +49,15 @@ const JOIN_OVERHEAD: u64 = 10;
 /// which the bench runs): a pass over every Node (one listing of all servers) when the CCM
 /// starts, then each pass this long after the previous one ended.
 const ADDRESS_REFRESH: Duration = Duration::from_secs(300);
+/// Dedicated servers whose Nodes are NotReady in the Robot scenario.
+const DEDICATED: usize = 10;
+/// The simulator's Robot account (its default credentials).
+const ROBOT_USER: &str = "robot-user";
+const ROBOT_PASSWORD: &str = "robot-password";
+/// The Robot scenario's window at full scale: two of the periods in which 10 servers share the
+/// CCM's budget of power-state reads (100 an hour: each server once per 6 min), so that the
+/// hourly figure neither catches an extra round nor misses one.
+const ROBOT_WINDOW: Duration = Duration::from_secs(720);
 
 /// Which of the simulator's counted requests a scenario's window counts (see
 /// [`Bench::fresh_start`]).
@@ -62,6 +72,10 @@ enum Counted {
     /// Every request: the scenario adds or changes Nodes or servers, or starts the CCM.
     /// `not_ready`: the Nodes the scenario itself made NotReady before its window opened.
     All { not_ready: usize },
+    /// Robot requests (the scenario's counts are the Robot webservice's, each endpoint
+    /// under the simulator's `/robot` prefix); no periodic work of the CCM reads Robot but the
+    /// scenario's own.
+    Robot,
 }
 
 impl Counted {
@@ -71,6 +85,7 @@ impl Counted {
             Self::Routes => endpoint.contains("/networks") || endpoint.starts_with("GET /actions"),
             Self::Services => endpoint != "GET /servers" && !endpoint.starts_with("GET /servers/"),
             Self::All { .. } => true,
+            Self::Robot => endpoint.contains(" /robot/"),
         }
     }
 }
@@ -112,6 +127,10 @@ struct Args {
     /// Services put in place first, as the full run has them), e.g. to measure its peak RSS.
     #[arg(long, conflicts_with_all = ["write_results", "only_bursts", "only_routes"])]
     only_leader_start: bool,
+    /// Run only the dedicated servers' scenario (10 NotReady dedicated Nodes, the Robot
+    /// requests in a window of 720 s × scale), e.g. to check the power-state budget.
+    #[arg(long, conflicts_with_all = ["write_results", "only_bursts", "only_routes", "only_leader_start"])]
+    only_robot: bool,
     /// An extra argument for hcloud-ccm (repeatable), e.g. `--ccm-arg=--kube-api-qps=50`.
     #[arg(long)]
     ccm_arg: Vec<String>,
@@ -151,6 +170,8 @@ struct Bench {
     /// When the running CCM was started: its address refresh's first pass; the next comes no
     /// sooner than [`ADDRESS_REFRESH`] later.
     ccm_started: Option<Instant>,
+    /// Whether the CCM is started with Robot on (the simulator's Robot account).
+    robot: bool,
 }
 
 fn scaled(base: f64, scale: f64, min: usize) -> usize {
@@ -281,6 +302,7 @@ impl Bench {
             failed_checks: Vec::new(),
             counted: std::cell::Cell::new(Counted::All { not_ready: 0 }),
             ccm_started: None,
+            robot: false,
         })
     }
 
@@ -299,6 +321,13 @@ impl Bench {
         command.env_clear();
         if self.in_network {
             command.env("HCLOUD_NETWORK", "k8s");
+        }
+        if self.robot {
+            command
+                .env("ROBOT_ENABLED", "true")
+                .env("ROBOT_USER", ROBOT_USER)
+                .env("ROBOT_PASSWORD", ROBOT_PASSWORD)
+                .env("ROBOT_ENDPOINT", self.sim.robot_url());
         }
         let child = command
             .env("HCLOUD_TOKEN", TOKEN)
@@ -960,6 +989,82 @@ impl Bench {
         Ok(())
     }
 
+    /// Dedicated servers whose Nodes are NotReady: the CCM restarted with Robot on, then
+    /// [`DEDICATED`] initialised dedicated Nodes (`hrobot://N`) whose kubelets stopped
+    /// reporting, and a window of `window` counting the Robot requests (the lifecycle
+    /// controller's shutdown checks: the power state `GET /reset/{id}` and the server list).
+    /// The bar: one round of power-state reads, the CCM's budget of 100 reads an hour over the
+    /// window, and one server list per its 5-minute cache and one more.
+    async fn robot_scenario(&mut self, window: Duration) -> Result<()> {
+        self.stop_ccm().await?;
+        self.robot = true;
+        self.start_ccm().await?;
+        let nodes: Api<Node> = Api::all(self.kube.clone());
+        let mut names = Vec::new();
+        for i in 0..DEDICATED {
+            let name = format!("dedicated-{i}");
+            let number = self
+                .admin
+                .add_robot_server(RobotServerSeed::new(&name))
+                .await?;
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {
+                    "name": name,
+                    "labels": { "instance.hetzner.cloud/provided-by": "robot" },
+                },
+                "spec": { "providerID": format!("hrobot://{number}") },
+                "status": { "conditions": [ready_condition(false)] },
+            }))?;
+            nodes.create(&PostParams::default(), &node).await?;
+            names.push(name);
+        }
+        self.fresh_start(Counted::Robot).await?;
+        let before = self.admin.robot_request_counts().await?;
+        let started = Instant::now();
+        tokio::time::sleep(window).await;
+        let after = self.admin.robot_request_counts().await?;
+        let observed = started.elapsed();
+        let counts: BTreeMap<String, u64> = after
+            .into_iter()
+            .map(|(endpoint, n)| {
+                let n = n - before.get(&endpoint).copied().unwrap_or(0);
+                let (method, path) = endpoint.split_once(' ').unwrap_or(("", &endpoint));
+                (format!("{method} /robot{path}"), n)
+            })
+            .collect();
+        let total: u64 = counts.values().sum();
+        let resets = counts.get("GET /robot/reset/{id}").copied().unwrap_or(0);
+        let budget = (100.0 * observed.as_secs_f64() / 3600.0).floor() as u64;
+        let lists = observed.as_secs() / 300 + 1;
+        let bar = DEDICATED as u64 + budget + lists;
+        let latency = if window >= ROBOT_WINDOW {
+            format!(
+                "{:.0} Robot requests/h extrapolated, {:.0} of them power-state reads (Robot allows 200/h to that endpoint)",
+                total as f64 * 3600.0 / observed.as_secs_f64(),
+                resets as f64 * 3600.0 / observed.as_secs_f64(),
+            )
+        } else {
+            format!(
+                "{resets} power-state reads in {} (shorter than the budget's period: no hourly figure)",
+                ms(observed)
+            )
+        };
+        self.push_bar(
+            format!(
+                "{DEDICATED} dedicated Nodes NotReady, {} observed (Robot requests)",
+                ms(observed)
+            ),
+            counts,
+            latency,
+            Some(bar),
+            true,
+        );
+        for name in names {
+            nodes.delete(&name, &DeleteParams::default()).await?;
+        }
+        Ok(())
+    }
+
     /// Stop the CCM, print the table, write it with the `run` line into the results block of
     /// `doc` when given, and, with `check`, fail when a bar or check failed.
     async fn finish(&mut self, check: bool, results: Option<(&Path, &str)>) -> Result<()> {
@@ -1040,10 +1145,12 @@ async fn main() -> Result<()> {
     // of one period holds one refresh wherever it starts, so the hourly figure is not skewed
     // by catching two (or none).
     let steady = Duration::from_secs_f64((300.0 * scale).max(20.0));
+    let robot_window = ROBOT_WINDOW.mul_f64(scale).max(Duration::from_secs(30));
     let check = args.check;
     let only_bursts = args.only_bursts;
     let only_routes = args.only_routes;
     let only_leader_start = args.only_leader_start;
+    let only_robot = args.only_robot;
     let results_doc = args.write_results.clone();
     let run = format!(
         "Run: `hcloud-ccm-bench --scale {scale}` ({} build): {cap} Nodes in a network, then {nodes} Nodes without, {services} Services (a burst of {burst}), {} ms added to every API request, {} ms actions.",
@@ -1063,6 +1170,11 @@ async fn main() -> Result<()> {
     if only_routes {
         bench.cap_network(cap).await?;
         bench.routes_scenario(cap).await?;
+        return bench.finish(check, None).await;
+    }
+    if only_robot {
+        bench.leave_network().await?;
+        bench.robot_scenario(robot_window).await?;
         return bench.finish(check, None).await;
     }
     if only_leader_start {
@@ -1099,6 +1211,7 @@ async fn main() -> Result<()> {
     bench.node_join_scenario(nodes, services).await?;
     bench.lifecycle_scenario().await?;
     bench.delete_services_scenario("burst", burst).await?;
+    bench.robot_scenario(robot_window).await?;
     bench
         .finish(check, results_doc.as_deref().map(|doc| (doc, run.as_str())))
         .await
