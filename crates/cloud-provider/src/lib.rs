@@ -173,8 +173,8 @@ pub use metrics::Metrics;
 pub use node::{NodeController, NodeControllerConfig};
 pub use nodelifecycle::{NodeLifecycleController, NodeLifecycleControllerConfig};
 pub use provider::{
-    Category, CloudProvider, Error, InstanceMetadata, Instances, LoadBalancer, LoadBalancerPlan,
-    Outcome, Route, Routes,
+    Category, CloudProvider, Error, InstanceMetadata, Instances, KnownServices, ListedServices,
+    LoadBalancer, LoadBalancerPlan, Outcome, Route, Routes,
 };
 pub use route::{RouteController, RouteControllerConfig, RouteMetrics};
 pub use runtime::{Heartbeat, WatchScope};

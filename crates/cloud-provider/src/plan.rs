@@ -254,6 +254,11 @@ pub async fn run(
         match provider.load_balancer() {
             Some(lb) => {
                 let targets = select_nodes(&nodes);
+                // Whether a Service still exists is answered from the listing, as the
+                // controller answers it from its informer.
+                lb.use_services(Arc::new(crate::provider::ListedServices::of(
+                    services.iter().map(AsRef::as_ref),
+                )));
                 let mut services: Vec<&Arc<Service>> = services.iter().collect();
                 services.sort_by_key(|s| service_key(s));
                 for service in services {

@@ -412,6 +412,13 @@ pub trait LoadBalancer: Send + Sync {
     /// wait for this one's actions.
     fn use_workers(&self, _workers: Workers) {}
 
+    /// The Services of the cluster as the caller knows them (the service controller's
+    /// informer, `plan`'s listing), handed over before its first call, again whenever the
+    /// caller has a newer view: a provider that finds a load balancer labelled for another
+    /// Service can ask whether that Service still exists without a request of its own. The
+    /// default ignores it.
+    fn use_services(&self, _services: Arc<dyn KnownServices>) {}
+
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by `plan` ([`crate::plan`]); it must never write to the cloud. Providers that
@@ -448,6 +455,36 @@ pub trait LoadBalancer: Send + Sync {
             ));
         }
         Ok(out)
+    }
+}
+
+/// The Services of the cluster, as a controller's cache (or a listing) holds them: whether a
+/// Service with a UID exists, answered from memory.
+pub trait KnownServices: Send + Sync + std::fmt::Debug {
+    /// Whether a Service with `uid` exists in the cluster (in the caller's scope); `None` while
+    /// the caller cannot tell (its cache has not been filled yet).
+    fn exists(&self, uid: &str) -> Option<bool>;
+}
+
+/// A fixed set of Service UIDs (a listing's), as [`KnownServices`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListedServices(pub std::collections::HashSet<String>);
+
+impl ListedServices {
+    /// The UIDs of `services`.
+    pub fn of<'a>(services: impl IntoIterator<Item = &'a Service>) -> Self {
+        Self(
+            services
+                .into_iter()
+                .filter_map(|s| s.metadata.uid.clone())
+                .collect(),
+        )
+    }
+}
+
+impl KnownServices for ListedServices {
+    fn exists(&self, uid: &str) -> Option<bool> {
+        Some(self.0.contains(uid))
     }
 }
 

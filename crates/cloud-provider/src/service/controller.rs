@@ -254,6 +254,10 @@ impl ServiceController {
         // The provider waits for the cloud through the pool's handle, lending its slot.
         let workers = reconcile::Workers::new(inner.config.workers);
         inner.lb.use_workers(workers.clone());
+        // The provider asks the informer whether a Service still exists, never the apiserver.
+        inner
+            .lb
+            .use_services(Arc::new(InformedServices(inner.services.clone())));
         let node_changes = inner.nodes.subscribe();
         let service_changes = inner.services.subscribe();
         tracing::info!(controller = CONTROLLER, "starting");
@@ -298,6 +302,25 @@ impl ServiceController {
         tasks
             .run_pool_until_stopped(inner, queue, metrics, workers, &shutdown)
             .await;
+    }
+}
+
+/// The Services of the controller's informer, as [`crate::KnownServices`]: a scan of the
+/// store, made only when the provider asks (when it considers adopting a load balancer).
+#[derive(Debug)]
+struct InformedServices(Informer<Service>);
+
+impl crate::KnownServices for InformedServices {
+    fn exists(&self, uid: &str) -> Option<bool> {
+        if !self.0.has_synced() {
+            return None;
+        }
+        Some(
+            self.0
+                .list()
+                .iter()
+                .any(|s| s.metadata.uid.as_deref() == Some(uid)),
+        )
     }
 }
 

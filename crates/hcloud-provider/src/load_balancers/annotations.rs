@@ -194,6 +194,43 @@ pub fn parse_duration(value: &str) -> Option<Duration> {
     cloud_provider::go::parse_duration(s).ok()
 }
 
+/// Keys under [`PREFIX`] that old official CCMs wrote as read-only information (the addresses
+/// and the ID of the load balancer) and no CCM reads: present on Services that were switched
+/// over, never reported as unknown.
+pub const LEGACY_KEYS: &[&str] = &[
+    "load-balancer.hetzner.cloud/ipv4",
+    "load-balancer.hetzner.cloud/ipv6",
+    "load-balancer.hetzner.cloud/id",
+];
+
+/// The Levenshtein distance of `a` and `b` (insertions, deletions and substitutions of
+/// characters), in one row of `b.len() + 1` counts.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+/// The known key (of [`keys::ALL`]) closest to `key` by [`edit_distance`] of the parts after
+/// [`PREFIX`]; the first in the table's order among equally close ones.
+pub fn closest_key(key: &str) -> &'static str {
+    let suffix = key.strip_prefix(PREFIX).unwrap_or(key);
+    keys::ALL
+        .iter()
+        .copied()
+        .min_by_key(|known| edit_distance(suffix, known.trim_start_matches(PREFIX)))
+        .unwrap_or(keys::NAME)
+}
+
 fn comma_list(value: &str) -> Vec<String> {
     value
         .split(',')
@@ -616,6 +653,41 @@ mod tests {
         assert_eq!(err.0.len(), 2);
         assert!(err.to_string().contains("health-check-timeout"));
         assert!(err.to_string().contains("ipv6-disabled"));
+    }
+
+    #[test]
+    fn edit_distances_and_the_closest_key() {
+        let cases = [
+            // (a, b, distance)
+            ("", "", 0),
+            ("", "abc", 3),
+            ("abc", "", 3),
+            ("location", "location", 0),
+            ("locaton", "location", 1),
+            ("lcoation", "location", 2),
+            ("kitten", "sitting", 3),
+            ("größe", "grösse", 2),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(edit_distance(a, b), want, "{a:?} {b:?}");
+            assert_eq!(edit_distance(b, a), want, "{b:?} {a:?}");
+        }
+        let typos = [
+            // (key as written, closest known key)
+            ("load-balancer.hetzner.cloud/locaton", keys::LOCATION),
+            ("load-balancer.hetzner.cloud/networkzone", keys::NETWORK_ZONE),
+            ("load-balancer.hetzner.cloud/health-check-intervall", keys::HEALTH_CHECK_INTERVAL),
+            ("load-balancer.hetzner.cloud/use-proxyprotocol", keys::USES_PROXYPROTOCOL),
+            ("load-balancer.hetzner.cloud/http-status-code", keys::HTTP_STATUS_CODES),
+            ("load-balancer.hetzner.cloud/ipv6-disable", keys::IPV6_DISABLED),
+            // Edit distance counts characters, not words: a swap of words is far off.
+            ("load-balancer.hetzner.cloud/disable-ipv6", keys::PRIVATE_IPV4),
+            ("load-balancer.hetzner.cloud/Type", keys::TYPE),
+        ];
+        for (typo, want) in typos {
+            assert_eq!(closest_key(typo), want, "{typo}");
+        }
+        assert!(LEGACY_KEYS.iter().all(|k| !keys::ALL.contains(k)));
     }
 
     #[test]

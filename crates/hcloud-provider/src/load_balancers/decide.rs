@@ -87,6 +87,61 @@ pub(super) struct Deletion {
     pub certificates: Vec<Certificate>,
 }
 
+/// What becomes of a load balancer found by the Service's name that carries another
+/// Service's UID label (see [`takeover`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Takeover {
+    /// The Service it was labelled for is gone from this cluster (a Service re-created with
+    /// the same `name` annotation): it is the Service's, and its UID label is rewritten.
+    Adopt(Notice),
+    /// Another Service's, or nothing tells it is not: never changed.
+    Refuse(Notice),
+}
+
+/// The rule for a load balancer `lb` found by the name of the Service with `uid`, labelled
+/// for the Service `owner` (another UID), in the cluster named `cluster` (when set), with
+/// `owner_exists` answered from the caller's view of the cluster's Services (`None`: it cannot
+/// tell). A load balancer of another cluster is refused before this is asked.
+///
+/// Adopted only when the owner is known to be gone and, with a cluster name, the load
+/// balancer carries this cluster's label (without it, it may be another cluster's, whose
+/// Services this cluster cannot see). The official CCM relabels it unconditionally.
+pub(super) fn takeover(
+    lb: &models::LoadBalancer,
+    uid: &str,
+    owner: &str,
+    cluster: Option<&str>,
+    owner_exists: Option<bool>,
+) -> Takeover {
+    use super::cluster::{CLUSTER_NAME_LABEL, Claim, claim};
+    use super::naming::SERVICE_UID_LABEL;
+    let name = &lb.name;
+    let refuse = |why: String| {
+        Takeover::Refuse(Notice::warn(
+            reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
+            format!(
+                "load balancer {name:?} belongs to the Service with UID {owner} (label {SERVICE_UID_LABEL}), {why}; choose another name with the annotation {}, or remove that label from the load balancer to hand it over",
+                keys::NAME
+            ),
+        ))
+    };
+    if let (Some(cluster), Claim::Unclaimed) = (cluster, claim(&lb.labels, cluster)) {
+        return refuse(format!(
+            "and has no label {CLUSTER_NAME_LABEL}, so it may be another cluster's; it is not taken over (label it {CLUSTER_NAME_LABEL}={cluster} if it is this cluster's)"
+        ));
+    }
+    match owner_exists {
+        Some(false) => Takeover::Adopt(Notice::log(format!(
+            "adopting load balancer {name:?} (ID {}): the Service with UID {owner} it is labelled for no longer exists in this cluster; its label {SERVICE_UID_LABEL} becomes {uid}",
+            lb.id
+        ))),
+        Some(true) => refuse("which exists in this cluster".to_owned()),
+        None => refuse(
+            "and whether that Service still exists is not known yet; retried".to_owned(),
+        ),
+    }
+}
+
 /// Decide what ensure does with what `read` found.
 pub(super) fn decide(read: Read) -> Result<Decision> {
     let Read {
@@ -137,6 +192,7 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
                     None
                 }
             };
+            notices.extend(desired.not_moved(&lb));
             (Target::Existing(Box::new(lb.clone())), lb, new_type)
         }
         None => {

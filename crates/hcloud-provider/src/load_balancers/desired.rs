@@ -160,6 +160,10 @@ pub struct Desired {
     pub rename: Option<String>,
     /// Placement for creation; `None` when neither annotation nor settings give one.
     pub placement: Option<Placement>,
+    /// The annotation that chose [`Desired::placement`] (`location` or `network-zone`);
+    /// `None` when the settings did. Only an annotation is compared with where an existing
+    /// load balancer is ([`Desired::not_moved`]).
+    pub placement_annotation: Option<&'static str>,
     /// `type` annotation, else `HCLOUD_LOAD_BALANCERS_TYPE`: existing load balancers are
     /// changed to it. `None`: left as they are.
     pub lb_type: Option<String>,
@@ -267,6 +271,62 @@ pub fn no_tcp_port(service: &Service) -> Option<Notice> {
     ))
 }
 
+/// The legacy annotation that asked for source ranges before `spec.loadBalancerSourceRanges`.
+const SOURCE_RANGES_ANNOTATION: &str = "service.beta.kubernetes.io/load-balancer-source-ranges";
+
+/// Beyond the official CCM (which ignores them silently): the `LoadBalancerSourceRangesIgnored`
+/// Warning when `spec.loadBalancerSourceRanges` (or its legacy annotation) is set. Hetzner
+/// load balancers have no access control list, so they accept every client; the Warning says
+/// so and where a filter can go instead.
+pub fn source_ranges_ignored(service: &Service) -> Option<Notice> {
+    let in_spec = service
+        .spec
+        .as_ref()
+        .and_then(|s| s.load_balancer_source_ranges.as_ref())
+        .is_some_and(|ranges| ranges.iter().any(|r| !r.trim().is_empty()));
+    let in_annotation = service
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SOURCE_RANGES_ANNOTATION))
+        .is_some_and(|v| !v.trim().is_empty());
+    let field = match (in_spec, in_annotation) {
+        (true, _) => "spec.loadBalancerSourceRanges".to_owned(),
+        (false, true) => format!("the annotation {SOURCE_RANGES_ANNOTATION}"),
+        (false, false) => return None,
+    };
+    Some(Notice::warn(
+        reasons::SOURCE_RANGES_IGNORED,
+        format!(
+            "{field} is ignored: Hetzner Cloud load balancers have no access control list and accept connections from every address. Filter on the servers instead: a Hetzner Cloud Firewall applied to the servers (or a firewall on them, or a NetworkPolicy) can keep the NodePorts closed to all but the load balancer; since the servers see the load balancer's address, filtering by client address needs the client's address passed on ({} or protocol http/https with X-Forwarded-For) and a filter in the ingress controller or the application",
+            keys::USES_PROXYPROTOCOL
+        ),
+    ))
+}
+
+/// Beyond the official CCM (which ignores them silently): one `UnknownAnnotation` Warning per
+/// `load-balancer.hetzner.cloud/` annotation that no setting reads (a typo), naming the
+/// closest known key. Per-port keys are checked by [`PerPort`]; the read-only keys old CCMs
+/// wrote ([`super::annotations::LEGACY_KEYS`]) are not reported.
+pub fn unknown_annotations(a: &Annotations) -> Vec<Notice> {
+    use super::annotations::{LEGACY_KEYS, PREFIX, closest_key};
+    a.entries()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with(PREFIX))
+        .filter(|key| !key.starts_with(super::per_port::PORT_PREFIX))
+        .filter(|key| !keys::ALL.contains(key) && !LEGACY_KEYS.contains(key))
+        .map(|key| {
+            Notice::warn(
+                reasons::UNKNOWN_ANNOTATION,
+                format!(
+                    "annotation {key} is not one this CCM reads and is ignored; the closest known key is {}",
+                    closest_key(key)
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Whether the first of `service`'s `spec.ipFamilies` is IPv6 (the apiserver sets them from
 /// `ipFamilyPolicy` and the cluster's service CIDRs; the primary family cannot change).
 fn ipv6_first(service: &Service) -> bool {
@@ -315,9 +375,17 @@ impl Desired {
         if let Some(v) = a.string_or_empty(keys::NETWORK_ZONE) {
             zone = Some(v).filter(|v| !v.is_empty());
         }
+        let annotated = |key| a.string_or_empty(key).is_some_and(|v| !v.is_empty());
+        let placement_annotation = match (&location, &zone) {
+            (Some(_), _) => annotated(keys::LOCATION).then_some(keys::LOCATION),
+            (None, Some(_)) => annotated(keys::NETWORK_ZONE).then_some(keys::NETWORK_ZONE),
+            (None, None) => None,
+        };
         let placement = location
             .map(Placement::Location)
             .or(zone.map(Placement::NetworkZone));
+        notices.extend(source_ranges_ignored(service));
+        notices.extend(unknown_annotations(a));
 
         let mut lb_type = settings.lb_type.clone();
         if let Some(v) = a.string_or_empty(keys::TYPE) {
@@ -498,6 +566,7 @@ impl Desired {
             service: svc_name.to_owned(),
             rename,
             placement,
+            placement_annotation,
             create_type: lb_type
                 .clone()
                 .unwrap_or_else(|| DEFAULT_LB_TYPE.to_owned()),
@@ -898,6 +967,33 @@ impl Desired {
             }
         }
         steps
+    }
+
+    /// The `LoadBalancerNotMoved` Warning when the `location` or `network-zone` annotation
+    /// asks for another place than where `lb` is: Hetzner cannot move a load balancer, so it
+    /// stays (nothing else changes because of it). `None` when the place matches, the settings
+    /// (not an annotation) chose it, or the API did not say where `lb` is.
+    pub fn not_moved(&self, lb: &LoadBalancer) -> Option<Notice> {
+        let key = self.placement_annotation?;
+        let (wanted, actual) = match self.placement.as_ref()? {
+            Placement::Location(want) => {
+                let here = &lb.location;
+                let same = *want == here.name || want.parse::<i64>().ok() == Some(here.id);
+                (want, (!same).then_some(here.name.as_str()))
+            }
+            Placement::NetworkZone(want) => {
+                let here = lb.location.network_zone.as_str();
+                (want, (want != here).then_some(here))
+            }
+        };
+        let actual = actual.filter(|a| !a.is_empty())?;
+        Some(Notice::warn(
+            reasons::LOAD_BALANCER_NOT_MOVED,
+            format!(
+                "{key}: load balancer {:?} stays in {actual}, not {wanted}: Hetzner Cloud cannot move a load balancer, so changing the annotation after it was created has no effect. To move it, delete and re-create the Service (a new load balancer is created in {wanted}, with new public IPs), or create a second Service in {wanted}, move the traffic to its addresses and delete this one",
+                lb.name
+            ),
+        ))
     }
 
     /// The type `lb` is changed to (name or ID), when it is not of the wanted one.

@@ -81,7 +81,7 @@ use async_trait::async_trait;
 use cloud_provider::change::Warning;
 use cloud_provider::provider::Result;
 use cloud_provider::runtime::Workers;
-use cloud_provider::{Error, LoadBalancer, LoadBalancerPlan, Outcome};
+use cloud_provider::{Error, KnownServices, LoadBalancer, LoadBalancerPlan, Outcome};
 use hcloud_api::{Client, models};
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 
@@ -120,6 +120,9 @@ pub struct HcloudLoadBalancers {
     workers: std::sync::OnceLock<Workers>,
     /// Robot dedicated servers: their Nodes become IP targets (off unless given).
     robot: crate::robot::Robot,
+    /// The cluster's Services as the caller knows them (`use_services`): whether the Service
+    /// a load balancer found by name is labelled for still exists.
+    services: parking_lot::RwLock<Option<Arc<dyn KnownServices>>>,
 }
 
 impl HcloudLoadBalancers {
@@ -143,6 +146,7 @@ impl HcloudLoadBalancers {
             project: crate::project::ProjectGuard::default(),
             workers: std::sync::OnceLock::new(),
             robot: crate::robot::Robot::default(),
+            services: parking_lot::RwLock::new(None),
         }
     }
 
@@ -288,6 +292,12 @@ impl HcloudLoadBalancers {
         Ok(true)
     }
 
+    /// Whether a Service with `uid` exists, as the caller's view says (`None`: it cannot
+    /// tell, or gave none). No request.
+    fn service_exists(&self, uid: &str) -> Option<bool> {
+        self.services.read().as_ref()?.exists(uid)
+    }
+
     fn reader(&self) -> Reader<'_> {
         Reader { lbs: self }
     }
@@ -379,6 +389,10 @@ impl LoadBalancer for HcloudLoadBalancers {
         if self.workers.set(workers).is_err() {
             tracing::debug!("the load balancers already wait through a worker pool");
         }
+    }
+
+    fn use_services(&self, services: Arc<dyn KnownServices>) {
+        *self.services.write() = Some(services);
     }
 
     /// The `node-selector` annotation picks targets by Node labels.

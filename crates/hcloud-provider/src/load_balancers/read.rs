@@ -20,7 +20,7 @@ use super::HcloudLoadBalancers;
 use super::annotations::{Annotations, keys};
 use super::cache::Lookup;
 use super::cluster::{self, Claim};
-use super::decide::{self, Deletion};
+use super::decide::{self, Deletion, Takeover};
 use super::desired::{Certificates, Desired, Notice, RobotView};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::steps::reasons;
@@ -224,9 +224,11 @@ impl Reader<'_> {
     /// the UID: the lowest ID is used and a `DuplicateLoadBalancers` warning names the others
     /// (the official CCM refuses to act instead). Ensure (`adopt_by_name`) may also take over a
     /// load balancer with the Service's name that carries no UID label (made by hand or by a
-    /// very old CCM; the label is written as the first step), but never one labelled for
-    /// another Service: that is an error and a `LoadBalancerOwnedByOtherService` warning (the
-    /// official CCM would relabel it).
+    /// very old CCM; the label is written as the first step), and one labelled for a Service
+    /// that no longer exists in this cluster (a re-created Service; see [`decide::takeover`]),
+    /// but never one labelled for a Service that exists, or that may be another cluster's:
+    /// that is an error and a `LoadBalancerOwnedByOtherService` warning (the official CCM
+    /// would relabel it).
     pub async fn find(&self, uid: &str, name: &str, adopt_by_name: bool) -> Result<Found> {
         self.lbs.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
         let lookup = self.lookup(uid, adopt_by_name.then_some(name)).await?;
@@ -286,14 +288,16 @@ impl Reader<'_> {
         match by_name {
             Some(lb) => match lb.labels.get(SERVICE_UID_LABEL) {
                 Some(owner) if owner != uid => {
-                    let message = format!(
-                        "load balancer {name:?} belongs to the Service with UID {owner} (label {SERVICE_UID_LABEL}); choose another name with the annotation {}, or remove that label from the load balancer to hand it over",
-                        keys::NAME
-                    );
-                    found.notices.push(Notice::warn(
-                        reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE,
-                        message,
-                    ));
+                    // Asked of the caller's view of the Services (no request), and only here.
+                    let exists = self.lbs.service_exists(owner);
+                    let cluster = self.lbs.settings.cluster_name.as_deref();
+                    match decide::takeover(&lb, uid, owner, cluster, exists) {
+                        Takeover::Adopt(notice) => {
+                            found.notices.push(notice);
+                            found.lb = Some(lb);
+                        }
+                        Takeover::Refuse(notice) => found.notices.push(notice),
+                    }
                     Ok(found)
                 }
                 _ => {

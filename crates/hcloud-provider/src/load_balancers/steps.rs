@@ -336,6 +336,15 @@ pub mod reasons {
     /// This CCM only: the Service was deleted but its load balancer has delete protection, so
     /// it is kept (as the official CCM does, which only logs it).
     pub const DELETE_PROTECTED: &str = "DeleteProtected";
+    /// This CCM only: `spec.loadBalancerSourceRanges` is set, which Hetzner load balancers
+    /// cannot enforce (they have no access control list); it is ignored.
+    pub const SOURCE_RANGES_IGNORED: &str = "LoadBalancerSourceRangesIgnored";
+    /// This CCM only: a `load-balancer.hetzner.cloud/` annotation that no setting reads (a
+    /// typo); it is ignored, and the Warning names the closest known key.
+    pub const UNKNOWN_ANNOTATION: &str = "UnknownAnnotation";
+    /// This CCM only: the `location` or `network-zone` annotation differs from where the
+    /// existing load balancer is; Hetzner cannot move a load balancer, so it stays.
+    pub const LOAD_BALANCER_NOT_MOVED: &str = "LoadBalancerNotMoved";
 }
 
 #[cfg(test)]
