@@ -1035,6 +1035,121 @@ mod tests {
         assert!(refused.rounds.is_empty() && refused.to_plan().writes.is_empty());
     }
 
+    #[test]
+    fn takeover_table() {
+        use crate::load_balancers::cluster::CLUSTER_NAME_LABEL;
+        use crate::load_balancers::naming::SERVICE_UID_LABEL;
+        let lb = |labels: &[(&str, &str)]| models::LoadBalancer {
+            id: 7,
+            name: "shared".into(),
+            labels: crate::test_support::labels(labels),
+            ..models::LoadBalancer::default()
+        };
+        let old = [(SERVICE_UID_LABEL, "old")];
+        let ours = [(SERVICE_UID_LABEL, "old"), (CLUSTER_NAME_LABEL, "prod")];
+        let cases = [
+            // (name, labels, cluster name, does the old Service exist, adopted, the message says)
+            ("gone, no cluster name", &old[..], None, Some(false), true, "no longer exists in this cluster"),
+            ("gone, labelled for this cluster", &ours[..], Some("prod"), Some(false), true, "becomes new-uid"),
+            ("live", &old[..], None, Some(true), false, "which exists in this cluster"),
+            ("live, labelled for this cluster", &ours[..], Some("prod"), Some(true), false, "which exists"),
+            ("not known yet", &old[..], None, None, false, "not known yet; retried"),
+            ("gone, but no cluster label with a cluster name", &old[..], Some("prod"), Some(false), false, "may be another cluster's"),
+        ];
+        for (name, labels, cluster, exists, adopted, says) in cases {
+            let got = takeover(&lb(labels), "new-uid", "old", cluster, exists);
+            let notice = match (&got, adopted) {
+                (Takeover::Adopt(notice), true) => {
+                    assert_eq!(notice.reason, None, "{name}: adoption is no Warning");
+                    notice
+                }
+                (Takeover::Refuse(notice), false) => {
+                    assert_eq!(
+                        notice.reason,
+                        Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE),
+                        "{name}"
+                    );
+                    assert!(notice.message.contains(keys::NAME), "{name}: {}", notice.message);
+                    notice
+                }
+                _ => panic!("{name}: {got:?}"),
+            };
+            assert!(notice.message.contains(says), "{name}: {}", notice.message);
+            assert!(notice.message.contains("UID old"), "{name}: {}", notice.message);
+        }
+    }
+
+    #[test]
+    fn an_adopted_load_balancer_is_relabelled_and_a_refused_one_untouched_in_the_plan() {
+        use crate::load_balancers::naming::SERVICE_UID_LABEL;
+        let mut theirs = current();
+        theirs
+            .labels
+            .insert(SERVICE_UID_LABEL.to_owned(), "old".to_owned());
+        for (exists, want_target, want_writes) in [
+            (Some(false), "existing", vec!["PUT /load_balancers/{id}"]),
+            (Some(true), "refused", vec![]),
+        ] {
+            let mut read = read(&[(80, 30080)], &[], &[1, 2], None);
+            match takeover(&theirs, UID, "old", None, exists) {
+                Takeover::Adopt(notice) => {
+                    read.found.lb = Some(theirs.clone());
+                    read.found.notices.push(notice);
+                }
+                Takeover::Refuse(notice) => read.found.notices.push(notice),
+            }
+            let decision = decide(read).unwrap();
+            assert_eq!(target(&decision), want_target, "{exists:?}");
+            let plan = decision.to_plan();
+            let writes: Vec<String> = plan.writes.iter().map(ToString::to_string).collect();
+            assert_eq!(writes, want_writes, "{exists:?}");
+            if want_target == "existing" {
+                assert_eq!(
+                    rounds(&decision),
+                    [[format!("set label {SERVICE_UID_LABEL}={UID}")]]
+                );
+            } else {
+                assert!(
+                    plan.warnings
+                        .iter()
+                        .any(|w| w.reason == reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE),
+                    "{plan:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_warnings_of_the_desired_state_and_the_location_come_out_in_the_plan() {
+        let mut lb = current();
+        lb.location.name = "fsn1".into();
+        let mut read = read(
+            &[(80, 30080)],
+            &[("load-balancer.hetzner.cloud/algoritm-type", "least_connections")],
+            &[1, 2],
+            Some(lb),
+        );
+        // `read` sets the location fsn1; the Service now asks for nbg1.
+        read.desired.placement = Some(desired::Placement::Location("nbg1".into()));
+        let decision = decide(read).unwrap();
+        let warnings: Vec<String> = decision
+            .to_plan()
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.reason, w.message))
+            .collect();
+        let has = |part: &str| warnings.iter().any(|w| w.contains(part));
+        assert!(has(reasons::LOAD_BALANCER_NOT_MOVED), "{warnings:?}");
+        assert!(has("stays in fsn1, not nbg1"), "{warnings:?}");
+        assert!(has(reasons::UNKNOWN_ANNOTATION), "{warnings:?}");
+        assert!(
+            has("the closest known key is load-balancer.hetzner.cloud/algorithm-type"),
+            "{warnings:?}"
+        );
+        // Nothing is written for either.
+        assert!(decision.rounds.is_empty(), "{:?}", decision.rounds);
+    }
+
     fn managed_read(managed: Option<ManagedRead>, lb: Option<models::LoadBalancer>) -> Read {
         let mut read = read(
             &[(443, 30443)],

@@ -1581,6 +1581,232 @@ mod tests {
         );
     }
 
+    /// The Warnings of `desired` with `reason`, by message.
+    fn warnings_of(desired: &Desired, reason: &str) -> Vec<String> {
+        desired
+            .notices
+            .iter()
+            .filter(|n| n.reason == Some(reason))
+            .map(|n| n.message.clone())
+            .collect()
+    }
+
+    #[test]
+    fn honest_warnings_table() {
+        let with_ranges = |ranges: &[&str]| {
+            let mut svc = tcp80();
+            if let Some(spec) = svc.spec.as_mut() {
+                spec.load_balancer_source_ranges =
+                    Some(ranges.iter().map(|r| (*r).to_owned()).collect());
+            }
+            svc
+        };
+        let mixed = service(&[
+            (80, "TCP", Some(30080)),
+            (53, "UDP", Some(30053)),
+            (3868, "SCTP", Some(31868)),
+        ]);
+        let legacy_ranges = {
+            let mut svc = tcp80();
+            svc.metadata.annotations = Some(
+                [(
+                    "service.beta.kubernetes.io/load-balancer-source-ranges".to_owned(),
+                    "10.0.0.0/8".to_owned(),
+                )]
+                .into(),
+            );
+            svc
+        };
+        struct Row<'a> {
+            name: &'a str,
+            svc: Service,
+            pairs: &'a [(&'a str, &'a str)],
+            reason: &'static str,
+            /// What each Warning of `reason` says (a part of it), in order.
+            says: &'a [&'a str],
+        }
+        let cases = [
+            Row {
+                name: "source ranges in the spec",
+                svc: with_ranges(&["203.0.113.0/24"]),
+                pairs: &[],
+                reason: reasons::SOURCE_RANGES_IGNORED,
+                says: &["spec.loadBalancerSourceRanges is ignored: Hetzner Cloud load balancers have no access control list"],
+            },
+            Row {
+                name: "source ranges in the legacy annotation",
+                svc: legacy_ranges,
+                pairs: &[],
+                reason: reasons::SOURCE_RANGES_IGNORED,
+                says: &["the annotation service.beta.kubernetes.io/load-balancer-source-ranges is ignored"],
+            },
+            Row {
+                name: "the Warning says where to filter instead",
+                svc: with_ranges(&["203.0.113.0/24"]),
+                pairs: &[],
+                reason: reasons::SOURCE_RANGES_IGNORED,
+                says: &["Hetzner Cloud Firewall applied to the servers"],
+            },
+            Row {
+                name: "empty source ranges: nothing to say",
+                svc: with_ranges(&[]),
+                pairs: &[],
+                reason: reasons::SOURCE_RANGES_IGNORED,
+                says: &[],
+            },
+            Row {
+                name: "a typo names the closest key",
+                svc: tcp80(),
+                pairs: &[("load-balancer.hetzner.cloud/locaton", "fsn1")],
+                reason: reasons::UNKNOWN_ANNOTATION,
+                says: &["annotation load-balancer.hetzner.cloud/locaton is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/location"],
+            },
+            Row {
+                name: "one Warning per unknown key",
+                svc: tcp80(),
+                pairs: &[
+                    ("load-balancer.hetzner.cloud/health-check-intervall", "5s"),
+                    ("load-balancer.hetzner.cloud/algorithm", "least_connections"),
+                ],
+                reason: reasons::UNKNOWN_ANNOTATION,
+                says: &[
+                    "algorithm is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/algorithm-type",
+                    "health-check-intervall is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/health-check-interval",
+                ],
+            },
+            Row {
+                name: "known, legacy, per-port and foreign keys are not unknown",
+                svc: tcp80(),
+                pairs: &[
+                    (keys::NAME, "web"),
+                    ("load-balancer.hetzner.cloud/ipv4", "198.51.100.1"),
+                    ("load-balancer.hetzner.cloud/id", "7"),
+                    ("load-balancer.hetzner.cloud/port-80.protocol", "tcp"),
+                    ("example.com/locaton", "x"),
+                ],
+                reason: reasons::UNKNOWN_ANNOTATION,
+                says: &[],
+            },
+            Row {
+                name: "a mixed Service: the official Warning for each non-TCP port",
+                svc: mixed,
+                pairs: &[],
+                reason: reasons::UNSUPPORTED_PROTOCOL_CONFIGURED,
+                says: &[
+                    "configured unsupported Hetzner Cloud load balancer protocol UDP for service with name web",
+                    "configured unsupported Hetzner Cloud load balancer protocol SCTP for service with name web",
+                ],
+            },
+        ];
+        for Row {
+            name,
+            svc,
+            pairs,
+            reason,
+            says,
+        } in cases
+        {
+            let got = warnings_of(&desired_of(&svc, pairs, &[]), reason);
+            assert_eq!(got.len(), says.len(), "{name}: {got:?}");
+            for (message, part) in got.iter().zip(says) {
+                assert!(message.contains(part), "{name}: {message:?} lacks {part:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_load_balancer_is_not_moved_table() {
+        let svc = tcp80();
+        let at = |location: &str, zone: &str| {
+            let mut lb = created(&desired_of(&svc, &[], &[]));
+            lb.location.id = 1;
+            lb.location.name = location.to_owned();
+            lb.location.network_zone = zone.into();
+            lb
+        };
+        let env_location = LoadBalancerSettings {
+            location: Some("nbg1".into()),
+            ..LoadBalancerSettings::default()
+        };
+        let cases: [(&str, Vec<(&str, &str)>, &LoadBalancerSettings, LoadBalancer, Option<&str>); 8] = [
+            (
+                "the location annotation differs",
+                vec![(keys::LOCATION, "nbg1")],
+                &LoadBalancerSettings::default(),
+                at("fsn1", "eu-central"),
+                Some("load-balancer.hetzner.cloud/location: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in fsn1, not nbg1: Hetzner Cloud cannot move a load balancer"),
+            ),
+            (
+                "the network zone annotation differs",
+                vec![(keys::NETWORK_ZONE, "us-east")],
+                &LoadBalancerSettings::default(),
+                at("fsn1", "eu-central"),
+                Some("load-balancer.hetzner.cloud/network-zone: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in eu-central, not us-east"),
+            ),
+            (
+                "the same location",
+                vec![(keys::LOCATION, "fsn1")],
+                &LoadBalancerSettings::default(),
+                at("fsn1", "eu-central"),
+                None,
+            ),
+            (
+                "the location by ID",
+                vec![(keys::LOCATION, "1")],
+                &LoadBalancerSettings::default(),
+                at("fsn1", "eu-central"),
+                None,
+            ),
+            (
+                "a network zone the location is in",
+                vec![(keys::NETWORK_ZONE, "eu-central")],
+                &LoadBalancerSettings::default(),
+                at("nbg1", "eu-central"),
+                None,
+            ),
+            (
+                "only the settings say where: they are for new load balancers",
+                vec![],
+                &env_location,
+                at("fsn1", "eu-central"),
+                None,
+            ),
+            (
+                "the location annotation beats the network zone annotation",
+                vec![(keys::LOCATION, "fsn1"), (keys::NETWORK_ZONE, "us-east")],
+                &LoadBalancerSettings::default(),
+                at("fsn1", "eu-central"),
+                None,
+            ),
+            (
+                "the API did not say where it is",
+                vec![(keys::LOCATION, "nbg1")],
+                &LoadBalancerSettings::default(),
+                at("", ""),
+                None,
+            ),
+        ];
+        for (name, pairs, settings, lb, want) in cases {
+            let desired = desired_with(&svc, &pairs, settings, None, &[]);
+            let got = desired.not_moved(&lb);
+            match (got, want) {
+                (None, None) => {}
+                (Some(notice), Some(part)) => {
+                    assert_eq!(notice.reason, Some(reasons::LOAD_BALANCER_NOT_MOVED), "{name}");
+                    assert!(notice.message.contains(part), "{name}: {}", notice.message);
+                    assert!(
+                        notice.message.contains("delete and re-create the Service"),
+                        "{name}: {}",
+                        notice.message
+                    );
+                }
+                (got, want) => panic!("{name}: {got:?}, want {want:?}"),
+            }
+            // Nothing else changes because of it: no step moves a load balancer.
+            assert!(desired.diff(&lb).is_empty(), "{name}: {:?}", desired.diff(&lb));
+        }
+    }
+
     #[test]
     fn a_service_without_a_tcp_port_gets_one_warning_naming_every_port() {
         // (ports, the ports the Warning names; None: no Warning, the Service is served)
