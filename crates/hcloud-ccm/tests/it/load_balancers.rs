@@ -135,3 +135,241 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
     )
     .await;
 }
+
+/// The Warning events with `reason` on the Service `name` of `setup`'s scope, once there is
+/// one.
+async fn warnings(
+    setup: &crate::load_balancer_races::Setup,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    eventually(reason, Duration::from_secs(40), || async {
+        let found =
+            crate::support::events(&setup.admin, setup.scope.namespace(), name, reason).await;
+        Some(found).filter(|f| !f.is_empty())
+    })
+    .await
+}
+
+fn message(events: &[k8s_openapi::api::core::v1::Event]) -> String {
+    events
+        .iter()
+        .map(|e| {
+            assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+            e.message.clone().unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn ignored_source_ranges_a_typo_and_a_location_change_get_warnings_not_failures() {
+    let setup = crate::load_balancer_races::Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let service: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "web",
+            "annotations": {
+                "load-balancer.hetzner.cloud/health-check-intervall": "5s",
+            },
+        },
+        "spec": {
+            "type": "LoadBalancer",
+            "loadBalancerSourceRanges": ["203.0.113.0/24"],
+            "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        },
+    }))
+    .unwrap();
+    setup.scope.create_service(service).await;
+
+    // The load balancer is made and the status written: a Warning is no failed sync.
+    let services = setup.scope.services();
+    eventually("status ingress", Duration::from_secs(40), || async {
+        services
+            .get("web")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .filter(|i| !i.is_empty())
+    })
+    .await;
+    let ranges = message(&warnings(&setup, "web", "LoadBalancerSourceRangesIgnored").await);
+    assert!(
+        ranges.starts_with("spec.loadBalancerSourceRanges is ignored: Hetzner Cloud load balancers have no access control list"),
+        "{ranges}"
+    );
+    assert!(ranges.contains("Hetzner Cloud Firewall"), "{ranges}");
+    let typo = message(&warnings(&setup, "web", "UnknownAnnotation").await);
+    assert!(
+        typo.contains("load-balancer.hetzner.cloud/health-check-intervall is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/health-check-interval"),
+        "{typo}"
+    );
+    let failed = crate::support::events(
+        &setup.admin,
+        setup.scope.namespace(),
+        "web",
+        "SyncLoadBalancerFailed",
+    )
+    .await;
+    assert!(failed.is_empty(), "{failed:?}");
+
+    // Asking for another location later moves nothing: a Warning says how to move it.
+    let lb = setup.load_balancers().await.remove(0);
+    let here = lb["location"]["name"].as_str().unwrap().to_owned();
+    assert_eq!(here, "fsn1");
+    services
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({
+                "metadata": {"annotations": {"load-balancer.hetzner.cloud/location": "nbg1"}},
+            })),
+        )
+        .await
+        .unwrap();
+    let moved = message(&warnings(&setup, "web", "LoadBalancerNotMoved").await);
+    assert!(
+        moved.contains("load-balancer.hetzner.cloud/location: load balancer")
+            && moved.contains("stays in fsn1, not nbg1")
+            && moved.contains("delete and re-create the Service"),
+        "{moved}"
+    );
+    let after = setup.load_balancers().await;
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!(after[0]["id"], lb["id"]);
+    assert_eq!(after[0]["location"]["name"], "fsn1");
+}
+
+/// A Service named `name` asking for the load balancer `lb_name`, with `annotations` beside.
+fn named_service(name: &str, lb_name: &str, annotations: &[(&str, &str)]) -> Service {
+    let mut all: std::collections::BTreeMap<String, String> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.insert("load-balancer.hetzner.cloud/name".into(), lb_name.into());
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            annotations: Some(all),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("LoadBalancer".into()),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+#[tokio::test]
+async fn a_re_created_service_adopts_its_load_balancer_and_a_live_services_one_is_refused() {
+    let setup = crate::load_balancer_races::Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let services = setup.scope.services();
+    let lb_named = |name: &'static str| {
+        let setup = &setup;
+        move || async move {
+            setup
+                .load_balancers()
+                .await
+                .into_iter()
+                .find(|lb| lb["name"] == name)
+        }
+    };
+
+    // A Service whose load balancer outlives it: delete protection keeps it, labelled with
+    // the deleted Service's UID.
+    let protected = [("load-balancer.hetzner.cloud/protection-delete", "true")];
+    let first = setup
+        .scope
+        .create_service(named_service("web", "kept", &protected))
+        .await;
+    let old_uid = first.metadata.uid.clone().unwrap();
+    let lb = eventually(
+        "the protected load balancer",
+        Duration::from_secs(40),
+        || async {
+            lb_named("kept")()
+                .await
+                .filter(|lb| lb["protection"]["delete"] == true)
+        },
+    )
+    .await;
+    assert_eq!(lb["labels"]["hcloud-ccm/service-uid"], old_uid.as_str());
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service gone", Duration::from_secs(40), || async {
+        services
+            .get_opt("web")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        lb_named("kept")().await.unwrap()["labels"]["hcloud-ccm/service-uid"],
+        old_uid.as_str(),
+        "kept with the old label"
+    );
+
+    // Re-created with the same name annotation: the load balancer is adopted and relabelled.
+    let again = setup
+        .scope
+        .create_service(named_service("web", "kept", &protected))
+        .await;
+    let new_uid = again.metadata.uid.clone().unwrap();
+    assert_ne!(new_uid, old_uid);
+    let adopted = eventually(
+        "the load balancer adopted",
+        Duration::from_secs(40),
+        || async {
+            lb_named("kept")()
+                .await
+                .filter(|lb| lb["labels"]["hcloud-ccm/service-uid"] == new_uid.as_str())
+        },
+    )
+    .await;
+    assert_eq!(
+        adopted["id"], lb["id"],
+        "the same load balancer, not a new one"
+    );
+    eventually("status ingress", Duration::from_secs(40), || async {
+        services
+            .get("web")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .filter(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(setup.load_balancers().await.len(), 1);
+
+    // A second Service asking for the live Service's load balancer is refused, and it stays
+    // the live Service's.
+    setup
+        .scope
+        .create_service(named_service("intruder", "kept", &[]))
+        .await;
+    let refused = message(&warnings(&setup, "intruder", "LoadBalancerOwnedByOtherService").await);
+    assert!(
+        refused.contains(&format!("belongs to the Service with UID {new_uid}"))
+            && refused.contains("which exists in this cluster"),
+        "{refused}"
+    );
+    let still = lb_named("kept")().await.unwrap();
+    assert_eq!(still["labels"]["hcloud-ccm/service-uid"], new_uid.as_str());
+    assert_eq!(setup.load_balancers().await.len(), 1);
+}

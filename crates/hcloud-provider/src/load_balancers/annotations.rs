@@ -675,13 +675,31 @@ mod tests {
         let typos = [
             // (key as written, closest known key)
             ("load-balancer.hetzner.cloud/locaton", keys::LOCATION),
-            ("load-balancer.hetzner.cloud/networkzone", keys::NETWORK_ZONE),
-            ("load-balancer.hetzner.cloud/health-check-intervall", keys::HEALTH_CHECK_INTERVAL),
-            ("load-balancer.hetzner.cloud/use-proxyprotocol", keys::USES_PROXYPROTOCOL),
-            ("load-balancer.hetzner.cloud/http-status-code", keys::HTTP_STATUS_CODES),
-            ("load-balancer.hetzner.cloud/ipv6-disable", keys::IPV6_DISABLED),
+            (
+                "load-balancer.hetzner.cloud/networkzone",
+                keys::NETWORK_ZONE,
+            ),
+            (
+                "load-balancer.hetzner.cloud/health-check-intervall",
+                keys::HEALTH_CHECK_INTERVAL,
+            ),
+            (
+                "load-balancer.hetzner.cloud/use-proxyprotocol",
+                keys::USES_PROXYPROTOCOL,
+            ),
+            (
+                "load-balancer.hetzner.cloud/http-status-code",
+                keys::HTTP_STATUS_CODES,
+            ),
+            (
+                "load-balancer.hetzner.cloud/ipv6-disable",
+                keys::IPV6_DISABLED,
+            ),
             // Edit distance counts characters, not words: a swap of words is far off.
-            ("load-balancer.hetzner.cloud/disable-ipv6", keys::PRIVATE_IPV4),
+            (
+                "load-balancer.hetzner.cloud/disable-ipv6",
+                keys::PRIVATE_IPV4,
+            ),
             ("load-balancer.hetzner.cloud/Type", keys::TYPE),
         ];
         for (typo, want) in typos {

@@ -136,9 +136,9 @@ pub(super) fn takeover(
             lb.id
         ))),
         Some(true) => refuse("which exists in this cluster".to_owned()),
-        None => refuse(
-            "and whether that Service still exists is not known yet; retried".to_owned(),
-        ),
+        None => {
+            refuse("and whether that Service still exists is not known yet; retried".to_owned())
+        }
     }
 }
 
@@ -1049,12 +1049,54 @@ mod tests {
         let ours = [(SERVICE_UID_LABEL, "old"), (CLUSTER_NAME_LABEL, "prod")];
         let cases = [
             // (name, labels, cluster name, does the old Service exist, adopted, the message says)
-            ("gone, no cluster name", &old[..], None, Some(false), true, "no longer exists in this cluster"),
-            ("gone, labelled for this cluster", &ours[..], Some("prod"), Some(false), true, "becomes new-uid"),
-            ("live", &old[..], None, Some(true), false, "which exists in this cluster"),
-            ("live, labelled for this cluster", &ours[..], Some("prod"), Some(true), false, "which exists"),
-            ("not known yet", &old[..], None, None, false, "not known yet; retried"),
-            ("gone, but no cluster label with a cluster name", &old[..], Some("prod"), Some(false), false, "may be another cluster's"),
+            (
+                "gone, no cluster name",
+                &old[..],
+                None,
+                Some(false),
+                true,
+                "no longer exists in this cluster",
+            ),
+            (
+                "gone, labelled for this cluster",
+                &ours[..],
+                Some("prod"),
+                Some(false),
+                true,
+                "becomes new-uid",
+            ),
+            (
+                "live",
+                &old[..],
+                None,
+                Some(true),
+                false,
+                "which exists in this cluster",
+            ),
+            (
+                "live, labelled for this cluster",
+                &ours[..],
+                Some("prod"),
+                Some(true),
+                false,
+                "which exists",
+            ),
+            (
+                "not known yet",
+                &old[..],
+                None,
+                None,
+                false,
+                "not known yet; retried",
+            ),
+            (
+                "gone, but no cluster label with a cluster name",
+                &old[..],
+                Some("prod"),
+                Some(false),
+                false,
+                "may be another cluster's",
+            ),
         ];
         for (name, labels, cluster, exists, adopted, says) in cases {
             let got = takeover(&lb(labels), "new-uid", "old", cluster, exists);
@@ -1069,13 +1111,21 @@ mod tests {
                         Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE),
                         "{name}"
                     );
-                    assert!(notice.message.contains(keys::NAME), "{name}: {}", notice.message);
+                    assert!(
+                        notice.message.contains(keys::NAME),
+                        "{name}: {}",
+                        notice.message
+                    );
                     notice
                 }
                 _ => panic!("{name}: {got:?}"),
             };
             assert!(notice.message.contains(says), "{name}: {}", notice.message);
-            assert!(notice.message.contains("UID old"), "{name}: {}", notice.message);
+            assert!(
+                notice.message.contains("UID old"),
+                "{name}: {}",
+                notice.message
+            );
         }
     }
 
@@ -1125,7 +1175,10 @@ mod tests {
         lb.location.name = "fsn1".into();
         let mut read = read(
             &[(80, 30080)],
-            &[("load-balancer.hetzner.cloud/algoritm-type", "least_connections")],
+            &[(
+                "load-balancer.hetzner.cloud/algoritm-type",
+                "least_connections",
+            )],
             &[1, 2],
             Some(lb),
         );

@@ -1631,14 +1631,18 @@ mod tests {
                 svc: with_ranges(&["203.0.113.0/24"]),
                 pairs: &[],
                 reason: reasons::SOURCE_RANGES_IGNORED,
-                says: &["spec.loadBalancerSourceRanges is ignored: Hetzner Cloud load balancers have no access control list"],
+                says: &[
+                    "spec.loadBalancerSourceRanges is ignored: Hetzner Cloud load balancers have no access control list",
+                ],
             },
             Row {
                 name: "source ranges in the legacy annotation",
                 svc: legacy_ranges,
                 pairs: &[],
                 reason: reasons::SOURCE_RANGES_IGNORED,
-                says: &["the annotation service.beta.kubernetes.io/load-balancer-source-ranges is ignored"],
+                says: &[
+                    "the annotation service.beta.kubernetes.io/load-balancer-source-ranges is ignored",
+                ],
             },
             Row {
                 name: "the Warning says where to filter instead",
@@ -1659,7 +1663,9 @@ mod tests {
                 svc: tcp80(),
                 pairs: &[("load-balancer.hetzner.cloud/locaton", "fsn1")],
                 reason: reasons::UNKNOWN_ANNOTATION,
-                says: &["annotation load-balancer.hetzner.cloud/locaton is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/location"],
+                says: &[
+                    "annotation load-balancer.hetzner.cloud/locaton is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/location",
+                ],
             },
             Row {
                 name: "one Warning per unknown key",
@@ -1728,20 +1734,30 @@ mod tests {
             location: Some("nbg1".into()),
             ..LoadBalancerSettings::default()
         };
-        let cases: [(&str, Vec<(&str, &str)>, &LoadBalancerSettings, LoadBalancer, Option<&str>); 8] = [
+        let cases: [(
+            &str,
+            Vec<(&str, &str)>,
+            &LoadBalancerSettings,
+            LoadBalancer,
+            Option<&str>,
+        ); 8] = [
             (
                 "the location annotation differs",
                 vec![(keys::LOCATION, "nbg1")],
                 &LoadBalancerSettings::default(),
                 at("fsn1", "eu-central"),
-                Some("load-balancer.hetzner.cloud/location: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in fsn1, not nbg1: Hetzner Cloud cannot move a load balancer"),
+                Some(
+                    "load-balancer.hetzner.cloud/location: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in fsn1, not nbg1: Hetzner Cloud cannot move a load balancer",
+                ),
             ),
             (
                 "the network zone annotation differs",
                 vec![(keys::NETWORK_ZONE, "us-east")],
                 &LoadBalancerSettings::default(),
                 at("fsn1", "eu-central"),
-                Some("load-balancer.hetzner.cloud/network-zone: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in eu-central, not us-east"),
+                Some(
+                    "load-balancer.hetzner.cloud/network-zone: load balancer \"a0f2f6c0e1b2a4c3d9e8f0123456789a\" stays in eu-central, not us-east",
+                ),
             ),
             (
                 "the same location",
@@ -1792,7 +1808,11 @@ mod tests {
             match (got, want) {
                 (None, None) => {}
                 (Some(notice), Some(part)) => {
-                    assert_eq!(notice.reason, Some(reasons::LOAD_BALANCER_NOT_MOVED), "{name}");
+                    assert_eq!(
+                        notice.reason,
+                        Some(reasons::LOAD_BALANCER_NOT_MOVED),
+                        "{name}"
+                    );
                     assert!(notice.message.contains(part), "{name}: {}", notice.message);
                     assert!(
                         notice.message.contains("delete and re-create the Service"),
@@ -1803,7 +1823,11 @@ mod tests {
                 (got, want) => panic!("{name}: {got:?}, want {want:?}"),
             }
             // Nothing else changes because of it: no step moves a load balancer.
-            assert!(desired.diff(&lb).is_empty(), "{name}: {:?}", desired.diff(&lb));
+            assert!(
+                desired.diff(&lb).is_empty(),
+                "{name}: {:?}",
+                desired.diff(&lb)
+            );
         }
     }
 
