@@ -374,11 +374,11 @@ pub(super) fn managed_of(uid: &str, certificates: Vec<Certificate>) -> Vec<Certi
 /// The `DeleteProtected` Warning for `lb`, kept when its Service is deleted.
 pub(super) fn kept_message(lb: &models::LoadBalancer) -> String {
     format!(
-        "load balancer {:?} (ID {}) is kept: it has delete protection, so the Service is released without deleting it; turn the protection off and delete it by hand, or, to reuse it, remove its label {} and name it in the annotation {} of a Service",
+        "load balancer {:?} (ID {}) is kept: it has delete protection, so the Service is released without deleting it; turn the protection off and delete it by hand, or, to reuse it, name it in the annotation {} of a new Service, which adopts it once this Service is gone (it keeps its label {} until then)",
         lb.name,
         lb.id,
-        super::naming::SERVICE_UID_LABEL,
-        keys::NAME
+        keys::NAME,
+        super::naming::SERVICE_UID_LABEL
     )
 }
 

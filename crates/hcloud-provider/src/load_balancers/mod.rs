@@ -3,7 +3,9 @@
 //! over the other's load balancers.
 //!
 //! - **Lookup**: by the label `hcloud-ccm/service-uid=<uid>`, else by name (adopted: the
-//!   label is added), else the load balancer is created. Lookups are answered by one shared
+//!   label is added; also over the label of a Service that no longer exists, which the
+//!   caller's view of the Services answers without a request, see `decide::takeover`), else
+//!   the load balancer is created. Lookups are answered by one shared
 //!   cache of all load balancers (see `cache.rs`): a burst of lookups (a leader start,
 //!   a Node joining) costs one paged listing, a lone lookup one labelled listing, and a
 //!   lookup within [`crate::CacheConfig::load_balancer_max_age`] (10 s) of a listing nothing.
@@ -45,7 +47,9 @@
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
 //!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
 //!   `InternalIPNotConfigured`, `ServerNotFound`) and, where this CCM is stricter on
-//!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`.
+//!   purpose, `LoadBalancerOwnedByOtherService` and `DuplicateLoadBalancers`; where the
+//!   official CCM is silent, `LoadBalancerSourceRangesIgnored`, `UnknownAnnotation` (with the
+//!   closest known key) and `LoadBalancerNotMoved`.
 //! - **Read, decide, apply**: `read.rs` reads (the load balancer, certificates, types, the
 //!   Robot servers), `decide.rs` decides without I/O (the certificate to create or wait for,
 //!   the creation request, the steps of every round, predicted), `apply.rs` carries the
