@@ -790,3 +790,140 @@ fn invalid_configuration_exits_3_and_help_has_a_plan_section() {
         "-h shows the plan usage"
     );
 }
+
+/// The reasons and messages of `object`'s Warnings, as `reason: message`.
+fn warnings(object: &Value) -> Vec<String> {
+    object["warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|w| {
+            format!(
+                "{}: {}",
+                w["reason"].as_str().unwrap_or_default(),
+                w["message"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn plan_shows_the_honest_warnings_and_the_adoption_of_a_re_created_services_load_balancer() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scope = Scope::new("planwarn").await;
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let prefix = scope.id();
+    let network = format!("{prefix}-net");
+    let sim_admin = sim.admin();
+    sim_admin
+        .create_network(
+            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+
+    // A re-created Service, with a typo, source ranges and a location its load balancer is not
+    // in; the load balancer its deleted predecessor left, labelled with that one's UID.
+    let kept = format!("{prefix}-kept");
+    let mut reborn = lb_service(
+        &format!("{prefix}-reborn"),
+        &[("name", &kept), ("locaton", "nbg1"), ("location", "nbg1")],
+    );
+    if let Some(spec) = reborn.spec.as_mut() {
+        spec.load_balancer_source_ranges = Some(vec!["203.0.113.0/24".into()]);
+    }
+    let reborn = scope.create_service(reborn).await;
+    let reborn_uid = reborn.metadata.uid.clone().unwrap();
+    sim_admin
+        .create_load_balancer(LoadBalancerSeed::new(&kept).location("fsn1").label(
+            "hcloud-ccm/service-uid",
+            "0d1e7e0d-0000-4000-8000-000000000001",
+        ))
+        .await
+        .unwrap();
+    // A live Service's load balancer, and a second Service asking for it by name.
+    let taken = format!("{prefix}-taken");
+    let owner = scope
+        .create_service(lb_service(&format!("{prefix}-owner"), &[("name", &taken)]))
+        .await;
+    let owner_uid = owner.metadata.uid.clone().unwrap();
+    sim_admin
+        .create_load_balancer(
+            LoadBalancerSeed::new(&taken)
+                .location("nbg1")
+                .label("hcloud-ccm/service-uid", owner_uid.clone()),
+        )
+        .await
+        .unwrap();
+    scope
+        .create_service(lb_service(
+            &format!("{prefix}-intruder"),
+            &[("name", &taken)],
+        ))
+        .await;
+
+    let planner = scope.admin_access("planner").await;
+    let out = run_plan(
+        &sim,
+        planner.kubeconfig.as_path(),
+        &network,
+        &["-o", "json"],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let namespace = scope.namespace();
+
+    let reborn = object(&plan, "Service", &format!("{namespace}/{prefix}-reborn"));
+    let changes = targets(reborn);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.ends_with(&format!("set label hcloud-ccm/service-uid={reborn_uid}"))),
+        "{changes:?}"
+    );
+    assert!(
+        !changes
+            .iter()
+            .any(|c| c.starts_with("create load balancer")),
+        "adopted, not created: {changes:?}"
+    );
+    let said = warnings(reborn);
+    let has = |part: &str| said.iter().any(|w| w.contains(part));
+    assert!(
+        has("LoadBalancerSourceRangesIgnored: spec.loadBalancerSourceRanges is ignored"),
+        "{said:?}"
+    );
+    assert!(
+        has(
+            "UnknownAnnotation: annotation load-balancer.hetzner.cloud/locaton is not one this CCM reads and is ignored; the closest known key is load-balancer.hetzner.cloud/location"
+        ),
+        "{said:?}"
+    );
+    assert!(
+        has("LoadBalancerNotMoved: load-balancer.hetzner.cloud/location: load balancer"),
+        "{said:?}"
+    );
+    assert!(has("stays in fsn1, not nbg1"), "{said:?}");
+
+    let intruder = object(&plan, "Service", &format!("{namespace}/{prefix}-intruder"));
+    assert!(
+        warnings(intruder)
+            .iter()
+            .any(|w| w.starts_with("LoadBalancerOwnedByOtherService:")
+                && w.contains(&format!("belongs to the Service with UID {owner_uid}"))
+                && w.contains("which exists in this cluster")),
+        "{intruder:#}"
+    );
+    assert!(
+        !targets(intruder).iter().any(|c| c.contains("set label")),
+        "{intruder:#}"
+    );
+}
