@@ -1734,13 +1734,15 @@ mod tests {
             location: Some("nbg1".into()),
             ..LoadBalancerSettings::default()
         };
-        let cases: [(
-            &str,
-            Vec<(&str, &str)>,
-            &LoadBalancerSettings,
+        // (case, annotations, settings, the load balancer, what the Warning says; None: none)
+        type Row<'a> = (
+            &'a str,
+            Vec<(&'a str, &'a str)>,
+            &'a LoadBalancerSettings,
             LoadBalancer,
-            Option<&str>,
-        ); 8] = [
+            Option<&'a str>,
+        );
+        let cases: [Row<'_>; 8] = [
             (
                 "the location annotation differs",
                 vec![(keys::LOCATION, "nbg1")],
