@@ -372,6 +372,13 @@ impl AdminClient {
         self.delete("/robot/faults").await
     }
 
+    /// Changes the Robot webservice password (the user stays): requests with the old one get
+    /// 401 from now on.
+    pub async fn set_robot_password(&self, password: &str) -> Result<(), Error> {
+        let body = json!({ "password": password });
+        self.put("/robot/password", &body).await.map(|_| ())
+    }
+
     /// Replaces the Robot request limit (`None`: unlimited) and opens fresh windows.
     pub async fn set_robot_rate_limit(&self, limit: Option<RobotRateLimit>) -> Result<(), Error> {
         let body = json!({ "rate_limit": limit });

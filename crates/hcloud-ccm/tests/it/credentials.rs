@@ -3,12 +3,14 @@
 //! `..data` symlink renamed over the old one. A token of the cluster's project is used (at the
 //! next reading, or at once by a request the API refused with the revoked old token), and no
 //! request fails in the swap; a token of another project is refused and the old one kept.
+//! The Robot user and password are read again the same way from `ROBOT_USER_FILE` and
+//! `ROBOT_PASSWORD_FILE`.
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hcloud_sim::{SeedFile, ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{RobotServerSeed, SeedFile, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
@@ -27,21 +29,35 @@ const RELOADS: &str = "cloud_controller_credential_reloads_total";
 /// A Secret volume in `dir` holding `token`: `..<version>/token`, `..data` → `..<version>`,
 /// `token` → `..data/token`. Returns the path of `token`.
 fn secret_volume(dir: &Path, token: &str) -> PathBuf {
+    secret_volume_of(dir, &[("token", token)]);
+    dir.join("token")
+}
+
+/// A Secret volume in `dir` holding `keys` (key, value), each `key` → `..data/key`.
+fn secret_volume_of(dir: &Path, keys: &[(&str, &str)]) {
     std::fs::create_dir_all(dir).unwrap();
     let version = dir.join("..2026_12_03_v1");
     std::fs::create_dir(&version).unwrap();
-    std::fs::write(version.join("token"), token).unwrap();
+    for (key, value) in keys {
+        std::fs::write(version.join(key), value).unwrap();
+        symlink(format!("..data/{key}"), dir.join(key)).unwrap();
+    }
     symlink("..2026_12_03_v1", dir.join("..data")).unwrap();
-    symlink("..data/token", dir.join("token")).unwrap();
-    dir.join("token")
 }
 
 /// The kubelet's atomic update: a new version directory, a temporary symlink to it renamed
 /// over `..data`, the old directory removed.
 fn swap_secret(dir: &Path, version: &str, token: &str) {
+    swap_secret_of(dir, version, &[("token", &format!("{token}\n"))]);
+}
+
+/// [`swap_secret`] of a volume holding `keys`.
+fn swap_secret_of(dir: &Path, version: &str, keys: &[(&str, &str)]) {
     let new = dir.join(format!("..{version}"));
     std::fs::create_dir(&new).unwrap();
-    std::fs::write(new.join("token"), format!("{token}\n")).unwrap();
+    for (key, value) in keys {
+        std::fs::write(new.join(key), value).unwrap();
+    }
     let old = std::fs::read_link(dir.join("..data")).unwrap();
     symlink(format!("..{version}"), dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
@@ -317,5 +333,140 @@ async fn a_token_of_another_project_is_refused_and_the_old_one_kept() {
     assert!(
         !text.contains(TOKEN) && !text.contains(FOREIGN_TOKEN),
         "a token in the log"
+    );
+}
+
+/// The Robot user and password in a Secret volume, swapped while dedicated Nodes join and the
+/// old password changed at Robot at once: a Robot request refused with the old password reads
+/// the files again and is tried once more with the new one (or the next reading has it first),
+/// so the Node that joins after the swap is initialised, no reconcile fails, and neither
+/// password reaches the log.
+#[tokio::test]
+async fn swapped_robot_credentials_are_used_and_no_request_fails_in_the_swap() {
+    const OLD_PASSWORD: &str = "robot-password-old-5f1e";
+    const NEW_PASSWORD: &str = "robot-password-new-9c2a";
+    let scope = Scope::new("creds-robot").await;
+    let (first, second) = (scope.name("dedi-1"), scope.name("dedi-2"));
+    let sim = Simulator::start(
+        SimConfig::default()
+            .token(TOKEN)
+            .robot_credentials("robot-e2e-user", OLD_PASSWORD)
+            .robot_rate_limit(None),
+    )
+    .await
+    .unwrap();
+    let admin = sim.admin();
+    admin
+        .add_robot_server(RobotServerSeed::new(&first))
+        .await
+        .unwrap();
+    let volume = scope.dir.path().join("secret");
+    secret_volume_of(
+        &volume,
+        &[
+            ("token", TOKEN),
+            ("robot-user", "robot-e2e-user"),
+            ("robot-password", OLD_PASSWORD),
+        ],
+    );
+    let access = scope.admin_access("ccm").await;
+    let port = free_port();
+    let log = scope.dir.path().join("ccm.log");
+    let mut ccm = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN_FILE", volume.join("token"))
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .env("HCLOUD_METRICS_ADDRESS", format!("127.0.0.1:{port}"))
+        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
+        .env("ROBOT_ENABLED", "true")
+        .env("ROBOT_ENDPOINT", sim.robot_url())
+        .env("ROBOT_USER_FILE", volume.join("robot-user"))
+        .env("ROBOT_PASSWORD_FILE", volume.join("robot-password"))
+        // The server list is asked for again on every lookup a second on: Robot requests go
+        // on around the swap.
+        .env("ROBOT_CACHE_TIMEOUT", "1s")
+        .arg("--cloud-provider=hcloud")
+        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
+        .arg("--secure-port=0")
+        .arg(scope.lease_flag())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let nodes = scope.nodes();
+    let dedicated = async |name: &str| {
+        let node = nodes.get(name).await.unwrap();
+        !has_taint(&node, UNINITIALIZED_TAINT)
+            && node
+                .spec
+                .and_then(|s| s.provider_id)
+                .is_some_and(|id| id.starts_with("hrobot://"))
+    };
+    scope.create_node(kubelet_node(&first)).await;
+    eventually(
+        "the first dedicated Node initialised",
+        Duration::from_secs(60),
+        || async { dedicated(&first).await.then_some(()) },
+    )
+    .await;
+
+    swap_secret_of(
+        &volume,
+        "2026_12_03_v2",
+        &[
+            ("token", TOKEN),
+            ("robot-user", "robot-e2e-user"),
+            ("robot-password", NEW_PASSWORD),
+        ],
+    );
+    admin.set_robot_password(NEW_PASSWORD).await.unwrap();
+    admin
+        .add_robot_server(RobotServerSeed::new(&second))
+        .await
+        .unwrap();
+    scope.create_node(kubelet_node(&second)).await;
+    eventually(
+        "the dedicated Node that joined after the swap initialised",
+        Duration::from_secs(60),
+        || async { dedicated(&second).await.then_some(()) },
+    )
+    .await;
+    let robot_reloads = |result: &'static str| async move {
+        let text = metrics(port).await.unwrap_or_default();
+        metric(
+            &text,
+            RELOADS,
+            &format!(r#"credential="robot",result="{result}""#),
+        )
+    };
+    eventually(
+        "the new Robot credentials applied",
+        Duration::from_secs(30),
+        || async { (robot_reloads("applied").await == 1.0).then_some(()) },
+    )
+    .await;
+    assert_eq!(robot_reloads("refused").await, 0.0);
+    assert_eq!(robot_reloads("unreadable").await, 0.0);
+    ccm.kill().await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.contains("reconcile failed")
+                && (l.contains("UNAUTHORIZED") || l.contains("Unable to authenticate"))
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "requests failed in the swap: {failed:#?}"
+    );
+    assert!(
+        text.contains("a new credential from ROBOT_USER_FILE/ROBOT_PASSWORD_FILE is in use"),
+        "{text}"
+    );
+    assert!(
+        !text.contains(OLD_PASSWORD) && !text.contains(NEW_PASSWORD),
+        "a password in the log"
     );
 }

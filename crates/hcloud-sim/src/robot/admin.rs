@@ -31,6 +31,7 @@ pub fn robot_admin_routes() -> Router<Arc<App>> {
         )
         .route("/faults", faults_route(|app| &app.robot.faults))
         .route("/rate_limit", get(get_rate_limit).put(set_rate_limit))
+        .route("/password", put(set_password))
         .route("/request_counts", counts_route(|app| &app.robot.counts))
 }
 
@@ -136,6 +137,22 @@ struct RateLimitBody {
 
 /// `PUT /_admin/robot/rate_limit {"rate_limit": {"max_request": 3, "interval": 3600} | null}`:
 /// replaces the limit and opens fresh windows.
+#[derive(Deserialize)]
+struct PasswordBody {
+    password: String,
+}
+
+/// The account owner sets a new webservice password: from now on only it is accepted.
+async fn set_password(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    with_body(&body, |b: PasswordBody| {
+        if b.password.is_empty() {
+            return Err(ApiError::field("password", "must not be empty"));
+        }
+        *app.robot.password.lock() = b.password;
+        no_content()
+    })
+}
+
 async fn set_rate_limit(State(app): State<Arc<App>>, body: Bytes) -> Response {
     with_body(&body, |b: RateLimitBody| {
         if let Some(limit) = b.rate_limit

@@ -82,8 +82,8 @@ impl RobotLimiter {
 pub struct RobotSide {
     /// Webservice user.
     pub user: String,
-    /// Webservice password.
-    pub password: String,
+    /// Webservice password (the account owner may change it: `PUT /_admin/robot/password`).
+    pub password: Mutex<String>,
     /// Request limit.
     pub limiter: Mutex<RobotLimiter>,
     /// Active faults (paths below `/robot`).
@@ -97,7 +97,7 @@ impl RobotSide {
     pub fn new(user: String, password: String, rate_limit: Option<RobotRateLimit>) -> Self {
         RobotSide {
             user,
-            password,
+            password: Mutex::new(password),
             limiter: Mutex::new(RobotLimiter::new(rate_limit)),
             faults: Mutex::new(FaultSet::default()),
             counts: Mutex::new(BTreeMap::new()),
@@ -107,7 +107,7 @@ impl RobotSide {
     fn authorized(&self, headers: &HeaderMap) -> bool {
         let expected = format!(
             "Basic {}",
-            base64(format!("{}:{}", self.user, self.password).as_bytes())
+            base64(format!("{}:{}", self.user, self.password.lock()).as_bytes())
         );
         headers
             .get("authorization")
