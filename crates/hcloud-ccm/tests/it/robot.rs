@@ -411,8 +411,9 @@ async fn route_not_supported(scope: &Scope, name: &str) -> Vec<Event> {
     crate::support::events(&scope.admin, "default", name, "RouteNotSupported").await
 }
 
-/// Robot beside routes (the official CCM refuses to start): the binary starts; the cloud Node
-/// gets its route and `NetworkUnavailable=False`; the dedicated Nodes (`hrobot://N` and the
+/// Robot beside routes (the official CCM refuses to start): `plan` first names the cloud
+/// Node's route and a `RouteNotSupported` Warning for each dedicated Node; then the binary
+/// starts; the cloud Node gets its route and `NetworkUnavailable=False`; the dedicated Nodes (`hrobot://N` and the
 /// legacy `hcloud://bm-N`) get no route and one `RouteNotSupported` Warning each, however many
 /// passes follow; the `NetworkUnavailable=True` the route controller wrote on one of them
 /// before it was known as dedicated is undone, and the other's condition is left to the CNI
@@ -467,24 +468,86 @@ async fn beside_routes_only_the_cloud_nodes_get_routes() {
     )
     .await;
 
-    let access = scope.admin_access("ccm").await;
     let (robot_url, metadata) = (sim.robot_url(), sim.metadata_url());
+    let robot_env = [
+        ("ROBOT_ENABLED", "true"),
+        ("ROBOT_USER", sim.robot_user()),
+        ("ROBOT_PASSWORD", sim.robot_password()),
+        ("ROBOT_ENDPOINT", &robot_url),
+        ("HCLOUD_NETWORK", "k8s"),
+        ("HCLOUD_METADATA_ENDPOINT", &metadata),
+        ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
+    ];
+
+    // plan names the route and the Warnings the route controller will write, from its decision.
+    let plan_access = scope.admin_access("plan").await;
+    let output = tokio::process::Command::new(ccm::BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", ccm::TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .envs(robot_env)
+        .args([
+            "plan",
+            "-o",
+            "json",
+            "--cloud-provider=hcloud",
+            "--cluster-cidr=10.244.0.0/16",
+            &format!("--kubeconfig={}", plan_access.kubeconfig.display()),
+        ])
+        .output()
+        .await
+        .unwrap();
+    let planned: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stderr)));
+    let routes = planned["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["kind"] == "Routes")
+        .unwrap_or_else(|| panic!("no Routes object: {planned:#}"));
+    let targets: Vec<&str> = routes["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["target"].as_str())
+        .collect();
+    assert!(
+        targets.contains(&format!("route 10.244.1.0/24 via node {cloud}").as_str()),
+        "{routes:#}"
+    );
+    assert!(
+        !targets
+            .iter()
+            .any(|t| t.contains(&dedi) && t.starts_with("route")),
+        "{routes:#}"
+    );
+    for name in [&dedi, &legacy] {
+        let warned = routes["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|w| {
+                w["reason"] == "RouteNotSupported"
+                    && w["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(name.as_str()))
+            })
+            .count();
+        assert_eq!(warned, 1, "{name}: {routes:#}");
+    }
+
+    let access = scope.admin_access("ccm").await;
     let metrics_port = ccm::free_port();
     let metrics_address = format!("127.0.0.1:{metrics_port}");
+    let mut env = robot_env.to_vec();
+    env.extend([
+        ("HCLOUD_METRICS_ENABLED", "true"),
+        ("HCLOUD_METRICS_ADDRESS", &metrics_address),
+    ]);
     let _ccm = spawn_ccm(
         &access.kubeconfig,
         &sim,
-        &[
-            ("ROBOT_ENABLED", "true"),
-            ("ROBOT_USER", sim.robot_user()),
-            ("ROBOT_PASSWORD", sim.robot_password()),
-            ("ROBOT_ENDPOINT", &robot_url),
-            ("HCLOUD_NETWORK", "k8s"),
-            ("HCLOUD_METADATA_ENDPOINT", &metadata),
-            ("HCLOUD_METRICS_ENABLED", "true"),
-            ("HCLOUD_METRICS_ADDRESS", &metrics_address),
-            ("HCLOUD_LOAD_BALANCERS_ENABLED", "false"),
-        ],
+        &env,
         &[
             "--cluster-cidr=10.244.0.0/16",
             "--route-reconciliation-period=1s",
