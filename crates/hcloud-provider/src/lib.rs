@@ -306,7 +306,7 @@ async fn resolve_network(
 /// Nodes per page of the project check's listing (as many as a page of the Node cache's).
 const PROJECT_CHECK_PAGE: u32 = cloud_provider::runtime::informer::LIST_PAGE_SIZE;
 
-/// Every Node, as the project check reads it ([`project_node`]), listed a page at a time: a
+/// Every Node, as the project check reads it (each stripped to what the check compares), listed a page at a time: a
 /// large cluster's Nodes are never all held in full at once (at a leader's start, beside the
 /// Node cache's own listing).
 pub async fn project_nodes(api: &kube::Api<Node>) -> Result<Vec<Node>, kube::Error> {
