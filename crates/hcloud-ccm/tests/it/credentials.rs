@@ -64,17 +64,19 @@ fn swap_secret_of(dir: &Path, version: &str, keys: &[(&str, &str)]) {
     std::fs::remove_dir_all(dir.join(old)).unwrap();
 }
 
-/// The binary with its token from `token_file` only, metrics on `port`, its log in `log`.
+/// The binary with its token from `token_file` only (and the further variables `env`),
+/// metrics on `port`, its log in `log`.
 fn spawn(
     scope: &Scope,
     kubeconfig: &Path,
     sim: &Simulator,
-    token_file: &Path,
+    (token_file, env): (&Path, &[(&str, &std::ffi::OsStr)]),
     port: u16,
     log: &Path,
 ) -> tokio::process::Child {
     tokio::process::Command::new(BIN)
         .env_clear()
+        .envs(env.iter().copied())
         .env("HCLOUD_TOKEN_FILE", token_file)
         .env("HCLOUD_ENDPOINT", sim.base_url())
         .env("HCLOUD_METRICS_ADDRESS", format!("127.0.0.1:{port}"))
@@ -127,7 +129,14 @@ async fn start(scope: &Scope, names: &[String], initial: usize) -> Started {
     let access = scope.admin_access("ccm").await;
     let port = free_port();
     let log = scope.dir.path().join("ccm.log");
-    let ccm = spawn(scope, &access.kubeconfig, &sim, &token_file, port, &log);
+    let ccm = spawn(
+        scope,
+        &access.kubeconfig,
+        &sim,
+        (&token_file, &[]),
+        port,
+        &log,
+    );
     let nodes = scope.nodes();
     for name in &names[..initial] {
         scope.create_node(kubelet_node(name)).await;
@@ -164,11 +173,16 @@ struct Started {
 }
 
 async fn reloads(port: u16, result: &str) -> f64 {
+    credential_reloads(port, "hcloud", result).await
+}
+
+/// `cloud_controller_credential_reloads_total{credential, result}` of the binary on `port`.
+async fn credential_reloads(port: u16, credential: &str, result: &str) -> f64 {
     let text = metrics(port).await.unwrap_or_default();
     metric(
         &text,
         RELOADS,
-        &format!(r#"credential="hcloud",result="{result}""#),
+        &format!(r#"credential="{credential}",result="{result}""#),
     )
 }
 
@@ -372,28 +386,25 @@ async fn swapped_robot_credentials_are_used_and_no_request_fails_in_the_swap() {
     let access = scope.admin_access("ccm").await;
     let port = free_port();
     let log = scope.dir.path().join("ccm.log");
-    let mut ccm = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN_FILE", volume.join("token"))
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("HCLOUD_METRICS_ADDRESS", format!("127.0.0.1:{port}"))
-        .env("HCLOUD_LOAD_BALANCERS_ENABLED", "false")
-        .env("ROBOT_ENABLED", "true")
-        .env("ROBOT_ENDPOINT", sim.robot_url())
-        .env("ROBOT_USER_FILE", volume.join("robot-user"))
-        .env("ROBOT_PASSWORD_FILE", volume.join("robot-password"))
+    let robot_url = sim.robot_url();
+    let (user_file, password_file) = (volume.join("robot-user"), volume.join("robot-password"));
+    let env: [(&str, &std::ffi::OsStr); 5] = [
+        ("ROBOT_ENABLED", "true".as_ref()),
+        ("ROBOT_ENDPOINT", robot_url.as_ref()),
+        ("ROBOT_USER_FILE", user_file.as_os_str()),
+        ("ROBOT_PASSWORD_FILE", password_file.as_os_str()),
         // The server list is asked for again on every lookup a second on: Robot requests go
         // on around the swap.
-        .env("ROBOT_CACHE_TIMEOUT", "1s")
-        .arg("--cloud-provider=hcloud")
-        .arg(format!("--kubeconfig={}", access.kubeconfig.display()))
-        .arg("--secure-port=0")
-        .arg(scope.lease_flag())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        ("ROBOT_CACHE_TIMEOUT", "1s".as_ref()),
+    ];
+    let mut ccm = spawn(
+        &scope,
+        &access.kubeconfig,
+        &sim,
+        (&volume.join("token"), &env),
+        port,
+        &log,
+    );
     let nodes = scope.nodes();
     let dedicated = async |name: &str| {
         let node = nodes.get(name).await.unwrap();
@@ -432,14 +443,7 @@ async fn swapped_robot_credentials_are_used_and_no_request_fails_in_the_swap() {
         || async { dedicated(&second).await.then_some(()) },
     )
     .await;
-    let robot_reloads = |result: &'static str| async move {
-        let text = metrics(port).await.unwrap_or_default();
-        metric(
-            &text,
-            RELOADS,
-            &format!(r#"credential="robot",result="{result}""#),
-        )
-    };
+    let robot_reloads = |result: &'static str| credential_reloads(port, "robot", result);
     eventually(
         "the new Robot credentials applied",
         Duration::from_secs(30),
