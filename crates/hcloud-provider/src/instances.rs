@@ -5,13 +5,11 @@
 pub mod identify;
 mod robot_nodes;
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cloud_provider::provider::Result;
-use cloud_provider::well_known::address_type::{EXTERNAL_IP, INTERNAL_IP};
 use cloud_provider::{Error, InstanceMetadata, Instances};
 use hcloud_api::models::{Server, ServerStatus};
 use k8s_openapi::api::core::v1::Node;
@@ -220,10 +218,10 @@ impl HcloudInstances {
         }
     }
 
-    /// The server named `name` or having one of the Node's addresses, from a listing of all
-    /// servers no older than the status max age (no request of its own), or, when that listing
-    /// is older than the Node and does not have it, from a listing made since (shared with the
-    /// Node's initialisation). In cache modes `one`/`off` only the name is looked up.
+    /// The server named `name`, else the one with an InternalIP of the Node as its private IP,
+    /// from a listing of all servers no older than the status max age (no request of its own),
+    /// or, when that listing is older than the Node and does not have it, from a listing made
+    /// since (shared with the Node's initialisation). In cache modes `one`/`off` only the name is looked up.
     async fn find_unidentified(
         &self,
         node: &Node,
@@ -238,14 +236,14 @@ impl HcloudInstances {
         }
         let snapshot = self.cache.all_servers_for_status().await.map_err(|err| {
             categorize(
-                format!("looking for {name} or a server with the Node's addresses"),
+                format!("looking for {name} or a server with the Node's InternalIP"),
                 err,
             )
         })?;
         let ServerKey::Name(wanted) = name else {
             return Ok(None);
         };
-        if let Some(server) = server_of(node, wanted, &snapshot.servers) {
+        if let Some(server) = server_of(node, wanted, &snapshot.servers, self.config.network_id) {
             return Ok(Some(server));
         }
         // A listing older than the Node may predate its server (a Node joining now, checked
@@ -263,7 +261,12 @@ impl HcloudInstances {
             .all_servers_within(since_created)
             .await
             .map_err(|err| categorize(format!("looking for {name} in a newer listing"), err))?;
-        Ok(server_of(node, wanted, &newer.servers))
+        Ok(server_of(
+            node,
+            wanted,
+            &newer.servers,
+            self.config.network_id,
+        ))
     }
 
     /// The shared server cache.
@@ -383,24 +386,23 @@ impl HcloudInstances {
     }
 }
 
-/// The server named `wanted`, else one with one of the Node's addresses.
-fn server_of(node: &Node, wanted: &str, servers: &[Arc<Server>]) -> Option<Arc<Server>> {
+/// The server named `wanted`, else the one server with an InternalIP of the Node as its
+/// private IP: the rule the Node's initialisation follows ([`identify::match_internal_ip`]),
+/// so that existence and shutdown checks find the server it would be initialised with, and
+/// none when it would stay uninitialised.
+fn server_of(
+    node: &Node,
+    wanted: &str,
+    servers: &[Arc<Server>],
+    network: Option<i64>,
+) -> Option<Arc<Server>> {
     if let Some(server) = servers.iter().find(|s| s.name == wanted) {
         return Some(server.clone());
     }
-    let addresses = node_ips(node);
-    let found = servers
-        .iter()
-        .find(|server| addresses.iter().any(|ip| server_has_ip(server, *ip)));
-    if let Some(server) = found {
-        tracing::debug!(
-            node = node.metadata.name.as_deref().unwrap_or_default(),
-            server = server.name,
-            server_id = server.id,
-            "no server is named like the Node, but this server has one of its addresses"
-        );
+    match identify::match_internal_ip(node, Some(servers), network, &[]) {
+        Ok(identify::Matched::Cloud(server)) => Some(server),
+        _ => None,
     }
-    found.cloned()
 }
 
 /// How long ago the Node was created (`None` without a creation time): a listing younger
@@ -409,38 +411,6 @@ fn time_since_creation(node: &Node) -> Option<Duration> {
     let created = node.metadata.creation_timestamp.as_ref()?;
     // Zero for a creation time ahead of this clock.
     Some(Duration::try_from(Timestamp::now().duration_since(created.0)).unwrap_or_default())
-}
-
-/// The Node's InternalIP and ExternalIP addresses.
-fn node_ips(node: &Node) -> Vec<IpAddr> {
-    node.status
-        .iter()
-        .flat_map(|status| status.addresses.iter().flatten())
-        .filter(|a| a.type_ == INTERNAL_IP || a.type_ == EXTERNAL_IP)
-        .filter_map(|a| a.address.parse().ok())
-        .collect()
-}
-
-/// Whether `ip` is one of `server`'s addresses: public IPv4, an address of its public IPv6
-/// network, or a private (or alias) IP in any network.
-fn server_has_ip(server: &Server, ip: IpAddr) -> bool {
-    let public_net = &server.public_net;
-    let public_v4 = public_net
-        .ipv4
-        .as_ref()
-        .and_then(|v4| v4.ip.parse::<IpAddr>().ok())
-        == Some(ip);
-    let public_v6 = public_net
-        .ipv6
-        .as_ref()
-        .and_then(|v6| v6.ip.parse::<ipnet::IpNet>().ok())
-        .is_some_and(|net| net.contains(&ip));
-    let private = server.private_net.iter().any(|p| {
-        std::iter::once(&p.ip)
-            .chain(p.alias_ips.iter())
-            .any(|a| a.parse::<IpAddr>().ok() == Some(ip))
-    });
-    public_v4 || public_v6 || private
 }
 
 /// How to find the server behind `node`: its providerID, else its name.
@@ -474,8 +444,8 @@ impl Instances for HcloudInstances {
 
     /// Only a Node with an `hcloud://` providerID can be reported gone, and only on the API's
     /// own "not found" for its server. A Node without a providerID exists while a server has
-    /// its name or one of its InternalIP/ExternalIP addresses (routes allow Node names that
-    /// differ from server names); otherwise it may be no cloud server at all (a dedicated or
+    /// its name or, by the rule of its initialisation, is the one server with an InternalIP of
+    /// it as its private IP (routes allow Node names that differ from server names); otherwise it may be no cloud server at all (a dedicated or
     /// on-premises machine, another cloud) and is never deleted: the answer is an error that
     /// says so, found in the shared listing without a request of its own (once a listing newer
     /// than the Node exists: a listing older than the Node may predate its server, and a
@@ -497,7 +467,7 @@ impl Instances for HcloudInstances {
             return match self.find_unidentified(node, &key).await? {
                 Some(_) => Ok(true),
                 None => Err(Error::rejected(format!(
-                    "no server of this project is named {name:?} or has one of the Node's addresses, and the Node has no providerID: it may not be a cloud server (dedicated, on-premises, another cloud), so it is never deleted"
+                    "no server of this project is named {name:?} or is the one with the Node's InternalIP as its private IP, and the Node has no providerID: it may not be a cloud server (dedicated, on-premises, another cloud), so it is never deleted"
                 ))),
             };
         }
@@ -519,7 +489,7 @@ impl Instances for HcloudInstances {
     /// With cache mode `all`, the answer comes from the status check (servers that are not
     /// running, checked every status period): a server is shut down when it is `off` there.
     /// The server itself is found through the listing (for a Node without a providerID, by
-    /// its name or one of its addresses, as for its existence).
+    /// its name or its InternalIP, as for its existence).
     async fn instance_shutdown(&self, node: &Node) -> Result<bool> {
         self.operations.count(op::instances::INSTANCE_SHUTDOWN);
         if let Some(answer) = self.robot_shutdown(node).await {
@@ -551,46 +521,5 @@ impl Instances for HcloudInstances {
             return answer;
         }
         self.cloud_metadata(node).await.map(Some)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use hcloud_api::models::{Ipv4, Ipv6, ServerPrivateNet, ServerPublicNet};
-
-    #[test]
-    fn server_addresses_cover_public_private_and_alias_ips() {
-        let server = Server {
-            public_net: ServerPublicNet {
-                ipv4: Some(Ipv4 {
-                    ip: "203.0.113.5".into(),
-                    ..Ipv4::default()
-                }),
-                ipv6: Some(Ipv6 {
-                    ip: "2001:db8:1::/64".into(),
-                    ..Ipv6::default()
-                }),
-                ..ServerPublicNet::default()
-            },
-            private_net: vec![ServerPrivateNet {
-                network: 1,
-                ip: "10.0.0.2".into(),
-                alias_ips: vec!["10.0.0.9".into()],
-                ..ServerPrivateNet::default()
-            }],
-            ..Server::default()
-        };
-        for (ip, expected) in [
-            ("203.0.113.5", true),
-            ("2001:db8:1::1", true),
-            ("10.0.0.2", true),
-            ("10.0.0.9", true),
-            ("10.0.0.3", false),
-            ("2001:db8:2::1", false),
-        ] {
-            let ip: IpAddr = ip.parse().unwrap_or(IpAddr::from([0, 0, 0, 0]));
-            assert_eq!(server_has_ip(&server, ip), expected, "{ip}");
-        }
     }
 }

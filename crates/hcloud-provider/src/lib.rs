@@ -24,7 +24,8 @@
 //! `cloud_controller_manager_server_cache_requests_total{subsystem,mode,result}` and
 //! `cloud_controller_manager_load_balancer_type_cache_requests_total{subsystem,mode,result}`.
 //! A NotReady Node without a providerID whose name no server has is still reported to exist
-//! while a server has one of its addresses (see [`HcloudInstances`]).
+//! while a server has its name or, as at its initialisation, exactly one server has an InternalIP of
+//! it as its private IP (see [`HcloudInstances`]).
 //!
 //! A failed Hetzner Cloud or Robot call becomes the contract's `cloud_provider::Error` through
 //! one function, [`errors::categorize`]: the error's kind, code and status decide its category
@@ -177,6 +178,7 @@ impl HcloudProvider {
             cache: settings.cache.clone(),
         };
         let lb_types = LoadBalancerTypeCache::with_config(client.clone(), &settings.cache);
+        let cache = ServerCache::new(client.clone(), settings.cache.clone());
         let load_balancers = settings.load_balancers.map(|lb_settings| {
             Arc::new(
                 HcloudLoadBalancers::new(client.clone(), lb_settings, network_id)
@@ -185,10 +187,10 @@ impl HcloudProvider {
                     .with_events(events.clone())
                     .with_operations(operations.clone())
                     .with_lb_type_cache(lb_types.clone())
-                    .with_robot(robot.clone()),
+                    .with_robot(robot.clone())
+                    .with_server_cache(cache.with_subsystem(SUBSYSTEM_LOAD_BALANCER)),
             )
         });
-        let cache = ServerCache::new(client.clone(), settings.cache);
         let routes = match network_id {
             Some(id) if settings.routes_enabled => {
                 operations.count(op::routes::NEW_ROUTES);

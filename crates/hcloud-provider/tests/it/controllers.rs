@@ -477,7 +477,7 @@ async fn cloud_outage_deletes_no_node() {
 
     admin.clear_faults().await.unwrap();
     env.deleted(ghost).await;
-    // Without a providerID and with no server of its name or addresses, the Node may be no
+    // Without a providerID and with no server of its name or InternalIP, the Node may be no
     // cloud server at all: it is never deleted, and the Warning says why.
     eventually("the reason ghost-by-name is kept", WAIT, || async {
         env.events_with_reason(ghost_by_name, "InstanceLookupFailed")

@@ -763,6 +763,24 @@ async fn a_node_without_provider_id_named_unlike_its_server_is_kept_while_a_serv
             .await
             .unwrap()
     );
+    // The same rule as the Node's initialisation: only a private IP identifies the server.
+    // A Node whose address is the server's public IPv4 is not that server's, neither for its
+    // existence (never deleted) nor for its shutdown (not reported shut down with it).
+    let public_ip = server["public_net"]["ipv4"]["ip"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let by_public = with_address("node-y", &public_ip);
+    let instances = off.instances().unwrap();
+    let err = instances.instance_exists(&by_public).await.unwrap_err();
+    assert!(err.to_string().contains("never deleted"), "{err}");
+    assert!(
+        instances
+            .instance_shutdown(&by_public)
+            .await
+            .unwrap_err()
+            .is_instance_not_found()
+    );
 }
 
 /// Settings whose status check runs every `period` and whose listings otherwise last long.
