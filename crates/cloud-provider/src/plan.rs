@@ -26,11 +26,11 @@ use crate::nodelifecycle::{
 };
 use crate::provider::{CloudProvider, InstanceMetadata, Instances, LoadBalancer, Routes};
 use crate::route::decisions as route_decisions;
-use crate::service::OwnedClass;
 use crate::service::decisions::{
-    ServiceDecision, ServiceStep, current_status, finalizer_change, ingress_text, select_nodes,
-    service_key, should_enqueue_added, status_change, status_write,
+    ServiceDecision, ServiceStep, current_status, finalizer_change, ingress_text, service_key,
+    should_enqueue_added, status_change, status_write,
 };
+use crate::service::{NodeFilter, OwnedClass};
 
 /// The plan for one object (a Node, a Service) or for the routes of the cluster.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -184,6 +184,8 @@ pub struct PlannedControllers {
     pub service: bool,
     /// The `spec.loadBalancerClass` the service controller owns (default: none).
     pub load_balancer_class: OwnedClass,
+    /// Which Nodes back the load balancers (the service controller's setting).
+    pub load_balancer_nodes: NodeFilter,
     /// The route controller runs, with these cluster CIDRs.
     pub routes: Option<Vec<IpNet>>,
 }
@@ -197,6 +199,7 @@ impl Default for PlannedControllers {
             node_lifecycle_config: NodeLifecycleControllerConfig::default(),
             service: true,
             load_balancer_class: OwnedClass::default(),
+            load_balancer_nodes: NodeFilter::default(),
             routes: None,
         }
     }
@@ -253,7 +256,7 @@ pub async fn run(
     if options.service {
         match provider.load_balancer() {
             Some(lb) => {
-                let targets = select_nodes(&nodes);
+                let targets = options.load_balancer_nodes.select(&nodes);
                 // Whether a Service still exists is answered from the listing, as the
                 // controller answers it from its informer.
                 lb.use_services(Arc::new(crate::provider::ListedServices::of(

@@ -46,6 +46,7 @@ string_enum! {
         InvalidLoadBalancerType = "invalid_load_balancer_type",
         CloudResourceIpNotAllowed = "cloud_resource_ip_not_allowed",
         NetworksOverlap = "networks_overlap",
+        MissingIpv4 = "missing_ipv4",
     }
 }
 

@@ -159,6 +159,7 @@ impl Verdict {
             | C::TargetsWithoutUsePrivateIp
             | C::NetworksOverlap
             | C::ServerNotAttachedToNetwork
+            | C::MissingIpv4
             | C::LoadBalancerNotAttachedToNetwork
             | C::LoadBalancerAlreadyAttached
             | C::IpNotAvailable

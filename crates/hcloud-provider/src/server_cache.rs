@@ -462,6 +462,29 @@ impl ServerCache {
         }
     }
 
+    /// What this process last saw of the server with `id`, however old, without a request: a
+    /// direct read newer than the listing, else the listing, else a single lookup (mode `one`).
+    /// Only for facts that seldom change and that a request would otherwise have to ask for
+    /// (whether a load balancer target has a public IPv4), never for existence: `None` is "not
+    /// seen", not "gone".
+    pub fn last_seen(&self, id: i64) -> Option<Arc<Server>> {
+        let state = self.state();
+        let listing = self.listings.latest();
+        let newer_read = state
+            .extra
+            .get(&id)
+            .filter(|(at, _)| listing.as_ref().is_none_or(|l| *at > l.at))
+            .map(|(_, server)| server.clone());
+        newer_read
+            .or_else(|| listing.as_ref().and_then(|l| l.by_id.get(&id).cloned()))
+            .or_else(|| {
+                state
+                    .singles
+                    .get(&ServerKey::Id(id))
+                    .and_then(|(_, found)| found.clone())
+            })
+    }
+
     /// Whether the server exists, confirmed freshly. A server in the cache (refreshed when
     /// older than the max age, like every lookup) exists; a server the cache does not know is
     /// asked for directly (by ID, or a name-filtered list), so one created after the last

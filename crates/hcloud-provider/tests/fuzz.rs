@@ -124,6 +124,7 @@ fn annotation_value(key: &'static str) -> BoxedStrategy<String> {
         | "http-managed-certificate-acme-staging"
         | "health-check-http-validate-certificate"
         | "health-check-local-traffic"
+        | "health-check-kube-proxy"
         | "protection-delete" => near_bool(),
         "http-cookie-lifetime"
         | "http-timeout-idle"

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::class::OwnedClass;
 use super::decisions::{
-    ServiceEvent, needs_cleanup, node_update_needs_sync, service_key, should_enqueue_added,
+    NodeFilter, ServiceEvent, needs_cleanup, service_key, should_enqueue_added,
     should_enqueue_updated, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
@@ -71,6 +71,9 @@ pub struct ServiceControllerConfig {
     /// The `spec.loadBalancerClass` of the Services this controller owns (default: none, the
     /// Services without a class, as upstream). Services of any other class are never touched.
     pub class: OwnedClass,
+    /// Which Nodes back the load balancers (default: upstream's choice; opt-in: no cordoned
+    /// Node).
+    pub nodes: NodeFilter,
 }
 
 impl Default for ServiceControllerConfig {
@@ -86,6 +89,7 @@ impl Default for ServiceControllerConfig {
             node_sync_period: Duration::ZERO,
             scope: WatchScope::all(),
             class: OwnedClass::default(),
+            nodes: NodeFilter::default(),
         }
     }
 }
@@ -497,7 +501,7 @@ async fn node_feed(
                 old: Some(old),
                 new,
             }) => {
-                if node_update_needs_sync(&old, &new) {
+                if inner.config.nodes.update_needs_sync(&old, &new) {
                     Some(false)
                 } else {
                     (inner.lb.selects_nodes_by_label()

@@ -154,17 +154,48 @@ fn node_untainted(node: &Node) -> bool {
         })
 }
 
-/// Whether `node` backs load balancers: not being deleted, not excluded by label, not tainted
-/// by the cluster autoscaler. Readiness, schedulability and other taints are ignored.
+/// Whether `node` backs load balancers as upstream decides: not being deleted, not excluded by
+/// label, not tainted by the cluster autoscaler. Readiness, schedulability and other taints are
+/// ignored.
 pub fn node_eligible(node: &Node) -> bool {
     node.metadata.deletion_timestamp.is_none() && node_included(node) && node_untainted(node)
 }
 
-/// The eligible Nodes, sorted by name.
-pub fn select_nodes(nodes: &[Arc<Node>]) -> Vec<Arc<Node>> {
-    let mut selected: Vec<Arc<Node>> = nodes.iter().filter(|n| node_eligible(n)).cloned().collect();
-    selected.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    selected
+fn cordoned(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+}
+
+/// Which Nodes back load balancers: upstream's [`node_eligible`] (the default), and, opt-in,
+/// no cordoned Node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeFilter {
+    /// Beyond upstream: a cordoned Node (`spec.unschedulable`, as `kubectl cordon` and
+    /// `kubectl drain` set it) leaves every load balancer, so a drain takes the Node out of
+    /// rotation before its pods stop; uncordoned, it is a target again.
+    pub exclude_cordoned: bool,
+}
+
+impl NodeFilter {
+    /// Whether `node` backs load balancers.
+    pub fn eligible(self, node: &Node) -> bool {
+        node_eligible(node) && !(self.exclude_cordoned && cordoned(node))
+    }
+
+    /// The eligible Nodes, sorted by name.
+    pub fn select(self, nodes: &[Arc<Node>]) -> Vec<Arc<Node>> {
+        let mut selected: Vec<Arc<Node>> =
+            nodes.iter().filter(|n| self.eligible(n)).cloned().collect();
+        selected.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        selected
+    }
+
+    /// Whether a Node update changes anything the load balancers depend on: its eligibility
+    /// (exclusion label, the cluster autoscaler's `ToBeDeletedByClusterAutoscaler` taint, a
+    /// deletion timestamp, and when excluded a cordon) or `spec.providerID`. Readiness, other
+    /// taints and other labels do not.
+    pub fn update_needs_sync(self, old: &Node, new: &Node) -> bool {
+        self.eligible(old) != self.eligible(new) || provider_id(old) != provider_id(new)
+    }
 }
 
 fn provider_id(node: &Node) -> &str {
@@ -172,13 +203,6 @@ fn provider_id(node: &Node) -> &str {
         .as_ref()
         .and_then(|s| s.provider_id.as_deref())
         .unwrap_or_default()
-}
-
-/// Whether a Node update changes anything the load balancers depend on: its eligibility
-/// (exclusion label, the cluster autoscaler's `ToBeDeletedByClusterAutoscaler` taint, a
-/// deletion timestamp) or `spec.providerID`. Readiness, other taints and other labels do not.
-pub fn node_update_needs_sync(old: &Node, new: &Node) -> bool {
-    node_eligible(old) != node_eligible(new) || provider_id(old) != provider_id(new)
 }
 
 /// Node sets are equal when they hold the same names with the same providerIDs.
@@ -1032,12 +1056,25 @@ mod tests {
                 true,
             ),
             ("not ready", not_ready, true),
-            ("unschedulable", unschedulable, true),
+            ("unschedulable", unschedulable.clone(), true),
             ("no conditions", node("n"), true),
         ];
         for (name, n, want) in cases {
             assert_eq!(node_eligible(&n), want, "{name}");
+            assert_eq!(NodeFilter::default().eligible(&n), want, "{name}");
         }
+        // Opt-in: a cordoned Node leaves too; nothing else changes.
+        let drain = NodeFilter {
+            exclude_cordoned: true,
+        };
+        assert!(!drain.eligible(&unschedulable));
+        assert!(drain.eligible(&node("n")));
+        let mut uncordoned = node("n");
+        uncordoned.spec.get_or_insert_default().unschedulable = Some(false);
+        assert!(drain.eligible(&uncordoned));
+        assert!(drain.update_needs_sync(&node("n"), &unschedulable));
+        assert!(drain.update_needs_sync(&unschedulable, &uncordoned));
+        assert!(!NodeFilter::default().update_needs_sync(&node("n"), &unschedulable));
     }
 
     #[test]
@@ -1047,7 +1084,8 @@ mod tests {
             Arc::new(labelled(node("b"), "true")),
             Arc::new(node("a")),
         ];
-        let names: Vec<_> = select_nodes(&nodes)
+        let names: Vec<_> = NodeFilter::default()
+            .select(&nodes)
             .iter()
             .map(|n| n.metadata.name.clone().unwrap_or_default())
             .collect();
@@ -1101,7 +1139,11 @@ mod tests {
             ),
         ];
         for (name, old, new, want) in cases {
-            assert_eq!(node_update_needs_sync(&old, &new), want, "{name}");
+            assert_eq!(
+                NodeFilter::default().update_needs_sync(&old, &new),
+                want,
+                "{name}"
+            );
         }
     }
 

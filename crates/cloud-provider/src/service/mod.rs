@@ -23,5 +23,6 @@ pub use controller::{
     COMPONENT, CONTROLLER, MAX_RETRY_DELAY, MIN_RETRY_DELAY, NODE_SYNC_CONTROLLER,
     SERVICE_RESYNC_PERIOD, ServiceController, ServiceControllerConfig,
 };
+pub use decisions::NodeFilter;
 pub use errors::ServiceSyncError;
 pub use metrics::ServiceMetrics;

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Service;
 use super::controller::{NODE_SYNC_CONTROLLER, ServiceReconciler, Work};
 use super::decisions::{
     EVENT_NO_NODES, EVENT_UPDATED_HOSTS, node_names_for_log, nodes_sufficiently_equal,
-    select_nodes, wants_load_balancer,
+    wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::events::{EventType, error_chain};
@@ -50,7 +50,7 @@ impl ServiceReconciler {
             return Ok(());
         }
         let started = Instant::now();
-        let nodes = select_nodes(&self.nodes.list());
+        let nodes = self.config.nodes.select(&self.nodes.list());
         let last = self.last_synced_nodes.lock().get(key).cloned();
         let Some(last) = last else {
             // Never synced by this process: only the full sync knows how.
@@ -58,7 +58,7 @@ impl ServiceReconciler {
                 .process_create_or_update(std::sync::Arc::new(service.clone()), key)
                 .await;
         };
-        if !force && nodes_sufficiently_equal(&select_nodes(&last), &nodes) {
+        if !force && nodes_sufficiently_equal(&self.config.nodes.select(&last), &nodes) {
             return Ok(());
         }
         self.service_metrics.loadbalancer_syncs.inc();

@@ -10,7 +10,7 @@ use kube::api::{Patch, PatchParams};
 use super::controller::ServiceReconciler;
 use super::decisions::{
     EVENT_DELETED, EVENT_DELETING, ServiceDecision, ServiceStep, add_finalizer_patch,
-    remove_finalizer_patch, select_nodes, status_change, status_patch, wants_load_balancer,
+    remove_finalizer_patch, status_change, status_patch, wants_load_balancer,
 };
 use super::errors::ServiceSyncError;
 use crate::change::Verb;
@@ -156,7 +156,7 @@ impl ServiceReconciler {
         let nodes = if decision.clean_up {
             Vec::new()
         } else {
-            select_nodes(&self.nodes.list())
+            self.config.nodes.select(&self.nodes.list())
         };
         let mut new_status = LoadBalancerStatus::default();
         for step in decision.steps(nodes.is_empty()) {

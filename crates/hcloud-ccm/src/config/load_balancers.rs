@@ -106,6 +106,18 @@ settings! {
         "N",
     )
     .parse(|v| at_least(v, 0u32));
+    /// Beyond the official CCM: Services with externalTrafficPolicy Cluster check kube-proxy's
+    /// /healthz on port 10256 (HTTP), which fails on a Node being deleted or tainted
+    /// ToBeDeletedByClusterAutoscaler, so it leaves the rotation before its target is removed.
+    /// The port must be reachable from the load balancer. The annotation
+    /// load-balancer.hetzner.cloud/health-check-kube-proxy wins.
+    pub(super) HEALTH_CHECK_KUBE_PROXY: bool = Spec::env(
+        "hcloud-load-balancers-health-check-kube-proxy",
+        "HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY",
+        "BOOL",
+    )
+    .default("false")
+    .parse(boolean);
     /// Beyond the official CCM: this cluster's name, for several clusters in one project. Every
     /// load balancer and managed certificate created gets the label
     /// hcloud-ccm/cluster-name=NAME, lookups see only this cluster's (and unlabelled) ones, and
@@ -122,6 +134,17 @@ settings! {
         Spec::env("load-balancer-class", "HCLOUD_LOAD_BALANCER_CLASS", "CLASS")
             .aliases(&["hcloud-load-balancer-class"])
             .parse(class);
+    /// Beyond the official CCM: cordoned Nodes (spec.unschedulable, as kubectl cordon and
+    /// kubectl drain set it) leave every load balancer's targets, so a drain takes a Node out
+    /// of rotation before its pods stop; uncordoned, it is a target again. Off: cordoned Nodes
+    /// stay targets, as upstream.
+    pub(super) EXCLUDE_CORDONED_NODES: bool = Spec::env(
+        "hcloud-load-balancers-exclude-cordoned-nodes",
+        "HCLOUD_LOAD_BALANCERS_EXCLUDE_CORDONED_NODES",
+        "BOOL",
+    )
+    .default("false")
+    .parse(boolean);
 }
 
 fn algorithm(value: &str) -> Result<AlgorithmType, String> {
@@ -176,6 +199,7 @@ pub(super) fn check_load_balancers(c: &mut Checker<'_>) -> LoadBalancerSettings 
         health_check_interval: c.optional(&HEALTH_CHECK_INTERVAL).filter(|d| !d.is_zero()),
         health_check_timeout: c.optional(&HEALTH_CHECK_TIMEOUT).filter(|d| !d.is_zero()),
         health_check_retries: c.optional(&HEALTH_CHECK_RETRIES).filter(|n| *n != 0),
+        health_check_kube_proxy: c.value(&HEALTH_CHECK_KUBE_PROXY),
         cluster_name: c.optional(&CLUSTER_NAME),
         lb_type: c.optional(&TYPE),
         ..LoadBalancerSettings::default()

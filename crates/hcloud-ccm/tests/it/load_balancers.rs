@@ -10,7 +10,7 @@ use crate::support::ccm;
 use std::time::Duration;
 
 use ccm::{TOKEN, spawn_ccm};
-use hcloud_sim::{ServerSeed, SimConfig, Simulator};
+use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Service, ServicePort, ServiceSpec};
 use kube::api::{DeleteParams, ObjectMeta};
 use kube_harness::eventually;
@@ -372,4 +372,206 @@ async fn a_re_created_service_adopts_its_load_balancer_and_a_live_services_one_i
     let still = lb_named("kept")().await.unwrap();
     assert_eq!(still["labels"]["hcloud-ccm/service-uid"], new_uid.as_str());
     assert_eq!(setup.load_balancers().await.len(), 1);
+}
+
+/// Servers without a public IPv4: one in the load balancer's network becomes a target over
+/// it, one in no network is left out with a Warning on its Node, and the load balancer is made
+/// with the others (the official CCM fails the whole target update instead).
+#[tokio::test]
+async fn servers_without_a_public_ipv4_are_reached_over_the_network_or_left_out_with_a_warning() {
+    let scope = Scope::new("lb-nov4").await;
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let admin = sim.admin();
+    let network_name = scope.name("net");
+    let network = admin
+        .create_network(
+            NetworkSeed::new(&network_name, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+    let mut ids = std::collections::BTreeMap::new();
+    for (suffix, public_ipv4, in_network) in [
+        ("public", true, true),
+        ("private", false, true),
+        ("isolated", false, false),
+    ] {
+        let name = scope.name(suffix);
+        let server = admin
+            .create_server(ServerSeed {
+                public_ipv4,
+                networks: if in_network {
+                    vec![network.into()]
+                } else {
+                    Vec::new()
+                },
+                ..ServerSeed::new(&name)
+            })
+            .await
+            .unwrap();
+        ids.insert(suffix, server["id"].as_i64().unwrap());
+    }
+
+    let access = scope.admin_access("ccm").await;
+    let _ccm = spawn_ccm(
+        &access.kubeconfig,
+        &sim,
+        &[
+            ("HCLOUD_LOAD_BALANCERS_LOCATION", "fsn1"),
+            ("HCLOUD_NETWORK", &network_name),
+            ("HCLOUD_NETWORK_ROUTES_ENABLED", "false"),
+            ("HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK", "true"),
+        ],
+        &[&scope.lease_flag()],
+    );
+    // Nodes as kubelets register them; their initialisation reads their servers (the server
+    // cache then knows which have a public IPv4, and the load balancer asks nothing more).
+    let nodes = scope.nodes();
+    for suffix in ids.keys() {
+        let name = scope.name(suffix);
+        scope.register_node(&name, None).await;
+        eventually(
+            &format!("Node {name} initialised"),
+            Duration::from_secs(40),
+            || async {
+                let node = nodes.get(&name).await.unwrap();
+                (!kube_harness::has_taint(&node, kube_harness::UNINITIALIZED_TAINT)).then_some(())
+            },
+        )
+        .await;
+    }
+
+    scope.create_service(ccm::lb_service("web", &[])).await;
+    let services = scope.services();
+    eventually("status ingress", Duration::from_secs(40), || async {
+        services
+            .get("web")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .filter(|i| !i.is_empty())
+    })
+    .await;
+    let state = admin.state().await.unwrap();
+    let lb = &state["load_balancers"][0];
+    let targets: Vec<(i64, bool)> = lb["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["server"]["id"].as_i64().unwrap(),
+                t["use_private_ip"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    let mut want = vec![(ids["public"], false), (ids["private"], true)];
+    want.sort_unstable();
+    let mut got = targets.clone();
+    got.sort_unstable();
+    assert_eq!(got, want, "{lb:#}");
+    assert_eq!(
+        lb["private_net"][0]["network"], network,
+        "attached to the network: {lb:#}"
+    );
+
+    let isolated = scope.name("isolated");
+    let warned = eventually(
+        "the Warning on the isolated Node",
+        Duration::from_secs(40),
+        || async {
+            let found = crate::support::events(
+                &scope.admin,
+                "default",
+                &isolated,
+                "ServerWithoutPublicIPv4",
+            )
+            .await;
+            Some(found).filter(|f| !f.is_empty())
+        },
+    )
+    .await;
+    let text = message(&warned);
+    assert!(
+        text.contains("has no public IPv4 and is not attached to the load balancer's network"),
+        "{text}"
+    );
+    let failed = crate::support::events(
+        &scope.admin,
+        scope.namespace(),
+        "web",
+        "SyncLoadBalancerFailed",
+    )
+    .await;
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// Graceful drain, both opt-ins: a cordoned Node leaves the load balancer and comes back when
+/// uncordoned, and a Service asking for kube-proxy's health check gets it on every port.
+#[tokio::test]
+async fn a_cordoned_node_leaves_the_load_balancer_and_kube_proxy_checks_the_targets() {
+    let setup = crate::load_balancer_races::Setup::start(
+        2,
+        &["--hcloud-load-balancers-exclude-cordoned-nodes=true"],
+    )
+    .await;
+    setup.add_node(0).await;
+    setup.add_node(1).await;
+    setup
+        .scope
+        .create_service(ccm::lb_service(
+            "web",
+            &[("health-check-kube-proxy", "true")],
+        ))
+        .await;
+    let targets = || async {
+        setup
+            .load_balancers()
+            .await
+            .first()
+            .map(|lb| lb["targets"].as_array().map_or(0, Vec::len))
+    };
+    eventually("both Nodes targets", Duration::from_secs(40), || async {
+        (targets().await == Some(2)).then_some(())
+    })
+    .await;
+    let lb = setup.load_balancers().await.remove(0);
+    let check = &lb["services"][0]["health_check"];
+    assert_eq!(check["protocol"], "http", "{lb:#}");
+    assert_eq!(check["port"], 10256, "{lb:#}");
+    assert_eq!(check["http"]["path"], "/healthz", "{lb:#}");
+
+    let nodes = setup.scope.nodes();
+    let node = setup.scope.name("node-0");
+    let cordon = |on: bool| {
+        let nodes = nodes.clone();
+        let node = node.clone();
+        async move {
+            nodes
+                .patch(
+                    &node,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(serde_json::json!({"spec": {"unschedulable": on}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    cordon(true).await;
+    eventually(
+        "the cordoned Node gone from the targets",
+        Duration::from_secs(40),
+        || async { (targets().await == Some(1)).then_some(()) },
+    )
+    .await;
+    cordon(false).await;
+    eventually(
+        "the uncordoned Node back",
+        Duration::from_secs(40),
+        || async { (targets().await == Some(2)).then_some(()) },
+    )
+    .await;
 }

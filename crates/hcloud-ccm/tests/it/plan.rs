@@ -927,3 +927,113 @@ async fn plan_shows_the_honest_warnings_and_the_adoption_of_a_re_created_service
         "{intruder:#}"
     );
 }
+
+/// `plan` shows, before the load balancer is made, that a server without a public IPv4 in its
+/// network is a target over it and that the Node of one in no network is left out, and why;
+/// with the opt-in setting, a cordoned Node is no target either.
+#[tokio::test]
+async fn plan_shows_servers_without_a_public_ipv4_as_private_targets_or_left_out() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scope = Scope::new("plannov4").await;
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let prefix = scope.id();
+    let network = format!("{prefix}-net");
+    let sim_admin = sim.admin();
+    let created = sim_admin
+        .create_network(
+            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+    // A cordoned Node besides: no target with the opt-in setting.
+    for (suffix, public_ipv4, in_network) in [
+        ("public", true, true),
+        ("private", false, true),
+        ("isolated", false, false),
+        ("cordoned", true, true),
+    ] {
+        let name = format!("{prefix}-{suffix}");
+        let server = sim_admin
+            .create_server(ServerSeed {
+                public_ipv4,
+                networks: if in_network {
+                    vec![created.into()]
+                } else {
+                    Vec::new()
+                },
+                ..ServerSeed::new(&name)
+            })
+            .await
+            .unwrap();
+        let id = server["id"].as_i64().unwrap();
+        scope
+            .create_node(Node {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(NodeSpec {
+                    provider_id: Some(format!("hcloud://{id}")),
+                    unschedulable: Some(suffix == "cordoned"),
+                    ..NodeSpec::default()
+                }),
+                status: None,
+            })
+            .await;
+    }
+    scope
+        .create_service(lb_service(&format!("{prefix}-web"), &[]))
+        .await;
+
+    let planner = scope.admin_access("planner").await;
+    let out = run_plan(
+        &sim,
+        planner.kubeconfig.as_path(),
+        &network,
+        &[
+            "-o",
+            "json",
+            "--hcloud-load-balancers-exclude-cordoned-nodes=true",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let web = object(
+        &plan,
+        "Service",
+        &format!("{}/{prefix}-web", scope.namespace()),
+    );
+    let changes = targets(web);
+    assert!(
+        changes.iter().any(|c| c.starts_with("create load balancer")
+            && c.ends_with("2 targets, 1 of them over the private network)")),
+        "{changes:?}"
+    );
+    let said = warnings(web);
+    let isolated = format!("{prefix}-isolated");
+    assert!(
+        said.iter().any(|w| w.starts_with(&format!(
+            "ServerWithoutPublicIPv4: (on Node {isolated}) Node {isolated} is no target"
+        ))),
+        "{said:?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|w| w.contains(&format!("{prefix}-private "))),
+        "{said:?}"
+    );
+    // Nothing was made.
+    let state = sim_admin.state().await.unwrap();
+    assert!(
+        state["load_balancers"].as_array().is_none_or(Vec::is_empty),
+        "{state}"
+    );
+}

@@ -111,6 +111,10 @@ pub mod keys {
         /// Beyond the official CCM: `false` keeps the official health check for a Service
         /// with `externalTrafficPolicy: Local` (see `local_traffic.rs`).
         HEALTH_CHECK_LOCAL_TRAFFIC = "health-check-local-traffic",
+        /// Beyond the official CCM: `true` checks kube-proxy's own `/healthz` (port 10256)
+        /// for a Service with `externalTrafficPolicy: Cluster`, which fails on a Node being
+        /// deleted, so it leaves the rotation first (see `local_traffic.rs`).
+        HEALTH_CHECK_KUBE_PROXY = "health-check-kube-proxy",
         /// Beyond the official CCM: user labels of the load balancer, `key=value` comma
         /// separated, `key-` removes (see `user_labels.rs`).
         LABELS = "labels",
@@ -716,7 +720,7 @@ mod tests {
                 .iter()
                 .any(|k| k.ends_with("health-check-http-status-codes"))
         );
-        assert_eq!(keys::ALL.len(), 39);
+        assert_eq!(keys::ALL.len(), 40);
         assert!(keys::ALL.iter().all(|k| k.starts_with(PREFIX)));
     }
 }

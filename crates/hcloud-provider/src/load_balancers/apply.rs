@@ -81,16 +81,18 @@ impl Applier<'_> {
                 // The certificate may be known only now.
                 request.services = desired.create_request_services();
                 match self.create(service, &desired, &request).await {
-                    // One target server does not exist (the answer does not say which):
-                    // create without targets; the first round adds them one by one and
-                    // leaves out only the missing ones.
-                    Err(err)
-                        if err.category() == Category::NotFound && !request.targets.is_empty() =>
+                    // One target server does not exist, or has no public IPv4 (the answer
+                    // does not say which): create without targets; the first round adds them
+                    // one by one and leaves out only those the API refuses.
+                    Err(failed)
+                        if !request.targets.is_empty()
+                            && (failed.error.category() == Category::NotFound
+                                || failed.code == Some(hcloud_api::ErrorCode::MissingIpv4)) =>
                     {
                         tracing::warn!(
                             service = %service_key(service),
-                            error = %err,
-                            "a target server does not exist; creating the load balancer without targets first"
+                            error = %failed.error,
+                            "a target server does not exist or has no public IPv4; creating the load balancer without targets first"
                         );
                         let targets = std::mem::take(&mut request.targets);
                         decide::add_first(&mut rounds, targets);
@@ -130,8 +132,8 @@ impl Applier<'_> {
     ) -> Result<(LoadBalancer, Vec<Notice>)> {
         let lbs = self.lbs;
         let mut notices = Vec::new();
-        // Targets whose server turns out not to exist (or that do not fit) are dropped from
-        // this copy, and not asked for again by a later round.
+        // Targets whose server turns out not to exist, has no public IPv4 or does not fit are
+        // dropped from this copy, and not asked for again by a later round.
         let mut desired = desired.clone();
         let desired = &mut desired;
         let name = desired.name.clone();
@@ -161,11 +163,17 @@ impl Applier<'_> {
                 };
                 let err = &failed.error;
                 let limit = failed.code == Some(hcloud_api::ErrorCode::ResourceLimitExceeded);
+                let no_ipv4 = failed.code == Some(hcloud_api::ErrorCode::MissingIpv4);
                 let left_out = match err.category() {
                     // As officially: the targets that fit stay, the others get a Warning.
                     _ if limit => drop_added_node(desired, &step).map(|node| {
                         full = true;
                         desired.max_targets_reached(&node)
+                    }),
+                    // A server not seen without a public IPv4 before: left out with a Warning
+                    // on its Node, the other targets are still set (see `cloud_targets.rs`).
+                    _ if no_ipv4 => drop_added_target(desired, &step).map(|(node, server)| {
+                        super::cloud_targets::refused(&node, server, &service_key(service))
                     }),
                     Category::NotFound => drop_added_target(desired, &step).map(|(node, server)| {
                         Notice::warn(
@@ -182,6 +190,9 @@ impl Applier<'_> {
                     lbs.cache.doubt(lb.id);
                     return Err(failed.into());
                 };
+                if no_ipv4 {
+                    learn_server(lbs, &step).await;
+                }
                 tracing::warn!(service = %service_key(service), error = %err, "{}", notice.message);
                 notices.push(notice);
             }
@@ -371,13 +382,13 @@ impl Applier<'_> {
         }
     }
 
-    /// Create the load balancer and wait until it is ready.
+    /// Create the load balancer and wait until it is ready (a refusal keeps the API's code).
     async fn create(
         &self,
         service: &Service,
         desired: &Desired,
         request: &CreateLoadBalancerRequest,
-    ) -> Result<LoadBalancer> {
+    ) -> std::result::Result<LoadBalancer, Failed> {
         let lbs = self.lbs;
         lbs.operations.count(lb_op::CREATE);
         lbs.project.allows_creation().await.map_err(|why| {
@@ -400,7 +411,8 @@ impl Applier<'_> {
                         desired.name
                     ),
                     Some(lbs.settings.retry_after),
-                ));
+                )
+                .into());
             }
             Err(err) => {
                 if err.may_have_acted() {
@@ -419,7 +431,11 @@ impl Applier<'_> {
                     "creating load balancer {:?} (type {:?}, {at})",
                     desired.name, request.load_balancer_type
                 );
-                return Err(categorize(lbs.lb_call(what), err));
+                let code = err.code().cloned();
+                return Err(Failed {
+                    error: categorize(lbs.lb_call(what), err),
+                    code,
+                });
             }
         };
         let lb = created.load_balancer;
@@ -448,7 +464,7 @@ impl Applier<'_> {
             } else {
                 lbs.cache.doubt(lb.id);
             }
-            return Err(err);
+            return Err(err.into());
         }
         // The answer to the creation shows the load balancer as asked for (services,
         // targets); its addresses may only come with the finished action. Read it once only
@@ -456,7 +472,7 @@ impl Applier<'_> {
         let addressed = desired::status(&lb, &desired.status).is_ok()
             && (request.network.is_none() || lb.private_net.iter().any(|p| !p.ip.is_empty()));
         if !addressed {
-            return self.reread(&exec).await;
+            return Ok(self.reread(&exec).await?);
         }
         lbs.cache.store(&lb);
         Ok(lb)
@@ -569,6 +585,19 @@ fn drop_added_node(desired: &mut Desired, step: &Step) -> Option<String> {
     Some(node)
 }
 
+/// Let the server cache learn the server of `step`'s target, refused for its missing public
+/// IPv4 (one read, only when the cache's view of it is too old or missing), so that the next
+/// decision reaches it over the network or leaves it out without asking the API again.
+async fn learn_server(lbs: &HcloudLoadBalancers, step: &Step) {
+    let (Some(servers), Step::AddTarget(target)) = (&lbs.servers, step) else {
+        return;
+    };
+    let Some(server) = &target.server else { return };
+    if let Err(err) = servers.get(&crate::ServerKey::Id(server.id)).await {
+        tracing::debug!(server = server.id, error = %err, "could not read the refused target's server");
+    }
+}
+
 /// When `step` adds a server target: drop that target from `desired` (it is not asked for
 /// again by this ensure) and return its Node's name and server. `None` for any other step.
 fn drop_added_target(desired: &mut Desired, step: &Step) -> Option<(String, i64)> {
@@ -598,6 +627,13 @@ pub struct Failed {
 impl From<Failed> for Error {
     fn from(failed: Failed) -> Error {
         failed.error
+    }
+}
+
+/// A failure that is no refusal of the API's.
+impl From<Error> for Failed {
+    fn from(error: Error) -> Failed {
+        Failed { error, code: None }
     }
 }
 

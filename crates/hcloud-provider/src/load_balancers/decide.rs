@@ -459,10 +459,19 @@ impl Decision {
                     .as_deref()
                     .or(request.network_zone.as_deref())
                     .unwrap_or("?");
+                let private = request
+                    .targets
+                    .iter()
+                    .filter(|t| t.use_private_ip == Some(true))
+                    .count();
+                let over_network = match private {
+                    0 => String::new(),
+                    n => format!(", {n} of them over the private network"),
+                };
                 out.changes.push(Change::new(
                     Verb::Create,
                     format!(
-                        "load balancer {:?} ({} in {at}, {} services, {} targets)",
+                        "load balancer {:?} ({} in {at}, {} services, {} targets{over_network})",
                         request.name,
                         request.load_balancer_type,
                         request.services.len(),

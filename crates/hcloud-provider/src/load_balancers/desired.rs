@@ -94,6 +94,9 @@ pub struct DesiredTarget {
     pub server: i64,
     /// Node name (for events).
     pub node: String,
+    /// Reached over the private network although the targets are public: the server has no
+    /// public IPv4 (see [`Desired::reach_servers_without_public_ipv4`]).
+    pub private: bool,
 }
 
 /// What the status reports.
@@ -578,7 +581,11 @@ impl Desired {
             port_certificates,
             targets: targets
                 .into_iter()
-                .map(|(server, node)| DesiredTarget { server, node })
+                .map(|(server, node)| DesiredTarget {
+                    server,
+                    node,
+                    private: false,
+                })
                 .collect(),
             robot_nodes: robot_nodes
                 .into_iter()
@@ -663,26 +670,31 @@ impl Desired {
             },
         };
         // Beyond the official CCM: externalTrafficPolicy Local checks kube-proxy's answer on the
-        // Service's healthCheckNodePort (unless a health-check annotation says otherwise).
-        let (hc_protocol, hc_http, hc_port) =
-            match super::local_traffic::check_port(service, a, errors) {
-                Some(local_port) => (
-                    HealthCheckProtocol::Http,
-                    Some(super::local_traffic::http()),
-                    Some(local_port),
-                ),
-                None => {
-                    let hc_http =
-                        (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
-                            domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
-                            path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
-                            status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
-                                .filter(|c| !c.is_empty()),
-                            tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
-                        });
-                    (hc_protocol, hc_http, hc_port)
-                }
-            };
+        // Service's healthCheckNodePort, and, opt-in, Cluster checks kube-proxy's own health
+        // port (unless a health-check annotation says otherwise).
+        let (hc_protocol, hc_http, hc_port) = match super::local_traffic::check_port(
+            service,
+            a,
+            settings.health_check_kube_proxy,
+            errors,
+        ) {
+            Some(local_port) => (
+                HealthCheckProtocol::Http,
+                Some(super::local_traffic::http()),
+                Some(local_port),
+            ),
+            None => {
+                let hc_http =
+                    (hc_protocol != HealthCheckProtocol::Tcp).then(|| DesiredHealthCheckHttp {
+                        domain: errors.take(a.string(keys::HEALTH_CHECK_HTTP_DOMAIN)),
+                        path: errors.take(a.string(keys::HEALTH_CHECK_HTTP_PATH)),
+                        status_codes: Some(a.list(keys::HTTP_STATUS_CODES))
+                            .filter(|c| !c.is_empty()),
+                        tls: errors.take(a.bool(keys::HEALTH_CHECK_HTTP_VALIDATE_CERTIFICATE)),
+                    });
+                (hc_protocol, hc_http, hc_port)
+            }
+        };
         PortSettings {
             protocol,
             proxyprotocol,
@@ -765,8 +777,13 @@ impl Desired {
         labels
     }
 
-    fn target(&self, id: i64) -> TargetSpec {
-        TargetSpec::server(id, self.use_private_ip)
+    /// Whether `target` is reached over the private network.
+    fn reaches_privately(&self, target: &DesiredTarget) -> bool {
+        self.use_private_ip || target.private
+    }
+
+    fn target(&self, target: &DesiredTarget) -> TargetSpec {
+        TargetSpec::server(target.server, self.reaches_privately(target))
     }
 
     /// Whether an IP target stays: it is the chosen IP of a selected Robot Node (none while
@@ -801,7 +818,8 @@ impl Desired {
         } else {
             self.targets
                 .iter()
-                .map(|t| self.target(t.server))
+                .filter(|t| network.is_some() || !self.reaches_privately(t))
+                .map(|t| self.target(t))
                 .chain(self.ip_targets.iter().map(|t| TargetSpec::ip(t.ip.clone())))
                 .take(max_targets)
                 .collect()
@@ -1006,7 +1024,11 @@ impl Desired {
 
     /// Removals, additions (within the type's limit) and the nodes left out for the limit.
     fn target_changes(&self, lb: &LoadBalancer) -> (Vec<Step>, Vec<Step>, Vec<&str>) {
-        let desired: BTreeSet<i64> = self.targets.iter().map(|t| t.server).collect();
+        let desired: BTreeMap<i64, bool> = self
+            .targets
+            .iter()
+            .map(|t| (t.server, self.reaches_privately(t)))
+            .collect();
         let mut remove = Vec::new();
         let mut kept = BTreeSet::new();
         let mut kept_ips = BTreeSet::new();
@@ -1018,7 +1040,7 @@ impl Desired {
                     let Some(id) = target.server.as_ref().map(|s| s.id) else {
                         continue;
                     };
-                    if desired.contains(&id) && target.use_private_ip == self.use_private_ip {
+                    if desired.get(&id) == Some(&target.use_private_ip) {
                         kept.insert(id);
                     } else {
                         remove.push(Step::RemoveTarget(TargetSpec::server(id, false)));
@@ -1049,7 +1071,7 @@ impl Desired {
             .targets
             .iter()
             .filter(|t| !kept.contains(&t.server))
-            .map(|t| (self.target(t.server), t.node.as_str()))
+            .map(|t| (self.target(t), t.node.as_str()))
             .chain(
                 self.ip_targets
                     .iter()

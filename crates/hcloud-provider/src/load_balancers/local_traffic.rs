@@ -14,14 +14,26 @@
 //! retries (annotations or `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_*`) tune the local check as
 //! any other. With `externalTrafficPolicy: Cluster` (or no `healthCheckNodePort`) the check
 //! is the official one, so switching the policy back restores it.
+//!
+//! **Graceful drain, opt-in** (`health-check-kube-proxy: "true"`, or
+//! `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY`): a Service with `externalTrafficPolicy:
+//! Cluster` checks kube-proxy's own `GET /healthz` on port 10256 instead. Since Kubernetes
+//! 1.29 (KEP-3836) kube-proxy fails it on a Node that is being deleted or tainted
+//! `ToBeDeletedByClusterAutoscaler`, so the load balancer stops sending new connections there
+//! before the target is removed. Opt-in because the port must be reachable from the load
+//! balancer, and a kube-proxy replacement may not answer it. The same overrides keep the
+//! official check.
 
 use k8s_openapi::api::core::v1::Service;
 
 use super::annotations::{Annotations, Errors, keys};
 use super::services::DesiredHealthCheckHttp;
 
-/// The path kube-proxy answers on the health check node port.
+/// The path kube-proxy answers on the health check node port and on its own health port.
 pub const PATH: &str = "/healthz";
+
+/// kube-proxy's own health port (`--healthz-bind-address`, default `0.0.0.0:10256`).
+pub const KUBE_PROXY_HEALTHZ_PORT: u16 = 10256;
 
 /// Annotations that name what the health check checks: any of them keeps the official check.
 const OVERRIDES: [&str; 3] = [
@@ -30,16 +42,26 @@ const OVERRIDES: [&str; 3] = [
     keys::HEALTH_CHECK_HTTP_PATH,
 ];
 
-/// The port to check over HTTP at [`PATH`] when the local check applies to `service`, else
-/// `None` (the official check). A bad `health-check-local-traffic` value is collected into
-/// `errors` (it is read only for a Service with the Local policy).
-pub fn check_port(service: &Service, a: &Annotations, errors: &mut Errors) -> Option<u16> {
+/// The port to check over HTTP at [`PATH`] when a kube-proxy check applies to `service`, else
+/// `None` (the official check): the local check for the Local policy, kube-proxy's own port
+/// for the Cluster policy when `kube_proxy` (the setting) or the annotation asks for it. A bad
+/// `health-check-local-traffic` or `health-check-kube-proxy` value is collected into `errors`
+/// (each is read only for the policy it is about).
+pub fn check_port(
+    service: &Service,
+    a: &Annotations,
+    kube_proxy: bool,
+    errors: &mut Errors,
+) -> Option<u16> {
     let spec = service.spec.as_ref()?;
-    if spec.external_traffic_policy.as_deref() != Some("Local") {
-        return None;
-    }
     if OVERRIDES.iter().any(|key| a.is_set(key)) {
         return None;
+    }
+    if spec.external_traffic_policy.as_deref() != Some("Local") {
+        return errors
+            .take(a.bool(keys::HEALTH_CHECK_KUBE_PROXY))
+            .unwrap_or(kube_proxy)
+            .then_some(KUBE_PROXY_HEALTHZ_PORT);
     }
     if errors.take(a.bool(keys::HEALTH_CHECK_LOCAL_TRAFFIC)) == Some(false) {
         return None;
@@ -106,12 +128,72 @@ mod tests {
         for (svc, pairs, want) in cases {
             let mut errors = Errors::default();
             assert_eq!(
-                check_port(&svc, &ann(&pairs), &mut errors),
+                check_port(&svc, &ann(&pairs), false, &mut errors),
                 want,
                 "{pairs:?}"
             );
             assert!(errors.0.is_empty());
         }
+    }
+
+    #[test]
+    fn the_cluster_policy_checks_kube_proxys_own_port_only_when_asked() {
+        let cluster = service(Some("Cluster"), None);
+        let unset = service(None, None);
+        let local = service(Some("Local"), Some(32000));
+        let kube_proxy = Some(KUBE_PROXY_HEALTHZ_PORT);
+        let on = [(keys::HEALTH_CHECK_KUBE_PROXY, "true")];
+        let off = [(keys::HEALTH_CHECK_KUBE_PROXY, "false")];
+        /// The Service, its annotations, the setting and the port checked.
+        type Case<'a> = (&'a Service, &'a [(&'a str, &'a str)], bool, Option<u16>);
+        let cases: [Case<'_>; 9] = [
+            (&cluster, &[], false, None),
+            (&cluster, &on, false, kube_proxy),
+            (&unset, &on, false, kube_proxy),
+            // The setting is the default, the annotation wins over it.
+            (&cluster, &[], true, kube_proxy),
+            (&cluster, &off, true, None),
+            // What the Service names itself keeps the official check.
+            (
+                &cluster,
+                &[(keys::HEALTH_CHECK_PORT, "8080"), on[0]],
+                true,
+                None,
+            ),
+            (
+                &cluster,
+                &[(keys::HEALTH_CHECK_HTTP_PATH, "/ready")],
+                true,
+                None,
+            ),
+            // The Local policy keeps its own check, whatever the setting.
+            (&local, &on, true, Some(32000)),
+            (
+                &local,
+                &[(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "false")],
+                true,
+                None,
+            ),
+        ];
+        for (svc, pairs, setting, want) in cases {
+            let mut errors = Errors::default();
+            assert_eq!(
+                check_port(svc, &ann(pairs), setting, &mut errors),
+                want,
+                "{pairs:?}, setting {setting}"
+            );
+            assert!(errors.0.is_empty());
+        }
+        // A bad value fails the sync only where it is read.
+        let bad = ann(&[(keys::HEALTH_CHECK_KUBE_PROXY, "yes please")]);
+        let mut errors = Errors::default();
+        check_port(&local, &bad, false, &mut errors);
+        assert!(errors.0.is_empty());
+        check_port(&cluster, &bad, false, &mut errors);
+        assert_eq!(
+            errors.finish().unwrap_err().to_string(),
+            "load-balancer.hetzner.cloud/health-check-kube-proxy: \"yes please\" is not a boolean (true or false)"
+        );
     }
 
     /// A Service `web` with ports 80 and 443 (NodePorts 30080, 30443) and `policy`.
@@ -217,12 +299,17 @@ mod tests {
         let bad = ann(&[(keys::HEALTH_CHECK_LOCAL_TRAFFIC, "no")]);
         let mut errors = Errors::default();
         assert_eq!(
-            check_port(&service(Some("Cluster"), None), &bad, &mut errors),
+            check_port(&service(Some("Cluster"), None), &bad, false, &mut errors),
             None
         );
         assert!(errors.0.is_empty());
         // The error fails the sync; the value returned is not used then.
-        check_port(&service(Some("Local"), Some(32000)), &bad, &mut errors);
+        check_port(
+            &service(Some("Local"), Some(32000)),
+            &bad,
+            false,
+            &mut errors,
+        );
         assert_eq!(
             errors.finish().unwrap_err().to_string(),
             "load-balancer.hetzner.cloud/health-check-local-traffic: \"no\" is not a boolean (true or false)"

@@ -29,6 +29,10 @@
 //!   never creates a second load balancer, also when the `name` annotation changed meanwhile.
 //! - **Robot Nodes** are IP targets (see `robot_targets.rs`); the Robot list is read, from the
 //!   provider's Robot cache, in the decision, before any change.
+//! - **Servers without a public IPv4** (beyond the official CCM, which fails the whole target
+//!   update) are targets over the load balancer's network when they are in it, else their
+//!   Node is left out with a `ServerWithoutPublicIPv4` Warning (see `cloud_targets.rs`); what
+//!   the provider's server cache last saw of each server decides, without a request.
 //! - **Update**: targets only, of the load balancer labelled with the Service's UID. None
 //!   found is [`cloud_provider::Category::NotFound`], never a cloud error: the controller takes it as nothing
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
@@ -64,6 +68,7 @@
 pub mod annotations;
 mod apply;
 mod cache;
+mod cloud_targets;
 pub mod cluster;
 mod decide;
 pub mod desired;
@@ -127,6 +132,9 @@ pub struct HcloudLoadBalancers {
     /// The cluster's Services as the caller knows them (`use_services`): whether the Service
     /// a load balancer found by name is labelled for still exists.
     services: parking_lot::RwLock<Option<Arc<dyn KnownServices>>>,
+    /// The provider's shared server cache: what it last saw of a target's server (whether it
+    /// has a public IPv4), never a request of its own.
+    servers: Option<crate::ServerCache>,
 }
 
 impl HcloudLoadBalancers {
@@ -151,6 +159,7 @@ impl HcloudLoadBalancers {
             workers: std::sync::OnceLock::new(),
             robot: crate::robot::Robot::default(),
             services: parking_lot::RwLock::new(None),
+            servers: None,
         }
     }
 
@@ -167,6 +176,14 @@ impl HcloudLoadBalancers {
     #[must_use]
     pub fn with_robot(mut self, robot: crate::robot::Robot) -> Self {
         self.robot = robot;
+        self
+    }
+
+    /// Look up what is known of the target servers (whether they have a public IPv4) in
+    /// `servers` (the provider's shared cache), without a request.
+    #[must_use]
+    pub fn with_server_cache(mut self, servers: crate::ServerCache) -> Self {
+        self.servers = Some(servers);
         self
     }
 
@@ -540,6 +557,14 @@ impl LoadBalancer for HcloudLoadBalancers {
             }
             plan.status = Some(LoadBalancerStatus::default());
             return Ok(plan);
+        }
+        // What the running CCM knows of the target servers from its Node lookups (whether
+        // each has a public IPv4), a one-shot plan learns from one listing, shared by every
+        // Service's plan.
+        if let Some(servers) = &self.servers {
+            servers.all_servers().await.map_err(|err| {
+                crate::errors::categorize("listing the servers of the load balancer targets", err)
+            })?;
         }
         let read = self.reader().read(service, nodes).await?;
         Ok(decide::decide(read)?.to_plan())

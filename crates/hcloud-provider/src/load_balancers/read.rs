@@ -156,7 +156,8 @@ impl Reader<'_> {
 
     /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from
     /// its cache, when a selected Node is a Robot Node: a failure fails the reconcile before
-    /// any change).
+    /// any change) and the cloud targets whose server the server cache last saw without a
+    /// public IPv4 reached privately or left out (no request).
     pub async fn desired(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Desired> {
         let lbs = self.lbs;
         lbs.operations.count(lb_op::SERVICE_OPTS_EXTRACT);
@@ -186,6 +187,9 @@ impl Reader<'_> {
                 )
             })?;
             desired.choose_robot_targets(RobotView::Listed(&listed));
+        }
+        if let Some(servers) = &lbs.servers {
+            desired.reach_servers_without_public_ipv4(|id| servers.last_seen(id));
         }
         Ok(desired)
     }

@@ -47,6 +47,10 @@ pub struct LoadBalancerSettings {
     pub health_check_timeout: Option<Duration>,
     /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_RETRIES`; like the interval.
     pub health_check_retries: Option<u32>,
+    /// `HCLOUD_LOAD_BALANCERS_HEALTH_CHECK_KUBE_PROXY` (beyond the official CCM): Services with
+    /// `externalTrafficPolicy: Cluster` check kube-proxy's `/healthz` on port 10256, which
+    /// fails on a Node being deleted (see `local_traffic.rs`).
+    pub health_check_kube_proxy: bool,
     /// `HCLOUD_LOAD_BALANCERS_CLUSTER_NAME` (beyond the official CCM): label, and look up only,
     /// this cluster's load balancers (see `cluster.rs`). `None`: no label, no selector.
     pub cluster_name: Option<String>,
@@ -78,6 +82,7 @@ impl Default for LoadBalancerSettings {
             health_check_interval: None,
             health_check_timeout: None,
             health_check_retries: None,
+            health_check_kube_proxy: false,
             cluster_name: None,
             action_timeout: Duration::from_secs(120),
             retry_after: Duration::from_secs(5),

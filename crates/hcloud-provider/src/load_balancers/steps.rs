@@ -345,6 +345,10 @@ pub mod reasons {
     /// This CCM only: the `location` or `network-zone` annotation differs from where the
     /// existing load balancer is; Hetzner cannot move a load balancer, so it stays.
     pub const LOAD_BALANCER_NOT_MOVED: &str = "LoadBalancerNotMoved";
+    /// This CCM only: a Node's server has no public IPv4 and shares no network with the load
+    /// balancer, so the Node is left out of the targets (the other targets are still set; the
+    /// official CCM fails the whole target update).
+    pub const SERVER_WITHOUT_PUBLIC_IPV4: &str = "ServerWithoutPublicIPv4";
 }
 
 #[cfg(test)]

@@ -194,3 +194,72 @@ async fn labels_and_delete_protection_follow_the_annotations_and_leave_the_rest(
         .unwrap();
     assert!(env.all().await.is_empty());
 }
+
+/// A server without a public IPv4 that this process has not seen (the load balancers here have
+/// no server cache): the API refuses it as a public target, on creation and as a step. The load
+/// balancer is made with the other target, and the Node gets the Warning, once per change.
+#[tokio::test]
+async fn a_refused_target_without_a_public_ipv4_is_left_out_with_a_warning_on_its_node() {
+    let env = Env::start().await;
+    let kube = kube_harness::ControlPlane::shared()
+        .unwrap()
+        .client()
+        .await
+        .unwrap();
+    let bare = env
+        .sim
+        .admin()
+        .create_server(ServerSeed {
+            public_ipv4: false,
+            ..ServerSeed::new("bare")
+        })
+        .await
+        .unwrap();
+    let bare_id = bare["id"].as_i64().unwrap();
+    let bare_node = kube_harness::unique_name("bare");
+    let nodes = [
+        env.node(0),
+        node(&bare_node, &format!("hcloud://{bare_id}"), &[]),
+    ];
+    let lbs = env.lbs_recording(&kube, false).await;
+    let svc = service(&[(80, "TCP", 30080)], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    let lb = env.only().await;
+    let servers: Vec<i64> = lb
+        .targets
+        .iter()
+        .filter_map(|t| t.server.as_ref().map(|s| s.id))
+        .collect();
+    assert_eq!(servers, [env.servers[0]], "{lb:#?}");
+    let warned = kube_harness::eventually(
+        "the ServerWithoutPublicIPv4 Warning",
+        crate::support::WAIT,
+        || async {
+            let found = crate::support::events_with_reason(
+                &kube,
+                "default",
+                &bare_node,
+                hcloud_provider::load_balancers::reasons::SERVER_WITHOUT_PUBLIC_IPV4,
+            )
+            .await;
+            (!found.is_empty()).then_some(found)
+        },
+    )
+    .await;
+    let message = warned[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "the API refused its server (ID {bare_id}) as a public target, it has no public IPv4"
+        )),
+        "{message}"
+    );
+    // Updated with the same Nodes: the others stay, no failure.
+    lbs.update_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(env.only().await.targets.len(), 1);
+}
