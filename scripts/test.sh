@@ -34,8 +34,9 @@ phase "cargo test: build"
 results="$(mktemp)"
 chaos_log="$(mktemp)"
 bench_log="$(mktemp)"
+image_log="$(mktemp)"
 # On any exit: no runner left behind, no temporary file.
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -f "$results" "$chaos_log" "$bench_log"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -f "$results" "$chaos_log" "$bench_log" "$image_log"' EXIT
 cargo test --workspace --locked --no-run
 # `cargo test` built the binaries below (the integration tests of their crates run them).
 bin="${CARGO_TARGET_DIR:-target}/debug"
@@ -49,12 +50,28 @@ phase "chaos runner (fixed seeds) and benchmark runner (small scale), in the bac
 chaos_pid=$!
 "$bin/hcloud-ccm-bench" --scale 0.02 --check >"$bench_log" 2>&1 &
 bench_pid=$!
+# The image test compiles (a static binary) where the other tests mostly wait: it runs beside
+# them, and the workspace run skips exactly its tests (by their full names, which it lists).
+phase "image test, in the background"
+image_skips=()
+while IFS= read -r name; do
+    image_skips+=(--skip "$name")
+done < <(cargo test --locked -p hcloud-ccm --test image -- --list --format terse 2>/dev/null |
+    sed -n 's/: test$//p')
+((${#image_skips[@]} > 0)) || { phase "the image test lists no tests"; exit 1; }
+cargo test --locked -p hcloud-ccm --test image >"$image_log" 2>&1 &
+image_pid=$!
 phase "cargo test"
 # The tests that drive a control plane mostly wait (for the apiserver, the simulator, a CCM
 # process): more of them at once than there are cores keeps both cores busy.
 test_status=0
-RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}" cargo test --workspace --locked 2>&1 | tee "$results" ||
-    test_status=$?
+RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}" cargo test --workspace --locked -- --exact "${image_skips[@]}" 2>&1 |
+    tee "$results" || test_status=$?
+image_status=0
+wait "$image_pid" || image_status=$?
+phase "image test's report"
+cat "$image_log"
+grep '^test result:' "$image_log" >>"$results" || true
 bench_status=0
 wait "$bench_pid" || bench_status=$?
 phase "benchmark runner's report"
@@ -63,8 +80,8 @@ chaos_status=0
 wait "$chaos_pid" || chaos_status=$?
 phase "chaos runner's report"
 cat "$chaos_log"
-if ((test_status != 0 || bench_status != 0 || chaos_status != 0)); then
-    phase "failed: cargo test exit $test_status, benchmark exit $bench_status, chaos runner exit $chaos_status"
+if ((test_status != 0 || image_status != 0 || bench_status != 0 || chaos_status != 0)); then
+    phase "failed: cargo test exit $test_status, image test exit $image_status, benchmark exit $bench_status, chaos runner exit $chaos_status"
     exit 1
 fi
 # One closing line for the whole run (the benchmark's table came after cargo's own).
