@@ -56,10 +56,10 @@ phase "image test, in the background"
 image_skips=()
 while IFS= read -r name; do
     image_skips+=(--skip "$name")
-done < <(cargo test --locked -p hcloud-ccm --test image -- --list --format terse 2>/dev/null |
+done < <(cargo test --workspace --locked --test image -- --list --format terse 2>/dev/null |
     sed -n 's/: test$//p')
 ((${#image_skips[@]} > 0)) || { phase "the image test lists no tests"; exit 1; }
-cargo test --locked -p hcloud-ccm --test image >"$image_log" 2>&1 &
+cargo test --workspace --locked --test image >"$image_log" 2>&1 &
 image_pid=$!
 phase "cargo test"
 # The tests that drive a control plane mostly wait (for the apiserver, the simulator, a CCM

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, Service};
 use super::HcloudLoadBalancers;
 use super::cluster;
 use super::decide::{self, Decision, Deletion, PendingCertificate, Target, predict};
-use super::desired::{self, Desired, ManagedCertificate, Notice, Step, Subject};
+use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, Step, Subject};
 use super::naming::{SERVICE_UID_LABEL, service_key};
 use super::services::NEW_CERTIFICATE;
 use super::steps::reasons;
@@ -56,6 +56,7 @@ impl Applier<'_> {
         let Decision {
             mut desired,
             certificate,
+            retired,
             target,
             mut rounds,
             ..
@@ -71,7 +72,10 @@ impl Applier<'_> {
                 }
                 PendingCertificate::Wait(cert) => self.issued(*cert).await?,
             };
-            lbs.managed_certificates.remember(&desired.uid, id);
+            if let Certificates::Managed(want) = &desired.certificates {
+                lbs.managed_certificates
+                    .remember(&desired.uid, id, &want.domains);
+            }
             desired.set_certificates(&[id]);
         }
         let lb = match target {
@@ -107,6 +111,19 @@ impl Applier<'_> {
         };
         let (lb, notices) = self
             .run_rounds(service, &desired, lb, &rounds, &stand_ins)
+            .await?;
+        // After the swap: the retired certificates no service of the load balancer carries.
+        let carried: Vec<i64> = lb
+            .services
+            .iter()
+            .filter_map(|s| s.http.as_ref())
+            .flat_map(|h| h.certificates.iter().copied())
+            .collect();
+        let unused: Vec<Certificate> = retired
+            .into_iter()
+            .filter(|c| !carried.contains(&c.id))
+            .collect();
+        self.delete_certificates(&service_key(service), &unused)
             .await?;
         lbs.operations
             .count(crate::metrics::op::load_balancers::GET_LOAD_BALANCER_STATUS_INGRESS);

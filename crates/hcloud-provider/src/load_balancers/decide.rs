@@ -9,6 +9,7 @@
 //! public addresses of a load balancer being created ([`predict::NEW_IPV4`],
 //! [`predict::NEW_IPV6`]).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -56,6 +57,9 @@ pub(super) struct Decision {
     pub desired: Desired,
     /// The managed certificate to create or wait for first, if any.
     pub certificate: Option<PendingCertificate>,
+    /// The Service's managed certificates for domains it no longer asks for: deleted once the
+    /// rounds ran and no service of the load balancer carries them (after the swap).
+    pub retired: Vec<Certificate>,
     /// The load balancer.
     pub target: Target,
     /// The steps of every round, as predicted from the current (or created) load balancer.
@@ -158,13 +162,14 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
         return Ok(Decision {
             desired,
             certificate: None,
+            retired: Vec::new(),
             target: Target::Refused(owned.message.clone()),
             rounds: Vec::new(),
             predicted: None,
             notices,
         });
     }
-    let certificate = pending_certificate(&mut desired, managed)?;
+    let (certificate, retired) = managed_certificate(&mut desired, managed)?;
     // A managed certificate created first is named by its stand-in ID, so that the plan
     // shows the services that will carry it.
     let mut predicting = desired.clone();
@@ -219,6 +224,7 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
     Ok(Decision {
         desired,
         certificate,
+        retired,
         target,
         rounds,
         predicted: Some(predicted),
@@ -253,29 +259,73 @@ pub(super) fn add_first(rounds: &mut Vec<Vec<Step>>, targets: Vec<TargetSpec>) {
     rounds[0].splice(0..0, targets.into_iter().map(Step::AddTarget));
 }
 
+/// The domains of a managed certificate as compared: trimmed, lower case, each once, in order.
+pub(super) fn domain_set(domains: &[String]) -> BTreeSet<String> {
+    domains
+        .iter()
+        .map(|d| d.trim().to_ascii_lowercase())
+        .filter(|d| !d.is_empty())
+        .collect()
+}
+
+/// Whether `cert` is for exactly `domains`.
+pub(super) fn same_domains(cert: &Certificate, domains: &[String]) -> bool {
+    domain_set(&cert.domain_names) == domain_set(domains)
+}
+
+/// `name`, else (another of the Service's certificates has it: the one whose domains
+/// changed) the first of `name-2`, `name-3`, … that none of them has. Certificate names are
+/// unique in a project.
+fn free_name(name: &str, listed: &[Certificate]) -> String {
+    let taken = |candidate: &str| listed.iter().any(|c| c.name == candidate);
+    if !taken(name) {
+        return name.to_owned();
+    }
+    (2..)
+        .map(|n| format!("{name}-{n}"))
+        .find(|candidate| !taken(candidate))
+        .unwrap_or_else(|| name.to_owned())
+}
+
 /// Fill in the managed certificate's ID where `managed` knows it; the certificate to create
-/// or wait for first, if any.
-fn pending_certificate(
+/// or wait for first, if any, and the Service's managed certificates for other domains,
+/// retired after the swap.
+///
+/// Beyond the official CCM, which keeps the first certificate when the domains annotation is
+/// edited: a certificate for the new domains is created under a name of its own (the old one
+/// still has the name) and waited for while the old one keeps serving; the services are
+/// switched to it, and only then is the old one deleted.
+fn managed_certificate(
     desired: &mut Desired,
     managed: Option<ManagedRead>,
-) -> Result<Option<PendingCertificate>> {
+) -> Result<(Option<PendingCertificate>, Vec<Certificate>)> {
     // Every HTTPS service carries the managed certificate, as officially: also when it had
     // another one (e.g. the Service switched from uploaded).
     let Certificates::Managed(want) = &desired.certificates else {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     };
     match managed {
-        None => Ok(None),
+        None => Ok((None, Vec::new())),
         Some(ManagedRead::Remembered(id)) => {
             desired.set_certificates(&[id]);
-            Ok(None)
+            Ok((None, Vec::new()))
         }
-        Some(ManagedRead::Listed(None)) => Ok(Some(PendingCertificate::Create(want.clone()))),
-        Some(ManagedRead::Listed(Some(cert))) => {
+        Some(ManagedRead::Listed(listed)) => {
+            let (current, retired): (Vec<Certificate>, Vec<Certificate>) = listed
+                .iter()
+                .cloned()
+                .partition(|c| same_domains(c, &want.domains));
+            let Some(cert) = current.into_iter().next() else {
+                let create = ManagedCertificate {
+                    name: free_name(&want.name, &listed),
+                    ..want.clone()
+                };
+                return Ok((Some(PendingCertificate::Create(create)), retired));
+            };
             desired.set_certificates(&[cert.id]);
             match issuance(&cert)? {
-                true => Ok(None),
-                false => Ok(Some(PendingCertificate::Wait(cert))),
+                true => Ok((None, retired)),
+                false => Ok((Some(PendingCertificate::Wait(Box::new(cert))), retired)),
             }
         }
     }
@@ -485,6 +535,18 @@ impl Decision {
         for step in self.rounds.iter().flatten() {
             out.changes.push(Change::new(step.verb(), step.to_string()));
             out.writes.push(Write::cloud(step.write()));
+        }
+        for cert in &self.retired {
+            out.changes.push(Change::new(
+                Verb::Delete,
+                format!(
+                    "managed certificate {:?} (ID {}) for {}: its domains are no longer asked for, once no service carries it",
+                    cert.name,
+                    cert.id,
+                    cert.domain_names.join(", ")
+                ),
+            ));
+            out.writes.push(Write::cloud("DELETE /certificates/{id}"));
         }
         out.warnings = self
             .notices
@@ -1227,17 +1289,32 @@ mod tests {
         read
     }
 
-    fn certificate(id: i64, issuance: IssuanceStatus) -> Box<Certificate> {
-        Box::new(Certificate {
+    fn certificate(id: i64, issuance: IssuanceStatus) -> Certificate {
+        certificate_for(
             id,
-            name: "ccm-managed-certificate".into(),
+            issuance,
+            "ccm-managed-certificate",
+            &["shop.example.com"],
+        )
+    }
+
+    fn certificate_for(
+        id: i64,
+        issuance: IssuanceStatus,
+        name: &str,
+        domains: &[&str],
+    ) -> Certificate {
+        Certificate {
+            id,
+            name: name.into(),
             kind: Some(CertificateType::Managed),
+            domain_names: domains.iter().map(|d| (*d).to_owned()).collect(),
             status: Some(CertificateStatus {
                 issuance: Some(issuance),
                 ..CertificateStatus::default()
             }),
             ..Certificate::default()
-        })
+        }
     }
 
     /// The certificate IDs the services of the creation request carry.
@@ -1256,17 +1333,17 @@ mod tests {
     fn managed_certificates_table() {
         let cases = [
             (
-                ManagedRead::Listed(None),
+                ManagedRead::Listed(Vec::new()),
                 Some("create"),
                 vec![NEW_CERTIFICATE],
             ),
             (
-                ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Pending))),
+                ManagedRead::Listed(vec![certificate(5, IssuanceStatus::Pending)]),
                 Some("wait"),
                 vec![5],
             ),
             (
-                ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Completed))),
+                ManagedRead::Listed(vec![certificate(5, IssuanceStatus::Completed)]),
                 None,
                 vec![5],
             ),
@@ -1284,9 +1361,69 @@ mod tests {
             assert_eq!(pending, want_pending, "{managed:?}");
             assert_eq!(requested_certificates(&decision), want_ids, "{managed:?}");
         }
-        let failed = ManagedRead::Listed(Some(certificate(5, IssuanceStatus::Failed)));
+        let failed = ManagedRead::Listed(vec![certificate(5, IssuanceStatus::Failed)]);
         let err = decide(managed_read(Some(failed), None)).unwrap_err();
         assert!(err.to_string().contains("issuance failed"), "{err}");
+    }
+
+    #[test]
+    fn edited_domains_get_a_new_certificate_under_a_free_name_and_the_old_one_retires() {
+        // The domains were www.example.com; the annotation now says shop.example.com.
+        let name = "ccm-managed-certificate-0f2f6c0e-1b2a-4c3d-9e8f-0123456789ab";
+        let renamed = format!("{name}-2");
+        let old = certificate_for(5, IssuanceStatus::Completed, name, &["www.example.com"]);
+        let decision = decide(managed_read(
+            Some(ManagedRead::Listed(vec![old.clone()])),
+            None,
+        ))
+        .unwrap();
+        let Some(PendingCertificate::Create(want)) = &decision.certificate else {
+            panic!("{:?}", decision.certificate);
+        };
+        assert_eq!(want.domains, ["shop.example.com"]);
+        assert_eq!(want.name, renamed, "the old one has the name");
+        assert_eq!(decision.retired, std::slice::from_ref(&old));
+        let plan = decision.to_plan();
+        assert!(
+            plan.changes.iter().any(|c| c.target.contains(
+                &format!("managed certificate {name:?} (ID 5) for www.example.com: its domains are no longer asked for")
+            )),
+            "{:?}",
+            plan.changes
+        );
+
+        // The new one exists, not issued yet: waited for; the old one still retires after.
+        let new = certificate_for(9, IssuanceStatus::Pending, &renamed, &["SHOP.example.com "]);
+        let decision = decide(managed_read(
+            Some(ManagedRead::Listed(vec![old.clone(), new])),
+            None,
+        ))
+        .unwrap();
+        assert!(matches!(
+            decision.certificate,
+            Some(PendingCertificate::Wait(ref c)) if c.id == 9
+        ));
+        assert_eq!(requested_certificates(&decision), [9]);
+        assert_eq!(decision.retired, [old]);
+
+        // Only the one for the wanted domains left: nothing retires.
+        let issued = certificate_for(
+            9,
+            IssuanceStatus::Completed,
+            &renamed,
+            &["shop.example.com"],
+        );
+        let decision = decide(managed_read(Some(ManagedRead::Listed(vec![issued])), None)).unwrap();
+        assert_eq!(decision.certificate, None);
+        assert!(decision.retired.is_empty());
+
+        // Names taken by several earlier generations: the first free one.
+        let taken = [
+            certificate_for(1, IssuanceStatus::Completed, "c", &["a.example.com"]),
+            certificate_for(2, IssuanceStatus::Completed, "c-2", &["b.example.com"]),
+        ];
+        assert_eq!(free_name("c", &taken), "c-3");
+        assert_eq!(free_name("d", &taken), "d");
     }
 
     #[test]
@@ -1295,7 +1432,11 @@ mod tests {
         lb.services[0].listen_port = 443;
         lb.services[0].destination_port = 30443;
         lb.targets.truncate(1);
-        let decision = decide(managed_read(Some(ManagedRead::Listed(None)), Some(lb))).unwrap();
+        let decision = decide(managed_read(
+            Some(ManagedRead::Listed(Vec::new())),
+            Some(lb),
+        ))
+        .unwrap();
         let carried: Vec<Vec<i64>> = decision
             .rounds
             .iter()

@@ -73,10 +73,10 @@ impl Found {
 /// The Service's managed certificate as read.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum ManagedRead {
-    /// Issued, as this process remembers it (no request).
+    /// Issued for the wanted domains, as this process remembers it (no request).
     Remembered(i64),
-    /// The lowest-ID managed certificate labelled with the Service's UID, if any.
-    Listed(Option<Box<Certificate>>),
+    /// Every managed certificate labelled with the Service's UID, lowest ID first.
+    Listed(Vec<Certificate>),
 }
 
 /// A load balancer type as the API (or the type cache) lists it.
@@ -88,24 +88,29 @@ pub(super) struct TypeRead {
     pub found: Option<Arc<models::LoadBalancerType>>,
 }
 
-/// The issued managed certificate of each Service (by UID) seen by this process, so that a
-/// no-op ensure can tell whether its HTTPS services carry it without a request.
+/// The issued managed certificate of each Service (by UID) seen by this process, with its
+/// domains, so that a no-op ensure can tell whether its HTTPS services carry it without a
+/// request (and a change of the domains is looked up).
 #[derive(Debug, Default)]
-pub(super) struct ManagedCertificates(Mutex<HashMap<String, i64>>);
+pub(super) struct ManagedCertificates(Mutex<HashMap<String, (i64, BTreeSet<String>)>>);
 
 impl ManagedCertificates {
-    fn map(&self) -> parking_lot::MutexGuard<'_, HashMap<String, i64>> {
+    fn map(&self) -> parking_lot::MutexGuard<'_, HashMap<String, (i64, BTreeSet<String>)>> {
         self.0.lock()
     }
 
-    /// The certificate remembered for the Service with `uid`.
-    pub fn get(&self, uid: &str) -> Option<i64> {
-        self.map().get(uid).copied()
+    /// The certificate remembered for the Service with `uid`, when it is for `domains`.
+    pub fn get(&self, uid: &str, domains: &[String]) -> Option<i64> {
+        self.map()
+            .get(uid)
+            .filter(|(_, issued)| *issued == decide::domain_set(domains))
+            .map(|(id, _)| *id)
     }
 
-    /// Remember `id` as the issued certificate of the Service with `uid`.
-    pub fn remember(&self, uid: &str, id: i64) {
-        self.map().insert(uid.to_owned(), id);
+    /// Remember `id` as the issued certificate of the Service with `uid`, for `domains`.
+    pub fn remember(&self, uid: &str, id: i64, domains: &[String]) {
+        self.map()
+            .insert(uid.to_owned(), (id, decide::domain_set(domains)));
     }
 
     /// Look the certificate of the Service with `uid` up again next time.
@@ -350,29 +355,36 @@ impl Reader<'_> {
                 desired.set_certificates(&ids);
                 Ok(None)
             }
-            Certificates::Managed(_) => {
-                // Looked up once per Service and process, so a no-op ensure costs no
-                // certificate request.
-                if let Some(id) = self.lbs.managed_certificates.get(&desired.uid) {
+            Certificates::Managed(want) => {
+                // Looked up once per Service, process and set of domains, so a no-op ensure
+                // costs no certificate request, and edited domains are looked up.
+                if let Some(id) = self
+                    .lbs
+                    .managed_certificates
+                    .get(&desired.uid, &want.domains)
+                {
                     return Ok(Some(ManagedRead::Remembered(id)));
                 }
                 self.lbs
                     .operations
                     .count(lb_op::RECONCILE_MANAGED_CERTIFICATE);
-                let found = self
+                let mut listed: Vec<Certificate> = self
                     .labelled_certificates(&desired.uid)
                     .await?
                     .into_iter()
                     .filter(|c| c.kind == Some(models::CertificateType::Managed))
-                    .min_by_key(|c| c.id);
-                if let Some(cert) = &found
+                    .collect();
+                listed.sort_by_key(|c| c.id);
+                // Remembered only when nothing is left to retire (see `decide::managed`).
+                if let [cert] = listed.as_slice()
+                    && decide::same_domains(cert, &want.domains)
                     && matches!(decide::issuance(cert), Ok(true))
                 {
                     self.lbs
                         .managed_certificates
-                        .remember(&desired.uid, cert.id);
+                        .remember(&desired.uid, cert.id, &want.domains);
                 }
-                Ok(Some(ManagedRead::Listed(found.map(Box::new))))
+                Ok(Some(ManagedRead::Listed(listed)))
             }
         }
     }

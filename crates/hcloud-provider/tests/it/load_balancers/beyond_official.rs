@@ -263,3 +263,81 @@ async fn a_refused_target_without_a_public_ipv4_is_left_out_with_a_warning_on_it
         .unwrap();
     assert_eq!(env.only().await.targets.len(), 1);
 }
+
+/// Edited domains of a managed certificate (the official CCM keeps the first certificate): one
+/// for the new domains is made under a name of its own, waited for, swapped into the service,
+/// and only then is the old one deleted. `plan` names exactly those writes.
+#[tokio::test]
+async fn edited_managed_certificate_domains_swap_in_a_new_certificate_before_the_old_one_goes() {
+    let env = Env::start().await;
+    env.sim
+        .admin()
+        .set_certificate_issuance(
+            &hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
+    let lbs = env.lbs().await;
+    let nodes = [env.node(0)];
+    let https = |domains: &str| {
+        service(
+            &[(443, "TCP", 30443)],
+            &[
+                ("protocol", "https"),
+                ("certificate-type", "managed"),
+                ("http-managed-certificate-domains", domains),
+            ],
+        )
+    };
+    let certificates = || async {
+        let mut all = env
+            .client
+            .certificates()
+            .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
+            .await
+            .unwrap();
+        all.sort_by_key(|c| c.id);
+        all
+    };
+    let carried = || async {
+        env.only()
+            .await
+            .services
+            .iter()
+            .filter_map(|s| s.http.as_ref())
+            .flat_map(|h| h.certificates.clone())
+            .collect::<Vec<i64>>()
+    };
+    plan_then_ensure(&env, &lbs, &https("a.example.com"), &nodes).await;
+    let [first] = certificates().await.try_into().unwrap();
+    assert_eq!(first.domain_names, ["a.example.com"]);
+    assert_eq!(carried().await, [first.id]);
+
+    let made = plan_then_ensure(&env, &lbs, &https("a.example.com,b.example.com"), &nodes).await;
+    assert_eq!(
+        made,
+        [
+            "DELETE /certificates/{id}",
+            "POST /certificates",
+            "POST /load_balancers/{id}/actions/update_service",
+        ],
+        "created, swapped in, the old one deleted"
+    );
+    let [second] = certificates().await.try_into().unwrap();
+    assert_ne!(second.id, first.id);
+    assert_eq!(
+        second.name,
+        format!("{}-2", first.name),
+        "no name collision"
+    );
+    let mut domains = second.domain_names.clone();
+    domains.sort();
+    assert_eq!(domains, ["a.example.com", "b.example.com"]);
+    assert_eq!(carried().await, [second.id]);
+
+    // Back to the first domains: a third certificate takes the free original name.
+    plan_then_ensure(&env, &lbs, &https("a.example.com"), &nodes).await;
+    let [third] = certificates().await.try_into().unwrap();
+    assert_eq!(third.name, first.name);
+    assert_eq!(carried().await, [third.id]);
+}
