@@ -575,3 +575,102 @@ async fn a_cordoned_node_leaves_the_load_balancer_and_kube_proxy_checks_the_targ
     )
     .await;
 }
+
+/// The domains of a Service's managed certificate edited through the apiserver: a second
+/// certificate for the new domains is issued and carried, and the first one is deleted once
+/// no service carries it (the official CCM keeps serving the first one).
+#[tokio::test]
+async fn edited_managed_certificate_domains_are_served_by_a_new_certificate() {
+    let setup = crate::load_balancer_races::Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let managed = |domains: &str| {
+        ccm::lb_service(
+            "shop",
+            &[
+                ("protocol", "https"),
+                ("certificate-type", "managed"),
+                ("http-managed-certificate-domains", domains),
+            ],
+        )
+    };
+    setup.scope.create_service(managed("a.example.com")).await;
+    let admin = setup.sim.admin();
+    // (certificate IDs the load balancer's services carry, every certificate's domains)
+    let seen = || async {
+        let state = admin.state().await.unwrap();
+        let carried: Vec<i64> = state["load_balancers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|lb| lb["services"].as_array().cloned().unwrap_or_default())
+            .flat_map(|s| {
+                s["http"]["certificates"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|id| id.as_i64())
+            .collect();
+        let certificates: Vec<(i64, Vec<String>)> = state["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let mut domains: Vec<String> = c["domain_names"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|d| d.as_str().map(str::to_owned))
+                    .collect();
+                domains.sort();
+                (c["id"].as_i64().unwrap_or_default(), domains)
+            })
+            .collect();
+        (carried, certificates)
+    };
+    let first = eventually(
+        "the first certificate carried",
+        Duration::from_secs(40),
+        || async {
+            let (carried, certificates) = seen().await;
+            match (carried.as_slice(), certificates.as_slice()) {
+                ([id], [(cert, domains)]) if id == cert && domains == &["a.example.com"] => {
+                    Some(*id)
+                }
+                _ => None,
+            }
+        },
+    )
+    .await;
+
+    setup
+        .scope
+        .services()
+        .patch(
+            "shop",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "load-balancer.hetzner.cloud/http-managed-certificate-domains": "a.example.com,b.example.com",
+            }}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the new certificate carried, the old one gone",
+        Duration::from_secs(40),
+        || async {
+            let (carried, certificates) = seen().await;
+            match (carried.as_slice(), certificates.as_slice()) {
+                ([id], [(cert, domains)])
+                    if id == cert
+                        && *id != first
+                        && domains == &["a.example.com", "b.example.com"] =>
+                {
+                    Some(())
+                }
+                _ => None,
+            }
+        },
+    )
+    .await;
+}

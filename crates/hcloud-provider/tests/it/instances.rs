@@ -1048,7 +1048,10 @@ async fn a_first_status_check_that_sees_what_the_listing_shows_keeps_it() {
     }
     let sleepy = seed(&sim, ServerSeed::new("sleepy")).await;
     sim.admin().set_server_status(sleepy, "off").await.unwrap();
-    let p = provider(&sim, status_settings(Duration::from_millis(300))).await;
+    // A status period long enough for the listing and the first check to fall in one under
+    // any load (the check keeps only a listing younger than a period).
+    let period = Duration::from_secs(2);
+    let p = provider(&sim, status_settings(period)).await;
     let cache = p.hcloud_instances().cache().clone();
     assert_eq!(cache.all_servers().await.unwrap().servers.len(), 61);
     cache.status_check().await.unwrap();
@@ -1058,7 +1061,7 @@ async fn a_first_status_check_that_sees_what_the_listing_shows_keeps_it() {
     assert_eq!(counts.values().sum::<u64>(), 0, "listed again: {counts:?}");
 
     seed(&sim, ServerSeed::new("newcomer")).await;
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    tokio::time::sleep(period + Duration::from_millis(50)).await;
     cache.status_check().await.unwrap();
     sim.admin().reset_request_counts().await.unwrap();
     assert_eq!(cache.all_servers().await.unwrap().servers.len(), 62);
