@@ -13,7 +13,6 @@ use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
 use serde_json::json;
 
 use crate::robot::{ROBOT_PASSWORD, ROBOT_USER, dedicated, simulator, start_ccm_with};
-use crate::support::ccm::{BIN, TOKEN};
 use crate::support::events;
 use crate::support::scope::Scope;
 
@@ -75,31 +74,14 @@ async fn warned(scope: &Scope, name: &str, reason: &str) -> Vec<Event> {
 /// `hcloud-ccm plan -o json` in `scope` against `sim` with Robot on.
 async fn plan(scope: &Scope, sim: &hcloud_sim::Simulator) -> serde_json::Value {
     let access = scope.admin_access("plan").await;
-    let output = tokio::process::Command::new(BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .env("ROBOT_ENABLED", "true")
-        .env("ROBOT_USER", ROBOT_USER)
-        .env("ROBOT_PASSWORD", ROBOT_PASSWORD)
-        .env("ROBOT_ENDPOINT", sim.robot_url())
-        .args([
-            "plan",
-            "-o",
-            "json",
-            "--cloud-provider=hcloud",
-            &format!("--kubeconfig={}", access.kubeconfig.display()),
-        ])
-        .output()
-        .await
-        .unwrap();
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
-        panic!(
-            "{err}: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    let robot_url = sim.robot_url();
+    let env = [
+        ("ROBOT_ENABLED", "true"),
+        ("ROBOT_USER", ROBOT_USER),
+        ("ROBOT_PASSWORD", ROBOT_PASSWORD),
+        ("ROBOT_ENDPOINT", robot_url.as_str()),
+    ];
+    crate::support::ccm::plan_json(&access.kubeconfig, sim, &env, &[]).await
 }
 
 /// The reasons of the Warnings `plan` names for Node `name`.

@@ -481,24 +481,13 @@ async fn beside_routes_only_the_cloud_nodes_get_routes() {
 
     // plan names the route and the Warnings the route controller will write, from its decision.
     let plan_access = scope.admin_access("plan").await;
-    let output = tokio::process::Command::new(ccm::BIN)
-        .env_clear()
-        .env("HCLOUD_TOKEN", ccm::TOKEN)
-        .env("HCLOUD_ENDPOINT", sim.base_url())
-        .envs(robot_env)
-        .args([
-            "plan",
-            "-o",
-            "json",
-            "--cloud-provider=hcloud",
-            "--cluster-cidr=10.244.0.0/16",
-            &format!("--kubeconfig={}", plan_access.kubeconfig.display()),
-        ])
-        .output()
-        .await
-        .unwrap();
-    let planned: Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&output.stderr)));
+    let planned = ccm::plan_json(
+        &plan_access.kubeconfig,
+        &sim,
+        &robot_env,
+        &["--cluster-cidr=10.244.0.0/16"],
+    )
+    .await;
     let routes = planned["objects"]
         .as_array()
         .into_iter()

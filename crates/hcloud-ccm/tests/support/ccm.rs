@@ -214,6 +214,35 @@ pub fn spawn_ccm(
         .unwrap()
 }
 
+/// `hcloud-ccm plan -o json` with `kubeconfig` against `sim` (the token and endpoint,
+/// `--cloud-provider=hcloud`), plus `env` and `args`: the plan, parsed (a panic showing the
+/// output when it is no JSON).
+pub async fn plan_json(
+    kubeconfig: &Path,
+    sim: &Simulator,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Value {
+    let output = tokio::process::Command::new(BIN)
+        .env_clear()
+        .env("HCLOUD_TOKEN", TOKEN)
+        .env("HCLOUD_ENDPOINT", sim.base_url())
+        .envs(env.iter().copied())
+        .args(["plan", "-o", "json", "--cloud-provider=hcloud"])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{err}: {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
 /// A Service of type LoadBalancer `name` with one TCP port 80 and the
 /// `load-balancer.hetzner.cloud/<key>` annotations given. The apiserver picks the node port
 /// (tests share it, and node ports are cluster-wide).
