@@ -276,7 +276,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         workers: config.concurrent_service_syncs,
                         node_sync_period: config.node_sync_period,
                         class: load_balancer_class(config),
-                        nodes: load_balancer_nodes(config),
+                        nodes: config.load_balancer_nodes,
                         ..ServiceControllerConfig::default()
                     },
                 )
@@ -326,13 +326,6 @@ pub fn load_balancer_class(config: &Config) -> cloud_provider::service::OwnedCla
         .as_deref()
         .map(cloud_provider::service::OwnedClass::named)
         .unwrap_or_default()
-}
-
-/// Which Nodes back the load balancers (also what `plan` selects the targets with).
-pub fn load_balancer_nodes(config: &Config) -> cloud_provider::service::NodeFilter {
-    cloud_provider::service::NodeFilter {
-        exclude_cordoned: config.exclude_cordoned_nodes,
-    }
 }
 
 /// The lifecycle controller's settings (also what `plan` applies the deletion brake with).

@@ -150,7 +150,7 @@ pub fn planned_controllers(
         node_lifecycle_config: crate::controllers::lifecycle_config(config),
         service: config.controller_wanted(Controller::ServiceLb),
         load_balancer_class: crate::controllers::load_balancer_class(config),
-        load_balancer_nodes: crate::controllers::load_balancer_nodes(config),
+        load_balancer_nodes: config.load_balancer_nodes,
         routes: routes.then(|| config.cluster_cidrs.clone()),
     }
 }

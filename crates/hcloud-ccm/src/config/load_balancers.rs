@@ -206,6 +206,16 @@ pub(super) fn check_load_balancers(c: &mut Checker<'_>) -> LoadBalancerSettings 
     }
 }
 
+/// Which Nodes back the load balancers: the service controller's own settings type, handed
+/// to it (and to `plan`) as it is.
+pub(super) fn check_load_balancer_nodes(
+    c: &mut Checker<'_>,
+) -> cloud_provider::service::NodeFilter {
+    cloud_provider::service::NodeFilter {
+        exclude_cordoned: c.value(&EXCLUDE_CORDONED_NODES),
+    }
+}
+
 /// Whether `class` can be a `spec.loadBalancerClass` (what the apiserver accepts: a qualified
 /// name, an optional DNS subdomain prefix and a `/`, then a name of at most 63 characters);
 /// a class no Service can carry is a problem, not a controller that silently handles nothing.

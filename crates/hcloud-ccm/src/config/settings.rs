@@ -176,8 +176,9 @@ pub struct Config {
     /// `--load-balancer-class` / `HCLOUD_LOAD_BALANCER_CLASS`: the `spec.loadBalancerClass`
     /// of the Services handled; `None`: the Services without a class.
     pub load_balancer_class: Option<String>,
-    /// `HCLOUD_LOAD_BALANCERS_EXCLUDE_CORDONED_NODES`: cordoned Nodes are no targets.
-    pub exclude_cordoned_nodes: bool,
+    /// Which Nodes back the load balancers (`HCLOUD_LOAD_BALANCERS_EXCLUDE_CORDONED_NODES`),
+    /// as the service controller and `plan` take it.
+    pub load_balancer_nodes: cloud_provider::service::NodeFilter,
     /// The Robot webservice client's settings.
     pub robot: RobotClientSettings,
     /// What the provider is given: instances, caches, routes, load balancers (when enabled),

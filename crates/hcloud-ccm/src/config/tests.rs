@@ -527,8 +527,19 @@ fn load_balancer_settings_are_parsed() {
         "--hcloud-load-balancers-health-check-interval=15s",
         "--hcloud-load-balancers-health-check-retries=5",
         "--hcloud-load-balancers-algorithm-type=least_connections",
+        "--hcloud-load-balancers-health-check-kube-proxy=true",
+        "--hcloud-load-balancers-exclude-cordoned-nodes=true",
     ]);
     assert_eq!(cfg.load_balancers.location.as_deref(), Some("fsn1"));
+    assert!(cfg.load_balancers.health_check_kube_proxy);
+    assert!(cfg.load_balancer_nodes.exclude_cordoned);
+    // Both off unless asked for, as upstream.
+    let plain = config(&[]);
+    assert!(!plain.load_balancers.health_check_kube_proxy);
+    assert_eq!(
+        plain.load_balancer_nodes,
+        cloud_provider::service::NodeFilter::default()
+    );
     assert_eq!(
         cfg.load_balancers.health_check_interval,
         Some(Duration::from_secs(15))

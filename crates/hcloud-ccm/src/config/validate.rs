@@ -239,7 +239,7 @@ impl Args {
         let load_balancers_enabled = c.value(&load_balancers::ENABLED);
         let load_balancers = load_balancers::check_load_balancers(&mut c);
         let load_balancer_class = c.optional(&load_balancers::CLASS);
-        let exclude_cordoned_nodes = c.value(&load_balancers::EXCLUDE_CORDONED_NODES);
+        let load_balancer_nodes = load_balancers::check_load_balancer_nodes(&mut c);
         provider.load_balancers = load_balancers_enabled.then(|| load_balancers.clone());
 
         // ---- Robot ----
@@ -314,7 +314,7 @@ impl Args {
             hcloud,
             load_balancers,
             load_balancer_class,
-            exclude_cordoned_nodes,
+            load_balancer_nodes,
             robot,
             provider,
             warnings: c.warnings,
