@@ -96,17 +96,7 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
     assert_eq!(lb["services"][0]["destination_port"], node_port.unwrap());
     assert_eq!(lb["targets"][0]["server"]["id"], server_id);
 
-    let ingress = eventually("status ingress", Duration::from_secs(40), || async {
-        services
-            .get("web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .filter(|i| !i.is_empty())
-    })
-    .await;
+    let ingress = ingress(&services, "web").await;
     // IPs are assigned when the create action finishes; read the load balancer again.
     let state = admin_api.state().await.unwrap();
     let public_ip = state["load_balancers"][0]["public_net"]["ipv4"]["ip"]
@@ -134,6 +124,24 @@ async fn a_load_balancer_service_gets_a_hetzner_load_balancer() {
         },
     )
     .await;
+}
+
+/// The status ingress of the Service `name`, once it has one.
+async fn ingress(
+    services: &kube::Api<Service>,
+    name: &str,
+) -> Vec<k8s_openapi::api::core::v1::LoadBalancerIngress> {
+    eventually("status ingress", Duration::from_secs(40), || async {
+        services
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.load_balancer)
+            .and_then(|lb| lb.ingress)
+            .filter(|i| !i.is_empty())
+    })
+    .await
 }
 
 /// The Warning events with `reason` on the Service `name` of `setup`'s scope, once there is
@@ -184,17 +192,7 @@ async fn ignored_source_ranges_a_typo_and_a_location_change_get_warnings_not_fai
 
     // The load balancer is made and the status written: a Warning is no failed sync.
     let services = setup.scope.services();
-    eventually("status ingress", Duration::from_secs(40), || async {
-        services
-            .get("web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .filter(|i| !i.is_empty())
-    })
-    .await;
+    ingress(&services, "web").await;
     let ranges = message(&warnings(&setup, "web", "LoadBalancerSourceRangesIgnored").await);
     assert!(
         ranges.starts_with("spec.loadBalancerSourceRanges is ignored: Hetzner Cloud load balancers have no access control list"),
@@ -344,17 +342,7 @@ async fn a_re_created_service_adopts_its_load_balancer_and_a_live_services_one_i
         adopted["id"], lb["id"],
         "the same load balancer, not a new one"
     );
-    eventually("status ingress", Duration::from_secs(40), || async {
-        services
-            .get("web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .filter(|i| !i.is_empty())
-    })
-    .await;
+    ingress(&services, "web").await;
     assert_eq!(setup.load_balancers().await.len(), 1);
 
     // A second Service asking for the live Service's load balancer is refused, and it stays
@@ -397,20 +385,14 @@ async fn servers_without_a_public_ipv4_are_reached_over_the_network_or_left_out_
         ("private", false, true),
         ("isolated", false, false),
     ] {
-        let name = scope.name(suffix);
-        let server = admin
-            .create_server(ServerSeed {
-                public_ipv4,
-                networks: if in_network {
-                    vec![network.into()]
-                } else {
-                    Vec::new()
-                },
-                ..ServerSeed::new(&name)
-            })
-            .await
-            .unwrap();
-        ids.insert(suffix, server["id"].as_i64().unwrap());
+        let id = ccm::create_server(
+            &sim,
+            &scope.name(suffix),
+            public_ipv4,
+            in_network.then_some(network),
+        )
+        .await;
+        ids.insert(suffix, id);
     }
 
     let access = scope.admin_access("ccm").await;
@@ -444,17 +426,7 @@ async fn servers_without_a_public_ipv4_are_reached_over_the_network_or_left_out_
 
     scope.create_service(ccm::lb_service("web", &[])).await;
     let services = scope.services();
-    eventually("status ingress", Duration::from_secs(40), || async {
-        services
-            .get("web")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.load_balancer)
-            .and_then(|lb| lb.ingress)
-            .filter(|i| !i.is_empty())
-    })
-    .await;
+    ingress(&services, "web").await;
     let state = admin.state().await.unwrap();
     let lb = &state["load_balancers"][0];
     let targets: Vec<(i64, bool)> = lb["targets"]

@@ -92,6 +92,23 @@ async fn run_plan(
         .unwrap()
 }
 
+/// A simulator with the token and the network `<scope id>-net` every plan here runs with: the
+/// simulator, the network's name and its ID.
+async fn simulator_with_network(scope: &Scope) -> (Simulator, String, i64) {
+    let sim = Simulator::start(SimConfig::default().token(TOKEN))
+        .await
+        .unwrap();
+    let network = format!("{}-net", scope.id());
+    let id = sim
+        .admin()
+        .create_network(
+            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
+        )
+        .await
+        .unwrap();
+    (sim, network, id)
+}
+
 fn object<'a>(plan: &'a Value, kind: &str, name: &str) -> &'a Value {
     plan["objects"]
         .as_array()
@@ -121,18 +138,9 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let scope = Scope::new("plan").await;
     let plane = scope.plane;
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
+    let (sim, network, network_id) = simulator_with_network(&scope).await;
     let prefix = scope.id();
-    let network = format!("{prefix}-net");
     let sim_admin = sim.admin();
-    let network_id = sim_admin
-        .create_network(
-            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
-        )
-        .await
-        .unwrap();
     let mut servers = BTreeMap::new();
     for name in ["new", "off"] {
         let server = sim_admin
@@ -812,18 +820,9 @@ fn warnings(object: &Value) -> Vec<String> {
 async fn plan_shows_the_honest_warnings_and_the_adoption_of_a_re_created_services_load_balancer() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let scope = Scope::new("planwarn").await;
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
+    let (sim, network, _) = simulator_with_network(&scope).await;
     let prefix = scope.id();
-    let network = format!("{prefix}-net");
     let sim_admin = sim.admin();
-    sim_admin
-        .create_network(
-            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
-        )
-        .await
-        .unwrap();
 
     // A re-created Service, with a typo, source ranges and a location its load balancer is not
     // in; the load balancer its deleted predecessor left, labelled with that one's UID.
@@ -935,18 +934,9 @@ async fn plan_shows_the_honest_warnings_and_the_adoption_of_a_re_created_service
 async fn plan_shows_servers_without_a_public_ipv4_as_private_targets_or_left_out() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let scope = Scope::new("plannov4").await;
-    let sim = Simulator::start(SimConfig::default().token(TOKEN))
-        .await
-        .unwrap();
+    let (sim, network, network_id) = simulator_with_network(&scope).await;
     let prefix = scope.id();
-    let network = format!("{prefix}-net");
     let sim_admin = sim.admin();
-    let created = sim_admin
-        .create_network(
-            NetworkSeed::new(&network, "10.0.0.0/16").subnet("10.0.0.0/24", "eu-central"),
-        )
-        .await
-        .unwrap();
     // A cordoned Node besides: no target with the opt-in setting.
     for (suffix, public_ipv4, in_network) in [
         ("public", true, true),
@@ -955,19 +945,8 @@ async fn plan_shows_servers_without_a_public_ipv4_as_private_targets_or_left_out
         ("cordoned", true, true),
     ] {
         let name = format!("{prefix}-{suffix}");
-        let server = sim_admin
-            .create_server(ServerSeed {
-                public_ipv4,
-                networks: if in_network {
-                    vec![created.into()]
-                } else {
-                    Vec::new()
-                },
-                ..ServerSeed::new(&name)
-            })
-            .await
-            .unwrap();
-        let id = server["id"].as_i64().unwrap();
+        let id =
+            ccm::create_server(&sim, &name, public_ipv4, in_network.then_some(network_id)).await;
         scope
             .create_node(Node {
                 metadata: ObjectMeta {

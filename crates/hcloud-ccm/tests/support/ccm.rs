@@ -214,6 +214,25 @@ pub fn spawn_ccm(
         .unwrap()
 }
 
+/// Server `name` in `sim`, with a public IPv4 or not, attached to `network` when given: its ID.
+pub async fn create_server(
+    sim: &Simulator,
+    name: &str,
+    public_ipv4: bool,
+    network: Option<i64>,
+) -> i64 {
+    let server = sim
+        .admin()
+        .create_server(ServerSeed {
+            public_ipv4,
+            networks: network.into_iter().map(Into::into).collect(),
+            ..ServerSeed::new(name)
+        })
+        .await
+        .unwrap();
+    server["id"].as_i64().unwrap()
+}
+
 /// `hcloud-ccm plan -o json` with `kubeconfig` against `sim` (the token and endpoint,
 /// `--cloud-provider=hcloud`), plus `env` and `args`: the plan, parsed (a panic showing the
 /// output when it is no JSON).

@@ -167,6 +167,15 @@ impl Env {
         )
     }
 
+    /// Managed certificates are issued (or fail) as `issuance` says.
+    pub(crate) async fn issue_certificates(&self, issuance: hcloud_sim::CertificateIssuance) {
+        self.sim
+            .admin()
+            .set_certificate_issuance(&issuance)
+            .await
+            .unwrap();
+    }
+
     /// The ID of a new uploaded certificate named `name`.
     pub(crate) async fn uploaded_certificate(&self, name: &str) -> i64 {
         let seed = hcloud_sim::CertificateSeed::uploaded(name);
@@ -1329,15 +1338,12 @@ async fn duplicates_use_the_lowest_id_and_are_all_deleted() {
 #[tokio::test]
 async fn managed_certificates_are_created_issued_attached_and_deleted() {
     let env = Env::start().await;
-    env.sim
-        .admin()
-        .set_certificate_issuance(
-            &hcloud_sim::CertificateIssuance::default()
-                .delay(Duration::from_millis(100))
-                .fail_domain("broken.example.com"),
-        )
-        .await
-        .unwrap();
+    env.issue_certificates(
+        hcloud_sim::CertificateIssuance::default()
+            .delay(Duration::from_millis(100))
+            .fail_domain("broken.example.com"),
+    )
+    .await;
     let lbs = env.lbs().await;
     let svc = service(
         &[(443, "TCP", 30443)],
@@ -1862,13 +1868,10 @@ pub(crate) async fn plan_then_ensure(
 #[tokio::test]
 async fn a_plan_names_exactly_the_requests_ensure_makes() {
     let env = Env::start().await;
-    env.sim
-        .admin()
-        .set_certificate_issuance(
-            &hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
-        )
-        .await
-        .unwrap();
+    env.issue_certificates(
+        hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
+    )
+    .await;
     let lbs = env.lbs_with(located(), true).await;
     let all = [env.node(0), env.node(1), env.node(2)];
 

@@ -270,13 +270,10 @@ async fn a_refused_target_without_a_public_ipv4_is_left_out_with_a_warning_on_it
 #[tokio::test]
 async fn edited_managed_certificate_domains_swap_in_a_new_certificate_before_the_old_one_goes() {
     let env = Env::start().await;
-    env.sim
-        .admin()
-        .set_certificate_issuance(
-            &hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
-        )
-        .await
-        .unwrap();
+    env.issue_certificates(
+        hcloud_sim::CertificateIssuance::default().delay(Duration::from_millis(50)),
+    )
+    .await;
     let lbs = env.lbs().await;
     let nodes = [env.node(0)];
     let https = |domains: &str| {
