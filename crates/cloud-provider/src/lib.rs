@@ -132,6 +132,9 @@
 //! - **Plan** ([`plan`]): the controllers' read steps and decisions for every object, printed
 //!   instead of carried out; a provider that implements [`LoadBalancer::plan_load_balancer`]
 //!   shows its load balancer changes too.
+//! - **Secrets** ([`secrets`]): with [`ServiceControllerConfig::secrets`], a Service whose
+//!   load balancer is made from a TLS Secret ([`LoadBalancer::secrets_of`]) is synced again
+//!   when the Secret changes, and the provider reads its content through [`secrets::TlsSecrets`].
 //! - **Scopes** ([`WatchScope`]): several controller sets on one cluster (or tests on one
 //!   apiserver) that each see only their Nodes and Services.
 //!
@@ -149,6 +152,7 @@ pub mod plan;
 pub mod provider;
 pub mod route;
 pub mod runtime;
+pub mod secrets;
 pub mod service;
 pub mod well_known;
 

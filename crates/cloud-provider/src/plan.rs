@@ -186,6 +186,9 @@ pub struct PlannedControllers {
     pub load_balancer_class: OwnedClass,
     /// Which Nodes back the load balancers (the service controller's setting).
     pub load_balancer_nodes: NodeFilter,
+    /// The reader of the TLS Secrets load balancers are made from, when the service
+    /// controller reads them ([`crate::ServiceControllerConfig::secrets`]).
+    pub secrets: Option<Arc<dyn crate::secrets::TlsSecrets>>,
     /// The route controller runs, with these cluster CIDRs.
     pub routes: Option<Vec<IpNet>>,
 }
@@ -200,6 +203,7 @@ impl Default for PlannedControllers {
             service: true,
             load_balancer_class: OwnedClass::default(),
             load_balancer_nodes: NodeFilter::default(),
+            secrets: None,
             routes: None,
         }
     }
@@ -262,6 +266,9 @@ pub async fn run(
                 lb.use_services(Arc::new(crate::provider::ListedServices::of(
                     services.iter().map(AsRef::as_ref),
                 )));
+                if let Some(secrets) = &options.secrets {
+                    lb.use_secrets(secrets.clone());
+                }
                 let mut services: Vec<&Arc<Service>> = services.iter().collect();
                 services.sort_by_key(|s| service_key(s));
                 for service in services {

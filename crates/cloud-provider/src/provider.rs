@@ -419,6 +419,18 @@ pub trait LoadBalancer: Send + Sync {
     /// default ignores it.
     fn use_services(&self, _services: Arc<dyn KnownServices>) {}
 
+    /// The Secrets of the Service's namespace that its load balancer is made from (a TLS
+    /// certificate the provider uploads): the service controller syncs the Service again when
+    /// one of them changes. The default: none.
+    fn secrets_of(&self, _service: &Service) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The reader of the Secrets [`LoadBalancer::secrets_of`] names, handed over before the
+    /// first call when the caller reads Secrets (never when that is turned off). The default
+    /// ignores it.
+    fn use_secrets(&self, _secrets: Arc<dyn crate::secrets::TlsSecrets>) {}
+
     /// What [`LoadBalancer::ensure_load_balancer`] would change, found with reads only.
     ///
     /// Used by `plan` ([`crate::plan`]); it must never write to the cloud. Providers that

@@ -277,6 +277,7 @@ pub async fn start_controllers(ctx: ControllerContext) -> Result<RunningControll
                         node_sync_period: config.node_sync_period,
                         class: load_balancer_class(config),
                         nodes: config.load_balancer_nodes,
+                        secrets: config.load_balancer_secrets,
                         ..ServiceControllerConfig::default()
                     },
                 )

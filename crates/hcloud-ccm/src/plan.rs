@@ -151,6 +151,7 @@ pub fn planned_controllers(
         service: config.controller_wanted(Controller::ServiceLb),
         load_balancer_class: crate::controllers::load_balancer_class(config),
         load_balancer_nodes: config.load_balancer_nodes,
+        secrets: None,
         routes: routes.then(|| config.cluster_cidrs.clone()),
     }
 }
@@ -173,7 +174,12 @@ pub async fn compute(config: &Config) -> anyhow::Result<ClusterPlan> {
         .into_iter()
         .map(std::sync::Arc::new)
         .collect();
-    let options = planned_controllers(config, provider.as_ref());
+    let mut options = planned_controllers(config, provider.as_ref());
+    if config.load_balancer_secrets {
+        options.secrets = Some(std::sync::Arc::new(
+            cloud_provider::secrets::ApiTlsSecrets::new(client.clone()),
+        ));
+    }
     let skipped: Vec<String> = Controller::ALL
         .into_iter()
         .filter_map(|controller| config.why_not_wanted(controller))

@@ -106,6 +106,9 @@ pub mod op {
         /// Managed certificate of a Service.
         pub const RECONCILE_MANAGED_CERTIFICATE: &str =
             "hcops/LoadBalancerOps.reconcileManagedCertificate";
+        /// Certificate uploaded from a Service's Secret (beyond the official CCM).
+        pub const RECONCILE_SECRET_CERTIFICATE: &str =
+            "hcops/LoadBalancerOps.reconcileSecretCertificate";
         /// Reading a Service's settings for one load balancer service.
         pub const SERVICE_OPTS_EXTRACT: &str = "hcops/hclbServiceOptsBuilder.extract";
         /// Certificates referenced by name or ID.
@@ -126,6 +129,8 @@ pub mod op {
         pub const GET_BY_LABEL: &str = "hcops/CertificateOps.GetCertificateByLabel";
         /// Creating a managed certificate.
         pub const CREATE_MANAGED: &str = "hcops/CertificateOps.CreateManagedCertificate";
+        /// Uploading a certificate from a Secret (beyond the official CCM).
+        pub const CREATE_FROM_SECRET: &str = "hcops/CertificateOps.CreateCertificateFromSecret";
     }
 }
 

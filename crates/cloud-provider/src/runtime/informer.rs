@@ -235,6 +235,8 @@ where
     strip: fn(&mut K),
     /// The scope whose labels narrow the watch (its namespace is already in `api`).
     scope: WatchScope,
+    /// A field selector narrowing the watch further (e.g. a Secret's type).
+    fields: Option<&'static str>,
 }
 
 impl<K> Informer<K>
@@ -262,6 +264,7 @@ where
             progress,
             strip,
             scope: WatchScope::all(),
+            fields: None,
         };
         (informer, driver)
     }
@@ -318,13 +321,23 @@ where
         self
     }
 
+    /// Watch only the objects that match the field selector `fields` too.
+    #[must_use]
+    pub fn with_fields(mut self, fields: &'static str) -> Self {
+        self.fields = Some(fields);
+        self
+    }
+
     /// Watch until `shutdown`, keeping the store current, publishing changes and recording
     /// the watch's progress.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let strip = self.strip;
-        let config = self
+        let mut config = self
             .scope
             .watcher_config(watcher::Config::default().page_size(LIST_PAGE_SIZE));
+        if let Some(fields) = self.fields {
+            config = config.fields(fields);
+        }
         let stream = watcher::watcher(self.api.clone(), config)
             .default_backoff()
             .modify(strip);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::{Node, Secret, Service};
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -74,6 +74,12 @@ pub struct ServiceControllerConfig {
     /// Which Nodes back the load balancers (default: upstream's choice; opt-in: no cordoned
     /// Node).
     pub nodes: NodeFilter,
+    /// Read the TLS Secrets load balancers are made from ([`LoadBalancer::secrets_of`]): the
+    /// provider gets a reader ([`crate::secrets::ApiTlsSecrets`]) and, once a Service names a
+    /// Secret, the controller watches the TLS Secrets (their metadata only) to sync a Service
+    /// again when one it names changes. Needs `get`, `list` and `watch` on `secrets` then;
+    /// off by default.
+    pub secrets: bool,
 }
 
 impl Default for ServiceControllerConfig {
@@ -90,6 +96,7 @@ impl Default for ServiceControllerConfig {
             scope: WatchScope::all(),
             class: OwnedClass::default(),
             nodes: NodeFilter::default(),
+            secrets: false,
         }
     }
 }
@@ -136,6 +143,8 @@ pub(super) struct ServiceReconciler {
     /// The message of the last `SyncLoadBalancerFailed` Warning of each Service still failing:
     /// a failure retried with the same message warns once, not once per retry.
     pub(super) last_warning: LastWarnings,
+    /// Whether a Service names a Secret (see `watch_secrets`).
+    pub(super) secrets_named: watch::Sender<bool>,
 }
 
 /// The service controller. Build it when leadership is won, then [`ServiceController::run`] it.
@@ -250,6 +259,7 @@ impl ServiceController {
             remembered: Mutex::default(),
             last_synced_nodes: Mutex::default(),
             last_warning: LastWarnings::default(),
+            secrets_named: watch::Sender::new(false),
         });
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -276,6 +286,17 @@ impl ServiceController {
             node_feed(inner.clone(), node_changes, shutdown.clone()),
         );
         tasks.spawn("resync", resync_loop(inner.clone(), shutdown.clone()));
+        if inner.config.secrets {
+            inner
+                .lb
+                .use_secrets(Arc::new(crate::secrets::ApiTlsSecrets::new(
+                    inner.client.clone(),
+                )));
+            tasks.spawn(
+                "secret-watch",
+                watch_secrets(inner.clone(), shutdown.clone()),
+            );
+        }
         if let Some(recoveries) = self.recoveries {
             tasks.spawn(
                 "recovery",
@@ -389,12 +410,41 @@ impl ServiceReconciler {
     }
 
     fn on_service(&self, old: Option<&Service>, new: &Service) {
+        if self.config.secrets
+            && !*self.secrets_named.borrow()
+            && !self.lb.secrets_of(new).is_empty()
+        {
+            self.secrets_named.send_replace(true);
+        }
         let enqueue = match old {
             None => should_enqueue_added(new, self.class()),
             Some(old) => should_enqueue_updated(old, new, self.class()),
         };
         if enqueue {
             self.enqueue(service_key(new), Work::Sync);
+        }
+    }
+
+    /// Queue a sync of every Service this controller syncs whose load balancer names
+    /// `secret` (every Secret: `None`).
+    fn enqueue_naming(&self, secret: Option<&Secret>) {
+        for service in self.services.list() {
+            if !should_enqueue_added(&service, self.class()) {
+                continue;
+            }
+            let names = self.lb.secrets_of(&service);
+            let named = match secret {
+                None => !names.is_empty(),
+                Some(secret) => {
+                    secret.metadata.namespace == service.metadata.namespace
+                        && names
+                            .iter()
+                            .any(|name| secret.metadata.name.as_deref() == Some(name.as_str()))
+                }
+            };
+            if named {
+                self.enqueue(service_key(&service), Work::Sync);
+            }
         }
     }
 
@@ -450,6 +500,50 @@ async fn service_feed(
         }
     })
     .await;
+}
+
+/// Once a Service names a Secret ([`LoadBalancer::secrets_of`]), watch the TLS Secrets (their
+/// metadata only), and sync every Service whose load balancer names one that was added,
+/// changed or deleted; a re-list that finds a Secret unchanged queues nothing. A cluster
+/// whose Services name none has no Secret watch (and needs no right to one). Not watched by
+/// the heartbeat: a Secret watch the role refuses must not stop the load balancers that name
+/// no Secret (the syncs of those that do say why).
+async fn watch_secrets(inner: Arc<ServiceReconciler>, shutdown: CancellationToken) {
+    let mut named = inner.secrets_named.subscribe();
+    tokio::select! {
+        () = shutdown.cancelled() => return,
+        changed = named.wait_for(|named| *named) => if changed.is_err() { return },
+    }
+    let api: Api<Secret> = match inner.config.scope.namespace() {
+        Some(namespace) => Api::namespaced(inner.client.clone(), namespace),
+        None => Api::all(inner.client.clone()),
+    };
+    let (secrets, driver) = Informer::new(api, "secrets", crate::secrets::strip);
+    let changes = secrets.subscribe();
+    tracing::info!(
+        controller = CONTROLLER,
+        "a Service names a Secret; watching TLS Secrets"
+    );
+    let feed = informer::feed(changes, shutdown.clone(), |event| match event {
+        Feed::Event(WatchEvent::Applied { old, new }) => {
+            let version = |s: &Secret| s.metadata.resource_version.clone();
+            if old.as_deref().map(version) != Some(version(&new)) {
+                inner.enqueue_naming(Some(&new));
+            }
+        }
+        Feed::Event(WatchEvent::Deleted(gone)) => inner.enqueue_naming(Some(&gone)),
+        Feed::Lagged(missed) => {
+            tracing::warn!(
+                missed,
+                "secret change feed lagged; syncing every service that names a secret"
+            );
+            inner.enqueue_naming(None);
+        }
+    });
+    let watch = driver
+        .with_fields(crate::secrets::TLS_SECRETS)
+        .run(shutdown.clone());
+    tokio::join!(watch, feed);
 }
 
 /// Run `pass` once a `period` (the first after one period) until `shutdown`.

@@ -145,6 +145,19 @@ settings! {
     )
     .default("false")
     .parse(boolean);
+    /// Beyond the official CCM: a Service may name a kubernetes.io/tls Secret of its namespace
+    /// in the annotation load-balancer.hetzner.cloud/http-certificate-secret; it is read when
+    /// the Service is synced, uploaded as its certificate, and uploaded again when it changes
+    /// (the TLS Secrets are watched, by metadata only, once a Service names one). Needs get,
+    /// list and watch on secrets (the chart's rbac.secrets). Off: no Secret is read or
+    /// watched, and a Service that names one fails with a Warning saying so.
+    pub(super) TLS_SECRETS: bool = Spec::env(
+        "hcloud-load-balancers-tls-secrets",
+        "HCLOUD_LOAD_BALANCERS_TLS_SECRETS",
+        "BOOL",
+    )
+    .default("true")
+    .parse(boolean);
 }
 
 fn algorithm(value: &str) -> Result<AlgorithmType, String> {
@@ -204,6 +217,11 @@ pub(super) fn check_load_balancers(c: &mut Checker<'_>) -> LoadBalancerSettings 
         lb_type: c.optional(&TYPE),
         ..LoadBalancerSettings::default()
     }
+}
+
+/// Whether the service controller (and `plan`) reads the TLS Secrets Services name.
+pub(super) fn check_load_balancer_secrets(c: &mut Checker<'_>) -> bool {
+    c.value(&TLS_SECRETS)
 }
 
 /// Which Nodes back the load balancers: the service controller's own settings type, handed

@@ -179,6 +179,9 @@ pub struct Config {
     /// Which Nodes back the load balancers (`HCLOUD_LOAD_BALANCERS_EXCLUDE_CORDONED_NODES`),
     /// as the service controller and `plan` take it.
     pub load_balancer_nodes: cloud_provider::service::NodeFilter,
+    /// Whether the service controller and `plan` read the TLS Secrets Services name
+    /// (`HCLOUD_LOAD_BALANCERS_TLS_SECRETS`).
+    pub load_balancer_secrets: bool,
     /// The Robot webservice client's settings.
     pub robot: RobotClientSettings,
     /// What the provider is given: instances, caches, routes, load balancers (when enabled),

@@ -529,13 +529,17 @@ fn load_balancer_settings_are_parsed() {
         "--hcloud-load-balancers-algorithm-type=least_connections",
         "--hcloud-load-balancers-health-check-kube-proxy=true",
         "--hcloud-load-balancers-exclude-cordoned-nodes=true",
+        "--hcloud-load-balancers-tls-secrets=false",
     ]);
+    assert!(!cfg.load_balancer_secrets);
     assert_eq!(cfg.load_balancers.location.as_deref(), Some("fsn1"));
     assert!(cfg.load_balancers.health_check_kube_proxy);
     assert!(cfg.load_balancer_nodes.exclude_cordoned);
     // Both off unless asked for, as upstream.
     let plain = config(&[]);
     assert!(!plain.load_balancers.health_check_kube_proxy);
+    // Secrets are read unless turned off (the watch starts only once a Service names one).
+    assert!(plain.load_balancer_secrets);
     assert_eq!(
         plain.load_balancer_nodes,
         cloud_provider::service::NodeFilter::default()
@@ -1081,6 +1085,7 @@ fn help_documents_every_flag_and_variable() {
         "--load-balancer-class",
         "HCLOUD_LOAD_BALANCER_CLASS",
         "HCLOUD_LOAD_BALANCERS_EXCLUDE_CORDONED_NODES",
+        "HCLOUD_LOAD_BALANCERS_TLS_SECRETS",
         "ROBOT_ENABLED",
         "ROBOT_USER",
         "ROBOT_USER_FILE",

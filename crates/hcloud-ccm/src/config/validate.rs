@@ -240,6 +240,7 @@ impl Args {
         let load_balancers = load_balancers::check_load_balancers(&mut c);
         let load_balancer_class = c.optional(&load_balancers::CLASS);
         let load_balancer_nodes = load_balancers::check_load_balancer_nodes(&mut c);
+        let load_balancer_secrets = load_balancers::check_load_balancer_secrets(&mut c);
         provider.load_balancers = load_balancers_enabled.then(|| load_balancers.clone());
 
         // ---- Robot ----
@@ -315,6 +316,7 @@ impl Args {
             load_balancers,
             load_balancer_class,
             load_balancer_nodes,
+            load_balancer_secrets,
             robot,
             provider,
             warnings: c.warnings,

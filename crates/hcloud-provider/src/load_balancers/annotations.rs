@@ -89,6 +89,10 @@ pub mod keys {
         HTTP_MANAGED_CERTIFICATE_DOMAINS = "http-managed-certificate-domains",
         /// Hetzner-internal: issue the managed certificate from Let's Encrypt staging.
         HTTP_MANAGED_CERTIFICATE_ACME_STAGING = "http-managed-certificate-acme-staging",
+        /// Beyond the official CCM: a `kubernetes.io/tls` Secret of the Service's namespace,
+        /// uploaded as the https services' certificate and uploaded again when it changes
+        /// (see `read.rs`).
+        HTTP_CERTIFICATE_SECRET = "http-certificate-secret",
         /// tcp / http / https.
         HEALTH_CHECK_PROTOCOL = "health-check-protocol",
         /// One health check port for all services.
@@ -720,7 +724,7 @@ mod tests {
                 .iter()
                 .any(|k| k.ends_with("health-check-http-status-codes"))
         );
-        assert_eq!(keys::ALL.len(), 40);
+        assert_eq!(keys::ALL.len(), 41);
         assert!(keys::ALL.iter().all(|k| k.starts_with(PREFIX)));
     }
 }

@@ -30,8 +30,10 @@ use super::cluster;
 use super::decide::{self, Decision, Deletion, PendingCertificate, Target, predict};
 use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, Step, Subject};
 use super::naming::{SERVICE_UID_LABEL, service_key};
+use super::read::MadeOf;
 use super::services::NEW_CERTIFICATE;
 use super::steps::reasons;
+use super::tls_secret::SecretCertificate;
 use crate::errors::{Call, categorize};
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
 
@@ -62,20 +64,28 @@ impl Applier<'_> {
             ..
         } = decision;
         let mut created_certificate = None;
+        // The certificate made for the Service, remembered once nothing is left to retire.
+        let mut made = None;
         if let Some(pending) = certificate {
-            let id = match pending {
+            let managed = match &desired.certificates {
+                Certificates::Managed(want) => Some(MadeOf::domains(&want.domains)),
+                _ => None,
+            };
+            let (id, made_of) = match pending {
                 PendingCertificate::Create(want) => {
                     let created = self.create_managed_certificate(&desired.uid, &want).await?;
                     let id = self.issued(created).await?;
                     created_certificate = Some(id);
-                    id
+                    (id, managed)
                 }
-                PendingCertificate::Wait(cert) => self.issued(*cert).await?,
+                PendingCertificate::Wait(cert) => (self.issued(*cert).await?, managed),
+                PendingCertificate::Upload(want) => {
+                    let id = self.upload_secret_certificate(&desired.uid, &want).await?;
+                    created_certificate = Some(id);
+                    (id, Some(MadeOf::Secret(want.digest.clone())))
+                }
             };
-            if let Certificates::Managed(want) = &desired.certificates {
-                lbs.managed_certificates
-                    .remember(&desired.uid, id, &want.domains);
-            }
+            made = made_of.map(|made_of| (id, made_of));
             desired.set_certificates(&[id]);
         }
         let lb = match target {
@@ -125,6 +135,9 @@ impl Applier<'_> {
             .collect();
         self.delete_certificates(&service_key(service), &unused)
             .await?;
+        if let Some((id, made_of)) = made {
+            lbs.managed_certificates.remember(&desired.uid, id, made_of);
+        }
         lbs.operations
             .count(crate::metrics::op::load_balancers::GET_LOAD_BALANCER_STATUS_INGRESS);
         let status = desired::status(&lb, &desired.status).map_err(|why| {
@@ -290,22 +303,16 @@ impl Applier<'_> {
         }
     }
 
-    /// Delete `certificates` (the Service's managed ones, once its load balancers are gone).
+    /// Delete `certificates` (ones this CCM made for the Service: once its load balancers
+    /// are gone, or retired after a swap).
     pub async fn delete_certificates(&self, key: &str, certificates: &[Certificate]) -> Result<()> {
         for cert in certificates {
-            tracing::info!(service = %key, certificate = cert.name, id = cert.id, "deleting managed certificate");
+            let what = decide::made_certificate(cert);
+            tracing::info!(service = %key, "deleting {what}");
             match self.lbs.client.certificates().delete(cert.id).await {
                 Ok(()) => {}
                 Err(err) if err.is_not_found() => {}
-                Err(err) => {
-                    return Err(categorize(
-                        format!(
-                            "deleting managed certificate {:?} (ID {})",
-                            cert.name, cert.id
-                        ),
-                        err,
-                    ));
-                }
+                Err(err) => return Err(categorize(format!("deleting {what}"), err)),
             }
         }
         Ok(())
@@ -364,6 +371,44 @@ impl Applier<'_> {
                 categorize(format!("creating managed certificate {:?}", want.name), err)
             })?;
         Ok(created.certificate)
+    }
+
+    /// Upload the certificate of the Service's Secret (labelled with its UID, the Secret and
+    /// the content's digest); its ID.
+    async fn upload_secret_certificate(&self, uid: &str, want: &SecretCertificate) -> Result<i64> {
+        self.lbs.operations.count(cert_op::CREATE_FROM_SECRET);
+        let mut labels = want.labels(uid);
+        if let Some(cluster) = &self.lbs.settings.cluster_name {
+            labels.insert(cluster::CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
+        }
+        let request = CreateCertificateRequest::uploaded(
+            &want.name,
+            &want.content.certificate,
+            &want.content.private_key,
+        )
+        .with_labels(labels);
+        tracing::info!(
+            certificate = want.name,
+            secret = want.secret,
+            digest = want.digest,
+            "uploading certificate from Secret"
+        );
+        let created = self
+            .lbs
+            .client
+            .certificates()
+            .create(&request)
+            .await
+            .map_err(|err| {
+                categorize(
+                    format!(
+                        "uploading certificate {:?} from Secret {}",
+                        want.name, want.secret
+                    ),
+                    err,
+                )
+            })?;
+        Ok(created.certificate.id)
     }
 
     /// Wait until `cert` is issued (bounded by `certificate_timeout`: then a retry). It polls

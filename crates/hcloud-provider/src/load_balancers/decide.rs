@@ -25,6 +25,7 @@ use super::desired::{self, Certificates, Desired, ManagedCertificate, Notice, St
 use super::read::{Found, ManagedRead, Read, TypeRead};
 use super::services::NEW_CERTIFICATE;
 use super::steps::reasons;
+use super::tls_secret::{self, SecretCertificate};
 
 /// How many rounds one ensure runs at most (a type change can make room for more targets,
 /// which only the next round's diff sees).
@@ -37,6 +38,9 @@ pub(super) enum PendingCertificate {
     Create(ManagedCertificate),
     /// It exists but is not issued yet: wait.
     Wait(Box<Certificate>),
+    /// No certificate was uploaded from the Secret's current content: upload it (under the
+    /// free name it carries).
+    Upload(Box<SecretCertificate>),
 }
 
 /// What happens to the load balancer itself.
@@ -173,7 +177,7 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
     // A managed certificate created first is named by its stand-in ID, so that the plan
     // shows the services that will carry it.
     let mut predicting = desired.clone();
-    if let Some(PendingCertificate::Create(_)) = certificate {
+    if let Some(PendingCertificate::Create(_) | PendingCertificate::Upload(_)) = certificate {
         predicting.set_certificates(&[NEW_CERTIFICATE]);
     }
     let types = Types {
@@ -299,13 +303,25 @@ fn managed_certificate(
     desired: &mut Desired,
     managed: Option<ManagedRead>,
 ) -> Result<(Option<PendingCertificate>, Vec<Certificate>)> {
+    if let (Certificates::Secret(_), Some(ManagedRead::FromSecret { want, listed })) =
+        (&desired.certificates, &managed)
+    {
+        return Ok(secret_certificate(desired, want, listed));
+    }
     // Every HTTPS service carries the managed certificate, as officially: also when it had
     // another one (e.g. the Service switched from uploaded).
-    let Certificates::Managed(want) = &desired.certificates else {
-        return Ok((None, Vec::new()));
+    let want = match &desired.certificates {
+        Certificates::Managed(want) => want,
+        Certificates::Secret(_) => {
+            if let Some(ManagedRead::Remembered(id)) = managed {
+                desired.set_certificates(&[id]);
+            }
+            return Ok((None, Vec::new()));
+        }
+        Certificates::Unset | Certificates::Uploaded(_) => return Ok((None, Vec::new())),
     };
     match managed {
-        None => Ok((None, Vec::new())),
+        None | Some(ManagedRead::FromSecret { .. }) => Ok((None, Vec::new())),
         Some(ManagedRead::Remembered(id)) => {
             desired.set_certificates(&[id]);
             Ok((None, Vec::new()))
@@ -328,6 +344,50 @@ fn managed_certificate(
                 false => Ok((Some(PendingCertificate::Wait(Box::new(cert))), retired)),
             }
         }
+    }
+}
+
+/// The certificate uploaded from the Secret's current content `want` among the Service's
+/// uploads `listed` (the lowest ID when several are): carried by the https services, the
+/// others retired after the swap; none: upload it under a free name first.
+fn secret_certificate(
+    desired: &mut Desired,
+    want: &SecretCertificate,
+    listed: &[Certificate],
+) -> (Option<PendingCertificate>, Vec<Certificate>) {
+    let current = listed.iter().find(|c| want.made(c));
+    let retired = listed
+        .iter()
+        .filter(|c| Some(c.id) != current.map(|c| c.id))
+        .cloned()
+        .collect();
+    match current {
+        Some(cert) => {
+            desired.set_certificates(&[cert.id]);
+            (None, retired)
+        }
+        None => {
+            let upload = SecretCertificate {
+                name: free_name(&want.name, listed),
+                ..want.clone()
+            };
+            (Some(PendingCertificate::Upload(Box::new(upload))), retired)
+        }
+    }
+}
+
+/// How a certificate this CCM made for a Service is called in plans and logs.
+pub(super) fn made_certificate(cert: &Certificate) -> String {
+    match tls_secret::from_secret(cert) {
+        true => format!(
+            "certificate {:?} (ID {}) uploaded from Secret {}",
+            cert.name,
+            cert.id,
+            cert.labels
+                .get(tls_secret::SECRET_LABEL)
+                .map_or("?", String::as_str)
+        ),
+        false => format!("managed certificate {:?} (ID {})", cert.name, cert.id),
     }
 }
 
@@ -396,23 +456,22 @@ impl Deletion {
                 .push(Warning::new(reasons::DELETE_PROTECTED, kept_message(lb)));
         }
         for cert in &self.certificates {
-            out.changes.push(Change::new(
-                Verb::Delete,
-                format!("managed certificate {:?} (ID {})", cert.name, cert.id),
-            ));
+            out.changes
+                .push(Change::new(Verb::Delete, made_certificate(cert)));
             out.writes.push(Write::cloud("DELETE /certificates/{id}"));
         }
         out
     }
 }
 
-/// The managed certificates of `certificates` (listed by the Service's UID label) that carry
-/// the UID `uid`: what deleting the Service deletes.
+/// The certificates this CCM made of `certificates` (listed by the Service's UID label: the
+/// managed ones and those uploaded from a Secret) that carry the UID `uid`: what deleting the
+/// Service deletes.
 pub(super) fn managed_of(uid: &str, certificates: Vec<Certificate>) -> Vec<Certificate> {
     certificates
         .into_iter()
         .filter(|c| {
-            c.kind == Some(models::CertificateType::Managed)
+            (c.kind == Some(models::CertificateType::Managed) || tls_secret::from_secret(c))
                 && c.labels
                     .get(super::naming::SERVICE_UID_LABEL)
                     .map(String::as_str)
@@ -500,6 +559,16 @@ impl Decision {
                     cert.name, cert.id
                 ),
             )),
+            Some(PendingCertificate::Upload(want)) => {
+                out.changes.push(Change::new(
+                    Verb::Create,
+                    format!(
+                        "certificate {:?} uploaded from Secret {} (content {})",
+                        want.name, want.secret, want.digest
+                    ),
+                ));
+                out.writes.push(Write::cloud("POST /certificates"));
+            }
             None => {}
         }
         match &self.target {
@@ -537,13 +606,18 @@ impl Decision {
             out.writes.push(Write::cloud(step.write()));
         }
         for cert in &self.retired {
+            let why = match tls_secret::from_secret(cert) {
+                true => "replaced by the Secret's current content".to_owned(),
+                false => format!(
+                    "for {}: its domains are no longer asked for",
+                    cert.domain_names.join(", ")
+                ),
+            };
             out.changes.push(Change::new(
                 Verb::Delete,
                 format!(
-                    "managed certificate {:?} (ID {}) for {}: its domains are no longer asked for, once no service carries it",
-                    cert.name,
-                    cert.id,
-                    cert.domain_names.join(", ")
+                    "{} {why}, once no service carries it",
+                    made_certificate(cert)
                 ),
             ));
             out.writes.push(Write::cloud("DELETE /certificates/{id}"));
@@ -1357,6 +1431,7 @@ mod tests {
                     "create"
                 }
                 PendingCertificate::Wait(_) => "wait",
+                PendingCertificate::Upload(_) => "upload",
             });
             assert_eq!(pending, want_pending, "{managed:?}");
             assert_eq!(requested_certificates(&decision), want_ids, "{managed:?}");
@@ -1364,6 +1439,150 @@ mod tests {
         let failed = ManagedRead::Listed(vec![certificate(5, IssuanceStatus::Failed)]);
         let err = decide(managed_read(Some(failed), None)).unwrap_err();
         assert!(err.to_string().contains("issuance failed"), "{err}");
+    }
+
+    fn secret_read(managed: ManagedRead) -> Read {
+        let mut read = read(
+            &[(443, 30443)],
+            &[
+                (keys::PROTOCOL, "https"),
+                (keys::HTTP_CERTIFICATE_SECRET, "web-tls"),
+            ],
+            &[1],
+            None,
+        );
+        read.managed = Some(managed);
+        read
+    }
+
+    fn from_secret(content: &str) -> SecretCertificate {
+        SecretCertificate::new(
+            UID,
+            "default",
+            "web-tls",
+            cloud_provider::secrets::TlsSecret {
+                certificate: content.to_owned(),
+                private_key: "KEY".to_owned(),
+            },
+        )
+    }
+
+    /// A certificate uploaded from `content` of the Secret.
+    fn uploaded(id: i64, name: &str, content: &str) -> Certificate {
+        Certificate {
+            id,
+            name: name.into(),
+            kind: Some(CertificateType::Uploaded),
+            labels: from_secret(content).labels(UID),
+            ..Certificate::default()
+        }
+    }
+
+    #[test]
+    fn a_secret_is_uploaded_once_per_content_and_the_old_upload_retires_after_the_swap() {
+        let name = format!("ccm-tls-secret-{UID}");
+        let want = || Box::new(from_secret("CERT-2"));
+        let first = uploaded(5, &name, "CERT-1");
+        let second = uploaded(8, &format!("{name}-2"), "CERT-2");
+        // (listed, upload under, carried, retired)
+        let cases = [
+            (vec![], Some(name.clone()), vec![NEW_CERTIFICATE], vec![]),
+            // Renewed: the new content under a free name, the old one retires.
+            (
+                vec![first.clone()],
+                Some(format!("{name}-2")),
+                vec![NEW_CERTIFICATE],
+                vec![5],
+            ),
+            // Uploaded already (the answer to a swap that failed after it).
+            (vec![first.clone(), second.clone()], None, vec![8], vec![5]),
+            (vec![second.clone()], None, vec![8], vec![]),
+        ];
+        for (listed, upload, carried, retired) in cases {
+            let decision = decide(secret_read(ManagedRead::FromSecret {
+                want: want(),
+                listed: listed.clone(),
+            }))
+            .unwrap();
+            let uploads = match &decision.certificate {
+                Some(PendingCertificate::Upload(up)) => {
+                    assert_eq!(up.digest, want().digest);
+                    Some(up.name.clone())
+                }
+                None => None,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(uploads, upload, "{listed:?}");
+            assert_eq!(requested_certificates(&decision), carried, "{listed:?}");
+            let retires: Vec<i64> = decision.retired.iter().map(|c| c.id).collect();
+            assert_eq!(retires, retired, "{listed:?}");
+        }
+        let decision = decide(secret_read(ManagedRead::FromSecret {
+            want: want(),
+            listed: vec![first],
+        }))
+        .unwrap();
+        let changes: Vec<String> = decision
+            .to_plan()
+            .changes
+            .iter()
+            .map(|c| c.target.clone())
+            .collect();
+        let has = |part: &str| changes.iter().any(|c| c.contains(part));
+        assert!(
+            has(&format!(
+                "certificate \"{name}-2\" uploaded from Secret default/web-tls (content {})",
+                want().digest
+            )),
+            "{changes:?}"
+        );
+        assert!(
+            has(&format!(
+                "certificate \"{name}\" (ID 5) uploaded from Secret web-tls replaced by the Secret's current content, once no service carries it"
+            )),
+            "{changes:?}"
+        );
+        // Remembered: carried without a listing.
+        let decision = decide(secret_read(ManagedRead::Remembered(7))).unwrap();
+        assert_eq!(decision.certificate, None);
+        assert_eq!(requested_certificates(&decision), [7]);
+    }
+
+    #[test]
+    fn a_secret_beside_another_certificate_annotation_names_both() {
+        let cases = [
+            (
+                vec![(keys::CERTIFICATE_TYPE, "managed")],
+                "cannot be used with load-balancer.hetzner.cloud/certificate-type: managed",
+            ),
+            (
+                vec![(keys::HTTP_CERTIFICATES, "shop-cert")],
+                "cannot be used with load-balancer.hetzner.cloud/http-certificates: shop-cert",
+            ),
+            (vec![], "is not a Secret name"),
+        ];
+        for (mut pairs, want) in cases {
+            let secret = if pairs.is_empty() {
+                "Web_TLS"
+            } else {
+                "web-tls"
+            };
+            pairs.extend([
+                (keys::PROTOCOL, "https"),
+                (keys::HTTP_CERTIFICATE_SECRET, secret),
+            ]);
+            let err = Desired::new(
+                &service(&[(443, 30443)]),
+                &ann(&pairs),
+                &LoadBalancerSettings::default(),
+                None,
+                &nodes(&[1]),
+            )
+            .unwrap_err();
+            let message = err.to_string();
+            assert!(message.contains(keys::HTTP_CERTIFICATE_SECRET), "{message}");
+            assert!(message.contains(want), "{message} / {want}");
+        }
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub enum Certificates {
     Uploaded(Vec<String>),
     /// `certificate-type: managed`: the certificate to find by the Service UID label or create.
     Managed(ManagedCertificate),
+    /// `http-certificate-secret`: the certificate uploaded from this TLS Secret of the
+    /// Service's namespace, found by the Service UID label and the content's digest.
+    Secret(String),
 }
 
 /// A managed certificate as the Service asks for it.
@@ -211,6 +214,19 @@ pub struct Desired {
     pub user_labels: LabelChanges,
     /// Beyond the official CCM: `protection-delete`; `None`: left as it is.
     pub delete_protection: Option<bool>,
+}
+
+/// Whether `name` can name a Secret (a DNS subdomain: lower case letters, digits, `-` and
+/// `.`, each part starting and ending with a letter or digit, at most 253 characters).
+fn is_object_name(name: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|part| {
+            part.starts_with(alnum)
+                && part.ends_with(alnum)
+                && part.chars().all(|c| alnum(c) || c == '-')
+        })
 }
 
 fn seconds(d: std::time::Duration) -> u32 {
@@ -713,7 +729,11 @@ impl Desired {
     }
 
     fn certificates(a: &Annotations, uid: &str, errors: &mut Errors) -> Certificates {
-        match errors.take(a.certificate_type()).unwrap_or_default() {
+        let kind = errors.take(a.certificate_type());
+        if a.is_set(keys::HTTP_CERTIFICATE_SECRET) {
+            return Self::secret_certificate(a, kind, errors);
+        }
+        match kind.unwrap_or_default() {
             CertificateType::Managed => {
                 let domains = a.list(keys::HTTP_MANAGED_CERTIFICATE_DOMAINS);
                 if domains.is_empty() {
@@ -752,6 +772,40 @@ impl Desired {
                 }
             }
         }
+    }
+
+    /// `http-certificate-secret`: a Secret name, with neither a managed certificate nor
+    /// uploaded ones named beside it.
+    fn secret_certificate(
+        a: &Annotations,
+        kind: Option<CertificateType>,
+        errors: &mut Errors,
+    ) -> Certificates {
+        let key = keys::HTTP_CERTIFICATE_SECRET;
+        let raw = a.raw(key).unwrap_or_default();
+        let conflict = |other: &str, value: &str| AnnotationError {
+            annotation: key.to_owned(),
+            value: raw.to_owned(),
+            reason: format!("cannot be used with {other}: {value}; set one of them"),
+        };
+        if kind == Some(CertificateType::Managed) {
+            errors.0.push(conflict(keys::CERTIFICATE_TYPE, "managed"));
+            return Certificates::Unset;
+        }
+        if let Some(named) = a.raw(keys::HTTP_CERTIFICATES) {
+            errors.0.push(conflict(keys::HTTP_CERTIFICATES, named));
+            return Certificates::Unset;
+        }
+        let name = raw.trim();
+        if !is_object_name(name) {
+            errors.0.push(AnnotationError {
+                annotation: key.to_owned(),
+                value: raw.to_owned(),
+                reason: "is not a Secret name (lower case letters, digits, '-' and '.', at most 253 characters)".to_owned(),
+            });
+            return Certificates::Unset;
+        }
+        Certificates::Secret(name.to_owned())
     }
 
     /// Put resolved certificate IDs into every https service.

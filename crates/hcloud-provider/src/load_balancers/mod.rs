@@ -81,6 +81,7 @@ pub mod selector;
 mod services;
 mod settings;
 mod steps;
+mod tls_secret;
 mod user_labels;
 
 use std::collections::{HashMap, HashSet};
@@ -132,6 +133,9 @@ pub struct HcloudLoadBalancers {
     /// The cluster's Services as the caller knows them (`use_services`): whether the Service
     /// a load balancer found by name is labelled for still exists.
     services: parking_lot::RwLock<Option<Arc<dyn KnownServices>>>,
+    /// The TLS Secrets of the Services' namespaces (`use_secrets`): a Service's
+    /// `http-certificate-secret` is read through it; `None` while the caller reads none.
+    secrets: parking_lot::RwLock<Option<Arc<dyn cloud_provider::secrets::TlsSecrets>>>,
     /// The provider's shared server cache: what it last saw of a target's server (whether it
     /// has a public IPv4), never a request of its own.
     servers: Option<crate::ServerCache>,
@@ -159,6 +163,7 @@ impl HcloudLoadBalancers {
             workers: std::sync::OnceLock::new(),
             robot: crate::robot::Robot::default(),
             services: parking_lot::RwLock::new(None),
+            secrets: parking_lot::RwLock::new(None),
             servers: None,
         }
     }
@@ -414,6 +419,24 @@ impl LoadBalancer for HcloudLoadBalancers {
 
     fn use_services(&self, services: Arc<dyn KnownServices>) {
         *self.services.write() = Some(services);
+    }
+
+    /// The Secret of `http-certificate-secret`, whatever the port protocols (a Secret named
+    /// by a Service that uploads nothing yet costs only a sync when it changes).
+    fn secrets_of(&self, service: &Service) -> Vec<String> {
+        service
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::keys::HTTP_CERTIFICATE_SECRET))
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty())
+            .map(|name| vec![name.to_owned()])
+            .unwrap_or_default()
+    }
+
+    fn use_secrets(&self, secrets: Arc<dyn cloud_provider::secrets::TlsSecrets>) {
+        *self.secrets.write() = Some(secrets);
     }
 
     /// The `node-selector` annotation picks targets by Node labels.

@@ -347,24 +347,22 @@ impl PerPort {
             }
             _ => {}
         }
-        let mut managed = None;
+        // A managed certificate or a Secret is Service-wide: the same for every port.
+        let mut shared = Certificates::Unset;
         let mut uploaded = BTreeMap::new();
         for (port, (certificates, key)) in std::mem::take(&mut self.certificates) {
             if !services.contains_key(&port) {
                 continue;
             }
             match certificates {
-                Certificates::Managed(want) => managed = Some(want),
+                Certificates::Managed(_) | Certificates::Secret(_) => shared = certificates,
                 Certificates::Uploaded(refs) => {
                     uploaded.insert(port, PortCertificates { key, refs });
                 }
                 Certificates::Unset => {}
             }
         }
-        (
-            managed.map_or(Certificates::Unset, Certificates::Managed),
-            uploaded,
-        )
+        (shared, uploaded)
     }
 }
 

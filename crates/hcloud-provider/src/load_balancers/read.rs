@@ -24,6 +24,7 @@ use super::decide::{self, Deletion, Takeover};
 use super::desired::{Certificates, Desired, Notice, RobotView};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
 use super::steps::reasons;
+use super::tls_secret::{self, SecretCertificate};
 use crate::errors::categorize;
 use crate::metrics::op::{certificates as cert_op, load_balancer_ops as lb_op};
 
@@ -70,13 +71,23 @@ impl Found {
     }
 }
 
-/// The Service's managed certificate as read.
+/// The certificate this CCM makes for the Service (managed, or uploaded from its Secret) as
+/// read.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum ManagedRead {
-    /// Issued for the wanted domains, as this process remembers it (no request).
+    /// Issued for the wanted domains, or uploaded from the Secret's current content, as this
+    /// process remembers it (no request).
     Remembered(i64),
     /// Every managed certificate labelled with the Service's UID, lowest ID first.
     Listed(Vec<Certificate>),
+    /// The Secret's content, and every certificate uploaded from a Secret labelled with the
+    /// Service's UID, lowest ID first.
+    FromSecret {
+        /// What the Secret asks for.
+        want: Box<SecretCertificate>,
+        /// The uploads so far.
+        listed: Vec<Certificate>,
+    },
 }
 
 /// A load balancer type as the API (or the type cache) lists it.
@@ -88,29 +99,45 @@ pub(super) struct TypeRead {
     pub found: Option<Arc<models::LoadBalancerType>>,
 }
 
-/// The issued managed certificate of each Service (by UID) seen by this process, with its
-/// domains, so that a no-op ensure can tell whether its HTTPS services carry it without a
-/// request (and a change of the domains is looked up).
+/// What a certificate this CCM makes for a Service is made of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum MadeOf {
+    /// A managed certificate's domains (as compared, see [`decide::domain_set`]).
+    Domains(BTreeSet<String>),
+    /// The digest of a Secret's content ([`super::tls_secret::digest`]).
+    Secret(String),
+}
+
+impl MadeOf {
+    /// The managed certificate for `domains`.
+    pub fn domains(domains: &[String]) -> Self {
+        Self::Domains(decide::domain_set(domains))
+    }
+}
+
+/// The certificate this CCM made for each Service (by UID) seen by this process (issued, or
+/// uploaded), with what it is made of, so that a no-op ensure can tell whether its HTTPS
+/// services carry it without a request (and a change of the domains or the Secret is looked
+/// up).
 #[derive(Debug, Default)]
-pub(super) struct ManagedCertificates(Mutex<HashMap<String, (i64, BTreeSet<String>)>>);
+pub(super) struct ManagedCertificates(Mutex<HashMap<String, (i64, MadeOf)>>);
 
 impl ManagedCertificates {
-    fn map(&self) -> parking_lot::MutexGuard<'_, HashMap<String, (i64, BTreeSet<String>)>> {
+    fn map(&self) -> parking_lot::MutexGuard<'_, HashMap<String, (i64, MadeOf)>> {
         self.0.lock()
     }
 
-    /// The certificate remembered for the Service with `uid`, when it is for `domains`.
-    pub fn get(&self, uid: &str, domains: &[String]) -> Option<i64> {
+    /// The certificate remembered for the Service with `uid`, when it is made of `made_of`.
+    pub fn get(&self, uid: &str, made_of: &MadeOf) -> Option<i64> {
         self.map()
             .get(uid)
-            .filter(|(_, issued)| *issued == decide::domain_set(domains))
+            .filter(|(_, made)| made == made_of)
             .map(|(id, _)| *id)
     }
 
-    /// Remember `id` as the issued certificate of the Service with `uid`, for `domains`.
-    pub fn remember(&self, uid: &str, id: i64, domains: &[String]) {
-        self.map()
-            .insert(uid.to_owned(), (id, decide::domain_set(domains)));
+    /// Remember `id` as the certificate of the Service with `uid`, made of `made_of`.
+    pub fn remember(&self, uid: &str, id: i64, made_of: MadeOf) {
+        self.map().insert(uid.to_owned(), (id, made_of));
     }
 
     /// Look the certificate of the Service with `uid` up again next time.
@@ -134,7 +161,7 @@ impl Reader<'_> {
         let refused = found.refusal().is_some();
         let managed = match refused {
             true => None,
-            false => self.certificates(&mut desired).await?,
+            false => self.certificates(service, &mut desired).await?,
         };
         let type_name = match &found.lb {
             _ if refused => None,
@@ -342,9 +369,13 @@ impl Reader<'_> {
     }
 
     /// Resolve the uploaded certificates of `desired` to IDs (into its services), and read
-    /// its managed certificate, when it asks for one: the one remembered, else the one
-    /// labelled with the Service's UID.
-    async fn certificates(&self, desired: &mut Desired) -> Result<Option<ManagedRead>> {
+    /// its managed certificate or its Secret, when it asks for one: the certificate
+    /// remembered, else the ones labelled with the Service's UID.
+    async fn certificates(
+        &self,
+        service: &Service,
+        desired: &mut Desired,
+    ) -> Result<Option<ManagedRead>> {
         self.resolve_port_certificates(desired).await?;
         match &desired.certificates {
             Certificates::Unset => Ok(None),
@@ -361,7 +392,7 @@ impl Reader<'_> {
                 if let Some(id) = self
                     .lbs
                     .managed_certificates
-                    .get(&desired.uid, &want.domains)
+                    .get(&desired.uid, &MadeOf::domains(&want.domains))
                 {
                     return Ok(Some(ManagedRead::Remembered(id)));
                 }
@@ -380,13 +411,61 @@ impl Reader<'_> {
                     && decide::same_domains(cert, &want.domains)
                     && matches!(decide::issuance(cert), Ok(true))
                 {
-                    self.lbs
-                        .managed_certificates
-                        .remember(&desired.uid, cert.id, &want.domains);
+                    self.lbs.managed_certificates.remember(
+                        &desired.uid,
+                        cert.id,
+                        MadeOf::domains(&want.domains),
+                    );
                 }
                 Ok(Some(ManagedRead::Listed(listed)))
             }
+            Certificates::Secret(name) => {
+                let want = self.secret(service, &desired.uid, name).await?;
+                let made_of = MadeOf::Secret(want.digest.clone());
+                if let Some(id) = self.lbs.managed_certificates.get(&desired.uid, &made_of) {
+                    return Ok(Some(ManagedRead::Remembered(id)));
+                }
+                self.lbs
+                    .operations
+                    .count(lb_op::RECONCILE_SECRET_CERTIFICATE);
+                let mut listed: Vec<Certificate> = self
+                    .labelled_certificates(&desired.uid)
+                    .await?
+                    .into_iter()
+                    .filter(tls_secret::from_secret)
+                    .collect();
+                listed.sort_by_key(|c| c.id);
+                // Remembered only when nothing is left to retire, as a managed one.
+                if let [cert] = listed.as_slice()
+                    && want.made(cert)
+                {
+                    self.lbs
+                        .managed_certificates
+                        .remember(&desired.uid, cert.id, made_of);
+                }
+                Ok(Some(ManagedRead::FromSecret {
+                    want: Box::new(want),
+                    listed,
+                }))
+            }
         }
+    }
+
+    /// The content of the Secret `name` of `service`'s namespace, through the caller's
+    /// reader (`use_secrets`); an error naming the annotation when there is no reader, no
+    /// such Secret, or the Secret is not a usable TLS Secret.
+    async fn secret(&self, service: &Service, uid: &str, name: &str) -> Result<SecretCertificate> {
+        let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
+        let key = keys::HTTP_CERTIFICATE_SECRET;
+        let Some(secrets) = self.lbs.secrets.read().clone() else {
+            return Err(Error::invalid_input(format!(
+                "{key}: Secret {namespace}/{name} is not read: this controller reads no Secrets (turned off in its settings)"
+            )));
+        };
+        let content = secrets.tls_secret(namespace, name).await?.ok_or_else(|| {
+            Error::invalid_input(format!("{key}: Secret {namespace}/{name} does not exist"))
+        })?;
+        Ok(SecretCertificate::new(uid, namespace, name, content))
     }
 
     /// Resolve the uploaded certificates each https port names for itself

@@ -338,3 +338,141 @@ async fn edited_managed_certificate_domains_swap_in_a_new_certificate_before_the
     assert_eq!(third.name, first.name);
     assert_eq!(carried().await, [third.id]);
 }
+
+/// TLS Secrets in memory, as the service controller's reader hands them over.
+#[derive(Debug, Default)]
+struct Secrets(parking_lot::Mutex<BTreeMap<String, cloud_provider::secrets::TlsSecret>>);
+
+impl Secrets {
+    /// `default/<name>` with a certificate and a key that say `content`.
+    fn put(&self, name: &str, content: &str) {
+        self.0.lock().insert(
+            format!("default/{name}"),
+            cloud_provider::secrets::TlsSecret {
+                certificate: format!(
+                    "-----BEGIN CERTIFICATE-----\n{content}\n-----END CERTIFICATE-----\n"
+                ),
+                private_key: format!(
+                    "-----BEGIN PRIVATE KEY-----\n{content}\n-----END PRIVATE KEY-----\n"
+                ),
+            },
+        );
+    }
+}
+
+#[async_trait::async_trait]
+impl cloud_provider::secrets::TlsSecrets for Secrets {
+    async fn tls_secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> cloud_provider::provider::Result<Option<cloud_provider::secrets::TlsSecret>> {
+        Ok(self.0.lock().get(&format!("{namespace}/{name}")).cloned())
+    }
+}
+
+/// A Service naming a `kubernetes.io/tls` Secret (beyond the official CCM): its content is
+/// uploaded as a certificate labelled with the Service, the Secret and the content's digest;
+/// an unchanged Secret costs no certificate request; a renewed one is uploaded under a free
+/// name, swapped in, and the old upload deleted after the swap (`plan` names exactly those
+/// writes); deleting the Service deletes its upload. Without a reader, or without the
+/// Secret, the sync fails with a user error naming the Secret.
+#[tokio::test]
+async fn a_tls_secret_is_uploaded_and_a_renewal_is_swapped_in_before_the_old_upload_goes() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let nodes = [env.node(0)];
+    let svc = service(
+        &[(443, "TCP", 30443)],
+        &[
+            ("protocol", "https"),
+            ("http-certificate-secret", "web-tls"),
+        ],
+    );
+    let message = user_error(&lbs, &svc, &nodes).await;
+    assert!(
+        message.contains("Secret default/web-tls is not read: this controller reads no Secrets"),
+        "{message}"
+    );
+    let secrets = Arc::new(Secrets::default());
+    lbs.use_secrets(secrets.clone());
+    let message = user_error(&lbs, &svc, &nodes).await;
+    assert!(
+        message.contains("Secret default/web-tls does not exist"),
+        "{message}"
+    );
+
+    let certificates = || async {
+        let mut all = env
+            .client
+            .certificates()
+            .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
+            .await
+            .unwrap();
+        all.sort_by_key(|c| c.id);
+        all
+    };
+    let carried = || async {
+        env.only()
+            .await
+            .services
+            .iter()
+            .filter_map(|s| s.http.as_ref())
+            .flat_map(|h| h.certificates.clone())
+            .collect::<Vec<i64>>()
+    };
+    secrets.put("web-tls", "first");
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(made, ["POST /certificates", "POST /load_balancers"]);
+    let [first] = certificates().await.try_into().unwrap();
+    assert_eq!(first.kind, Some(models::CertificateType::Uploaded));
+    assert_eq!(first.name, format!("ccm-tls-secret-{UID}"));
+    assert_eq!(first.labels[SERVICE_UID_LABEL], UID);
+    assert_eq!(first.labels["hcloud-ccm/tls-secret"], "web-tls");
+    assert_eq!(first.labels["hcloud-ccm/tls-secret-digest"].len(), 32);
+    assert_eq!(carried().await, [first.id]);
+
+    // Unchanged: no certificate request at all.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &svc, &nodes)
+        .await
+        .unwrap();
+    let counts = env.counts().await;
+    assert!(
+        counts
+            .keys()
+            .all(|request| !request.contains("/certificates")),
+        "{counts:?}"
+    );
+
+    // Renewed (as cert-manager does it): uploaded, swapped in, the old one deleted.
+    secrets.put("web-tls", "second");
+    let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
+    assert_eq!(
+        made,
+        [
+            "DELETE /certificates/{id}",
+            "POST /certificates",
+            "POST /load_balancers/{id}/actions/update_service",
+        ],
+        "uploaded, swapped in, the old one deleted"
+    );
+    let [second] = certificates().await.try_into().unwrap();
+    assert_eq!(
+        second.name,
+        format!("{}-2", first.name),
+        "no name collision"
+    );
+    assert_ne!(
+        second.labels["hcloud-ccm/tls-secret-digest"],
+        first.labels["hcloud-ccm/tls-secret-digest"]
+    );
+    assert_eq!(carried().await, [second.id]);
+
+    // The Service goes: so does its upload.
+    lbs.ensure_load_balancer_deleted(CLUSTER, &svc)
+        .await
+        .unwrap();
+    assert!(env.all().await.is_empty());
+    assert!(certificates().await.is_empty());
+}
