@@ -533,6 +533,38 @@ fn a_single_replica_rollout_never_runs_two_writers() {
     assert!(!leader_elect_off(object(&objects, "DaemonSet")));
 }
 
+/// `rbac.secrets` (on by default): the ClusterRole may read Secrets; off
+/// (`deploy/chart/ci/no-secrets-values.yaml`), the rule is left out and the CCM is told to read
+/// none, so a Service naming a Secret gets a Warning instead of refused reads.
+#[test]
+fn reading_secrets_is_a_chart_value() {
+    let secrets_rule = |objects: &[Value]| {
+        object(objects, "ClusterRole")["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"] == json!(["secrets"]))
+            .map(|r| r["verbs"].clone())
+    };
+    let tls_secrets_env = |objects: &[Value]| {
+        container(object(objects, "Deployment"))["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "HCLOUD_LOAD_BALANCERS_TLS_SECRETS")
+            .map(|e| e["value"].clone())
+    };
+    let default = render(&json!({}));
+    assert_eq!(
+        secrets_rule(&default),
+        Some(json!(["get", "list", "watch"]))
+    );
+    assert_eq!(tls_secrets_env(&default), None);
+    let off = render(&ci_values("no-secrets-values.yaml"));
+    assert_eq!(secrets_rule(&off), None);
+    assert_eq!(tls_secrets_env(&off), Some(json!("false")));
+}
+
 /// `robot.enabled` (`deploy/chart/ci/robot-values.yaml`, as the official chart's values use
 /// it): the rendered Deployment's own args and env, with the Robot credentials from the Secret
 /// `hcloud`, start the binary, which initialises a dedicated server's Node.

@@ -646,3 +646,109 @@ async fn edited_managed_certificate_domains_are_served_by_a_new_certificate() {
     )
     .await;
 }
+
+/// A Service naming a `kubernetes.io/tls` Secret of its namespace: the Secret is uploaded as a
+/// certificate (labelled with the Secret) that the https service carries; the Secret renewed
+/// through the apiserver (as cert-manager renews it), the new content is uploaded and carried,
+/// and the old upload is deleted once no service carries it.
+#[tokio::test]
+async fn a_tls_secret_is_served_and_its_renewal_swapped_in() {
+    let setup = crate::load_balancer_races::Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(setup.admin.clone(), setup.scope.namespace());
+    secrets
+        .create(
+            &kube::api::PostParams::default(),
+            &crate::support::tls_secret("shop-tls", "shop.example.com"),
+        )
+        .await
+        .unwrap();
+    setup
+        .scope
+        .create_service(ccm::lb_service(
+            "shop",
+            &[
+                ("protocol", "https"),
+                ("http-certificate-secret", "shop-tls"),
+            ],
+        ))
+        .await;
+    let admin = setup.sim.admin();
+    // (certificate IDs the load balancer's services carry, every certificate's ID and its
+    // Secret label)
+    let seen = || async {
+        let state = admin.state().await.unwrap();
+        let carried: Vec<i64> = state["load_balancers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|lb| lb["services"].as_array().cloned().unwrap_or_default())
+            .flat_map(|s| {
+                s["http"]["certificates"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter_map(|id| id.as_i64())
+            .collect();
+        let certificates: Vec<(i64, String)> = state["certificates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["id"].as_i64().unwrap_or_default(),
+                    c["labels"]["hcloud-ccm/tls-secret"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect();
+        (carried, certificates)
+    };
+    let first = eventually(
+        "the Secret's certificate carried",
+        Duration::from_secs(40),
+        || async {
+            match seen().await {
+                (carried, certificates)
+                    if carried.len() == 1
+                        && certificates == [(carried[0], "shop-tls".to_owned())] =>
+                {
+                    Some(carried[0])
+                }
+                _ => None,
+            }
+        },
+    )
+    .await;
+
+    let renewed = crate::support::tls_secret("shop-tls", "shop.example.com");
+    secrets
+        .patch(
+            "shop-tls",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({ "data": renewed.data })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the renewal carried, the old upload gone",
+        Duration::from_secs(40),
+        || async {
+            match seen().await {
+                (carried, certificates)
+                    if carried.len() == 1
+                        && carried[0] != first
+                        && certificates == [(carried[0], "shop-tls".to_owned())] =>
+                {
+                    Some(())
+                }
+                _ => None,
+            }
+        },
+    )
+    .await;
+}

@@ -20,7 +20,7 @@ use hcloud_sim::{
     HealthCheckSeed, LoadBalancerSeed, NetworkSeed, ServerSeed, ServiceSeed, SimConfig, Simulator,
 };
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Service};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube_harness::{ControlPlane, kubelet_node};
 use serde_json::{Value, json};
 
@@ -1013,6 +1013,94 @@ async fn plan_shows_servers_without_a_public_ipv4_as_private_targets_or_left_out
     let state = sim_admin.state().await.unwrap();
     assert!(
         state["load_balancers"].as_array().is_none_or(Vec::is_empty),
+        "{state}"
+    );
+}
+
+/// `plan` shows, before anything is made, that a Service naming a TLS Secret gets its
+/// certificate uploaded from that Secret; with Secrets turned off, it says why the Service
+/// cannot be planned instead.
+#[tokio::test]
+async fn plan_shows_the_upload_of_a_services_tls_secret() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scope = Scope::new("plantls").await;
+    let (sim, network, _) = simulator_with_network(&scope).await;
+    let prefix = scope.id();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(scope.admin.clone(), scope.namespace())
+        .create(
+            &PostParams::default(),
+            &crate::support::tls_secret("web-tls", "web.example.com"),
+        )
+        .await
+        .unwrap();
+    scope
+        .create_service(lb_service(
+            &format!("{prefix}-web"),
+            &[
+                ("protocol", "https"),
+                ("http-certificate-secret", "web-tls"),
+            ],
+        ))
+        .await;
+    let planner = scope.admin_access("planner").await;
+    let web = |plan: &Value| {
+        object(
+            plan,
+            "Service",
+            &format!("{}/{prefix}-web", scope.namespace()),
+        )
+        .clone()
+    };
+    // The plan, having exited with `status` (1: a Service could not be planned).
+    let plan = |extra: &'static [&'static str], status: i32| {
+        let (sim, network, kubeconfig) = (&sim, &network, planner.kubeconfig.clone());
+        async move {
+            let mut args = vec!["-o", "json"];
+            args.extend_from_slice(extra);
+            let out = run_plan(sim, &kubeconfig, network, &args).await;
+            assert_eq!(
+                out.status.code(),
+                Some(status),
+                "stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        }
+    };
+    let changes = targets(&web(&plan(&[], 0).await));
+    let upload = format!(
+        "create certificate \"ccm-tls-secret-{}\" uploaded from Secret {}/web-tls (content ",
+        scope
+            .services()
+            .get(&format!("{prefix}-web"))
+            .await
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap(),
+        scope.namespace()
+    );
+    assert!(
+        changes.iter().any(|c| c.starts_with(&upload)),
+        "{upload} in {changes:?}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("create load balancer")),
+        "{changes:?}"
+    );
+
+    let off = web(&plan(&["--hcloud-load-balancers-tls-secrets=false"], 1).await);
+    assert!(
+        off.to_string()
+            .contains("this controller reads no Secrets (turned off in its settings)"),
+        "{off:#}"
+    );
+    // Nothing was made.
+    let state = sim.admin().state().await.unwrap();
+    assert!(
+        state["certificates"].as_array().is_none_or(Vec::is_empty),
         "{state}"
     );
 }

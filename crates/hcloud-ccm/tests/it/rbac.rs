@@ -16,6 +16,7 @@
 //! | events create, patch                      | events                                    |
 //! | services list, watch                      | load balancer creation                    |
 //! | services/status patch                     | load balancer ingress in the status       |
+//! | secrets get, list, watch                  | a certificate uploaded from a TLS Secret  |
 //! | leases get, create, update                | leader election                           |
 //! | tokenreviews create                       | /metrics for an authorized scraper        |
 //! | subjectaccessreviews create               | /metrics for an authorized scraper        |
@@ -42,7 +43,7 @@ use std::time::Duration;
 use ccm::{BIN, TOKEN, audit_events_of, free_port};
 use hcloud_sim::{NetworkSeed, ServerSeed, SimConfig, Simulator};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{Event, Secret, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube_harness::{UNINITIALIZED_TAINT, eventually, has_taint, kubelet_node};
@@ -110,6 +111,7 @@ enum Behaviour {
     Lifecycle,
     LoadBalancer,
     Ingress,
+    TlsSecret,
     Events,
     Leads,
     MetricsAuth,
@@ -140,6 +142,34 @@ fn web_service() -> Service {
         }),
         status: None,
     }
+}
+
+/// Service `web-tls` of type LoadBalancer, one https port with the certificate of the TLS
+/// Secret `web-tls`.
+fn tls_service() -> Service {
+    let mut service = web_service();
+    service.metadata.name = Some("web-tls".into());
+    service.metadata.annotations = Some(
+        [
+            ("load-balancer.hetzner.cloud/protocol", "https"),
+            (
+                "load-balancer.hetzner.cloud/http-certificate-secret",
+                "web-tls",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    );
+    if let Some(port) = service
+        .spec
+        .as_mut()
+        .and_then(|s| s.ports.as_mut())
+        .and_then(|p| p.first_mut())
+    {
+        port.port = 443;
+    }
+    service
 }
 
 /// One CCM run as ServiceAccount `<scope>-ccm`, bound to `role` (renamed `<scope>-role`) by the
@@ -235,6 +265,14 @@ impl Scenario {
             .unwrap();
         scope.register_node(&node, Some("10.244.1.0/24")).await;
         scope.create_service(web_service()).await;
+        Api::<Secret>::namespaced(admin.clone(), scope.namespace())
+            .create(
+                &PostParams::default(),
+                &crate::support::tls_secret("web-tls", "web.example.com"),
+            )
+            .await
+            .unwrap();
+        scope.create_service(tls_service()).await;
         Scenario {
             scope,
             admin,
@@ -286,6 +324,10 @@ impl Scenario {
             Behaviour::LoadBalancer => state["load_balancers"]
                 .as_array()
                 .is_some_and(|l| !l.is_empty()),
+            Behaviour::TlsSecret => state["certificates"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["labels"]["hcloud-ccm/tls-secret"] == "web-tls")
+            }),
             Behaviour::Ingress => service
                 .status
                 .and_then(|s| s.load_balancer?.ingress)
@@ -383,6 +425,7 @@ async fn the_shipped_cluster_role_is_enough_for_every_behaviour() {
         Behaviour::Routes,
         Behaviour::LoadBalancer,
         Behaviour::Ingress,
+        Behaviour::TlsSecret,
         Behaviour::Events,
         Behaviour::MetricsAuth,
     ] {
@@ -451,6 +494,7 @@ async fn removing_any_rule_breaks_a_named_behaviour() {
             Refusal::Write("patch", "services/status"),
             Behaviour::Ingress,
         ),
+        ("secrets", &[], Refusal::Read, Behaviour::TlsSecret),
         ("leases", &[], Refusal::Read, Behaviour::Leads),
         (
             "tokenreviews",

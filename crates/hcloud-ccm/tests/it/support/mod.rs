@@ -123,3 +123,26 @@ pub async fn events(
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
 }
+
+/// A `kubernetes.io/tls` Secret `name` with a new self-signed certificate for `domain` (as
+/// cert-manager writes one: `tls.crt` and `tls.key` in PEM).
+pub fn tls_secret(name: &str, domain: &str) -> k8s_openapi::api::core::v1::Secret {
+    let generated =
+        rcgen::generate_simple_self_signed(vec![domain.to_owned()]).expect("a certificate");
+    let data = [
+        ("tls.crt", generated.cert.pem()),
+        ("tls.key", generated.signing_key.serialize_pem()),
+    ]
+    .into_iter()
+    .map(|(key, pem)| (key.to_owned(), k8s_openapi::ByteString(pem.into_bytes())))
+    .collect();
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(data),
+        ..Default::default()
+    }
+}
