@@ -476,6 +476,12 @@ pub trait KnownServices: Send + Sync + std::fmt::Debug {
     /// Whether a Service with `uid` exists in the cluster (in the caller's scope); `None` while
     /// the caller cannot tell (its cache has not been filled yet).
     fn exists(&self, uid: &str) -> Option<bool>;
+
+    /// `namespace/name` of the Service with `uid`, when known (for messages). The default
+    /// knows none.
+    fn name_of(&self, _uid: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A fixed set of Service UIDs (a listing's), as [`KnownServices`].

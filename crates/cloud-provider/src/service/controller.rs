@@ -347,6 +347,14 @@ impl crate::KnownServices for InformedServices {
                 .any(|s| s.metadata.uid.as_deref() == Some(uid)),
         )
     }
+
+    fn name_of(&self, uid: &str) -> Option<String> {
+        self.0
+            .list()
+            .iter()
+            .find(|s| s.metadata.uid.as_deref() == Some(uid))
+            .map(|s| service_key(s))
+    }
 }
 
 fn strip(service: &mut Service) {

@@ -124,6 +124,9 @@ pub mod keys {
         LABELS = "labels",
         /// Beyond the official CCM: delete protection of the load balancer.
         PROTECTION_DELETE = "protection-delete",
+        /// Beyond the official CCM: the name of a load balancer several Services share, each
+        /// owning its ports (see `shared.rs`).
+        SHARED_LOAD_BALANCER = "shared-load-balancer",
     }
 }
 
@@ -724,7 +727,7 @@ mod tests {
                 .iter()
                 .any(|k| k.ends_with("health-check-http-status-codes"))
         );
-        assert_eq!(keys::ALL.len(), 41);
+        assert_eq!(keys::ALL.len(), 42);
         assert!(keys::ALL.iter().all(|k| k.starts_with(PREFIX)));
     }
 }

@@ -260,6 +260,17 @@ impl Applier<'_> {
         for lb in &deletion.load_balancers {
             self.delete_one(&key, lb).await?;
         }
+        // Shared load balancers that stay: the Service's services and label go.
+        for (lb, steps) in &deletion.released {
+            let exec = self.lbs.executor(lb, &lb.name);
+            for step in steps {
+                count_step(&self.lbs.operations, step);
+                let ran = exec.run(step).await;
+                // Read again on the next lookup, whatever came of it.
+                self.lbs.cache.doubt(lb.id);
+                ran?;
+            }
+        }
         self.delete_certificates(&key, &deletion.certificates)
             .await?;
         if deletion.kept.is_empty() {

@@ -77,6 +77,8 @@ pub(super) struct Decision {
 /// What `update_load_balancer` does: the target steps on the Service's load balancer.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct TargetUpdate {
+    /// The desired state, with a shared load balancer's share decided.
+    pub desired: Desired,
     /// The load balancer, as found.
     pub lb: models::LoadBalancer,
     /// The target steps of every round.
@@ -93,6 +95,8 @@ pub(super) struct Deletion {
     /// The managed certificates deleted once the load balancers are gone (none while one is
     /// kept: it may still carry them).
     pub certificates: Vec<Certificate>,
+    /// Shared load balancers that stay: the steps removing the Service's ports and label.
+    pub released: Vec<(models::LoadBalancer, Vec<Step>)>,
 }
 
 /// What becomes of a load balancer found by the Service's name that carries another
@@ -158,6 +162,7 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
         found,
         managed,
         lb_type,
+        owners,
         now,
     } = read;
     let mut notices = desired.notices.clone();
@@ -172,6 +177,18 @@ pub(super) fn decide(read: Read) -> Result<Decision> {
             predicted: None,
             notices,
         });
+    }
+    if desired.shared.is_some() {
+        let max_services = found
+            .lb
+            .as_ref()
+            .map_or(0, |lb| lb.load_balancer_type.max_services);
+        notices.extend(super::shared::share(
+            &mut desired,
+            found.lb.as_ref(),
+            &owners,
+            max_services,
+        )?);
     }
     let (certificate, retired) = managed_certificate(&mut desired, managed)?;
     // A managed certificate created first is named by its stand-in ID, so that the plan
@@ -243,6 +260,7 @@ pub(super) fn decide_update(
     service: &str,
     desired: &Desired,
     found: Found,
+    owners: &super::shared::Owners,
 ) -> Result<TargetUpdate> {
     let Some(lb) = found.lb else {
         return Err(Error::not_found_msg(format!(
@@ -250,8 +268,17 @@ pub(super) fn decide_update(
             desired.name
         )));
     };
-    let (rounds, _) = predict_rounds(desired, lb.clone(), None, true);
-    Ok(TargetUpdate { lb, rounds })
+    // A shared load balancer's targets are its primary owner's.
+    let mut desired = desired.clone();
+    if desired.shared.is_some() {
+        super::shared::share(&mut desired, Some(&lb), owners, 0)?;
+    }
+    let (rounds, _) = predict_rounds(&desired, lb.clone(), None, true);
+    Ok(TargetUpdate {
+        desired,
+        lb,
+        rounds,
+    })
 }
 
 /// The targets a creation had to leave out (one of their servers does not exist) as the
@@ -432,7 +459,7 @@ impl Deletion {
         Self {
             load_balancers,
             kept,
-            certificates: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -454,6 +481,15 @@ impl Deletion {
         for lb in &self.kept {
             out.warnings
                 .push(Warning::new(reasons::DELETE_PROTECTED, kept_message(lb)));
+        }
+        for (lb, steps) in &self.released {
+            for step in steps {
+                out.changes.push(Change::new(
+                    step.verb(),
+                    format!("shared load balancer {:?} (ID {}): {step}", lb.name, lb.id),
+                ));
+                out.writes.push(Write::cloud(step.write()));
+            }
         }
         for cert in &self.certificates {
             out.changes
@@ -948,6 +984,7 @@ mod tests {
                 ..Found::default()
             },
             managed: None,
+            owners: Default::default(),
             lb_type: type_name.map(|name| TypeRead {
                 found: Some(Arc::new(match name.as_str() {
                     "lb21" => lb_type("lb21", 5),
@@ -1690,7 +1727,8 @@ mod tests {
             lb: Some(lb.clone()),
             ..Found::default()
         };
-        let update = decide_update("default/web", &read.desired, found).unwrap();
+        let update =
+            decide_update("default/web", &read.desired, found, &Default::default()).unwrap();
         assert_eq!(update.lb, lb);
         let steps: Vec<Vec<String>> = update
             .rounds
@@ -1698,7 +1736,13 @@ mod tests {
             .map(|round| round.iter().map(ToString::to_string).collect())
             .collect();
         assert_eq!(steps, [["remove target server 1", "add target server 3"]]);
-        let none = decide_update("default/web", &read.desired, Found::default()).unwrap_err();
+        let none = decide_update(
+            "default/web",
+            &read.desired,
+            Found::default(),
+            &Default::default(),
+        )
+        .unwrap_err();
         assert_eq!(none.category(), cloud_provider::Category::NotFound);
     }
 

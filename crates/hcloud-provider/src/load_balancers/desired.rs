@@ -214,6 +214,15 @@ pub struct Desired {
     pub user_labels: LabelChanges,
     /// Beyond the official CCM: `protection-delete`; `None`: left as it is.
     pub delete_protection: Option<bool>,
+    /// Beyond the official CCM: `shared-load-balancer`, the name of the load balancer the
+    /// Service shares with others (see `shared.rs`); `None`: a load balancer of its own.
+    pub shared: Option<String>,
+    /// How the Service takes part in its shared load balancer, once decided
+    /// ([`super::shared::share`]); `None` before that, and for a load balancer of its own.
+    pub share: Option<super::shared::Share>,
+    /// The settings that choose the targets, as text (`node-selector`, `use-private-ip`): a
+    /// shared load balancer records the digest of its primary owner's.
+    pub target_settings: String,
 }
 
 /// Whether `name` can name a Secret (a DNS subdomain: lower case letters, digits, `-` and
@@ -383,6 +392,20 @@ impl Desired {
         let svc_name = service_name(service);
 
         let rename = errors.take(a.string(keys::NAME));
+        let shared = errors.take(a.string(keys::SHARED_LOAD_BALANCER));
+        if let (Some(shared), Some(name)) = (&shared, &rename)
+            && shared != name
+        {
+            errors.0.push(AnnotationError {
+                annotation: keys::SHARED_LOAD_BALANCER.to_owned(),
+                value: shared.clone(),
+                reason: format!(
+                    "names another load balancer than {} ({name}); a shared load balancer is named by {} alone",
+                    keys::NAME,
+                    keys::SHARED_LOAD_BALANCER
+                ),
+            });
+        }
 
         // Location (annotation, else env) beats network zone; `location: ""` clears the env
         // location so that a network zone can be used.
@@ -508,6 +531,10 @@ impl Desired {
             });
         }
         let selector = errors.take(a.node_selector());
+        let target_settings = format!(
+            "node-selector={};use-private-ip={use_private_ip}",
+            a.raw(keys::NODE_SELECTOR).unwrap_or_default().trim()
+        );
         let mut targets = BTreeMap::new();
         let mut robot_nodes = BTreeMap::new();
         for node in nodes {
@@ -579,8 +606,16 @@ impl Desired {
         let delete_protection = super::user_labels::delete_protection(a, &mut errors);
 
         errors.finish().map_err(|e| e.to_string())?;
+        // A shared load balancer is found by its name and never renamed.
+        let (name, rename) = match &shared {
+            Some(shared) => (shared.clone(), None),
+            None => (
+                rename.clone().unwrap_or_else(|| default_name(service)),
+                rename,
+            ),
+        };
         Ok(Self {
-            name: rename.clone().unwrap_or_else(|| default_name(service)),
+            name,
             uid,
             service: svc_name.to_owned(),
             rename,
@@ -622,6 +657,9 @@ impl Desired {
             cluster: settings.cluster_name.clone(),
             user_labels,
             delete_protection,
+            shared,
+            share: None,
+            target_settings,
         })
     }
 
@@ -823,6 +861,9 @@ impl Desired {
     /// The labels `current` should have: as they are with the `labels` annotation's changes,
     /// plus the Service UID label (and the cluster label when a cluster name is set).
     pub fn labels(&self, current: &Labels) -> Labels {
+        if let Some(share) = &self.share {
+            return share.labels.clone();
+        }
         let mut labels = self.user_labels.apply(current);
         labels.insert(SERVICE_UID_LABEL.to_owned(), self.uid.clone());
         if let Some(cluster) = &self.cluster {
@@ -909,6 +950,17 @@ impl Desired {
     /// balancer type's `max_targets` (a type change shows up in the next round).
     pub fn diff(&self, lb: &LoadBalancer) -> Vec<Step> {
         let mut steps = Vec::new();
+        // A shared load balancer's own settings and targets are its primary owner's.
+        let own_settings = self.share.as_ref().is_none_or(|s| s.primary);
+        if let Some(share) = &self.share {
+            if share.labels != lb.labels {
+                steps.push(Step::Update {
+                    name: None,
+                    labels: Some(share.labels.clone()),
+                });
+            }
+            return self.diff_rest(lb, steps, own_settings);
+        }
 
         // Name (only with the name annotation) and label (PUT, never locked).
         let name = self.rename.clone().filter(|n| *n != lb.name);
@@ -934,6 +986,20 @@ impl Desired {
                 changes,
             });
         }
+        self.diff_rest(lb, steps, own_settings)
+    }
+
+    /// The diff after the name and labels: networks, targets, services, type, algorithm,
+    /// public interface, protection and reverse DNS; with `own_settings` false (a shared load
+    /// balancer's owner that is not its primary) only the services.
+    fn diff_rest(&self, lb: &LoadBalancer, mut steps: Vec<Step>, own_settings: bool) -> Vec<Step> {
+        if !own_settings {
+            let (deletes, updates, adds) = self.service_steps(lb);
+            steps.extend(deletes);
+            steps.extend(updates);
+            steps.extend(adds);
+            return steps;
+        }
 
         // Networks: detach from every other one (from all without HCLOUD_NETWORK) and from
         // ours when the fixed IP differs; then attach.
@@ -958,17 +1024,12 @@ impl Desired {
         }
 
         let (remove, add, _) = self.target_changes(lb);
-        steps.extend(remove);
-
-        // Services to delete.
-        let wanted_ports: BTreeSet<u16> = self.services.iter().map(|s| s.listen_port).collect();
-        for current in &lb.services {
-            if !wanted_ports.contains(&current.listen_port)
-                && !self.kept_ports.contains(&current.listen_port)
-            {
-                steps.push(Step::DeleteService(current.listen_port));
-            }
+        // An adopted shared load balancer's other targets may be its own: none is removed.
+        if !self.share.as_ref().is_some_and(|s| s.adopted) {
+            steps.extend(remove);
         }
+        let (deletes, updates, new_services) = self.service_steps(lb);
+        steps.extend(deletes);
 
         if let Some(to) = self.type_change(lb) {
             steps.push(Step::ChangeType {
@@ -987,26 +1048,7 @@ impl Desired {
 
         // New services after the updates: an update may free a port a new one listens on
         // (turning a redirect off frees port 80).
-        let mut new_services = Vec::new();
-        for wanted in &self.services {
-            match lb
-                .services
-                .iter()
-                .find(|s| s.listen_port == wanted.listen_port)
-            {
-                None => new_services.push(Step::AddService(wanted.spec())),
-                Some(current) => {
-                    let changes = wanted.changes(current);
-                    if !changes.is_empty() {
-                        steps.push(Step::UpdateService {
-                            update: wanted.update(current),
-                            changes,
-                        });
-                    }
-                }
-            }
-        }
-
+        steps.extend(updates);
         steps.extend(new_services);
         steps.extend(add);
 
@@ -1039,6 +1081,40 @@ impl Desired {
             }
         }
         steps
+    }
+
+    /// The service steps: deletions (ports neither wanted nor kept), updates and additions.
+    fn service_steps(&self, lb: &LoadBalancer) -> (Vec<Step>, Vec<Step>, Vec<Step>) {
+        let wanted_ports: BTreeSet<u16> = self.services.iter().map(|s| s.listen_port).collect();
+        let deletes = lb
+            .services
+            .iter()
+            .filter(|s| {
+                !wanted_ports.contains(&s.listen_port) && !self.kept_ports.contains(&s.listen_port)
+            })
+            .map(|s| Step::DeleteService(s.listen_port))
+            .collect();
+        let mut updates = Vec::new();
+        let mut adds = Vec::new();
+        for wanted in &self.services {
+            match lb
+                .services
+                .iter()
+                .find(|s| s.listen_port == wanted.listen_port)
+            {
+                None => adds.push(Step::AddService(wanted.spec())),
+                Some(current) => {
+                    let changes = wanted.changes(current);
+                    if !changes.is_empty() {
+                        updates.push(Step::UpdateService {
+                            update: wanted.update(current),
+                            changes,
+                        });
+                    }
+                }
+            }
+        }
+        (deletes, updates, adds)
     }
 
     /// The `LoadBalancerNotMoved` Warning when the `location` or `network-zone` annotation
@@ -1146,6 +1222,9 @@ impl Desired {
     /// `MaxTargetsReached` for every node [`Desired::diff`] leaves out of `lb` for the type's
     /// limit (ask after the last round).
     pub fn left_out(&self, lb: &LoadBalancer) -> Vec<Notice> {
+        if self.share.as_ref().is_some_and(|s| !s.primary) {
+            return Vec::new();
+        }
         self.target_changes(lb)
             .2
             .into_iter()

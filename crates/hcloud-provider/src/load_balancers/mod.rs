@@ -80,6 +80,7 @@ mod robot_targets;
 pub mod selector;
 mod services;
 mod settings;
+mod shared;
 mod steps;
 mod tls_secret;
 mod user_labels;
@@ -324,6 +325,20 @@ impl HcloudLoadBalancers {
         self.services.read().as_ref()?.exists(uid)
     }
 
+    /// What deleting `service` (with `uid`) deletes: its own load balancers, or, when it
+    /// names a shared one, its part of it (see `shared.rs`).
+    async fn deletion(&self, service: &Service, uid: &str) -> Result<decide::Deletion> {
+        match Annotations::of(service).is_set(annotations::keys::SHARED_LOAD_BALANCER) {
+            true => self.reader().shared_deletion(uid).await,
+            false => self.reader().deletion(uid).await,
+        }
+    }
+
+    /// `namespace/name` of the Service with `uid`, when the caller's view knows it.
+    fn service_name(&self, uid: &str) -> Option<String> {
+        self.services.read().as_ref()?.name_of(uid)
+    }
+
     fn reader(&self) -> Reader<'_> {
         Reader { lbs: self }
     }
@@ -455,13 +470,11 @@ impl LoadBalancer for HcloudLoadBalancers {
         let annotations = Annotations::of(service);
         // Asked of the API, never answered from the cache: "none" here releases the
         // Service (its finalizer goes), so it must not come from a listing that missed one.
-        let Some(lb) = self
-            .reader()
-            .list_labelled_now(uid)
-            .await?
-            .into_iter()
-            .next()
-        else {
+        let listed = match annotations.is_set(annotations::keys::SHARED_LOAD_BALANCER) {
+            true => self.reader().list_shared_now(uid).await?,
+            false => self.reader().list_labelled_now(uid).await?,
+        };
+        let Some(lb) = listed.into_iter().next() else {
             return Ok(None);
         };
         self.operations
@@ -524,13 +537,13 @@ impl LoadBalancer for HcloudLoadBalancers {
         let read = self.reader();
         let desired = read.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
-        let found = read.find(uid, &desired.name, false).await?;
-        let update = decide::decide_update(&service_key(service), &desired, found)?;
+        let (found, owners) = read.find_for(uid, &desired, false).await?;
+        let update = decide::decide_update(&service_key(service), &desired, found, &owners)?;
         let apply = self.applier();
         let (_, notices) = apply
             .run_rounds(
                 service,
-                &desired,
+                &update.desired,
                 update.lb,
                 &update.rounds,
                 &StandIns::default(),
@@ -548,7 +561,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
-        let deletion = self.reader().deletion(uid).await?;
+        let deletion = self.deletion(service, uid).await?;
         self.applier()
             .carry_out_deletion(service, uid, &deletion)
             .await?;
@@ -561,7 +574,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         service: &Service,
     ) -> Result<LoadBalancerPlan> {
         let uid = Self::uid(service)?;
-        Ok(self.reader().deletion(uid).await?.to_plan())
+        Ok(self.deletion(service, uid).await?.to_plan())
     }
 
     async fn plan_load_balancer(

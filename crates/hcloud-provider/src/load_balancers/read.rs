@@ -23,6 +23,7 @@ use super::cluster::{self, Claim};
 use super::decide::{self, Deletion, Takeover};
 use super::desired::{Certificates, Desired, Notice, RobotView};
 use super::naming::{SERVICE_UID_LABEL, service_key, uid_selector};
+use super::shared;
 use super::steps::reasons;
 use super::tls_secret::{self, SecretCertificate};
 use crate::errors::categorize;
@@ -42,6 +43,9 @@ pub(super) struct Read {
     pub managed: Option<ManagedRead>,
     /// The load balancer type created or changed to, when one is.
     pub lb_type: Option<TypeRead>,
+    /// A shared load balancer's other owners, as the caller's view of the Services knows
+    /// them (empty for a load balancer of its own).
+    pub owners: shared::Owners,
     /// When the read was made (a type's deprecation is compared with it).
     pub now: DateTime<Utc>,
 }
@@ -67,6 +71,7 @@ impl Found {
         self.notices.iter().find(|n| {
             n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_SERVICE)
                 || n.reason == Some(reasons::LOAD_BALANCER_OWNED_BY_OTHER_CLUSTER)
+                || n.reason == Some(reasons::SHARED_LOAD_BALANCER_REFUSED)
         })
     }
 }
@@ -156,7 +161,7 @@ impl Reader<'_> {
     pub async fn read(&self, service: &Service, nodes: &[Arc<Node>]) -> Result<Read> {
         let uid = HcloudLoadBalancers::uid(service)?;
         let mut desired = self.desired(service, nodes).await?;
-        let found = self.find(uid, &desired.name, true).await?;
+        let (found, owners) = self.find_for(uid, &desired, true).await?;
         // A refused load balancer is left alone: nothing more to read.
         let refused = found.refusal().is_some();
         let managed = match refused {
@@ -182,8 +187,129 @@ impl Reader<'_> {
             found,
             managed,
             lb_type,
+            owners,
             now: Utc::now(),
         })
+    }
+
+    /// The Service's load balancer ([`Reader::find`]), or the shared one it names
+    /// ([`Reader::find_shared`]) with its other owners.
+    pub async fn find_for(
+        &self,
+        uid: &str,
+        desired: &Desired,
+        adopt_by_name: bool,
+    ) -> Result<(Found, shared::Owners)> {
+        if desired.shared.is_none() {
+            return Ok((
+                self.find(uid, &desired.name, adopt_by_name).await?,
+                shared::Owners::new(),
+            ));
+        }
+        let found = self.find_shared(uid, &desired.name).await?;
+        let owners = found
+            .lb
+            .iter()
+            .flat_map(|lb| shared::owners(&lb.labels).into_keys())
+            .filter(|owner| owner != uid)
+            .map(|owner| {
+                let known = (
+                    self.lbs.service_exists(&owner),
+                    self.lbs.service_name(&owner),
+                );
+                (owner, known)
+            })
+            .collect();
+        Ok((found, owners))
+    }
+
+    /// The shared load balancer `name` (from the cache, as every lookup), refused when it is
+    /// a Service's own (labelled `hcloud-ccm/service-uid`), another cluster's, or when the
+    /// Service with `uid` has a load balancer of its own.
+    pub async fn find_shared(&self, uid: &str, name: &str) -> Result<Found> {
+        self.lbs.operations.count(lb_op::GET_BY_NAME);
+        let lookup = self.lookup(uid, Some(name)).await?;
+        let mut found = Found::default();
+        let refuse = |why: String| {
+            Notice::warn(
+                reasons::SHARED_LOAD_BALANCER_REFUSED,
+                format!("{}: {why}; nothing was changed", keys::SHARED_LOAD_BALANCER),
+            )
+        };
+        if let Some(own) = lookup.labelled.first() {
+            found.notices.push(refuse(format!(
+                "this Service has a load balancer of its own, {:?} (ID {}, label {SERVICE_UID_LABEL}); it cannot share {name:?} while it has it (delete and re-create the Service to move it)",
+                own.name, own.id
+            )));
+            return Ok(found);
+        }
+        let Some(lb) = lookup.by_name else {
+            return Ok(found);
+        };
+        if !self.claim(&lb.labels).usable() {
+            found
+                .notices
+                .push(owned_by_other_cluster(&lb, &self.claim(&lb.labels)));
+            return Ok(found);
+        }
+        if let Some(owner) = lb.labels.get(SERVICE_UID_LABEL) {
+            found.notices.push(refuse(format!(
+                "load balancer {name:?} (ID {}) is the own load balancer of the Service with UID {owner} (label {SERVICE_UID_LABEL}), not a shared one; name another",
+                lb.id
+            )));
+            return Ok(found);
+        }
+        found.lb = Some(lb);
+        Ok(found)
+    }
+
+    /// The shared load balancers the Service with `uid` owns ports of, as the API lists them
+    /// now (one request by label selector, never the cache), of this cluster.
+    pub async fn list_shared_now(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
+        self.lbs.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
+        let selector = shared::owner_selector(uid);
+        let mut listed = self
+            .lbs
+            .client
+            .load_balancers()
+            .list_all(&ListParams::label_selector(selector.clone()))
+            .await
+            .map_err(|err| {
+                categorize(format!("listing load balancers labelled {selector}"), err)
+            })?;
+        listed.retain(|lb| self.claim(&lb.labels).usable());
+        listed.sort_by_key(|lb| lb.id);
+        Ok(listed)
+    }
+
+    /// What deleting the Service with `uid` does to the shared load balancers it owns ports
+    /// of: each is deleted with its last owner when this CCM created it (kept when protected),
+    /// else the Service's services and label go (see [`shared::release`]); the Service's
+    /// managed or uploaded certificates go too.
+    pub async fn shared_deletion(&self, uid: &str) -> Result<Deletion> {
+        let mut deletion = Deletion::default();
+        for lb in self.list_shared_now(uid).await? {
+            let others: shared::Owners = shared::owners(&lb.labels)
+                .into_keys()
+                .filter(|owner| owner != uid)
+                .map(|owner| {
+                    let known = (
+                        self.lbs.service_exists(&owner),
+                        self.lbs.service_name(&owner),
+                    );
+                    (owner, known)
+                })
+                .collect();
+            match shared::release(&lb, uid, &others) {
+                None if lb.protection.delete => deletion.kept.push(lb),
+                None => deletion.load_balancers.push(lb),
+                Some(steps) => deletion.released.push((lb, steps)),
+            }
+        }
+        if deletion.kept.is_empty() {
+            deletion.certificates = decide::managed_of(uid, self.labelled_certificates(uid).await?);
+        }
+        Ok(deletion)
     }
 
     /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from
@@ -319,6 +445,20 @@ impl Reader<'_> {
             found
                 .notices
                 .push(owned_by_other_cluster(lb, &self.claim(&lb.labels)));
+            return Ok(found);
+        }
+        if let Some(lb) = &by_name
+            && shared::is_shared(&lb.labels)
+        {
+            found.notices.push(Notice::warn(
+                reasons::SHARED_LOAD_BALANCER_REFUSED,
+                format!(
+                    "load balancer {name:?} (ID {}) is shared (label {}): a Service uses it by naming it in the annotation {}, not as a load balancer of its own; nothing was changed",
+                    lb.id,
+                    shared::SHARED_LABEL,
+                    keys::SHARED_LOAD_BALANCER
+                ),
+            ));
             return Ok(found);
         }
         match by_name {

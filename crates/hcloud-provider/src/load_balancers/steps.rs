@@ -345,6 +345,12 @@ pub mod reasons {
     /// This CCM only: the `location` or `network-zone` annotation differs from where the
     /// existing load balancer is; Hetzner cannot move a load balancer, so it stays.
     pub const LOAD_BALANCER_NOT_MOVED: &str = "LoadBalancerNotMoved";
+    /// This CCM only: a Service sharing a load balancer whose target settings differ from
+    /// those of the owner that sets them (the owner of its lowest port); its own are ignored.
+    pub const SHARED_LOAD_BALANCER_SETTINGS_IGNORED: &str = "SharedLoadBalancerSettingsIgnored";
+    /// This CCM only: a Service cannot share the load balancer it names (it is another
+    /// Service's own, or the Service has one of its own).
+    pub const SHARED_LOAD_BALANCER_REFUSED: &str = "SharedLoadBalancerRefused";
     /// This CCM only: a Node's server has no public IPv4 and shares no network with the load
     /// balancer, so the Node is left out of the targets (the other targets are still set; the
     /// official CCM fails the whole target update).

@@ -1831,7 +1831,7 @@ async fn a_lost_create_answer_never_leads_to_a_second_load_balancer() {
 }
 
 /// The non-GET requests the simulator counted, one entry per request, sorted.
-async fn writes_counted(env: &Env) -> Vec<String> {
+pub(crate) async fn writes_counted(env: &Env) -> Vec<String> {
     let mut writes = Vec::new();
     for (request, n) in env.counts().await {
         if !request.starts_with("GET ") {

@@ -476,3 +476,188 @@ async fn a_tls_secret_is_uploaded_and_a_renewal_is_swapped_in_before_the_old_upl
     assert!(env.all().await.is_empty());
     assert!(certificates().await.is_empty());
 }
+
+/// A Service sharing the load balancer `shop-lb` with `ports` (listen port = NodePort - 30000),
+/// as the Service `name` with UID `uid`.
+fn sharing(name: &str, uid: &str, ports: &[i32], more: &[(&str, &str)]) -> Service {
+    let ports: Vec<(i32, &str, i32)> = ports.iter().map(|p| (*p, "TCP", 30000 + *p)).collect();
+    let mut annotations = vec![("shared-load-balancer", "shop-lb")];
+    annotations.extend_from_slice(more);
+    let mut svc = service(&ports, &annotations);
+    svc.metadata.name = Some(name.into());
+    svc.metadata.uid = Some(uid.into());
+    svc
+}
+
+/// The listen ports of `lb`, sorted.
+fn ports_of(lb: &models::LoadBalancer) -> Vec<u16> {
+    let mut ports: Vec<u16> = lb.services.iter().map(|s| s.listen_port).collect();
+    ports.sort_unstable();
+    ports
+}
+
+/// The Services whose UIDs exist, as the service controller's informer tells the provider.
+fn known(uids: &[&str]) -> Arc<cloud_provider::ListedServices> {
+    Arc::new(cloud_provider::ListedServices(
+        uids.iter().map(|u| (*u).to_owned()).collect(),
+    ))
+}
+
+/// Several Services naming one shared load balancer (beyond the official CCM): the first
+/// creates it; each owns its ports, recorded in the load balancer's labels; a port another
+/// Service holds is refused with both named and nothing changed; the owner of the lowest port
+/// sets the targets, another with other target settings gets a Warning; deleting an owner
+/// removes only its ports, and the load balancer goes with its last owner.
+#[tokio::test]
+async fn services_share_a_load_balancer_each_owning_its_ports() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    let nodes = [env.node(0), env.node(1)];
+    let web = sharing("web", "uid-web", &[80], &[]);
+    let api = sharing(
+        "api",
+        "uid-api",
+        &[443, 8443],
+        &[("node-selector", "role=api")],
+    );
+    let clash = sharing("clash", "uid-clash", &[443], &[]);
+    lbs.use_services(known(&["uid-web", "uid-api", "uid-clash"]));
+
+    let made = plan_then_ensure(&env, &lbs, &web, &nodes).await;
+    assert_eq!(made, ["POST /load_balancers"]);
+    let lb = env.only().await;
+    assert_eq!(lb.name, "shop-lb");
+    assert_eq!(lb.labels["hcloud-ccm/shared"], "created");
+    assert_eq!(lb.labels["hcloud-ccm/owner-uid-web"], "80");
+    assert!(
+        !lb.labels.contains_key(SERVICE_UID_LABEL),
+        "{:?}",
+        lb.labels
+    );
+    assert_eq!(lb.targets.len(), 2);
+
+    // The second owner adds its ports only; the targets stay the first owner's (its node
+    // selector would pick none of these Nodes), with a Warning that says so.
+    let planned = lbs.plan_load_balancer(CLUSTER, &api, &nodes).await.unwrap();
+    assert!(
+        planned
+            .warnings
+            .iter()
+            .any(|w| w.reason == "SharedLoadBalancerSettingsIgnored"),
+        "{planned:#?}"
+    );
+    plan_then_ensure(&env, &lbs, &api, &nodes).await;
+    let lb = env.only().await;
+    assert_eq!(ports_of(&lb), [80, 443, 8443]);
+    assert_eq!(lb.labels["hcloud-ccm/owner-uid-api"], "443.8443");
+    assert_eq!(lb.targets.len(), 2, "the primary's targets");
+    let status = lbs.get_load_balancer(CLUSTER, &api).await.unwrap();
+    assert!(
+        status.is_some(),
+        "the second owner finds its shared load balancer"
+    );
+
+    // A port another owner holds: refused, naming it, nothing changed.
+    env.sim.admin().reset_request_counts().await.unwrap();
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &clash, &nodes)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("port 443 is the Service with UID uid-api's"),
+        "{err}"
+    );
+    assert!(writes_counted(&env).await.is_empty());
+
+    // The first owner goes: its port only; the second becomes primary and sets its targets.
+    lbs.ensure_load_balancer_deleted(CLUSTER, &web)
+        .await
+        .unwrap();
+    lbs.use_services(known(&["uid-api", "uid-clash"]));
+    let lb = env.only().await;
+    assert_eq!(ports_of(&lb), [443, 8443]);
+    assert!(!lb.labels.contains_key("hcloud-ccm/owner-uid-web"));
+    lbs.ensure_load_balancer(CLUSTER, &api, &nodes)
+        .await
+        .unwrap();
+    assert!(env.only().await.targets.is_empty(), "no Node has role=api");
+
+    // The last owner goes: so does the load balancer this CCM created.
+    let planned = lbs.plan_load_balancer_deleted(CLUSTER, &api).await.unwrap();
+    assert!(
+        planned
+            .changes
+            .iter()
+            .any(|c| c.target.starts_with("load balancer \"shop-lb\"")),
+        "{planned:#?}"
+    );
+    lbs.ensure_load_balancer_deleted(CLUSTER, &api)
+        .await
+        .unwrap();
+    assert!(env.all().await.is_empty());
+    assert_eq!(lbs.get_load_balancer(CLUSTER, &api).await.unwrap(), None);
+}
+
+/// A load balancer made outside the cluster and shared in keeps every service and target
+/// this CCM does not own, also when its last owner goes (it is not deleted).
+#[tokio::test]
+async fn a_load_balancer_shared_in_keeps_what_it_had() {
+    let env = Env::start().await;
+    let created = env
+        .client
+        .load_balancers()
+        .create(&models::CreateLoadBalancerRequest {
+            name: "shop-lb".into(),
+            load_balancer_type: "lb11".into(),
+            location: Some("fsn1".into()),
+            services: vec![models::ServiceSpec {
+                listen_port: 8080,
+                destination_port: 8080,
+                protocol: models::ServiceProtocol::Tcp,
+                ..models::ServiceSpec::default()
+            }],
+            targets: vec![TargetSpec::ip("203.0.113.7")],
+            ..models::CreateLoadBalancerRequest::default()
+        })
+        .await
+        .unwrap();
+    env.client.actions().wait(&created.action).await.unwrap();
+    let lbs = env.lbs().await;
+    lbs.use_services(known(&["uid-web"]));
+    let web = sharing("web", "uid-web", &[80], &[]);
+    plan_then_ensure(&env, &lbs, &web, &[env.node(0)]).await;
+    let lb = env.only().await;
+    assert_eq!(ports_of(&lb), [80, 8080]);
+    assert_eq!(lb.labels["hcloud-ccm/shared"], "adopted");
+    assert_eq!(
+        lb.targets.len(),
+        2,
+        "the outside target kept: {:?}",
+        lb.targets
+    );
+
+    // A port the load balancer had before: not this CCM's to give.
+    let other = sharing("other", "uid-other", &[8080], &[]);
+    let err = lbs
+        .ensure_load_balancer(CLUSTER, &other, &[env.node(0)])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("port 8080 is a service of the load balancer this CCM does not manage"),
+        "{err}"
+    );
+
+    lbs.ensure_load_balancer_deleted(CLUSTER, &web)
+        .await
+        .unwrap();
+    let lb = env.only().await;
+    assert_eq!(lb.id, created.load_balancer.id, "kept");
+    assert_eq!(ports_of(&lb), [8080]);
+    assert!(
+        lb.labels.keys().all(|k| !k.starts_with("hcloud-ccm/")),
+        "{:?}",
+        lb.labels
+    );
+}
