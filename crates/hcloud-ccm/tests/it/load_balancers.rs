@@ -752,3 +752,88 @@ async fn a_tls_secret_is_served_and_its_renewal_swapped_in() {
     )
     .await;
 }
+
+/// Services sharing one load balancer through the apiserver: the second adds its port to the
+/// first one's load balancer; a third asking for a port the first holds gets a Warning naming
+/// the port and that Service, and nothing changes; deleting the first removes only its port,
+/// and the load balancer goes with the last owner.
+#[tokio::test]
+async fn services_share_a_load_balancer_and_it_goes_with_the_last_one() {
+    let setup = crate::load_balancer_races::Setup::start(1, &[]).await;
+    setup.add_node(0).await;
+    let on_port = |name: &str, port: i32| {
+        let mut service = ccm::lb_service(name, &[("shared-load-balancer", "shop-lb")]);
+        if let Some(ports) = service.spec.as_mut().and_then(|s| s.ports.as_mut()) {
+            ports[0].port = port;
+        }
+        service
+    };
+    let admin = setup.sim.admin();
+    // (name, listen ports) of every load balancer
+    let load_balancers = || async {
+        let state = admin.state().await.unwrap();
+        state["load_balancers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|lb| {
+                let mut ports: Vec<i64> = lb["services"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s["listen_port"].as_i64())
+                    .collect();
+                ports.sort_unstable();
+                (lb["name"].as_str().unwrap_or_default().to_owned(), ports)
+            })
+            .collect::<Vec<_>>()
+    };
+    let services = setup.scope.services();
+    setup.scope.create_service(on_port("web", 80)).await;
+    ingress(&services, "web").await;
+    setup.scope.create_service(on_port("api", 443)).await;
+    let api = ingress(&services, "api").await;
+    assert_eq!(api, ingress(&services, "web").await, "one load balancer");
+    assert_eq!(
+        load_balancers().await,
+        [("shop-lb".to_owned(), vec![80, 443])]
+    );
+
+    setup.scope.create_service(on_port("clash", 80)).await;
+    let refused = warnings(&setup, "clash", "SyncLoadBalancerFailed").await;
+    let said = message(&refused);
+    assert!(
+        said.contains(&format!(
+            "port 80 is the Service {}/web",
+            setup.scope.namespace()
+        )),
+        "{said}"
+    );
+    assert_eq!(
+        load_balancers().await,
+        [("shop-lb".to_owned(), vec![80, 443])]
+    );
+    services
+        .delete("clash", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("web's port gone", Duration::from_secs(40), || async {
+        (load_balancers().await == [("shop-lb".to_owned(), vec![443])]).then_some(())
+    })
+    .await;
+    services
+        .delete("api", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the load balancer gone with its last owner",
+        Duration::from_secs(40),
+        || async { load_balancers().await.is_empty().then_some(()) },
+    )
+    .await;
+}

@@ -111,6 +111,10 @@ impl Orphan {
     pub fn describe(&self) -> String {
         let why = match &self.service_uid {
             Some(uid) => format!("no Service has the UID {uid} of its label {SERVICE_UID_LABEL}"),
+            None if super::shared::is_shared(&self.lb.labels) => format!(
+                "it is shared, and no Service of its owners (labels {}<uid>) exists",
+                super::shared::OWNER_PREFIX
+            ),
             None => format!("it has no label {SERVICE_UID_LABEL}"),
         };
         let protected = if self.lb.protection.delete {
@@ -136,7 +140,10 @@ pub fn orphans(lbs: &[LoadBalancer], cluster: &str, services: &HashSet<String>) 
             let service_uid = lb.labels.get(SERVICE_UID_LABEL).cloned();
             let owned = service_uid
                 .as_ref()
-                .is_some_and(|uid| services.contains(uid));
+                .is_some_and(|uid| services.contains(uid))
+                || super::shared::owners(&lb.labels)
+                    .keys()
+                    .any(|uid| services.contains(uid));
             (!owned).then(|| Orphan {
                 lb: lb.clone(),
                 service_uid,
@@ -229,5 +236,25 @@ mod tests {
         assert!(protected.describe().contains("delete protection"));
         let all: HashSet<String> = ["live".to_owned(), "gone".to_owned()].into();
         assert_eq!(orphans(&lbs, "a", &all).len(), 1, "only the unlabelled one");
+        // A shared one is owned while one of its owners exists.
+        let shared = [lb(
+            6,
+            &[
+                (CLUSTER_NAME_LABEL, "a"),
+                ("hcloud-ccm/shared", "created"),
+                ("hcloud-ccm/owner-gone", "80"),
+                ("hcloud-ccm/owner-live", "443"),
+            ],
+        )];
+        assert!(orphans(&shared, "a", &services).is_empty());
+        let none = HashSet::new();
+        let found = orphans(&shared, "a", &none);
+        assert!(
+            found[0]
+                .describe()
+                .contains("it is shared, and no Service of its owners"),
+            "{}",
+            found[0].describe()
+        );
     }
 }

@@ -356,6 +356,24 @@ impl HcloudLoadBalancers {
         mutex.lock_owned().await
     }
 
+    /// The lock of the shared load balancer `service` names, if it names one: its owners
+    /// change it one at a time (each writes the labels as it read them). Taken after the
+    /// Service's own lock, never before (no other Service waits for that one).
+    async fn lock_shared(&self, service: &Service) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let name = Annotations::of(service)
+            .string(annotations::keys::SHARED_LOAD_BALANCER)
+            .ok()
+            .flatten()?;
+        // Not a UID: a UID has no slash. Waited for with the worker's slot lent, as an
+        // action: the owner holding the lock may be waiting for a slot to go on.
+        let key = format!("shared/{name}");
+        let locked = self.lock(&key);
+        Some(match self.workers.get() {
+            Some(workers) => workers.waiting(locked).await,
+            None => locked.await,
+        })
+    }
+
     fn executor<'a>(&'a self, lb: &models::LoadBalancer, name: &'a str) -> Executor<'a> {
         Executor {
             client: &self.client,
@@ -498,6 +516,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
+        let _shared = self.lock_shared(service).await;
         // Beyond the official CCM: no TCP port, no load balancer (an empty status, no retry).
         if let Some(warning) = desired::no_tcp_port(service) {
             return self
@@ -537,6 +556,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         let read = self.reader();
         let desired = read.desired(service, nodes).await?;
         let _serialised = self.lock(uid).await;
+        let _shared = self.lock_shared(service).await;
         let (found, owners) = read.find_for(uid, &desired, false).await?;
         let update = decide::decide_update(&service_key(service), &desired, found, &owners)?;
         let apply = self.applier();
@@ -561,6 +581,7 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER_DELETED);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
+        let _shared = self.lock_shared(service).await;
         let deletion = self.deletion(service, uid).await?;
         self.applier()
             .carry_out_deletion(service, uid, &deletion)
