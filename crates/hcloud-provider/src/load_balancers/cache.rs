@@ -346,6 +346,16 @@ impl LoadBalancerCache {
         }
     }
 
+    /// The load balancers known (as last listed or written, perhaps stale) that carry the
+    /// label `key`: a hint, from memory only, that the API is worth asking.
+    pub fn known_with_label(&self, key: &str) -> Vec<LoadBalancer> {
+        self.view()
+            .lbs()
+            .filter(|lb| lb.labels.contains_key(key))
+            .cloned()
+            .collect()
+    }
+
     /// `lb` as this process left it after a change.
     pub fn store(&self, lb: &LoadBalancer) {
         self.write(lb.id, Some(lb.clone()));

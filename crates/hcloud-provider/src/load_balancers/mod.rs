@@ -356,6 +356,43 @@ impl HcloudLoadBalancers {
         mutex.lock_owned().await
     }
 
+    /// Release the ports the Service with `uid` still owns on shared load balancers it no
+    /// longer names (its `shared-load-balancer` annotation was removed or names another), as
+    /// its deletion would: their services and its label go, and a load balancer created here
+    /// goes with its last owner. Only when the load balancer cache knows such a one (no
+    /// request otherwise); then the API is asked by label, and each is changed under its lock.
+    async fn release_elsewhere(&self, service: &Service, uid: &str) -> Result<()> {
+        let reader = self.reader();
+        let apply = self.applier();
+        for listed in self.shared_elsewhere(service, uid).await? {
+            let _locked = self.lock_name(&listed.name).await;
+            let deletion = reader.shared_release(uid, vec![listed]);
+            apply.carry_out_deletion(service, uid, &deletion).await?;
+        }
+        Ok(())
+    }
+
+    /// The shared load balancers the Service with `uid` owns ports of but no longer names
+    /// (see [`Self::release_elsewhere`]).
+    async fn shared_elsewhere(
+        &self,
+        service: &Service,
+        uid: &str,
+    ) -> Result<Vec<models::LoadBalancer>> {
+        let named = Annotations::of(service)
+            .string(annotations::keys::SHARED_LOAD_BALANCER)
+            .ok()
+            .flatten();
+        let elsewhere = |lb: &models::LoadBalancer| Some(&lb.name) != named.as_ref();
+        let key = shared::owner_key(uid);
+        if !self.cache.known_with_label(&key).iter().any(elsewhere) {
+            return Ok(Vec::new());
+        }
+        let mut listed = self.reader().list_shared_now(uid).await?;
+        listed.retain(elsewhere);
+        Ok(listed)
+    }
+
     /// The lock of the shared load balancer `service` names, if it names one: its owners
     /// change it one at a time (each writes the labels as it read them). Taken after the
     /// Service's own lock, never before (no other Service waits for that one).
@@ -364,14 +401,19 @@ impl HcloudLoadBalancers {
             .string(annotations::keys::SHARED_LOAD_BALANCER)
             .ok()
             .flatten()?;
-        // Not a UID: a UID has no slash. Waited for with the worker's slot lent, as an
-        // action: the owner holding the lock may be waiting for a slot to go on.
+        Some(self.lock_name(&name).await)
+    }
+
+    /// The lock of the shared load balancer `name`. Not a UID's: a UID has no slash. Waited
+    /// for with the worker's slot lent, as an action: the owner holding the lock may be
+    /// waiting for a slot to go on.
+    async fn lock_name(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let key = format!("shared/{name}");
         let locked = self.lock(&key);
-        Some(match self.workers.get() {
+        match self.workers.get() {
             Some(workers) => workers.waiting(locked).await,
             None => locked.await,
-        })
+        }
     }
 
     fn executor<'a>(&'a self, lb: &models::LoadBalancer, name: &'a str) -> Executor<'a> {
@@ -516,6 +558,8 @@ impl LoadBalancer for HcloudLoadBalancers {
         self.operations.count(lbs_op::ENSURE_LOAD_BALANCER);
         let uid = Self::uid(service)?;
         let _serialised = self.lock(uid).await;
+        // Before the named one's lock: one shared load balancer's lock at a time.
+        self.release_elsewhere(service, uid).await?;
         let _shared = self.lock_shared(service).await;
         // Beyond the official CCM: no TCP port, no load balancer (an empty status, no retry).
         if let Some(warning) = desired::no_tcp_port(service) {
@@ -623,7 +667,14 @@ impl LoadBalancer for HcloudLoadBalancers {
                 crate::errors::categorize("listing the servers of the load balancer targets", err)
             })?;
         }
+        let uid = Self::uid(service)?;
+        let released = self.shared_elsewhere(service, uid).await?;
+        let released = self.reader().shared_release(uid, released).to_plan();
         let read = self.reader().read(service, nodes).await?;
-        Ok(decide::decide(read)?.to_plan())
+        let mut plan = decide::decide(read)?.to_plan();
+        plan.changes.splice(0..0, released.changes);
+        plan.writes.splice(0..0, released.writes);
+        plan.warnings.splice(0..0, released.warnings);
+        Ok(plan)
     }
 }

@@ -287,8 +287,18 @@ impl Reader<'_> {
     /// else the Service's services and label go (see [`shared::release`]); the Service's
     /// managed or uploaded certificates go too.
     pub async fn shared_deletion(&self, uid: &str) -> Result<Deletion> {
+        let mut deletion = self.shared_release(uid, self.list_shared_now(uid).await?);
+        if deletion.kept.is_empty() {
+            deletion.certificates = decide::managed_of(uid, self.labelled_certificates(uid).await?);
+        }
+        Ok(deletion)
+    }
+
+    /// What the Service with `uid` leaving the shared load balancers `lbs` does to them (see
+    /// [`shared::release`]); no certificate.
+    pub fn shared_release(&self, uid: &str, lbs: Vec<models::LoadBalancer>) -> Deletion {
         let mut deletion = Deletion::default();
-        for lb in self.list_shared_now(uid).await? {
+        for lb in lbs {
             let others: shared::Owners = shared::owners(&lb.labels)
                 .into_keys()
                 .filter(|owner| owner != uid)
@@ -306,10 +316,7 @@ impl Reader<'_> {
                 Some(steps) => deletion.released.push((lb, steps)),
             }
         }
-        if deletion.kept.is_empty() {
-            deletion.certificates = decide::managed_of(uid, self.labelled_certificates(uid).await?);
-        }
-        Ok(deletion)
+        deletion
     }
 
     /// The desired state, with the IP targets of Robot Nodes (the Robot list is read, from

@@ -661,3 +661,63 @@ async fn a_load_balancer_shared_in_keeps_what_it_had() {
         lb.labels
     );
 }
+
+/// A Service that stops naming its shared load balancer (or names another) leaves it first,
+/// as its deletion would: its ports go, and the load balancer created here goes with its last
+/// owner; `plan` names those writes.
+#[tokio::test]
+async fn a_service_that_stops_sharing_leaves_the_shared_load_balancer() {
+    let env = Env::start().await;
+    let lbs = env.lbs().await;
+    lbs.use_services(known(&["uid-web", "uid-api"]));
+    let nodes = [env.node(0)];
+    let api = sharing("api", "uid-api", &[443], &[]);
+    let web = sharing("web", "uid-web", &[80], &[]);
+    lbs.ensure_load_balancer(CLUSTER, &web, &nodes)
+        .await
+        .unwrap();
+    lbs.ensure_load_balancer(CLUSTER, &api, &nodes)
+        .await
+        .unwrap();
+    assert_eq!(ports_of(&env.only().await), [80, 443]);
+
+    // web names another shared load balancer: it leaves shop-lb (api stays).
+    let mut moved = web.clone();
+    moved
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(format!("{A}shared-load-balancer"), "other-lb".into());
+    let made = plan_then_ensure(&env, &lbs, &moved, &nodes).await;
+    assert!(
+        made.contains(&"POST /load_balancers/{id}/actions/delete_service".to_owned()),
+        "{made:?}"
+    );
+    let mut all = env.all().await;
+    all.sort_by_key(|lb| lb.name.clone());
+    let names: Vec<(String, Vec<u16>)> = all
+        .iter()
+        .map(|lb| (lb.name.clone(), ports_of(lb)))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("other-lb".to_owned(), vec![80]),
+            ("shop-lb".to_owned(), vec![443])
+        ]
+    );
+
+    // api stops sharing: shop-lb, created here, goes with its last owner; api gets its own.
+    let mut own = api.clone();
+    own.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(&format!("{A}shared-load-balancer"));
+    plan_then_ensure(&env, &lbs, &own, &nodes).await;
+    let mut names: Vec<String> = env.all().await.into_iter().map(|lb| lb.name).collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"other-lb".to_owned()) && !names.contains(&"shop-lb".to_owned()));
+}
