@@ -270,8 +270,14 @@ pub(super) fn decide_update(
     };
     // A shared load balancer's targets are its primary owner's.
     let mut desired = desired.clone();
-    if desired.shared.is_some() {
-        super::shared::share(&mut desired, Some(&lb), owners, 0)?;
+    if desired.shared.is_some() && super::shared::share(&mut desired, Some(&lb), owners, 0).is_err()
+    {
+        // Refused (a port of its is another owner's): it sets no targets; its ensure says why.
+        return Ok(TargetUpdate {
+            desired,
+            lb,
+            rounds: Vec::new(),
+        });
     }
     let (rounds, _) = predict_rounds(&desired, lb.clone(), None, true);
     Ok(TargetUpdate {

@@ -218,7 +218,7 @@ pub struct Desired {
     /// Service shares with others (see `shared.rs`); `None`: a load balancer of its own.
     pub shared: Option<String>,
     /// How the Service takes part in its shared load balancer, once decided
-    /// ([`super::shared::share`]); `None` before that, and for a load balancer of its own.
+    /// (`shared.rs`); `None` before that, and for a load balancer of its own.
     pub share: Option<super::shared::Share>,
     /// The settings that choose the targets, as text (`node-selector`, `use-private-ip`): a
     /// shared load balancer records the digest of its primary owner's.

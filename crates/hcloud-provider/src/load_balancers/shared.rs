@@ -122,6 +122,15 @@ pub fn share(
     let me = desired.uid.clone();
     let wanted: BTreeSet<u16> = desired.services.iter().map(|s| s.listen_port).collect();
     let digest = targets_digest(&desired.target_settings);
+    // A label value holds at most 63 characters: about ten ports.
+    let value = ports_value(&wanted);
+    if value.len() > 63 {
+        return Err(Error::invalid_input(format!(
+            "service {}: {} ports are too many to share a load balancer (their list {value:?} must fit a label value of 63 characters)",
+            desired.service,
+            wanted.len()
+        )));
+    }
     let Some(lb) = lb else {
         let mut labels = desired.user_labels.apply(&Labels::new());
         labels.insert(SHARED_LABEL.to_owned(), CREATED.to_owned());
