@@ -548,6 +548,23 @@ async fn a_cordoned_node_leaves_the_load_balancer_and_kube_proxy_checks_the_targ
     .await;
 }
 
+/// The certificate IDs the services of every load balancer in the simulator's `state` carry.
+fn carried_certificates(state: &serde_json::Value) -> Vec<i64> {
+    state["load_balancers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|lb| lb["services"].as_array().cloned().unwrap_or_default())
+        .flat_map(|s| {
+            s["http"]["certificates"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|id| id.as_i64())
+        .collect()
+}
+
 /// The domains of a Service's managed certificate edited through the apiserver: a second
 /// certificate for the new domains is issued and carried, and the first one is deleted once
 /// no service carries it (the official CCM keeps serving the first one).
@@ -570,19 +587,7 @@ async fn edited_managed_certificate_domains_are_served_by_a_new_certificate() {
     // (certificate IDs the load balancer's services carry, every certificate's domains)
     let seen = || async {
         let state = admin.state().await.unwrap();
-        let carried: Vec<i64> = state["load_balancers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|lb| lb["services"].as_array().cloned().unwrap_or_default())
-            .flat_map(|s| {
-                s["http"]["certificates"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .filter_map(|id| id.as_i64())
-            .collect();
+        let carried = carried_certificates(&state);
         let certificates: Vec<(i64, Vec<String>)> = state["certificates"]
             .as_array()
             .into_iter()
@@ -679,19 +684,7 @@ async fn a_tls_secret_is_served_and_its_renewal_swapped_in() {
     // Secret label)
     let seen = || async {
         let state = admin.state().await.unwrap();
-        let carried: Vec<i64> = state["load_balancers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|lb| lb["services"].as_array().cloned().unwrap_or_default())
-            .flat_map(|s| {
-                s["http"]["certificates"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .filter_map(|id| id.as_i64())
-            .collect();
+        let carried = carried_certificates(&state);
         let certificates: Vec<(i64, String)> = state["certificates"]
             .as_array()
             .into_iter()

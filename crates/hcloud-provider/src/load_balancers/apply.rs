@@ -363,63 +363,63 @@ impl Applier<'_> {
         self.lbs.operations.count(cert_op::CREATE_MANAGED);
         let mut labels = models::Labels::new();
         labels.insert(SERVICE_UID_LABEL.to_owned(), uid.to_owned());
-        if let Some(cluster) = &self.lbs.settings.cluster_name {
-            labels.insert(cluster::CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
-        }
         if want.acme_staging {
             labels.insert(STAGING_LABEL.to_owned(), "true".to_owned());
         }
-        let request =
-            CreateCertificateRequest::managed(&want.name, want.domains.clone()).with_labels(labels);
+        let request = CreateCertificateRequest::managed(&want.name, want.domains.clone());
         tracing::info!(certificate = want.name, domains = ?want.domains, "creating managed certificate");
-        let created = self
-            .lbs
-            .client
-            .certificates()
-            .create(&request)
-            .await
-            .map_err(|err| {
-                categorize(format!("creating managed certificate {:?}", want.name), err)
-            })?;
-        Ok(created.certificate)
+        self.create_certificate(
+            request,
+            labels,
+            format!("creating managed certificate {:?}", want.name),
+        )
+        .await
     }
 
     /// Upload the certificate of the Service's Secret (labelled with its UID, the Secret and
     /// the content's digest); its ID.
     async fn upload_secret_certificate(&self, uid: &str, want: &SecretCertificate) -> Result<i64> {
         self.lbs.operations.count(cert_op::CREATE_FROM_SECRET);
-        let mut labels = want.labels(uid);
-        if let Some(cluster) = &self.lbs.settings.cluster_name {
-            labels.insert(cluster::CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
-        }
         let request = CreateCertificateRequest::uploaded(
             &want.name,
             &want.content.certificate,
             &want.content.private_key,
-        )
-        .with_labels(labels);
+        );
         tracing::info!(
             certificate = want.name,
             secret = want.secret,
             digest = want.digest,
             "uploading certificate from Secret"
         );
+        let what = format!(
+            "uploading certificate {:?} from Secret {}",
+            want.name, want.secret
+        );
+        let created = self
+            .create_certificate(request, want.labels(uid), what)
+            .await?;
+        Ok(created.id)
+    }
+
+    /// Create a certificate this CCM makes for a Service, with `labels` and the cluster label
+    /// (where set); `what` names the call in an error.
+    async fn create_certificate(
+        &self,
+        request: CreateCertificateRequest,
+        mut labels: models::Labels,
+        what: String,
+    ) -> Result<Certificate> {
+        if let Some(cluster) = &self.lbs.settings.cluster_name {
+            labels.insert(cluster::CLUSTER_NAME_LABEL.to_owned(), cluster.clone());
+        }
         let created = self
             .lbs
             .client
             .certificates()
-            .create(&request)
+            .create(&request.with_labels(labels))
             .await
-            .map_err(|err| {
-                categorize(
-                    format!(
-                        "uploading certificate {:?} from Secret {}",
-                        want.name, want.secret
-                    ),
-                    err,
-                )
-            })?;
-        Ok(created.certificate.id)
+            .map_err(|err| categorize(what, err))?;
+        Ok(created.certificate)
     }
 
     /// Wait until `cert` is issued (bounded by `certificate_timeout`: then a retry). It polls

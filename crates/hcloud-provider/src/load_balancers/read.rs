@@ -209,8 +209,17 @@ impl Reader<'_> {
         let found = self.find_shared(uid, &desired.name).await?;
         let owners = found
             .lb
-            .iter()
-            .flat_map(|lb| shared::owners(&lb.labels).into_keys())
+            .as_ref()
+            .map(|lb| self.other_owners(lb, uid))
+            .unwrap_or_default();
+        Ok((found, owners))
+    }
+
+    /// The owners of the shared load balancer `lb` other than the Service with `uid`, as the
+    /// caller's view of the Services knows them (no request).
+    fn other_owners(&self, lb: &models::LoadBalancer, uid: &str) -> shared::Owners {
+        shared::owners(&lb.labels)
+            .into_keys()
             .filter(|owner| owner != uid)
             .map(|owner| {
                 let known = (
@@ -219,8 +228,7 @@ impl Reader<'_> {
                 );
                 (owner, known)
             })
-            .collect();
-        Ok((found, owners))
+            .collect()
     }
 
     /// The shared load balancer `name` (from the cache, as every lookup), refused when it is
@@ -267,16 +275,7 @@ impl Reader<'_> {
     /// now (one request by label selector, never the cache), of this cluster.
     pub async fn list_shared_now(&self, uid: &str) -> Result<Vec<models::LoadBalancer>> {
         self.lbs.operations.count(lb_op::GET_BY_K8S_SERVICE_UID);
-        let selector = shared::owner_selector(uid);
-        let mut listed = self
-            .lbs
-            .client
-            .load_balancers()
-            .list_all(&ListParams::label_selector(selector.clone()))
-            .await
-            .map_err(|err| {
-                categorize(format!("listing load balancers labelled {selector}"), err)
-            })?;
+        let mut listed = self.list_labelled_by(shared::owner_selector(uid)).await?;
         listed.retain(|lb| self.claim(&lb.labels).usable());
         listed.sort_by_key(|lb| lb.id);
         Ok(listed)
@@ -299,17 +298,7 @@ impl Reader<'_> {
     pub fn shared_release(&self, uid: &str, lbs: Vec<models::LoadBalancer>) -> Deletion {
         let mut deletion = Deletion::default();
         for lb in lbs {
-            let others: shared::Owners = shared::owners(&lb.labels)
-                .into_keys()
-                .filter(|owner| owner != uid)
-                .map(|owner| {
-                    let known = (
-                        self.lbs.service_exists(&owner),
-                        self.lbs.service_name(&owner),
-                    );
-                    (owner, known)
-                })
-                .collect();
+            let others = self.other_owners(&lb, uid);
             match shared::release(&lb, uid, &others) {
                 None if lb.protection.delete => deletion.kept.push(lb),
                 None => deletion.load_balancers.push(lb),
@@ -543,27 +532,18 @@ impl Reader<'_> {
                 {
                     return Ok(Some(ManagedRead::Remembered(id)));
                 }
-                self.lbs
-                    .operations
-                    .count(lb_op::RECONCILE_MANAGED_CERTIFICATE);
-                let mut listed: Vec<Certificate> = self
-                    .labelled_certificates(&desired.uid)
-                    .await?
-                    .into_iter()
-                    .filter(|c| c.kind == Some(models::CertificateType::Managed))
-                    .collect();
-                listed.sort_by_key(|c| c.id);
-                // Remembered only when nothing is left to retire (see `decide::managed`).
-                if let [cert] = listed.as_slice()
-                    && decide::same_domains(cert, &want.domains)
-                    && matches!(decide::issuance(cert), Ok(true))
-                {
-                    self.lbs.managed_certificates.remember(
+                let listed = self
+                    .made_certificates(
                         &desired.uid,
-                        cert.id,
+                        lb_op::RECONCILE_MANAGED_CERTIFICATE,
+                        |c| c.kind == Some(models::CertificateType::Managed),
+                        |c| {
+                            decide::same_domains(c, &want.domains)
+                                && matches!(decide::issuance(c), Ok(true))
+                        },
                         MadeOf::domains(&want.domains),
-                    );
-                }
+                    )
+                    .await?;
                 Ok(Some(ManagedRead::Listed(listed)))
             }
             Certificates::Secret(name) => {
@@ -572,30 +552,51 @@ impl Reader<'_> {
                 if let Some(id) = self.lbs.managed_certificates.get(&desired.uid, &made_of) {
                     return Ok(Some(ManagedRead::Remembered(id)));
                 }
-                self.lbs
-                    .operations
-                    .count(lb_op::RECONCILE_SECRET_CERTIFICATE);
-                let mut listed: Vec<Certificate> = self
-                    .labelled_certificates(&desired.uid)
-                    .await?
-                    .into_iter()
-                    .filter(tls_secret::from_secret)
-                    .collect();
-                listed.sort_by_key(|c| c.id);
-                // Remembered only when nothing is left to retire, as a managed one.
-                if let [cert] = listed.as_slice()
-                    && want.made(cert)
-                {
-                    self.lbs
-                        .managed_certificates
-                        .remember(&desired.uid, cert.id, made_of);
-                }
+                let listed = self
+                    .made_certificates(
+                        &desired.uid,
+                        lb_op::RECONCILE_SECRET_CERTIFICATE,
+                        tls_secret::from_secret,
+                        |c| want.made(c),
+                        made_of,
+                    )
+                    .await?;
                 Ok(Some(ManagedRead::FromSecret {
                     want: Box::new(want),
                     listed,
                 }))
             }
         }
+    }
+
+    /// The certificates of the kind `kind` this CCM made for the Service with `uid` (one
+    /// listing by its label, counted as `op`), lowest ID first. When the only one is
+    /// `current`, it is remembered as made of `made_of`: only when nothing is left to retire
+    /// (see `decide::managed_certificate`).
+    async fn made_certificates(
+        &self,
+        uid: &str,
+        op: &'static str,
+        kind: impl Fn(&Certificate) -> bool,
+        current: impl Fn(&Certificate) -> bool,
+        made_of: MadeOf,
+    ) -> Result<Vec<Certificate>> {
+        self.lbs.operations.count(op);
+        let mut listed: Vec<Certificate> = self
+            .labelled_certificates(uid)
+            .await?
+            .into_iter()
+            .filter(|c| kind(c))
+            .collect();
+        listed.sort_by_key(|c| c.id);
+        if let [cert] = listed.as_slice()
+            && current(cert)
+        {
+            self.lbs
+                .managed_certificates
+                .remember(uid, cert.id, made_of);
+        }
+        Ok(listed)
     }
 
     /// The content of the Secret `name` of `service`'s namespace, through the caller's
@@ -742,8 +743,12 @@ impl Reader<'_> {
         let Some(selector) = cluster::selector(self.lbs.settings.cluster_name.as_deref()) else {
             return Ok(None);
         };
-        let lbs = self
-            .lbs
+        self.list_labelled_by(selector).await.map(Some)
+    }
+
+    /// Every load balancer `selector` selects, as the API lists them now (one request).
+    async fn list_labelled_by(&self, selector: String) -> Result<Vec<models::LoadBalancer>> {
+        self.lbs
             .client
             .load_balancers()
             .list_all(&ListParams::label_selector(selector.clone()))
@@ -753,8 +758,7 @@ impl Reader<'_> {
                     format!("listing the load balancers labelled {selector}"),
                     err,
                 )
-            })?;
-        Ok(Some(lbs))
+            })
     }
 }
 

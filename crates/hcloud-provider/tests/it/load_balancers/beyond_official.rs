@@ -29,6 +29,29 @@ fn checks(lb: &models::LoadBalancer) -> Vec<(u16, String, u16, Option<String>)> 
         .collect()
 }
 
+/// Every certificate of the project, lowest ID first.
+async fn all_certificates(env: &Env) -> Vec<models::Certificate> {
+    let mut all = env
+        .client
+        .certificates()
+        .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
+        .await
+        .unwrap();
+    all.sort_by_key(|c| c.id);
+    all
+}
+
+/// The certificate IDs the services of the only load balancer carry.
+async fn carried_certificates(env: &Env) -> Vec<i64> {
+    env.only()
+        .await
+        .services
+        .iter()
+        .filter_map(|s| s.http.as_ref())
+        .flat_map(|h| h.certificates.clone())
+        .collect()
+}
+
 /// The message of the user error ensure fails `svc` with.
 async fn user_error(lbs: &HcloudLoadBalancers, svc: &Service, nodes: &[Arc<Node>]) -> String {
     let err = lbs
@@ -286,25 +309,8 @@ async fn edited_managed_certificate_domains_swap_in_a_new_certificate_before_the
             ],
         )
     };
-    let certificates = || async {
-        let mut all = env
-            .client
-            .certificates()
-            .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
-            .await
-            .unwrap();
-        all.sort_by_key(|c| c.id);
-        all
-    };
-    let carried = || async {
-        env.only()
-            .await
-            .services
-            .iter()
-            .filter_map(|s| s.http.as_ref())
-            .flat_map(|h| h.certificates.clone())
-            .collect::<Vec<i64>>()
-    };
+    let certificates = || all_certificates(&env);
+    let carried = || carried_certificates(&env);
     plan_then_ensure(&env, &lbs, &https("a.example.com"), &nodes).await;
     let [first] = certificates().await.try_into().unwrap();
     assert_eq!(first.domain_names, ["a.example.com"]);
@@ -402,25 +408,8 @@ async fn a_tls_secret_is_uploaded_and_a_renewal_is_swapped_in_before_the_old_upl
         "{message}"
     );
 
-    let certificates = || async {
-        let mut all = env
-            .client
-            .certificates()
-            .list_all(&hcloud_api::api::params::ListCertificatesParams::default())
-            .await
-            .unwrap();
-        all.sort_by_key(|c| c.id);
-        all
-    };
-    let carried = || async {
-        env.only()
-            .await
-            .services
-            .iter()
-            .filter_map(|s| s.http.as_ref())
-            .flat_map(|h| h.certificates.clone())
-            .collect::<Vec<i64>>()
-    };
+    let certificates = || all_certificates(&env);
+    let carried = || carried_certificates(&env);
     secrets.put("web-tls", "first");
     let made = plan_then_ensure(&env, &lbs, &svc, &nodes).await;
     assert_eq!(made, ["POST /certificates", "POST /load_balancers"]);
