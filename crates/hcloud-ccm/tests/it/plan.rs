@@ -1104,3 +1104,55 @@ async fn plan_shows_the_upload_of_a_services_tls_secret() {
         "{state}"
     );
 }
+
+/// `plan` shows the owners of a shared load balancer that does not exist yet: each would
+/// create it when synced first, and says that the others then add their ports.
+#[tokio::test]
+async fn plan_shows_a_shared_load_balancer_before_it_is_made() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let scope = Scope::new("planshared").await;
+    let (sim, network, _) = simulator_with_network(&scope).await;
+    let prefix = scope.id();
+    for name in ["web", "api"] {
+        scope
+            .create_service(lb_service(
+                &format!("{prefix}-{name}"),
+                &[("shared-load-balancer", "shop-lb")],
+            ))
+            .await;
+    }
+    let planner = scope.admin_access("planner").await;
+    let out = run_plan(
+        &sim,
+        planner.kubeconfig.as_path(),
+        &network,
+        &["-o", "json"],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for name in ["web", "api"] {
+        let service = object(
+            &plan,
+            "Service",
+            &format!("{}/{prefix}-{name}", scope.namespace()),
+        );
+        let changes = targets(service);
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.starts_with("create load balancer \"shop-lb\"")
+                    && c.contains("shared: created by the first of its owners synced")),
+            "{changes:?}"
+        );
+    }
+    let state = sim.admin().state().await.unwrap();
+    assert!(
+        state["load_balancers"].as_array().is_none_or(Vec::is_empty),
+        "{state}"
+    );
+}

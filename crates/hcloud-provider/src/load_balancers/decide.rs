@@ -625,10 +625,14 @@ impl Decision {
                     .iter()
                     .filter(|t| t.use_private_ip == Some(true))
                     .count();
-                let over_network = match private {
+                let mut over_network = match private {
                     0 => String::new(),
                     n => format!(", {n} of them over the private network"),
                 };
+                if self.desired.shared.is_some() {
+                    // Each owner is planned alone: any of them may be the one to create it.
+                    over_network.push_str("; shared: created by the first of its owners synced, the others add their ports");
+                }
                 out.changes.push(Change::new(
                     Verb::Create,
                     format!(
