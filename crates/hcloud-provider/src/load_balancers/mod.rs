@@ -38,7 +38,8 @@
 //!   to update and runs a full ensure instead while the Service still wants a load balancer
 //!   (which finds one by name, as the official CCM's update does, or creates it). **Delete**: absent is success; delete protection keeps the
 //!   load balancer (success, a `DeleteProtected` Warning); every load balancer labelled with the Service's UID is
-//!   deleted, and so is the managed certificate this CCM created for the Service.
+//!   deleted, and so are the managed certificate and the Secret uploads this CCM created for
+//!   the Service.
 //! - **No TCP port, no load balancer** (beyond the official CCM): a Service whose ports are
 //!   all UDP or SCTP ([`desired::no_tcp_port`]) gets no load balancer, which would be billed
 //!   and carry nothing (Hetzner load balancers carry TCP only). Ensure writes one
@@ -47,6 +48,14 @@
 //!   API lists what is deleted), and succeeds with an empty status, which the controller
 //!   writes: no error, so no retry until the Service changes. Update has nothing to update
 //!   then; `plan` shows the deletion and the Warning.
+//! - **Shared load balancers** (beyond the official CCM, `shared.rs`): Services naming one in
+//!   `shared-load-balancer` each own their ports (labels `hcloud-ccm/owner-<uid>`); the owner
+//!   of the lowest port sets the targets and the load balancer's own settings; it goes with
+//!   its last owner, and only if created here. Owners of one change it one at a time.
+//! - **Certificates from a Secret** (beyond the official CCM, `tls_secret.rs`): a
+//!   `kubernetes.io/tls` Secret named in `http-certificate-secret`, read through the caller's
+//!   reader, is uploaded, uploaded again when its content changes, swapped in, and the old
+//!   upload deleted after the swap.
 //! - **Events**: the official CCM's warnings (`MaxTargetsReached`,
 //!   `UnsupportedProtocolConfigured`, `LoadBalancerTypeUnconfigured`,
 //!   `LoadBalancerTypeDeprecated`, `UnknownProviderIDPrefix`, and for Robot Nodes
@@ -63,7 +72,8 @@
 //!   [`LoadBalancerSettings::retry_after`].
 //!
 //! Changes for one Service are serialised in this process (ensure and the node-driven update
-//! may run at the same time).
+//! may run at the same time), and so are the changes of the owners of one shared load
+//! balancer.
 
 pub mod annotations;
 mod apply;
