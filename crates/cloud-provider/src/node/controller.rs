@@ -391,15 +391,18 @@ impl NodeReconciler {
         for warning in &decision.warnings {
             self.warn(&node, warning).await;
         }
+        // The addresses first (upstream writes them after the taint goes): whoever sees the
+        // Node without the uninitialized taint sees its addresses too (the route controller
+        // checks a route's target against them).
+        if let Err(err) = self.write_addresses(&node, &decision).await {
+            tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
+        }
         let Some(updated) = self.initialize(&node, init, &metadata).await? else {
             tracing::debug!(node = name, "node was initialized concurrently");
             return Ok(());
         };
         if let Some(seconds) = seconds_since_creation(&updated) {
             self.metrics.observe_taint_removal_delay(seconds);
-        }
-        if let Err(err) = self.write_addresses(&updated, &decision).await {
-            tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
         }
         tracing::info!(node = name, "node initialized");
         self.recorder
