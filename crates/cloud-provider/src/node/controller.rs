@@ -1,7 +1,7 @@
 //! I/O of the cloud node controller; every decision lives in [`super::decisions`] and
 //! [`super::addresses`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -187,6 +187,50 @@ struct NodeReconciler {
     /// The user-error Warning last written per Node, so a Node that keeps changing (kubelet
     /// status updates) with the same problem is not warned about again.
     warned: LastWarnings,
+    /// The versions of Nodes this controller's own initialization replaced.
+    superseded: Superseded,
+}
+
+/// The resource versions of each Node that this controller's own later writes replaced, kept
+/// until the cache holds another. Initialising a Node takes two writes (its addresses, then the
+/// Node); the watch event of the first queues the Node again, and that sync can start before the
+/// second's event arrives. Acting on the cached Node then would repeat a finished
+/// initialisation and conflict, so the sync waits for the newer version's event instead.
+#[derive(Default)]
+struct Superseded(parking_lot::Mutex<HashMap<String, Vec<String>>>);
+
+impl Superseded {
+    /// `versions` of the Node `name` are replaced by a write of ours.
+    fn record(&self, name: &str, versions: impl IntoIterator<Item = Option<String>>) {
+        let versions: Vec<String> = versions.into_iter().flatten().collect();
+        if !versions.is_empty() {
+            self.0.lock().insert(name.to_owned(), versions);
+        }
+    }
+
+    /// Whether the cache holds `node` at a version our own write replaced (its event is on the
+    /// way); the first other version ends the record.
+    fn is_behind(&self, node: &Node) -> bool {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let mut superseded = self.0.lock();
+        let Some(versions) = superseded.get(name) else {
+            return false;
+        };
+        if node
+            .metadata
+            .resource_version
+            .as_ref()
+            .is_some_and(|v| versions.contains(v))
+        {
+            return true;
+        }
+        superseded.remove(name);
+        false
+    }
+
+    fn forget(&self, name: &str) {
+        self.0.lock().remove(name);
+    }
 }
 
 /// The cloud node controller. Build it when leadership is won, then [`NodeController::run`] it.
@@ -225,6 +269,7 @@ impl NodeController {
                 config,
                 queue,
                 warned: LastWarnings::default(),
+                superseded: Superseded::default(),
             },
             heartbeat: Heartbeat::new(CONTROLLER),
             recoveries: None,
@@ -303,6 +348,7 @@ async fn feed(
         Feed::Event(NodeEvent::Deleted(gone)) => {
             if let Some(name) = gone.metadata.name.as_deref() {
                 inner.warned.forget(name);
+                inner.superseded.forget(name);
             }
         }
         Feed::Lagged(missed) => {
@@ -368,6 +414,13 @@ impl NodeReconciler {
         let Some(node) = self.cache.get(name) else {
             return Ok(());
         };
+        if self.superseded.is_behind(&node) {
+            tracing::debug!(
+                node = name,
+                "the cache has not seen this controller's last write yet"
+            );
+            return Ok(());
+        }
         if !is_uninitialized(&node) {
             let decision = decide(&node, None).map_err(NodeSyncError::Init)?;
             return self.write_labels(&node, &decision.labels).await;
@@ -393,14 +446,23 @@ impl NodeReconciler {
         }
         // The addresses first (upstream writes them after the taint goes): whoever sees the
         // Node without the uninitialized taint sees its addresses too (the route controller
-        // checks a route's target against them).
-        if let Err(err) = self.write_addresses(&node, &decision).await {
-            tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
-        }
-        let Some(updated) = self.initialize(&node, init, &metadata).await? else {
+        // checks a route's target against them). The initialization then patches the Node the
+        // status write returned, so its resource version is current and it does not conflict.
+        let written = match self.write_addresses(&node, &decision).await {
+            Ok(written) => written,
+            Err(err) => {
+                tracing::warn!(node = name, error = %error_chain(&err), "failed to set node addresses");
+                None
+            }
+        };
+        let base = written.as_ref().unwrap_or(&node);
+        let Some(updated) = self.initialize(base, init, &metadata).await? else {
             tracing::debug!(node = name, "node was initialized concurrently");
             return Ok(());
         };
+        let replaced = |n: &Node| n.metadata.resource_version.clone();
+        self.superseded
+            .record(name, [replaced(&node), written.as_ref().and_then(replaced)]);
         if let Some(seconds) = seconds_since_creation(&updated) {
             self.metrics.observe_taint_removal_delay(seconds);
         }
@@ -457,20 +519,21 @@ impl NodeReconciler {
         }
     }
 
-    /// Write the decided addresses, if they differ. Returns whether it wrote.
+    /// Write the decided addresses, if they differ. Returns the Node as written, if it wrote.
     async fn write_addresses(
         &self,
         node: &Node,
         decision: &NodeDecision,
-    ) -> Result<bool, NodeSyncError> {
+    ) -> Result<Option<Node>, NodeSyncError> {
         if let Some(err) = &decision.address_error {
             return Err(NodeSyncError::Addresses(err.clone()));
         }
         let Some(addresses) = &decision.addresses else {
-            return Ok(false);
+            return Ok(None);
         };
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        self.nodes
+        let written = self
+            .nodes
             .patch_status(
                 name,
                 &PatchParams::default(),
@@ -479,7 +542,7 @@ impl NodeReconciler {
             .await
             .map_err(NodeSyncError::Kube)?;
         tracing::info!(node = name, ?addresses, "updated node addresses");
-        Ok(true)
+        Ok(Some(written))
     }
 
     /// Write the decided GA labels, if any.
@@ -598,6 +661,31 @@ mod tests {
     use super::*;
     use crate::node::test_support::{addr, taint};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_version_our_write_replaced_is_behind_until_another_is_cached() {
+        let at = |version: &str| Node {
+            metadata: kube::api::ObjectMeta {
+                name: Some("n1".into()),
+                resource_version: Some(version.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let superseded = Superseded::default();
+        assert!(!superseded.is_behind(&at("1")), "nothing recorded");
+        superseded.record("n1", [Some("1".to_owned()), Some("2".to_owned()), None]);
+        assert!(superseded.is_behind(&at("1")));
+        assert!(superseded.is_behind(&at("2")));
+        assert!(!superseded.is_behind(&at("3")), "the write's own version");
+        assert!(
+            !superseded.is_behind(&at("1")),
+            "forgotten once another version was seen"
+        );
+        superseded.record("n1", [Some("4".to_owned())]);
+        superseded.forget("n1");
+        assert!(!superseded.is_behind(&at("4")), "forgotten with the Node");
+    }
 
     #[test]
     fn initialization_patch_shapes() {

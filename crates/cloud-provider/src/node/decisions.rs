@@ -242,8 +242,16 @@ impl NodeDecision {
             Change::new(verb, format!("label {key}"))
                 .values(existing.get(key).cloned(), Some(value.to_owned()))
         };
+        let addresses = self.addresses.as_ref().map(|addresses| {
+            Change::new(Verb::Change, "status.addresses").values(
+                Some(addresses_text(current_addresses(node))),
+                Some(addresses_text(addresses)),
+            )
+        });
         let mut out = Vec::new();
         if let Some(init) = &self.initialization {
+            // In the order of the writes: the addresses before the taint goes.
+            out.extend(addresses.clone());
             if let Some(provider_id) = &init.provider_id {
                 out.push(
                     Change::new(Verb::Add, "spec.providerID")
@@ -261,25 +269,27 @@ impl NodeDecision {
             }
         }
         out.extend(self.labels.iter().map(|(k, v)| label(k, v)));
-        if let Some(addresses) = &self.addresses {
-            out.push(Change::new(Verb::Change, "status.addresses").values(
-                Some(addresses_text(current_addresses(node))),
-                Some(addresses_text(addresses)),
-            ));
+        if self.initialization.is_none() {
+            out.extend(addresses);
         }
         out
     }
 
-    /// The writes that carry the changes out.
+    /// The writes that carry the changes out, in the controller's order: a Node being
+    /// initialised gets its addresses before its taint goes (so nobody sees it initialised
+    /// without them); an initialised one its labels, then its addresses.
     pub fn writes(&self, name: &str) -> Vec<Write> {
-        let mut out = Vec::new();
-        if self.initialization.is_some() || !self.labels.is_empty() {
-            out.push(Write::kube("patch", "nodes", name));
+        let node = (self.initialization.is_some() || !self.labels.is_empty())
+            .then(|| Write::kube("patch", "nodes", name));
+        let status = self
+            .addresses
+            .is_some()
+            .then(|| Write::kube("patch", "nodes/status", name));
+        if self.initialization.is_some() {
+            status.into_iter().chain(node).collect()
+        } else {
+            node.into_iter().chain(status).collect()
         }
-        if self.addresses.is_some() {
-            out.push(Write::kube("patch", "nodes/status", name));
-        }
-        out
     }
 }
 

@@ -92,6 +92,27 @@ async fn run_plan(
         .unwrap()
 }
 
+/// `plan -o json` with `extra` arguments, having exited with `status` (0: everything planned;
+/// 1: something could not be), parsed.
+async fn plan_json(
+    sim: &Simulator,
+    kubeconfig: &Path,
+    network: &str,
+    extra: &[&str],
+    status: i32,
+) -> Value {
+    let mut args = vec!["-o", "json"];
+    args.extend_from_slice(extra);
+    let out = run_plan(sim, kubeconfig, network, &args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(status),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A simulator with the token and the network `<scope id>-net` every plan here runs with: the
 /// simulator, the network's name and its ID.
 async fn simulator_with_network(scope: &Scope) -> (Simulator, String, i64) {
@@ -330,15 +351,14 @@ async fn plan_lists_every_controllers_changes_and_writes_nothing() {
 
     // With a load balancer class set, only Services of that class are planned: none here (no
     // Service has a class), the Nodes as before.
-    let out = run_plan(
+    let classed = plan_json(
         &sim,
         kubeconfig,
         &network,
-        &["-o", "json", "--load-balancer-class=example.com/hcloud"],
+        &["--load-balancer-class=example.com/hcloud"],
+        0,
     )
     .await;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let classed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let services: Vec<&Value> = classed["objects"]
         .as_array()
         .unwrap()
@@ -865,19 +885,7 @@ async fn plan_shows_the_honest_warnings_and_the_adoption_of_a_re_created_service
         .await;
 
     let planner = scope.admin_access("planner").await;
-    let out = run_plan(
-        &sim,
-        planner.kubeconfig.as_path(),
-        &network,
-        &["-o", "json"],
-    )
-    .await;
-    assert!(
-        out.status.success(),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan_json(&sim, &planner.kubeconfig, &network, &[], 0).await;
     let namespace = scope.namespace();
 
     let reborn = object(&plan, "Service", &format!("{namespace}/{prefix}-reborn"));
@@ -967,23 +975,14 @@ async fn plan_shows_servers_without_a_public_ipv4_as_private_targets_or_left_out
         .await;
 
     let planner = scope.admin_access("planner").await;
-    let out = run_plan(
+    let plan = plan_json(
         &sim,
-        planner.kubeconfig.as_path(),
+        &planner.kubeconfig,
         &network,
-        &[
-            "-o",
-            "json",
-            "--hcloud-load-balancers-exclude-cordoned-nodes=true",
-        ],
+        &["--hcloud-load-balancers-exclude-cordoned-nodes=true"],
+        0,
     )
     .await;
-    assert!(
-        out.status.success(),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
     let web = object(
         &plan,
         "Service",
@@ -1054,18 +1053,7 @@ async fn plan_shows_the_upload_of_a_services_tls_secret() {
     // The plan, having exited with `status` (1: a Service could not be planned).
     let plan = |extra: &'static [&'static str], status: i32| {
         let (sim, network, kubeconfig) = (&sim, &network, planner.kubeconfig.clone());
-        async move {
-            let mut args = vec!["-o", "json"];
-            args.extend_from_slice(extra);
-            let out = run_plan(sim, &kubeconfig, network, &args).await;
-            assert_eq!(
-                out.status.code(),
-                Some(status),
-                "stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            serde_json::from_slice::<Value>(&out.stdout).unwrap()
-        }
+        async move { plan_json(sim, &kubeconfig, network, extra, status).await }
     };
     let changes = targets(&web(&plan(&[], 0).await));
     let upload = format!(
@@ -1122,19 +1110,7 @@ async fn plan_shows_a_shared_load_balancer_before_it_is_made() {
             .await;
     }
     let planner = scope.admin_access("planner").await;
-    let out = run_plan(
-        &sim,
-        planner.kubeconfig.as_path(),
-        &network,
-        &["-o", "json"],
-    )
-    .await;
-    assert!(
-        out.status.success(),
-        "stderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let plan = plan_json(&sim, &planner.kubeconfig, &network, &[], 0).await;
     for name in ["web", "api"] {
         let service = object(
             &plan,
