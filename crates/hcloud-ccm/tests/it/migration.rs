@@ -23,18 +23,19 @@ use hcloud_sim::{
 use hcloud_sim::{HealthCheckSeed, LoadBalancerSeed};
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, NodeCondition, NodeSpec,
-    NodeStatus, Service, ServicePort, ServiceSpec, ServiceStatus,
+    NodeStatus, Service, ServiceStatus,
 };
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use ccm::{BIN, TOKEN, cloud_writes, free_port, kube_writes, metric, metrics};
+use ccm::{
+    BIN, TOKEN, cloud_writes, free_port, kube_writes, lb_service_with_ports, metric, metrics,
+};
 
 use crate::support::scope::Scope;
 
 const UID_LABEL: &str = "hcloud-ccm/service-uid";
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-const A: &str = "load-balancer.hetzner.cloud/";
 
 /// The arguments of the official `deploy/ccm-networks.yaml` (v1.35).
 const OFFICIAL_ARGS: &[&str] = &[
@@ -140,39 +141,6 @@ fn initialized_node(name: &str, id: i64, private: &str, public: &str, pod_cidr: 
             ]),
             ..NodeStatus::default()
         }),
-    }
-}
-
-/// A Service of type LoadBalancer with TCP `ports` (the apiserver picks their node ports).
-fn lb_service(name: &str, ports: &[i32], annotations: &[(&str, &str)]) -> Service {
-    Service {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (format!("{A}{k}"), (*v).to_owned()))
-                    .collect(),
-            ),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("LoadBalancer".into()),
-            selector: Some([("app".to_owned(), name.to_owned())].into()),
-            ports: Some(
-                ports
-                    .iter()
-                    .map(|port| ServicePort {
-                        name: Some(format!("p{port}")),
-                        port: *port,
-                        protocol: Some("TCP".into()),
-                        ..ServicePort::default()
-                    })
-                    .collect(),
-            ),
-            ..ServiceSpec::default()
-        }),
-        status: None,
     }
 }
 
@@ -300,11 +268,13 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     }
 
     // 1. A plain TCP Service: the official defaults (env location fsn1, lb11, network attached).
-    let plain = scope.create_service(lb_service("plain", &[80], &[])).await;
+    let plain = scope
+        .create_service(lb_service_with_ports("plain", &[80], &[]))
+        .await;
     // 2. A named load balancer a user tuned in the console: algorithm, health-check timings and
     //    retries, reverse DNS; no annotation sets any of them.
     let tuned = scope
-        .create_service(lb_service(
+        .create_service(lb_service_with_ports(
             "tuned",
             &[80, 443],
             &[
@@ -315,7 +285,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
         .await;
     // 3. HTTPS with an uploaded certificate, referenced by name.
     let uploaded = scope
-        .create_service(lb_service(
+        .create_service(lb_service_with_ports(
             "uploaded",
             &[443],
             &[
@@ -326,7 +296,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
         .await;
     // 4. HTTPS with a managed certificate the official CCM created.
     let managed = scope
-        .create_service(lb_service(
+        .create_service(lb_service_with_ports(
             "managed",
             &[443],
             &[

@@ -266,6 +266,16 @@ pub async fn plan_json(
 /// `load-balancer.hetzner.cloud/<key>` annotations given. The apiserver picks the node port
 /// (tests share it, and node ports are cluster-wide).
 pub fn lb_service(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Service {
+    lb_service_with_ports(name, &[80], annotations)
+}
+
+/// [`lb_service`] with the TCP `ports` given (named `p<port>` when there are several, as the
+/// apiserver requires).
+pub fn lb_service_with_ports(
+    name: &str,
+    ports: &[i32],
+    annotations: &[(&str, &str)],
+) -> k8s_openapi::api::core::v1::Service {
     use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
     Service {
         metadata: kube::api::ObjectMeta {
@@ -280,11 +290,17 @@ pub fn lb_service(name: &str, annotations: &[(&str, &str)]) -> k8s_openapi::api:
         },
         spec: Some(ServiceSpec {
             type_: Some("LoadBalancer".into()),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|port| ServicePort {
+                        name: (ports.len() > 1).then(|| format!("p{port}")),
+                        port: *port,
+                        protocol: Some("TCP".into()),
+                        ..ServicePort::default()
+                    })
+                    .collect(),
+            ),
             ..ServiceSpec::default()
         }),
         status: None,
