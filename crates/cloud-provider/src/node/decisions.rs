@@ -242,7 +242,7 @@ impl NodeDecision {
             Change::new(verb, format!("label {key}"))
                 .values(existing.get(key).cloned(), Some(value.to_owned()))
         };
-        let addresses = self.addresses.as_ref().map(|addresses| {
+        let mut addresses = self.addresses.as_ref().map(|addresses| {
             Change::new(Verb::Change, "status.addresses").values(
                 Some(addresses_text(current_addresses(node))),
                 Some(addresses_text(addresses)),
@@ -251,7 +251,7 @@ impl NodeDecision {
         let mut out = Vec::new();
         if let Some(init) = &self.initialization {
             // In the order of the writes: the addresses before the taint goes.
-            out.extend(addresses.clone());
+            out.extend(addresses.take());
             if let Some(provider_id) = &init.provider_id {
                 out.push(
                     Change::new(Verb::Add, "spec.providerID")
@@ -269,9 +269,7 @@ impl NodeDecision {
             }
         }
         out.extend(self.labels.iter().map(|(k, v)| label(k, v)));
-        if self.initialization.is_none() {
-            out.extend(addresses);
-        }
+        out.extend(addresses);
         out
     }
 

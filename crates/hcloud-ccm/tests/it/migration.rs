@@ -29,7 +29,8 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use ccm::{
-    BIN, TOKEN, cloud_writes, free_port, kube_writes, lb_service_with_ports, metric, metrics,
+    BIN, TOKEN, cloud_writes, free_port, kube_writes, lb_service, lb_service_with_ports, metric,
+    metrics,
 };
 
 use crate::support::scope::Scope;
@@ -268,9 +269,7 @@ async fn taking_over_from_the_official_ccm_writes_nothing_to_the_cloud() {
     }
 
     // 1. A plain TCP Service: the official defaults (env location fsn1, lb11, network attached).
-    let plain = scope
-        .create_service(lb_service_with_ports("plain", &[80], &[]))
-        .await;
+    let plain = scope.create_service(lb_service("plain", &[])).await;
     // 2. A named load balancer a user tuned in the console: algorithm, health-check timings and
     //    retries, reverse DNS; no annotation sets any of them.
     let tuned = scope
